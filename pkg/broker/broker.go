@@ -1,0 +1,267 @@
+// Package broker is the Redis transport between schedulers and workers:
+// queue lists, reliable takes into per-worker processing lists, the wake
+// channel, and worker heartbeats. Redis holds nothing that cannot be rebuilt
+// from the task center.
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Options configure the Redis connection.
+type Options struct {
+	Addr     string
+	Password string
+	DB       int
+	Prefix   string
+	PoolSize int
+}
+
+// Broker is a handle on Redis.
+type Broker struct {
+	rdb  redis.UniversalClient
+	Keys Keys
+}
+
+// Open connects to Redis and checks that it answers.
+func Open(ctx context.Context, o Options) (*Broker, error) {
+	pool := o.PoolSize
+	if pool <= 0 {
+		pool = 64
+	}
+	rdb := redis.NewClient(&redis.Options{
+		Addr:         o.Addr,
+		Password:     o.Password,
+		DB:           o.DB,
+		PoolSize:     pool,
+		DialTimeout:  5 * time.Second,
+		ReadTimeout:  5 * time.Second,
+		WriteTimeout: 5 * time.Second,
+		// Blocking takes carry their own timeout; the pool must not give
+		// up on a connection while one waits.
+		ContextTimeoutEnabled: true,
+	})
+	b := &Broker{rdb: rdb, Keys: Keys{Prefix: o.Prefix}}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("connect to redis %s: %w", o.Addr, err)
+	}
+	return b, nil
+}
+
+// Client exposes the Redis client for tests and tools.
+func (b *Broker) Client() redis.UniversalClient { return b.rdb }
+
+// Close closes the connection pool.
+func (b *Broker) Close() error { return b.rdb.Close() }
+
+// Ping checks that Redis answers.
+func (b *Broker) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() }
+
+// CheckEviction returns an error when Redis may evict keys: a queue whose
+// messages are evicted loses work silently, so taskd refuses to start.
+func (b *Broker) CheckEviction(ctx context.Context) error {
+	v, err := b.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		// CONFIG may be disabled on managed Redis: nothing to check.
+		return nil
+	}
+	if p, ok := v["maxmemory-policy"]; ok && p != "noeviction" {
+		return fmt.Errorf("redis maxmemory-policy is %q: set it to noeviction, or queued tasks can be evicted", p)
+	}
+	return nil
+}
+
+// Push appends messages to their queues in one pipeline. It returns the
+// messages that could not be pushed (the caller hands them back) and the
+// first error.
+func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Message, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(msgs))
+	var failed []*task.Message
+	var firstErr error
+	for i, m := range msgs {
+		raw, err := m.Encode()
+		if err != nil {
+			failed = append(failed, m)
+			firstErr = orErr(firstErr, err)
+			continue
+		}
+		cmds[i] = pipe.LPush(ctx, b.Keys.Queue(m.Queue, 0), raw)
+	}
+	_, err := pipe.Exec(ctx)
+	for i, c := range cmds {
+		if c != nil && c.Err() != nil {
+			failed = append(failed, msgs[i])
+		}
+	}
+	if err != nil {
+		firstErr = orErr(firstErr, fmt.Errorf("push %d messages: %w", len(msgs), err))
+	}
+	return failed, firstErr
+}
+
+func orErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// takeScript moves up to ARGV[1] messages from a queue to a processing
+// list, oldest first.
+//
+//	KEYS[1] queue list, KEYS[2] processing list
+//	ARGV[1] maximum number of messages
+//	returns the messages moved
+var takeScript = redis.NewScript(`
+local out = {}
+for i = 1, tonumber(ARGV[1]) do
+  local m = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
+  if not m then break end
+  out[#out + 1] = m
+end
+return out
+`)
+
+// Take moves up to max messages of queue q into worker w's processing list.
+// When the queue is empty it blocks up to wait for one message; it returns
+// no messages and no error when none arrived.
+func (b *Broker) Take(ctx context.Context, q, w string, max int, wait time.Duration) ([]string, error) {
+	src, dst := b.Keys.Queue(q, 0), b.Keys.Processing(q, w)
+	got, err := takeScript.Run(ctx, b.rdb, []string{src, dst}, max).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("take from %s: %w", q, err)
+	}
+	if len(got) > 0 || wait <= 0 {
+		return got, nil
+	}
+	m, err := b.rdb.BLMove(ctx, src, dst, "RIGHT", "LEFT", wait).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wait on %s: %w", q, err)
+	}
+	return []string{m}, nil
+}
+
+// Ack removes finished messages from worker w's processing lists.
+func (b *Broker) Ack(ctx context.Context, w string, msgs map[string][]string) error {
+	pipe := b.rdb.Pipeline()
+	for q, raws := range msgs {
+		key := b.Keys.Processing(q, w)
+		for _, raw := range raws {
+			pipe.LRem(ctx, key, 1, raw)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("ack messages: %w", err)
+	}
+	return nil
+}
+
+// Quarantine moves a message that cannot be decoded from a processing list
+// to the queue's poison list, where an operator can inspect it.
+func (b *Broker) Quarantine(ctx context.Context, q, w, raw string) error {
+	pipe := b.rdb.TxPipeline()
+	pipe.LPush(ctx, b.Keys.Poison(q), raw)
+	pipe.LRem(ctx, b.Keys.Processing(q, w), 1, raw)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("quarantine message of %s: %w", q, err)
+	}
+	return nil
+}
+
+// QueueLen returns the number of queued messages of q.
+func (b *Broker) QueueLen(ctx context.Context, q string) (int64, error) {
+	n, err := b.rdb.LLen(ctx, b.Keys.Queue(q, 0)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("queue length of %s: %w", q, err)
+	}
+	return n, nil
+}
+
+// Wake tells schedulers that a task is due in d (zero: now).
+func (b *Broker) Wake(ctx context.Context, d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return b.rdb.Publish(ctx, b.Keys.Wake(), strconv.FormatInt(d.Milliseconds(), 10)).Err()
+}
+
+// Wakeups subscribes to the wake channel. The returned channel yields the
+// delay each producer announced; close the subscription with the returned
+// function.
+func (b *Broker) Wakeups(ctx context.Context) (<-chan time.Duration, func() error) {
+	sub := b.rdb.Subscribe(ctx, b.Keys.Wake())
+	out := make(chan time.Duration, 1)
+	go func() {
+		defer close(out)
+		for msg := range sub.Channel() {
+			ms, _ := strconv.ParseInt(strings.TrimSpace(msg.Payload), 10, 64)
+			d := time.Duration(ms) * time.Millisecond
+			select {
+			case out <- d:
+			default:
+				// A wakeup is already pending; the scheduler rescans anyway.
+			}
+		}
+	}()
+	return out, sub.Close
+}
+
+// Heartbeat is what a worker publishes about itself.
+type Heartbeat struct {
+	ID        string         `json:"id"`
+	Node      string         `json:"node"`
+	Host      string         `json:"host"`
+	PID       int            `json:"pid"`
+	Version   string         `json:"version"`
+	Queues    []string       `json:"queues"`
+	StartedAt time.Time      `json:"started_at"`
+	Busy      int            `json:"busy"`
+	Processed int64          `json:"processed"`
+	Failed    int64          `json:"failed"`
+	Extra     map[string]any `json:"extra,omitempty"`
+}
+
+// Beat publishes a heartbeat with a TTL and records the worker in the
+// registry.
+func (b *Broker) Beat(ctx context.Context, hb *Heartbeat, ttl time.Duration) error {
+	raw, err := json.Marshal(hb)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	pipe := b.rdb.Pipeline()
+	pipe.Set(ctx, b.Keys.Worker(hb.ID), raw, ttl)
+	pipe.ZAdd(ctx, b.Keys.Workers(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: hb.ID})
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	return nil
+}
+
+// Unregister removes a worker's heartbeat when it stops cleanly.
+func (b *Broker) Unregister(ctx context.Context, id string) error {
+	pipe := b.rdb.Pipeline()
+	pipe.Del(ctx, b.Keys.Worker(id))
+	pipe.ZRem(ctx, b.Keys.Workers(), id)
+	_, err := pipe.Exec(ctx)
+	return err
+}

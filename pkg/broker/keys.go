@@ -1,0 +1,44 @@
+package broker
+
+import "strconv"
+
+// Keys builds every Redis key taskd uses. All keys start with the
+// configured prefix; every key that belongs to one queue carries the queue's
+// name as a hash tag ({queue}) so that list moves and scripts touching a
+// queue and its processing lists stay in one Redis Cluster slot.
+//
+//	{prefix}queue:{Q}              pending messages of queue Q (LPUSH in, RPOP side out)
+//	{prefix}queue:{Q}:N            shard N > 0 of queue Q
+//	{prefix}processing:{Q}:W       messages of Q taken by worker W, not yet finished
+//	{prefix}poison:{Q}             messages of Q that could not be decoded
+//	{prefix}wake                   pub/sub channel: a task became due
+//	{prefix}worker:W               heartbeat of worker W (JSON, with a TTL)
+//	{prefix}workers                sorted set of worker ids by last heartbeat
+type Keys struct {
+	Prefix string
+}
+
+// Queue is the list of queue q's shard (0 is the unsharded list).
+func (k Keys) Queue(q string, shard int) string {
+	if shard == 0 {
+		return k.Prefix + "queue:{" + q + "}"
+	}
+	return k.Prefix + "queue:{" + q + "}:" + strconv.Itoa(shard)
+}
+
+// Processing is worker w's in-flight list for queue q.
+func (k Keys) Processing(q, w string) string {
+	return k.Prefix + "processing:{" + q + "}:" + w
+}
+
+// Poison holds undecodable messages of queue q.
+func (k Keys) Poison(q string) string { return k.Prefix + "poison:{" + q + "}" }
+
+// Wake is the channel producers publish to when a task is due soon.
+func (k Keys) Wake() string { return k.Prefix + "wake" }
+
+// Worker is worker w's heartbeat.
+func (k Keys) Worker(w string) string { return k.Prefix + "worker:" + w }
+
+// Workers is the registry of worker ids, scored by last heartbeat (ms).
+func (k Keys) Workers() string { return k.Prefix + "workers" }

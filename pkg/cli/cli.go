@@ -1,0 +1,180 @@
+// Package cli is the taskd command line: the subcommands scripts and
+// operators call. Every command writes to injected streams, prints JSON with
+// -o json, and exits 0 on success, 1 on failure and 2 on bad usage or bad
+// input, with a one-line error on stderr.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// App holds what every command shares: streams, flags, configuration.
+type App struct {
+	Stdout, Stderr io.Writer
+	Stdin          io.Reader
+	// Handlers are Go handlers of a program that embeds taskd; `run` adds
+	// them to the configured ones.
+	Handlers *handler.Registry
+
+	v          *viper.Viper
+	configPath string
+	output     string
+	cfg        *config.Config
+}
+
+// usageError marks errors of the command line itself (exit 2).
+type usageError struct{ error }
+
+// Execute runs the command line and returns the process exit code.
+func Execute(ctx context.Context, args []string, stdout, stderr io.Writer, stdin io.Reader) int {
+	a := &App{Stdout: stdout, Stderr: stderr, Stdin: stdin}
+	return a.Execute(ctx, args)
+}
+
+// Execute runs args with a's streams.
+func (a *App) Execute(ctx context.Context, args []string) int {
+	root := a.Root()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
+	fmt.Fprintf(a.Stderr, "taskd: %s\n", msg)
+	var ue usageError
+	if errors.As(err, &ue) || task.ErrorCode(err) == task.CodeInvalid || isCobraUsage(err) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// isCobraUsage recognises cobra's own argument and flag errors.
+func isCobraUsage(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "flag needs an argument",
+		"invalid argument", "accepts ", "requires at least", "requires exactly", "required flag", "if any flags in the group"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Root builds the command tree.
+func (a *App) Root() *cobra.Command {
+	a.v = config.NewViper()
+	root := &cobra.Command{
+		Use:           "taskd",
+		Short:         "taskd: a distributed task scheduler on MySQL and Redis",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.output != "text" && a.output != "json" {
+				return usageError{fmt.Errorf("--output must be text or json, not %q", a.output)}
+			}
+			return nil
+		},
+	}
+	root.SetOut(a.Stdout)
+	root.SetErr(a.Stderr)
+	root.SetIn(a.Stdin)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.configPath, "config", "", "configuration file (default ./taskd.yaml, then /etc/taskd/taskd.yaml)")
+	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	pf.String("mysql-dsn", "", "task center DSN (overrides mysql.dsn)")
+	pf.String("redis-addr", "", "Redis address (overrides redis.addr)")
+	pf.String("redis-prefix", "", "Redis key prefix (overrides redis.prefix)")
+	a.v.BindPFlag("mysql.dsn", pf.Lookup("mysql-dsn"))
+	a.v.BindPFlag("redis.addr", pf.Lookup("redis-addr"))
+	a.v.BindPFlag("redis.prefix", pf.Lookup("redis-prefix"))
+
+	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.versionCmd())
+	return root
+}
+
+// config loads the configuration once.
+func (a *App) config() (*config.Config, error) {
+	if a.cfg != nil {
+		return a.cfg, nil
+	}
+	c, err := config.Load(a.v, a.configPath)
+	if err != nil {
+		return nil, err
+	}
+	a.cfg = c
+	return c, nil
+}
+
+// openStore opens the task center.
+func (a *App) openStore(ctx context.Context) (*store.Store, error) {
+	c, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	return node.OpenStore(ctx, c)
+}
+
+// openBroker opens Redis; commands that only need it to wake schedulers
+// treat a failure as a warning.
+func (a *App) openBroker(ctx context.Context) (*broker.Broker, error) {
+	c, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	return node.OpenBroker(ctx, c)
+}
+
+// logger builds the process logger: JSON, or text on a terminal.
+func (a *App) logger(c *config.Config) *slog.Logger {
+	level := slog.LevelInfo
+	level.UnmarshalText([]byte(c.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	format := c.Log.Format
+	if format == "auto" || format == "" {
+		format = "json"
+		if f, ok := a.Stderr.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(a.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(a.Stderr, opts))
+}
+
+// json reports whether output is JSON.
+func (a *App) json() bool { return a.output == "json" }
+
+// printJSON writes v as indented JSON.
+func (a *App) printJSON(v any) error {
+	enc := json.NewEncoder(a.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

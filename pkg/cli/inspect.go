@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+func (a *App) listCmd() *cobra.Command {
+	var status, code, queue string
+	var limit int
+	var before int64
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks, newest first (page with --before ID)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := &store.TaskListParams{Code: code, Queue: queue, Limit: limit, BeforeID: before}
+			if status != "" {
+				st, err := task.ParseStatus(status)
+				if err != nil {
+					return err
+				}
+				p.Status = &st
+			}
+			if limit < 1 || limit > 10000 {
+				return task.Invalidf("--limit %d is out of range 1-10000", limit)
+			}
+			s, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ts, err := s.TaskList(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(nonNil(ts))
+			}
+			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tCODE\tQUEUE\tTYPE\tSTATUS\tPRI\tATTEMPT\tRETRY\tNEXT RUN\tLAST RESULT")
+			for _, t := range ts {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", t.ID, t.Code, t.QueueName(), t.Type, t.Status,
+					t.Priority, t.Attempt, t.RetryCount, t.MaxRetry, t.PlanNextRun.Local().Format("2006-01-02 15:04:05"), oneLine(t.LastResult, 40))
+			}
+			return w.Flush()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&status, "status", "", "only this status (pending, dispatched, running, succeeded, failed, dead, cancelled)")
+	fl.StringVar(&code, "code", "", "only this task code")
+	fl.StringVar(&queue, "queue", "", "only this queue")
+	fl.IntVar(&limit, "limit", 50, "number of tasks")
+	fl.Int64Var(&before, "before", 0, "only tasks with an id below this (next page)")
+	return cmd
+}
+
+func (a *App) showCmd() *cobra.Command {
+	var runs int
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a task and its run history",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return task.Invalidf("task id %q is not a positive number", args[0])
+			}
+			s, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			t, err := s.TaskGet(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			rs, err := s.RunList(cmd.Context(), id, runs)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(struct {
+					*task.Task
+					Runs []*task.Run `json:"runs"`
+				}{t, nonNil(rs)})
+			}
+			a.printTask(t, rs)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&runs, "runs", 20, "number of runs to show")
+	return cmd
+}
+
+func (a *App) printTask(t *task.Task, rs []*task.Run) {
+	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	row("id", strconv.FormatInt(t.ID, 10))
+	row("code", t.Code)
+	row("queue", t.QueueName())
+	row("type", t.Type.String())
+	row("status", t.Status.String())
+	if t.CronExpr != "" {
+		row("cron", t.CronExpr+" "+dash(t.Timezone))
+	}
+	row("priority", strconv.Itoa(t.Priority))
+	row("attempt", strconv.Itoa(t.Attempt))
+	row("retries", fmt.Sprintf("%d of %d", t.RetryCount, t.MaxRetry))
+	row("crashes", strconv.Itoa(t.CrashCount))
+	row("timeout", (time.Duration(t.Timeout) * time.Second).String())
+	row("unique key", dash(t.UniqueKey))
+	row("worker", dash(t.WorkerID))
+	row("next run", fmtTime(&t.PlanNextRun))
+	row("dispatched", fmtTime(t.Dispatched))
+	row("started", fmtTime(t.StartedAt))
+	row("last run", fmtTime(t.LastRunAt))
+	row("created", fmtTime(&t.CreatedAt))
+	row("updated", fmtTime(&t.UpdatedAt))
+	w.Flush()
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, t.Payload, "", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(t.Payload)
+	}
+	fmt.Fprintf(a.Stdout, "\npayload:\n%s\n", pretty.String())
+	if t.LastResult != "" {
+		fmt.Fprintf(a.Stdout, "\nlast result:\n%s\n", t.LastResult)
+	}
+	fmt.Fprintf(a.Stdout, "\nruns (newest first):\n")
+	w = tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ATTEMPT\tOUTCOME\tSTARTED\tDURATION\tWORKER\tRESULT")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Attempt, r.Outcome, fmtTime(&r.StartedAt),
+			(time.Duration(r.DurationMS) * time.Millisecond).String(), r.WorkerID, oneLine(r.Result, 50))
+	}
+	w.Flush()
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05.000")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine shortens s to its first line, at most n characters.
+func oneLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// nonNil makes an empty list print as [] in JSON.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

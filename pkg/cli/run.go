@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskd/taskd/pkg/node"
+)
+
+func (a *App) runCmd() *cobra.Command {
+	var roles []string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the daemon: scheduler and workers (stop with SIGTERM; it drains)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("roles") {
+				a.v.Set("node.roles", roles)
+			}
+			c, err := a.config()
+			if err != nil {
+				return err
+			}
+			log := a.logger(c)
+			ctx := cmd.Context()
+			n, err := node.Open(ctx, c, a.Handlers, log)
+			if err != nil {
+				return err
+			}
+			defer n.Close()
+			if err := n.Start(ctx); err != nil {
+				return fmt.Errorf("start: %w", err)
+			}
+			<-ctx.Done()
+			log.Info("shutting down: draining running tasks", "grace", c.Worker.ShutdownGrace)
+			n.Stop()
+			log.Info("stopped")
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&roles, "roles", nil, "roles to run: scheduler, worker (default both)")
+	cmd.Flags().String("node-id", "", "node id (default: hostname)")
+	a.v.BindPFlag("node.id", cmd.Flags().Lookup("node-id"))
+	return cmd
+}

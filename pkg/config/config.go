@@ -1,0 +1,322 @@
+// Package config loads taskd's configuration: one YAML file (--config, else
+// ./taskd.yaml, else /etc/taskd/taskd.yaml), every key overridable by a
+// TASKD_* environment variable (mysql.dsn -> TASKD_MYSQL_DSN) and by flags.
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Config is the whole configuration. Field tags are the YAML keys.
+type Config struct {
+	Node      NodeConfig             `mapstructure:"node"`
+	MySQL     MySQLConfig            `mapstructure:"mysql"`
+	Redis     RedisConfig            `mapstructure:"redis"`
+	Scheduler SchedulerConfig        `mapstructure:"scheduler"`
+	Worker    WorkerConfig           `mapstructure:"worker"`
+	Retry     RetryConfig            `mapstructure:"retry"`
+	Submit    SubmitConfig           `mapstructure:"submit"`
+	Cron      CronConfig             `mapstructure:"cron"`
+	Log       LogConfig              `mapstructure:"log"`
+	Metrics   MetricsConfig          `mapstructure:"metrics"`
+	Handlers  map[string]HandlerSpec `mapstructure:"handlers"`
+	Queues    map[string]QueueConfig `mapstructure:"queues"`
+
+	// File is the configuration file that was read ("" when none).
+	File string `mapstructure:"-"`
+}
+
+// NodeConfig identifies this process.
+type NodeConfig struct {
+	// ID names the node in logs, heartbeats and task_run (default: hostname).
+	ID string `mapstructure:"id"`
+	// Roles run by `taskd run`: scheduler, worker (default both).
+	Roles []string `mapstructure:"roles"`
+}
+
+// MySQLConfig locates the task center.
+type MySQLConfig struct {
+	// DSN in go-sql-driver form: user:pass@tcp(host:3306)/taskd.
+	DSN string `mapstructure:"dsn"`
+	// MaxOpenConns bounds the connection pool.
+	MaxOpenConns int `mapstructure:"max_open_conns"`
+	// LockWaitTimeout is the session's innodb_lock_wait_timeout.
+	LockWaitTimeout time.Duration `mapstructure:"lock_wait_timeout"`
+}
+
+// RedisConfig locates the transport.
+type RedisConfig struct {
+	Addr     string `mapstructure:"addr"`
+	Password string `mapstructure:"password"`
+	DB       int    `mapstructure:"db"`
+	// Prefix starts every key (default "task:").
+	Prefix   string `mapstructure:"prefix"`
+	PoolSize int    `mapstructure:"pool_size"`
+}
+
+// SchedulerConfig tunes dispatch.
+type SchedulerConfig struct {
+	// BatchSize is the number of tasks claimed per round trip.
+	BatchSize int `mapstructure:"batch_size"`
+	// PollInterval is the longest a scheduler sleeps without a wakeup: it
+	// bounds the pickup delay of rows INSERTed by producers that do not
+	// publish a wakeup (PHP code writing SQL directly).
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+}
+
+// WorkerConfig tunes the worker pool.
+type WorkerConfig struct {
+	// Concurrency is the default number of slots per queue.
+	Concurrency int `mapstructure:"concurrency"`
+	// ShutdownGrace is how long SIGTERM waits for running tasks before
+	// handing them back.
+	ShutdownGrace time.Duration `mapstructure:"shutdown_grace"`
+	// KillGrace is the time between SIGTERM and SIGKILL for exec handlers.
+	KillGrace time.Duration `mapstructure:"kill_grace"`
+	// OutputLimit is the number of bytes of output kept per attempt.
+	OutputLimit int `mapstructure:"output_limit"`
+	// HeartbeatInterval and HeartbeatTTL govern the worker's liveness key.
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
+	HeartbeatTTL      time.Duration `mapstructure:"heartbeat_ttl"`
+}
+
+// RetryConfig is the backoff between attempts of a failed task: full
+// jitter over min(Max, Base * 2^retry).
+type RetryConfig struct {
+	Base time.Duration `mapstructure:"base"`
+	Max  time.Duration `mapstructure:"max"`
+}
+
+// SubmitConfig bounds what producers may submit.
+type SubmitConfig struct {
+	MaxPayload int `mapstructure:"max_payload"`
+}
+
+// CronConfig sets defaults for periodic tasks.
+type CronConfig struct {
+	// Timezone for cron tasks that name none ("" = the host's local zone;
+	// set it explicitly when hosts differ).
+	Timezone string `mapstructure:"timezone"`
+}
+
+// LogConfig selects the log output.
+type LogConfig struct {
+	// Format: auto (text on a terminal, JSON otherwise), json or text.
+	Format string `mapstructure:"format"`
+	Level  string `mapstructure:"level"`
+}
+
+// MetricsConfig is the HTTP listener for /metrics, /livez and /readyz.
+type MetricsConfig struct {
+	Addr string `mapstructure:"addr"`
+}
+
+// HandlerSpec configures the handler of one task code: exactly one of Exec
+// (argv, no shell) or HTTP (URL).
+type HandlerSpec struct {
+	Exec   []string          `mapstructure:"exec"`
+	HTTP   string            `mapstructure:"http"`
+	Env    []string          `mapstructure:"env"`
+	Dir    string            `mapstructure:"dir"`
+	Header map[string]string `mapstructure:"header"`
+	// Queue the code's tasks go to when the producer names none.
+	Queue string `mapstructure:"queue"`
+}
+
+// QueueConfig configures one queue.
+type QueueConfig struct {
+	Concurrency int `mapstructure:"concurrency"`
+	Shards      int `mapstructure:"shards"`
+}
+
+// defaults are every scalar key with its default; they also make viper
+// honour TASKD_* variables for keys absent from the file.
+var defaults = map[string]any{
+	"node.id":                   "",
+	"node.roles":                []string{"scheduler", "worker"},
+	"mysql.dsn":                 "root:@tcp(127.0.0.1:3306)/taskd",
+	"mysql.max_open_conns":      32,
+	"mysql.lock_wait_timeout":   "5s",
+	"redis.addr":                "127.0.0.1:6379",
+	"redis.password":            "",
+	"redis.db":                  0,
+	"redis.prefix":              "task:",
+	"redis.pool_size":           64,
+	"scheduler.batch_size":      500,
+	"scheduler.poll_interval":   "1s",
+	"worker.concurrency":        10,
+	"worker.shutdown_grace":     "30s",
+	"worker.kill_grace":         "5s",
+	"worker.output_limit":       65536,
+	"worker.heartbeat_interval": "5s",
+	"worker.heartbeat_ttl":      "30s",
+	"retry.base":                "10s",
+	"retry.max":                 "1h",
+	"submit.max_payload":        task.DefaultMaxPayload,
+	"cron.timezone":             "",
+	"log.format":                "auto",
+	"log.level":                 "info",
+	"metrics.addr":              "",
+}
+
+// Keys lists every configuration key with its default, sorted: the
+// configuration reference is checked against it.
+func Keys() []string {
+	out := make([]string, 0, len(defaults))
+	for k := range defaults {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NewViper returns a viper instance with taskd's defaults and environment
+// binding; flags may be bound to it before Load.
+func NewViper() *viper.Viper {
+	v := viper.New()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	v.SetEnvPrefix("TASKD")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	return v
+}
+
+// Load reads the configuration file (path, else the search path) into v and
+// decodes it. A missing file is fine unless path was given explicitly.
+func Load(v *viper.Viper, path string) (*Config, error) {
+	file := path
+	if file == "" {
+		for _, p := range []string{"taskd.yaml", "/etc/taskd/taskd.yaml"} {
+			if _, err := os.Stat(p); err == nil {
+				file = p
+				break
+			}
+		}
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			var nf viper.ConfigFileNotFoundError
+			if errors.As(err, &nf) || os.IsNotExist(err) {
+				return nil, task.Invalidf("config file %s not found", file)
+			}
+			return nil, task.Invalidf("config file %s: %v", file, err)
+		}
+	}
+	var c Config
+	if err := v.Unmarshal(&c); err != nil {
+		return nil, task.Invalidf("config: %v", err)
+	}
+	c.File = file
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks the configuration and fills derived defaults.
+func (c *Config) Validate() error {
+	if c.Node.ID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "localhost"
+		}
+		c.Node.ID = h
+	}
+	for _, r := range c.Node.Roles {
+		if r != "scheduler" && r != "worker" {
+			return task.Invalidf("config node.roles: unknown role %q (want scheduler, worker)", r)
+		}
+	}
+	if c.MySQL.DSN == "" {
+		return task.Invalidf("config mysql.dsn is empty")
+	}
+	if c.Redis.Addr == "" {
+		return task.Invalidf("config redis.addr is empty")
+	}
+	if c.Scheduler.BatchSize <= 0 || c.Scheduler.BatchSize > 10000 {
+		return task.Invalidf("config scheduler.batch_size %d is out of range 1-10000", c.Scheduler.BatchSize)
+	}
+	if c.Scheduler.PollInterval <= 0 {
+		return task.Invalidf("config scheduler.poll_interval must be positive")
+	}
+	if c.Worker.Concurrency <= 0 {
+		return task.Invalidf("config worker.concurrency must be positive")
+	}
+	if c.Retry.Base <= 0 || c.Retry.Max < c.Retry.Base {
+		return task.Invalidf("config retry: base must be positive and max at least base")
+	}
+	if _, err := task.ValidateTimezone(c.Cron.Timezone); err != nil {
+		return fmt.Errorf("config cron.timezone: %w", err)
+	}
+	for code, h := range c.Handlers {
+		if err := task.ValidateName("handler task code", code); err != nil {
+			return err
+		}
+		if (len(h.Exec) > 0) == (h.HTTP != "") {
+			return task.Invalidf("config handlers.%s: set exactly one of exec or http", code)
+		}
+		if h.Queue != "" {
+			if err := task.ValidateName("queue", h.Queue); err != nil {
+				return err
+			}
+		}
+	}
+	for q, qc := range c.Queues {
+		if err := task.ValidateName("queue", q); err != nil {
+			return err
+		}
+		if qc.Concurrency < 0 || qc.Shards < 0 {
+			return task.Invalidf("config queues.%s: concurrency and shards must not be negative", q)
+		}
+	}
+	return nil
+}
+
+// HasRole reports whether `taskd run` should run role.
+func (c *Config) HasRole(role string) bool {
+	for _, r := range c.Node.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// WorkerQueues returns the queues this node consumes and their
+// concurrency: every configured queue, and the queue of every configured
+// handler.
+func (c *Config) WorkerQueues() map[string]int {
+	out := map[string]int{}
+	for q, qc := range c.Queues {
+		out[q] = cmp.Or(qc.Concurrency, c.Worker.Concurrency)
+	}
+	for code, h := range c.Handlers {
+		q := task.QueueOf(h.Queue, code)
+		if _, ok := out[q]; !ok {
+			out[q] = c.Worker.Concurrency
+		}
+	}
+	return out
+}
+
+// QueueFor is the queue a new task of code goes to when the producer names
+// none ("" means the code itself).
+func (c *Config) QueueFor(code string) string {
+	if h, ok := c.Handlers[code]; ok {
+		return h.Queue
+	}
+	return ""
+}

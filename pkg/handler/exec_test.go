@@ -1,0 +1,186 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func testRequest() *Request {
+	return &Request{ID: 42, Code: "send_email", Queue: "mail", Attempt: 3, UniqueKey: "uk-1", Payload: []byte(`{"a":1}`)}
+}
+
+func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+func TestExecSuccess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	h := &Exec{
+		Argv: sh(`cat; echo; echo "$TASK_ID $TASK_CODE $TASK_ATTEMPT $TASK_UNIQUE_KEY $TASK_QUEUE $EXTRA"; pwd`),
+		Env:  []string{"EXTRA=x", "TASK_ID=spoofed"},
+		Dir:  dir,
+	}
+	out, err := h.Handle(context.Background(), testRequest())
+	require.NoError(t, err)
+	real, err := filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	require.Equal(t, "{\"a\":1}\n42 send_email 3 uk-1 mail x\n"+real+"\n", out)
+}
+
+func TestExecStderrInOutput(t *testing.T) {
+	t.Parallel()
+	out, err := (&Exec{Argv: sh(`echo out; echo err >&2`)}).Handle(context.Background(), testRequest())
+	require.NoError(t, err)
+	require.Contains(t, out, "out\n")
+	require.Contains(t, out, "err\n")
+}
+
+func TestExecExitError(t *testing.T) {
+	t.Parallel()
+	out, err := (&Exec{Argv: sh(`echo progress; echo first >&2; echo 'boom: disk full' >&2; printf '\n  \n' >&2; exit 3`)}).
+		Handle(context.Background(), testRequest())
+	require.EqualError(t, err, "exit status 3: boom: disk full")
+	require.Contains(t, out, "progress\n")
+
+	_, err = (&Exec{Argv: sh(`exit 1`)}).Handle(context.Background(), testRequest())
+	require.EqualError(t, err, "exit status 1")
+
+	_, err = (&Exec{Argv: []string{"/nonexistent/taskd-handler"}}).Handle(context.Background(), testRequest())
+	require.ErrorContains(t, err, "/nonexistent/taskd-handler")
+
+	_, err = (&Exec{}).Handle(context.Background(), testRequest())
+	require.Error(t, err)
+}
+
+func TestExecTruncatesOutput(t *testing.T) {
+	t.Parallel()
+	h := &Exec{Argv: sh(`head -c 100000 /dev/zero | tr '\0' a; printf END`), OutputLimit: 1000}
+	out, err := h.Handle(context.Background(), testRequest())
+	require.NoError(t, err)
+	prefix := "…(truncated 99003 bytes)\n"
+	require.Equal(t, prefix+strings.Repeat("a", 997)+"END", out)
+}
+
+// startScript runs h in the background once its script has written n pids
+// to $PIDFILE (the first is $$, the group leader).
+func startScript(t *testing.T, ctx context.Context, h *Exec, n int) (pids []int, result <-chan error) {
+	t.Helper()
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	h.Env = append(h.Env, "PIDFILE="+pidfile)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Handle(ctx, testRequest())
+		done <- err
+	}()
+	pids = waitPids(t, pidfile, n)
+	// The leader heads its own group, and its children are in it.
+	require.NoError(t, syscall.Kill(-pids[0], 0))
+	for _, pid := range pids[1:] {
+		pgid, err := syscall.Getpgid(pid)
+		require.NoError(t, err)
+		require.Equal(t, pids[0], pgid)
+	}
+	return pids, done
+}
+
+func TestExecTimeoutKillsGroup(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	h := &Exec{Argv: sh(`echo $$ >"$PIDFILE"; sleep 60 & echo $! >>"$PIDFILE"; sleep 60; wait`), KillGrace: time.Second}
+	start := time.Now()
+	pids, done := startScript(t, ctx, h, 2)
+
+	err := <-done
+	require.Less(t, time.Since(start), 4*time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, context.Canceled)
+	requireGroupGone(t, pids[0])
+	require.ErrorIs(t, syscall.Kill(pids[1], 0), syscall.ESRCH)
+}
+
+func TestExecCancel(t *testing.T) {
+	t.Parallel()
+	errKilled := errors.New("killed by operator")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	h := &Exec{Argv: sh(`echo $$ >"$PIDFILE"; sleep 60`)}
+	pids, done := startScript(t, ctx, h, 1)
+	cancel(errKilled)
+
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, errKilled)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	requireGroupGone(t, pids[0])
+}
+
+func TestExecSIGKILLAfterGrace(t *testing.T) {
+	t.Parallel()
+	const timeout, grace = 300 * time.Millisecond, 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	// An ignored SIGTERM is inherited by sleep too.
+	h := &Exec{Argv: sh(`trap '' TERM; echo $$ >"$PIDFILE"; sleep 60 & echo $! >>"$PIDFILE"; wait`), KillGrace: grace}
+	start := time.Now()
+	pids, done := startScript(t, ctx, h, 2)
+
+	err := <-done
+	elapsed := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "signal: killed")
+	require.GreaterOrEqual(t, elapsed, timeout+grace)
+	require.Less(t, elapsed, timeout+grace+3*time.Second)
+	requireGroupGone(t, pids[0])
+}
+
+// A process that left the group but holds stdout must not hang Handle.
+func TestExecEscapedGrandchildHoldingPipe(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	escfile := filepath.Join(t.TempDir(), "escaped")
+	h := &Exec{
+		Argv:      sh(`setsid sh -c 'echo $$ >"$ESCFILE"; exec sleep 60' & echo $$ >"$PIDFILE"; sleep 60`),
+		Env:       []string{"ESCFILE=" + escfile},
+		KillGrace: 300 * time.Millisecond,
+	}
+	start := time.Now()
+	pids, done := startScript(t, ctx, h, 1)
+	escaped := waitPids(t, escfile, 1)[0]
+	t.Cleanup(func() { _ = syscall.Kill(escaped, syscall.SIGKILL) })
+
+	err := <-done
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 3*time.Second)
+	requireGroupGone(t, pids[0])
+	require.NoError(t, syscall.Kill(escaped, 0), "outside the group, so not ours to kill")
+}
+
+// A background process left running after a successful exit delays the
+// result by at most KillGrace and does not fail it.
+func TestExecStragglerAfterSuccess(t *testing.T) {
+	t.Parallel()
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	h := &Exec{Argv: sh(`sleep 60 & echo $! >"$PIDFILE"; echo ok`), Env: []string{"PIDFILE=" + pidfile}, KillGrace: 200 * time.Millisecond}
+	start := time.Now()
+	out, err := h.Handle(context.Background(), testRequest())
+	pids := waitPids(t, pidfile, 1)
+	t.Cleanup(func() { _ = syscall.Kill(pids[0], syscall.SIGKILL) })
+	require.NoError(t, err)
+	require.Equal(t, "ok\n", out)
+	require.Less(t, time.Since(start), 3*time.Second)
+}
+
+func TestExecContextAlreadyDone(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := (&Exec{Argv: sh(`echo never`)}).Handle(ctx, testRequest())
+	require.ErrorIs(t, err, context.Canceled)
+}

@@ -1,0 +1,112 @@
+// Package handler runs one attempt of a task: an external command (Exec),
+// an HTTP endpoint (HTTP) or a Go function (Func), looked up by task code in
+// a Registry.
+package handler
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Request is one attempt of a task as a handler sees it.
+type Request struct {
+	ID        int64
+	Code      string
+	Queue     string
+	Attempt   int
+	UniqueKey string
+	Payload   []byte // JSON
+}
+
+// Handler runs one attempt. output is kept (truncated) as the task's result;
+// a non-nil error fails the attempt. Handlers must return promptly when ctx
+// is done (ctx carries the task's timeout, and is cancelled when an operator
+// kills the task or the daemon hands the task back on shutdown).
+type Handler interface {
+	Handle(ctx context.Context, r *Request) (output string, err error)
+}
+
+// Func adapts a Go function (registered by programs embedding pkg/ as a
+// library).
+type Func func(ctx context.Context, r *Request) (string, error)
+
+// Handle calls f.
+func (f Func) Handle(ctx context.Context, r *Request) (string, error) { return f(ctx, r) }
+
+// Registry maps task codes to handlers. Safe for concurrent use.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[string]Handler
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{m: map[string]Handler{}} }
+
+// Register sets the handler of code, replacing any earlier one, so a program
+// embedding pkg/ can override a handler that came from configuration.
+func (r *Registry) Register(code string, h Handler) {
+	if code == "" || h == nil {
+		panic("handler: Register needs a code and a handler")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[code] = h
+}
+
+// Lookup returns the handler of code.
+func (r *Registry) Lookup(code string) (Handler, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.m[code]
+	return h, ok
+}
+
+// Codes returns the registered task codes, sorted.
+func (r *Registry) Codes() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Sorted(maps.Keys(r.m))
+}
+
+// Safe calls h.Handle and turns a panic into an error, so one broken Go
+// handler fails its attempt instead of crashing the worker. The output then
+// holds the panicking frames.
+func Safe(ctx context.Context, h Handler, r *Request) (out string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if e, ok := v.(error); ok {
+				err = fmt.Errorf("handler panicked: %w", e) // keep errors.Is working
+			} else {
+				err = fmt.Errorf("handler panicked: %v", v)
+			}
+			out = fmt.Sprintf("panic: %v\n\n%s", v, panicStack())
+		}
+	}()
+	return h.Handle(ctx, r)
+}
+
+// panicStack formats the frames between the panic and Safe: what the
+// handler's author needs, without the runtime's and the worker's frames.
+func panicStack() string {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	var b strings.Builder
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "/handler.Safe") {
+			break
+		}
+		if !strings.HasPrefix(f.Function, "runtime.") {
+			fmt.Fprintf(&b, "%s\n\t%s:%d\n", f.Function, f.File, f.Line)
+		}
+		if !more {
+			break
+		}
+	}
+	return b.String()
+}

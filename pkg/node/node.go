@@ -1,0 +1,152 @@
+// Package node wires a `taskd run` process: it opens the task center and
+// Redis from the configuration, builds the roles the node runs, and starts
+// and stops them in order.
+//
+// Start order: store and broker (checked), worker (so tasks dispatched by
+// this node find a consumer), scheduler. Stop order is the reverse: the
+// scheduler stops claiming first, then the worker drains within its grace
+// period, then the connections close.
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/worker"
+)
+
+// Version is stamped at build time (see .goreleaser.yaml).
+var Version = "dev"
+
+// Node is one `taskd run` process.
+type Node struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	Store     *store.Store
+	Broker    *broker.Broker
+	Scheduler *scheduler.Scheduler // nil without the scheduler role
+	Worker    *worker.Worker       // nil without the worker role
+}
+
+// Open connects to MySQL and Redis and builds the roles. Go handlers
+// registered in handlers (may be nil) are added to those of the
+// configuration.
+func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, log *slog.Logger) (*Node, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("node", cfg.Node.ID)
+	st, err := OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if v, err := st.SchemaVersion(ctx); err != nil || v == 0 {
+		st.Close()
+		return nil, fmt.Errorf("the task center has no schema: run `taskd migrate` first")
+	}
+	br, err := OpenBroker(ctx, cfg)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := br.CheckEviction(ctx); err != nil {
+		st.Close()
+		br.Close()
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: log, Store: st, Broker: br}
+	if cfg.HasRole("scheduler") {
+		n.Scheduler = scheduler.New(scheduler.Config{
+			Node: cfg.Node.ID, BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval, Logger: log,
+		}, st, br)
+	}
+	if cfg.HasRole("worker") {
+		reg := Handlers(cfg, handlers)
+		n.Worker = worker.New(worker.Config{
+			Node: cfg.Node.ID, Version: Version, Queues: cfg.WorkerQueues(), Handlers: reg,
+			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: cfg.Worker.OutputLimit,
+			RetryBase: cfg.Retry.Base, RetryMax: cfg.Retry.Max, DefaultTimezone: cfg.Cron.Timezone,
+			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
+		}, st, br)
+	}
+	return n, nil
+}
+
+// OpenStore opens the task center of cfg.
+func OpenStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	return store.Open(ctx, cfg.MySQL.DSN, store.Options{
+		MaxOpenConns: cfg.MySQL.MaxOpenConns, LockWaitTimeout: cfg.MySQL.LockWaitTimeout,
+	})
+}
+
+// OpenBroker opens the Redis of cfg.
+func OpenBroker(ctx context.Context, cfg *config.Config) (*broker.Broker, error) {
+	return broker.Open(ctx, broker.Options{
+		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
+		Prefix: cfg.Redis.Prefix, PoolSize: cfg.Redis.PoolSize,
+	})
+}
+
+// Handlers builds the handler registry: exec and http handlers from the
+// configuration, then the Go handlers given (which win on a clash).
+func Handlers(cfg *config.Config, extra *handler.Registry) *handler.Registry {
+	reg := handler.NewRegistry()
+	for code, h := range cfg.Handlers {
+		switch {
+		case len(h.Exec) > 0:
+			reg.Register(code, &handler.Exec{Argv: h.Exec, Env: h.Env, Dir: h.Dir,
+				KillGrace: cfg.Worker.KillGrace, OutputLimit: cfg.Worker.OutputLimit})
+		case h.HTTP != "":
+			reg.Register(code, &handler.HTTP{URL: h.HTTP, Header: h.Header, OutputLimit: cfg.Worker.OutputLimit})
+		}
+	}
+	if extra != nil {
+		for _, code := range extra.Codes() {
+			h, _ := extra.Lookup(code)
+			reg.Register(code, h)
+		}
+	}
+	return reg
+}
+
+// Start starts the roles.
+func (n *Node) Start(ctx context.Context) error {
+	if n.Worker != nil {
+		if err := n.Worker.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if n.Scheduler != nil {
+		if err := n.Scheduler.Start(ctx); err != nil {
+			if n.Worker != nil {
+				n.Worker.Stop()
+			}
+			return err
+		}
+	}
+	n.log.Info("taskd node started", "version", Version, "scheduler", n.Scheduler != nil, "worker", n.Worker != nil)
+	return nil
+}
+
+// Stop stops the roles in reverse order and waits for them.
+func (n *Node) Stop() {
+	if n.Scheduler != nil {
+		n.Scheduler.Stop()
+	}
+	if n.Worker != nil {
+		n.Worker.Stop()
+	}
+}
+
+// Close stops the node and closes its connections.
+func (n *Node) Close() error {
+	n.Stop()
+	n.Broker.Close()
+	return n.Store.Close()
+}

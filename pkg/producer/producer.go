@@ -1,0 +1,290 @@
+// Package producer is the Go API for submitting tasks: one-off, delayed,
+// timed and periodic. It validates everything before anything is written,
+// inserts into the task center, and wakes the schedulers so that a task due
+// now starts without waiting for a scan.
+package producer
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/cronspec"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Submission describes one task.
+type Submission struct {
+	Code    string
+	Payload json.RawMessage // nil means {}
+	// Queue overrides the queue (default: the code's configured queue, else
+	// the code).
+	Queue string
+	// Delay or At make the task due later (at most one of them).
+	Delay time.Duration
+	At    time.Time
+	// Priority 0 (highest) to 9; nil means 5.
+	Priority *int
+	// Timeout per attempt; zero means 300s.
+	Timeout time.Duration
+	// MaxRetry; nil means 3.
+	MaxRetry *int
+	// UniqueKey deduplicates: a second submission with the same code and
+	// key returns the first task.
+	UniqueKey string
+}
+
+// Result is the outcome of one submission.
+type Result struct {
+	ID int64 `json:"id"`
+	// Existing is true when a task with the same unique key was already
+	// there; nothing new was created.
+	Existing bool `json:"existing"`
+}
+
+// Options configure a Client.
+type Options struct {
+	// MaxPayload in bytes (default 1 MiB).
+	MaxPayload int
+	// QueueFor maps a code to its default queue ("" = the code).
+	QueueFor func(code string) string
+	// Timezone for cron tasks that name none.
+	Timezone string
+	Logger   *slog.Logger
+}
+
+// Client submits tasks.
+type Client struct {
+	store  *store.Store
+	broker *broker.Broker // optional: without it schedulers find tasks by polling
+	opts   Options
+}
+
+// New returns a client. b may be nil.
+func New(s *store.Store, b *broker.Broker, o Options) *Client {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Client{store: s, broker: b, opts: o}
+}
+
+// Submit submits one task.
+func (c *Client) Submit(ctx context.Context, s Submission) (Result, error) {
+	rs, err := c.SubmitBatch(ctx, []Submission{s})
+	if err != nil {
+		return Result{}, err
+	}
+	return rs[0], nil
+}
+
+// SubmitBatch validates every submission, then inserts them all in one
+// statement. If any is invalid, nothing is written.
+func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) ([]Result, error) {
+	ps := make([]store.TaskInsertParams, len(subs))
+	for i := range subs {
+		p, err := c.params(&subs[i])
+		if err != nil {
+			if len(subs) > 1 {
+				return nil, task.Invalidf("submission %d: %v", i, err)
+			}
+			return nil, err
+		}
+		ps[i] = p
+	}
+	res, err := c.store.TaskInsert(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(res))
+	wake := time.Duration(-1)
+	for i, r := range res {
+		out[i] = Result{ID: r.ID, Existing: r.Existing}
+		if !r.Existing {
+			d := dueIn(&subs[i])
+			if wake < 0 || d < wake {
+				wake = d
+			}
+		}
+	}
+	if wake >= 0 {
+		c.wake(ctx, wake)
+	}
+	return out, nil
+}
+
+func dueIn(s *Submission) time.Duration {
+	if !s.At.IsZero() {
+		return max(0, time.Until(s.At))
+	}
+	return s.Delay
+}
+
+// wake tells the schedulers; failure only delays pickup to the next poll.
+func (c *Client) wake(ctx context.Context, d time.Duration) {
+	if c.broker == nil {
+		return
+	}
+	if err := c.broker.Wake(ctx, d); err != nil {
+		c.opts.Logger.Warn("wake schedulers failed; tasks are picked up at the next poll", "err", err)
+	}
+}
+
+func (c *Client) params(s *Submission) (store.TaskInsertParams, error) {
+	var p store.TaskInsertParams
+	if err := task.ValidateName("task code", s.Code); err != nil {
+		return p, err
+	}
+	queue := s.Queue
+	if queue == "" && c.opts.QueueFor != nil {
+		queue = c.opts.QueueFor(s.Code)
+	}
+	if queue != "" {
+		if err := task.ValidateName("queue", queue); err != nil {
+			return p, err
+		}
+	}
+	payload := s.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("{}")
+	}
+	if err := task.ValidatePayload(payload, c.opts.MaxPayload); err != nil {
+		return p, err
+	}
+	prio := task.DefaultPriority
+	if s.Priority != nil {
+		prio = *s.Priority
+	}
+	if err := task.ValidatePriority(prio); err != nil {
+		return p, err
+	}
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = task.DefaultTimeout * time.Second
+	}
+	if err := task.ValidateTimeout(timeout); err != nil {
+		return p, err
+	}
+	maxRetry := task.DefaultMaxRetry
+	if s.MaxRetry != nil {
+		maxRetry = *s.MaxRetry
+	}
+	if err := task.ValidateMaxRetry(maxRetry); err != nil {
+		return p, err
+	}
+	if s.Delay < 0 {
+		return p, task.Invalidf("delay %s is negative", s.Delay)
+	}
+	if s.Delay > 0 && !s.At.IsZero() {
+		return p, task.Invalidf("give either a delay or a time, not both")
+	}
+	if len(s.UniqueKey) > task.MaxUniqueKeyLen {
+		return p, task.Invalidf("unique key is longer than %d characters", task.MaxUniqueKeyLen)
+	}
+	typ := task.OneOff
+	if !s.At.IsZero() {
+		typ = task.Timed
+	}
+	return store.TaskInsertParams{
+		Code: s.Code, Type: typ, Queue: queue, Payload: payload, Priority: prio,
+		Timeout: int(timeout / time.Second), MaxRetry: maxRetry, UniqueKey: s.UniqueKey,
+		RunAt: s.At, Delay: s.Delay,
+	}, nil
+}
+
+// Cron describes a periodic task.
+type Cron struct {
+	Code string
+	// Name identifies the periodic task among those of its code (default:
+	// the code); it is stored as the unique key.
+	Name     string
+	Expr     string
+	Timezone string
+	Payload  json.RawMessage
+	Queue    string
+	Priority *int
+	Timeout  time.Duration
+	MaxRetry *int
+}
+
+// CronResult says what CronAdd did.
+type CronResult struct {
+	ID int64 `json:"id"`
+	// Updated is true when the periodic task existed and was changed.
+	Updated bool      `json:"updated"`
+	Next    time.Time `json:"next_run_at"`
+}
+
+// CronAdd adds a periodic task, or updates the one with the same code and
+// name (deploy scripts run it on every release). Its first run is the first
+// occurrence after now, by the database clock.
+func (c *Client) CronAdd(ctx context.Context, cr Cron) (CronResult, error) {
+	tz := cr.Timezone
+	if tz == "" {
+		tz = c.opts.Timezone
+	}
+	spec, err := cronspec.Parse(cr.Expr, tz)
+	if err != nil {
+		return CronResult{}, err
+	}
+	name := cr.Name
+	if name == "" {
+		name = cr.Code
+	}
+	p, err := c.params(&Submission{Code: cr.Code, Payload: cr.Payload, Queue: cr.Queue,
+		Priority: cr.Priority, Timeout: cr.Timeout, MaxRetry: cr.MaxRetry, UniqueKey: cronKey(name)})
+	if err != nil {
+		return CronResult{}, err
+	}
+	now, err := c.store.Now(ctx)
+	if err != nil {
+		return CronResult{}, err
+	}
+	next := spec.Next(now)
+	p.Type, p.CronExpr, p.Timezone, p.RunAt = task.Periodic, strings.TrimSpace(cr.Expr), cr.Timezone, next
+	res, err := c.store.TaskInsert(ctx, []store.TaskInsertParams{p})
+	if err != nil {
+		return CronResult{}, err
+	}
+	out := CronResult{ID: res[0].ID, Next: next}
+	if res[0].Existing {
+		if err := c.store.CronUpdate(ctx, res[0].ID, &p); err != nil {
+			return CronResult{}, err
+		}
+		out.Updated = true
+	}
+	c.wake(ctx, time.Until(next))
+	return out, nil
+}
+
+// cronKey is the unique key of a named periodic task; the prefix keeps it
+// apart from one-off submissions' keys.
+func cronKey(name string) string { return "cron:" + name }
+
+// CronName returns the name of a periodic task from its unique key.
+func CronName(uniqueKey string) string { return strings.TrimPrefix(uniqueKey, "cron:") }
+
+// CronList lists periodic tasks.
+func (c *Client) CronList(ctx context.Context) ([]*task.Task, error) {
+	typ := task.Periodic
+	return c.store.TaskList(ctx, &store.TaskListParams{Type: &typ, Limit: 10000})
+}
+
+// CronRemove deletes the periodic task of code with name (default: the
+// code). A run in flight finishes; its result write is rejected by the fence.
+func (c *Client) CronRemove(ctx context.Context, code, name string) (int64, error) {
+	if name == "" {
+		name = code
+	}
+	t, err := c.store.TaskGetByUnique(ctx, code, cronKey(name))
+	if err != nil {
+		return 0, err
+	}
+	if err := c.store.TaskDelete(ctx, t.ID); err != nil {
+		return 0, err
+	}
+	return t.ID, nil
+}

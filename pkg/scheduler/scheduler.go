@@ -1,0 +1,207 @@
+// Package scheduler dispatches due tasks: it claims them from the task
+// center with a compare-and-set (attempt + 1), pushes them to their Redis
+// queues in one pipeline, and hands back any it could not push. Any number
+// of schedulers may run at once; the compare-and-set makes each dispatch
+// happen exactly once.
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Defaults of Config.
+const (
+	BatchSizeDefault    = 500
+	PollIntervalDefault = time.Second
+)
+
+// Config configures a Scheduler.
+type Config struct {
+	// Node names this scheduler in claim ids.
+	Node string
+	// BatchSize is the number of tasks claimed per round trip. A full
+	// batch triggers the next claim at once.
+	BatchSize int
+	// PollInterval is the longest sleep between scans when nothing wakes
+	// the scheduler: it bounds pickup of rows inserted without a wakeup.
+	PollInterval time.Duration
+	Logger       *slog.Logger
+}
+
+// Scheduler is the dispatch loop.
+type Scheduler struct {
+	cfg    Config
+	store  *store.Store
+	broker *broker.Broker
+	log    *slog.Logger
+
+	seq        atomic.Uint64
+	dispatched atomic.Int64
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a scheduler.
+func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Scheduler{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "scheduler")}
+}
+
+// Dispatched returns the number of tasks this scheduler has dispatched.
+func (s *Scheduler) Dispatched() int64 { return s.dispatched.Load() }
+
+// Start runs the dispatch loop until Stop or ctx is done.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done != nil {
+		return fmt.Errorf("scheduler already started")
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	wake, closeSub := s.broker.Wakeups(ctx)
+	go func() {
+		defer close(s.done)
+		defer closeSub()
+		s.loop(ctx, wake)
+	}()
+	return nil
+}
+
+// Stop stops the loop and waits for it. Safe to call twice or without
+// Start.
+func (s *Scheduler) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	errDelay := 100 * time.Millisecond
+	for {
+		n, err := s.RunOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := s.cfg.PollInterval
+		switch {
+		case err != nil:
+			s.log.Error("dispatch failed; retrying", "err", err, "in", errDelay)
+			wait = errDelay
+			errDelay = min(errDelay*2, 5*time.Second)
+		case n >= s.cfg.BatchSize:
+			errDelay = 100 * time.Millisecond
+			continue // more are due
+		default:
+			errDelay = 100 * time.Millisecond
+			wait = s.untilNextDue(ctx, n)
+		}
+		timer.Reset(wait)
+		deadline := time.Now().Add(wait)
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+				waiting = false
+			case d, ok := <-wake:
+				if !ok {
+					wake = nil // subscription closed; poll
+					continue
+				}
+				if time.Now().Add(d).Before(deadline) {
+					if !timer.Stop() {
+						<-timer.C
+					}
+					deadline = time.Now().Add(d)
+					timer.Reset(d)
+				}
+			}
+		}
+	}
+}
+
+// untilNextDue is how long to sleep: until the next task is due, at most
+// the poll interval. When something is overdue but this scan claimed less
+// than a batch (another scheduler won it, or it is being claimed), it
+// sleeps a little rather than spin.
+func (s *Scheduler) untilNextDue(ctx context.Context, claimed int) time.Duration {
+	d, ok, err := s.store.NextDue(ctx)
+	if err != nil || !ok {
+		return s.cfg.PollInterval
+	}
+	if d <= 0 {
+		if claimed > 0 {
+			return 0
+		}
+		return min(10*time.Millisecond, s.cfg.PollInterval)
+	}
+	return min(d, s.cfg.PollInterval)
+}
+
+// RunOnce claims one batch of due tasks and pushes it. It returns the
+// number of tasks claimed.
+func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
+	claimID := s.cfg.Node + "/d" + strconv.FormatUint(s.seq.Add(1), 36)
+	msgs, err := s.store.TaskClaimDue(ctx, claimID, s.cfg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	// The push must not be abandoned half way by a shutdown: the claim is
+	// made, so finish it (bounded) or hand the tasks back.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	failed, perr := s.broker.Push(pctx, msgs)
+	if len(failed) > 0 {
+		s.handBack(pctx, failed, perr)
+	}
+	s.dispatched.Add(int64(len(msgs) - len(failed)))
+	if perr != nil && len(failed) == len(msgs) {
+		return len(msgs), fmt.Errorf("push: %w", perr)
+	}
+	return len(msgs), nil
+}
+
+// handBack returns tasks whose push failed to pending, due now. The
+// attempt stays incremented: if a push did reach Redis after all, its
+// message carries a stale attempt and is rejected by the fence.
+func (s *Scheduler) handBack(ctx context.Context, msgs []*task.Message, cause error) {
+	now := time.Duration(0)
+	ts := make([]store.Transition, len(msgs))
+	for i, m := range msgs {
+		ts[i] = store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Pending, NextIn: &now}
+	}
+	if _, err := s.store.TaskTransition(ctx, ts); err != nil {
+		// Still dispatched: recovery re-dispatches after its window.
+		s.log.Error("hand back after failed push", "tasks", len(msgs), "push_err", cause, "err", err)
+		return
+	}
+	s.log.Warn("push failed; tasks handed back", "tasks", len(msgs), "err", cause)
+}

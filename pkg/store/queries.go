@@ -1,0 +1,114 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+)
+
+// All SQL of the task center. Every due or expiry comparison uses NOW(3).
+
+const qNow = `SELECT UNIX_TIMESTAMP(NOW(3))`
+
+// taskColumns is the select list for a whole task; scanTask reads it.
+const taskColumns = `id, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
+	priority, delay, timeout, max_retry, retry_count, status, COALESCE(unique_key, ''), attempt,
+	crash_count, worker_id, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(last_run_at),
+	UNIX_TIMESTAMP(dispatched_at), UNIX_TIMESTAMP(started_at), COALESCE(last_result, ''),
+	UNIX_TIMESTAMP(created_at), UNIX_TIMESTAMP(updated_at)`
+
+const qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
+
+const qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code = ? AND unique_key = ?`
+
+// qInsertRow is one VALUES tuple of an insert. plan_next_run_at is an
+// absolute instant when the second-to-last argument is set, else NOW(3) plus
+// a delay in microseconds.
+const qInsertHead = `INSERT INTO task_center (task_code, task_type, queue, payload, cron_expr, timezone,
+	priority, delay, timeout, max_retry, unique_key, plan_next_run_at) VALUES `
+
+const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+	COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
+
+// qClaimCandidates selects due tasks in priority, then due-time order. It is
+// a union of one branch per (status, priority) so that each branch reads one
+// bounded range of idx_claim: the cost is proportional to the batch, never
+// to the number of future or finished rows.
+var qClaimCandidates = func() string {
+	var b strings.Builder
+	b.WriteString("SELECT id FROM (")
+	first := true
+	for _, st := range []int{0, 4} {
+		for p := 0; p <= 9; p++ {
+			if !first {
+				b.WriteString(" UNION ALL ")
+			}
+			first = false
+			fmt.Fprintf(&b, "(SELECT id, priority, plan_next_run_at FROM task_center FORCE INDEX (idx_claim)"+
+				" WHERE status = %d AND priority = %d AND plan_next_run_at <= NOW(3)"+
+				" ORDER BY plan_next_run_at LIMIT ?)", st, p)
+		}
+	}
+	b.WriteString(") c ORDER BY priority, plan_next_run_at LIMIT ?")
+	return b.String()
+}()
+
+// claimCandidateArgs is the number of LIMIT placeholders in qClaimCandidates
+// before the outer one.
+const claimCandidateArgs = 20
+
+// qClaimUpdate is the compare-and-set that claims candidates: only rows
+// still pending (or failed and due) move, so of several schedulers racing
+// for a row exactly one wins. attempt + 1 is the new fencing token.
+const qClaimUpdate = `UPDATE task_center SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = ?
+	WHERE id IN (%s) AND status IN (0, 4) AND plan_next_run_at <= NOW(3)`
+
+// qClaimed reads back the rows a claim won, by its claim id.
+const qClaimed = `SELECT id, attempt, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
+	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), UNIX_TIMESTAMP(plan_next_run_at)
+	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?`
+
+// qNextDue returns seconds until the earliest pending or failed task is due
+// (negative when overdue, NULL when none), from two index dives.
+const qNextDue = `SELECT UNIX_TIMESTAMP(LEAST(
+	COALESCE((SELECT MIN(plan_next_run_at) FROM task_center WHERE status = 0), '9999-12-31'),
+	COALESCE((SELECT MIN(plan_next_run_at) FROM task_center WHERE status = 4), '9999-12-31')))
+	- UNIX_TIMESTAMP(NOW(3))`
+
+// qMarkRunning is the fenced 1 -> 2 transition taken by a worker.
+const qMarkRunning = `UPDATE task_center SET status = 2, worker_id = ?, started_at = NOW(3), last_run_at = NOW(3)
+	WHERE id = ? AND attempt = ? AND status = 1`
+
+// qTransition is the one fenced write that ends or hands back an attempt.
+// Arguments: status, retry mode ('reset', 'inc', 'keep'), crash increment,
+// absolute next time or NULL, relative next delay in microseconds or NULL,
+// set-result flag, result, the status twice more, then the fence: id,
+// attempt, expected status.
+const qTransition = `UPDATE task_center SET
+	status = ?,
+	retry_count = CASE ? WHEN 'reset' THEN 0 WHEN 'inc' THEN LEAST(retry_count + 1, 127) ELSE retry_count END,
+	crash_count = crash_count + ?,
+	plan_next_run_at = CASE
+		WHEN ? IS NOT NULL THEN FROM_UNIXTIME(?)
+		WHEN ? IS NOT NULL THEN NOW(3) + INTERVAL ? MICROSECOND
+		ELSE plan_next_run_at END,
+	last_result = IF(?, ?, last_result),
+	finished_at = IF(? IN (3, 5, 6), NOW(3), finished_at),
+	worker_id = IF(? IN (0, 4), '', worker_id)
+	WHERE id = ? AND attempt = ? AND status = ?`
+
+const qRunInsertHead = `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, node,
+	started_at, finished_at, outcome, result, duration_ms) VALUES `
+
+const qRunInsertRow = `(?, ?, ?, ?, ?, ?, NOW(3) - INTERVAL ? MICROSECOND, NOW(3), ?, ?, ?)`
+
+const qRunsForTask = `SELECT id, task_id, attempt, worker_id, node, UNIX_TIMESTAMP(started_at),
+	UNIX_TIMESTAMP(finished_at), outcome, COALESCE(result, ''), duration_ms
+	FROM task_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`
+
+// placeholders returns "?, ?, ..." with n marks.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?, ", n-1) + "?"
+}

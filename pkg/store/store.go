@@ -1,0 +1,155 @@
+// Package store is the task center: every read and write of task_center,
+// task_run and task_audit. All SQL lives in this package (queries.go), all
+// due and expiry comparisons use the database clock (NOW(3)), and every
+// write a worker makes is a compare-and-set fenced by (id, attempt, status).
+//
+// Times cross the boundary as instants: they are written with FROM_UNIXTIME
+// and read with UNIX_TIMESTAMP, so DATETIME columns hold the database
+// session's local time, as the seed design's PHP producers expect when they
+// INSERT date('Y-m-d H:i:s').
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Options tune the connection pool and session.
+type Options struct {
+	// MaxOpenConns bounds the pool (default 32).
+	MaxOpenConns int
+	// LockWaitTimeout is the session's innodb_lock_wait_timeout: a row lock
+	// held by someone else's long transaction fails the statement instead
+	// of hanging a worker (the seed's "alive but idle" night). Default 5s.
+	LockWaitTimeout time.Duration
+	// StatementTimeout bounds every network read/write on a connection
+	// (default 30s).
+	StatementTimeout time.Duration
+}
+
+// Store is a handle on the task center.
+type Store struct {
+	db *sql.DB
+}
+
+// Open connects to the task center described by a go-sql-driver DSN and
+// checks that it answers.
+func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
+	cfg, err := ParseDSN(dsn, o)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql dsn: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	n := o.MaxOpenConns
+	if n <= 0 {
+		n = 32
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	s := &Store{db: db}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
+	}
+	return s, nil
+}
+
+// ParseDSN parses dsn and sets the session options taskd relies on, unless
+// the DSN sets them itself.
+func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql dsn: %w", err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	lw := o.LockWaitTimeout
+	if lw <= 0 {
+		lw = 5 * time.Second
+	}
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
+		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(max(1, int(lw.Seconds())))
+	}
+	st := o.StatementTimeout
+	if st <= 0 {
+		st = 30 * time.Second
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = st
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = st
+	}
+	// One round trip per statement instead of prepare/execute/close.
+	cfg.InterpolateParams = true
+	cfg.MultiStatements = false
+	return cfg, nil
+}
+
+// DB exposes the pool for tests and benchmarks.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping checks that the task center answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Now returns the database clock, the one clock every node uses.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var ts string
+	if err := s.db.QueryRowContext(ctx, qNow).Scan(&ts); err != nil {
+		return time.Time{}, fmt.Errorf("read database clock: %w", err)
+	}
+	return parseUnix(ts), nil
+}
+
+// parseUnix converts UNIX_TIMESTAMP(...) output ("1700000000.123") to a time.
+func parseUnix(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	sec, frac, _ := strings.Cut(s, ".")
+	secs, _ := strconv.ParseInt(sec, 10, 64)
+	var nanos int64
+	if frac != "" {
+		frac = (frac + "000000000")[:9]
+		nanos, _ = strconv.ParseInt(frac, 10, 64)
+	}
+	return time.Unix(secs, nanos)
+}
+
+// unixArg formats t for FROM_UNIXTIME with millisecond precision.
+func unixArg(t time.Time) string {
+	ms := t.UnixMilli()
+	sign := ""
+	if ms < 0 {
+		sign, ms = "-", -ms
+	}
+	return fmt.Sprintf("%s%d.%03d", sign, ms/1000, ms%1000)
+}
+
+func nullUnix(ns sql.NullString) *time.Time {
+	if !ns.Valid || ns.String == "" {
+		return nil
+	}
+	t := parseUnix(ns.String)
+	return &t
+}

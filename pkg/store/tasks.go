@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// TaskInsertParams describes one task to insert. Validation happens before
+// (pkg/producer); the store writes what it is given.
+type TaskInsertParams struct {
+	Code      string
+	Type      task.Type
+	Queue     string
+	Payload   json.RawMessage
+	CronExpr  string
+	Timezone  string
+	Priority  int
+	Timeout   int // seconds
+	MaxRetry  int
+	UniqueKey string
+	// RunAt is an absolute due time; when zero, the task is due Delay after
+	// the database's NOW(3).
+	RunAt time.Time
+	Delay time.Duration
+}
+
+// TaskInsertResult is the outcome of one insert.
+type TaskInsertResult struct {
+	ID int64
+	// Existing is true when a task with the same code and unique key was
+	// already there: nothing was inserted and ID is that task's.
+	Existing bool
+}
+
+// TaskInsert inserts tasks in one multi-row statement. Tasks whose unique
+// key already exists are not inserted; their existing ids are returned.
+func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskInsertResult, error) {
+	out := make([]TaskInsertResult, len(ps))
+	todo := make([]int, 0, len(ps))
+	for i := range ps {
+		if ps[i].UniqueKey != "" {
+			id, err := s.taskIDByUnique(ctx, ps[i].Code, ps[i].UniqueKey)
+			if err != nil {
+				return nil, err
+			}
+			if id != 0 {
+				out[i] = TaskInsertResult{ID: id, Existing: true}
+				continue
+			}
+		}
+		todo = append(todo, i)
+	}
+	if len(todo) == 0 {
+		return out, nil
+	}
+	first, err := s.insertRows(ctx, ps, todo)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1062 {
+		// A concurrent submit took a unique key between our check and the
+		// insert: fall back to one row at a time to say which.
+		for _, i := range todo {
+			id, err := s.insertRows(ctx, ps, []int{i})
+			if errors.As(err, &me) && me.Number == 1062 {
+				if id, err = s.taskIDByUnique(ctx, ps[i].Code, ps[i].UniqueKey); err != nil {
+					return nil, err
+				}
+				out[i] = TaskInsertResult{ID: id, Existing: true}
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[i] = TaskInsertResult{ID: id}
+		}
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A single multi-row INSERT receives consecutive auto-increment values
+	// on InnoDB in every autoinc lock mode ("simple inserts").
+	for k, i := range todo {
+		out[i] = TaskInsertResult{ID: first + int64(k)}
+	}
+	return out, nil
+}
+
+func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int) (int64, error) {
+	q := []byte(qInsertHead)
+	args := make([]any, 0, len(idx)*13)
+	for k, i := range idx {
+		p := &ps[i]
+		if k > 0 {
+			q = append(q, ", "...)
+		}
+		q = append(q, qInsertRow...)
+		var runAt any
+		if !p.RunAt.IsZero() {
+			runAt = unixArg(p.RunAt)
+		}
+		args = append(args, p.Code, int(p.Type), p.Queue, string(p.Payload), nullString(p.CronExpr),
+			p.Timezone, p.Priority, int(p.Delay/time.Second), p.Timeout, p.MaxRetry,
+			nullString(p.UniqueKey), runAt, p.Delay.Microseconds())
+	}
+	res, err := s.db.ExecContext(ctx, string(q), args...)
+	if err != nil {
+		return 0, fmt.Errorf("insert %d tasks: %w", len(idx), err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("insert tasks: %w", err)
+	}
+	return id, nil
+}
+
+func (s *Store) taskIDByUnique(ctx context.Context, code, key string) (int64, error) {
+	var id int64
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM task_center WHERE task_code = ? AND unique_key = ?`, code, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up unique key %q: %w", key, err)
+	}
+	return id, nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// TaskGet reads one task.
+func (s *Store) TaskGet(ctx context.Context, id int64) (*task.Task, error) {
+	t, err := scanTask(s.db.QueryRowContext(ctx, qTaskGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, task.NotFoundf("task %d not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// TaskGetByUnique reads the task with a code and unique key.
+func (s *Store) TaskGetByUnique(ctx context.Context, code, key string) (*task.Task, error) {
+	t, err := scanTask(s.db.QueryRowContext(ctx, qTaskByUnique, code, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, task.NotFoundf("no task %s with unique key %q", code, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read task %s/%s: %w", code, key, err)
+	}
+	return t, nil
+}
+
+type rowScanner interface{ Scan(...any) error }
+
+func scanTask(r rowScanner) (*task.Task, error) {
+	var t task.Task
+	var payload []byte
+	var plan, created, updated string
+	var lastRun, disp, started sql.NullString
+	err := r.Scan(&t.ID, &t.Code, &t.Type, &t.Queue, &payload, &t.CronExpr, &t.Timezone,
+		&t.Priority, &t.Delay, &t.Timeout, &t.MaxRetry, &t.RetryCount, &t.Status, &t.UniqueKey,
+		&t.Attempt, &t.CrashCount, &t.WorkerID, &plan, &lastRun, &disp, &started, &t.LastResult,
+		&created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	t.Payload = json.RawMessage(payload)
+	t.PlanNextRun = parseUnix(plan)
+	t.LastRunAt, t.Dispatched, t.StartedAt = nullUnix(lastRun), nullUnix(disp), nullUnix(started)
+	t.CreatedAt, t.UpdatedAt = parseUnix(created), parseUnix(updated)
+	return &t, nil
+}
+
+// TaskListParams filters a listing. Paging is by keyset: BeforeID returns
+// tasks with smaller ids, newest first, so a page costs the same on a
+// million rows as on ten.
+type TaskListParams struct {
+	Status   *task.Status
+	Code     string
+	Queue    string
+	Type     *task.Type
+	BeforeID int64
+	Limit    int
+}
+
+// TaskList lists tasks, newest first.
+func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, error) {
+	q := `SELECT ` + taskColumns + ` FROM task_center WHERE 1 = 1`
+	var args []any
+	if p.Status != nil {
+		q += ` AND status = ?`
+		args = append(args, int(*p.Status))
+	}
+	if p.Code != "" {
+		q += ` AND task_code = ?`
+		args = append(args, p.Code)
+	}
+	if p.Queue != "" {
+		q += ` AND (queue = ? OR (queue = '' AND task_code = ?))`
+		args = append(args, p.Queue, p.Queue)
+	}
+	if p.Type != nil {
+		q += ` AND task_type = ?`
+		args = append(args, int(*p.Type))
+	}
+	if p.BeforeID > 0 {
+		q += ` AND id < ?`
+		args = append(args, p.BeforeID)
+	}
+	limit := p.Limit
+	if limit <= 0 || limit > 10000 {
+		limit = 50
+	}
+	q += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []*task.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// RunList returns the newest runs of a task, newest first.
+func (s *Store) RunList(ctx context.Context, taskID int64, limit int) ([]*task.Run, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	rows, err := s.db.QueryContext(ctx, qRunsForTask, taskID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of task %d: %w", taskID, err)
+	}
+	defer rows.Close()
+	var out []*task.Run
+	for rows.Next() {
+		var r task.Run
+		var started sql.NullString
+		var finished string
+		if err := rows.Scan(&r.ID, &r.TaskID, &r.Attempt, &r.WorkerID, &r.Node, &started, &finished,
+			&r.Outcome, &r.Result, &r.DurationMS); err != nil {
+			return nil, fmt.Errorf("list runs of task %d: %w", taskID, err)
+		}
+		if t := nullUnix(started); t != nil {
+			r.StartedAt = *t
+		}
+		r.FinishedAt = parseUnix(finished)
+		out = append(out, &r)
+	}
+	return out, rows.Err()
+}
+
+// CronUpdate changes a periodic task's definition in place and moves its
+// next run to p.RunAt unless it is running now.
+func (s *Store) CronUpdate(ctx context.Context, id int64, p *TaskInsertParams) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE task_center SET cron_expr = ?, timezone = ?, payload = ?,
+		queue = ?, priority = ?, timeout = ?, max_retry = ?, task_type = 1,
+		plan_next_run_at = IF(status IN (1, 2), plan_next_run_at, FROM_UNIXTIME(?)),
+		status = IF(status IN (1, 2), status, 0)
+		WHERE id = ?`,
+		p.CronExpr, p.Timezone, string(p.Payload), p.Queue, p.Priority, p.Timeout, p.MaxRetry,
+		unixArg(p.RunAt), id)
+	if err != nil {
+		return fmt.Errorf("update periodic task %d: %w", id, err)
+	}
+	return nil
+}
+
+// TaskDelete removes a task row (its runs stay as history).
+func (s *Store) TaskDelete(ctx context.Context, id int64) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM task_center WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete task %d: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package task
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Message is what a scheduler pushes to a Redis queue for one dispatch of a
+// task. It carries everything a worker needs to run the task and write its
+// result, so the hot path reads nothing back from MySQL. Attempt is the
+// fencing token: every write a worker makes for this message is a
+// compare-and-set on (ID, Attempt).
+type Message struct {
+	ID         int64           `json:"id"`
+	Attempt    int             `json:"attempt"`
+	Code       string          `json:"code"`
+	Queue      string          `json:"queue"`
+	Type       Type            `json:"type"`
+	Payload    json.RawMessage `json:"payload"`
+	UniqueKey  string          `json:"unique_key,omitempty"`
+	CronExpr   string          `json:"cron,omitempty"`
+	Timezone   string          `json:"tz,omitempty"`
+	Timeout    int             `json:"timeout"`
+	MaxRetry   int             `json:"max_retry"`
+	RetryCount int             `json:"retry_count"`
+	Priority   int             `json:"priority"`
+	DueUnixMS  int64           `json:"due_ms"` // plan_next_run_at, for the due-to-start latency
+}
+
+// Encode serialises the message for a Redis list.
+func (m *Message) Encode() ([]byte, error) { return json.Marshal(m) }
+
+// DecodeMessage parses a queued message. A message that does not parse or
+// lacks its identity is poison: the caller moves it aside.
+func DecodeMessage(b []byte) (*Message, error) {
+	var m Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode message: %w", err)
+	}
+	if m.ID <= 0 || m.Attempt <= 0 || m.Code == "" {
+		return nil, fmt.Errorf("decode message: missing id, attempt or code")
+	}
+	return &m, nil
+}

@@ -1,0 +1,168 @@
+// Package task holds the vocabulary shared by every part of taskd: the task
+// record of the task center, its states and types, the message carried
+// through Redis, and the validation applied before anything is written.
+package task
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Status is the state of a task in the task center (column status).
+type Status int8
+
+// The states of DESIGN.md. The numbers are part of the contract: PHP
+// producers and SQL written by users rely on them.
+const (
+	Pending    Status = 0 // waiting for plan_next_run_at
+	Dispatched Status = 1 // claimed by a scheduler, pushed to Redis
+	Running    Status = 2 // a worker holds it
+	Succeeded  Status = 3 // one-off done
+	Failed     Status = 4 // failed, retry due at plan_next_run_at
+	Dead       Status = 5 // retries exhausted, waits for an operator
+	Cancelled  Status = 6 // killed or cancelled by an operator
+)
+
+var statusNames = [...]string{"pending", "dispatched", "running", "succeeded", "failed", "dead", "cancelled"}
+
+func (s Status) String() string {
+	if s >= 0 && int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "unknown"
+}
+
+// ParseStatus accepts a status name or its number.
+func ParseStatus(s string) (Status, error) {
+	for i, n := range statusNames {
+		if n == s || string(rune('0'+i)) == s {
+			return Status(i), nil
+		}
+	}
+	return 0, Invalidf("unknown status %q (want one of pending, dispatched, running, succeeded, failed, dead, cancelled)", s)
+}
+
+// MarshalJSON writes the status by name so that scripts read "dead", not 5.
+func (s Status) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// UnmarshalJSON accepts a name or a number.
+func (s *Status) UnmarshalJSON(b []byte) error {
+	i, err := unmarshalEnum(b, statusNames[:])
+	*s = Status(i)
+	return err
+}
+
+// Type is the kind of task (column task_type).
+type Type int8
+
+const (
+	OneOff   Type = 0 // runs once, as soon as it is due
+	Periodic Type = 1 // cron: goes back to pending with its next time after each run
+	Timed    Type = 2 // one-off at a given time
+)
+
+var typeNames = [...]string{"oneoff", "periodic", "timed"}
+
+func (t Type) String() string {
+	if t >= 0 && int(t) < len(typeNames) {
+		return typeNames[t]
+	}
+	return "unknown"
+}
+
+// MarshalJSON writes the type by name.
+func (t Type) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }
+
+// UnmarshalJSON accepts a name or a number.
+func (t *Type) UnmarshalJSON(b []byte) error {
+	i, err := unmarshalEnum(b, typeNames[:])
+	*t = Type(i)
+	return err
+}
+
+func unmarshalEnum(b []byte, names []string) (int8, error) {
+	var n int8
+	if err := json.Unmarshal(b, &n); err == nil {
+		return n, nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return 0, fmt.Errorf("want a name or a number, got %s", b)
+	}
+	for i, name := range names {
+		if name == s {
+			return int8(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown name %q", s)
+}
+
+// Task is one row of task_center. Times are absolute instants: the store
+// converts them from and to the database session's time zone.
+type Task struct {
+	ID          int64           `json:"id"`
+	Code        string          `json:"task_code"`
+	Type        Type            `json:"task_type"`
+	Queue       string          `json:"queue"`
+	Payload     json.RawMessage `json:"payload"`
+	CronExpr    string          `json:"cron_expr,omitempty"`
+	Timezone    string          `json:"timezone,omitempty"`
+	Priority    int             `json:"priority"`
+	Delay       int             `json:"delay"`
+	Timeout     int             `json:"timeout"` // seconds
+	MaxRetry    int             `json:"max_retry"`
+	RetryCount  int             `json:"retry_count"`
+	Status      Status          `json:"status"`
+	UniqueKey   string          `json:"unique_key,omitempty"`
+	Attempt     int             `json:"attempt"`
+	CrashCount  int             `json:"crash_count"`
+	WorkerID    string          `json:"worker_id,omitempty"`
+	PlanNextRun time.Time       `json:"plan_next_run_at"`
+	LastRunAt   *time.Time      `json:"last_run_at,omitempty"`
+	Dispatched  *time.Time      `json:"dispatched_at,omitempty"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`
+	LastResult  string          `json:"last_result,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+}
+
+// QueueName is the queue the task travels through: its queue column, or its
+// code when that is empty (the seed design had one queue per code).
+func (t *Task) QueueName() string { return QueueOf(t.Queue, t.Code) }
+
+// QueueOf resolves an empty queue to the task code.
+func QueueOf(queue, code string) string {
+	if queue != "" {
+		return queue
+	}
+	return code
+}
+
+// Run is one attempt of a task (a row of task_run).
+type Run struct {
+	ID         int64     `json:"id"`
+	TaskID     int64     `json:"task_id"`
+	Attempt    int       `json:"attempt"`
+	WorkerID   string    `json:"worker_id"`
+	Node       string    `json:"node"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	Outcome    Outcome   `json:"outcome"`
+	Result     string    `json:"result,omitempty"`
+	DurationMS int64     `json:"duration_ms"`
+}
+
+// Outcome is how an attempt ended (column task_run.outcome).
+type Outcome string
+
+const (
+	OutcomeSucceeded   Outcome = "succeeded"
+	OutcomeFailed      Outcome = "failed"      // handler error, retry scheduled
+	OutcomeDead        Outcome = "dead"        // handler error, retries exhausted
+	OutcomeTimeout     Outcome = "timeout"     // killed by its timeout, retry or dead follows
+	OutcomeInterrupted Outcome = "interrupted" // handed back on shutdown, no retry counted
+	OutcomeCancelled   Outcome = "cancelled"   // killed by an operator
+	OutcomeCrashed     Outcome = "crashed"     // its worker died; found by recovery
+	OutcomeStale       Outcome = "stale"       // finished after the task was taken from it: write rejected
+)

@@ -1,0 +1,87 @@
+package task
+
+import (
+	"encoding/json"
+	"regexp"
+	"time"
+)
+
+// Limits applied to every submission, whichever front end it comes from.
+const (
+	MaxPriority       = 9
+	DefaultPriority   = 5
+	DefaultTimeout    = 300 // seconds, as in the seed design
+	DefaultMaxRetry   = 3
+	MaxMaxRetry       = 100
+	MaxCodeLen        = 64
+	MaxUniqueKeyLen   = 191
+	DefaultMaxPayload = 1 << 20
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:\-]+$`)
+
+// ValidateName checks a task code or queue name: it becomes part of Redis
+// keys, so it is restricted to a safe alphabet.
+func ValidateName(kind, s string) error {
+	if s == "" {
+		return Invalidf("%s must not be empty", kind)
+	}
+	if len(s) > MaxCodeLen {
+		return Invalidf("%s %q is longer than %d characters", kind, s, MaxCodeLen)
+	}
+	if !nameRE.MatchString(s) {
+		return Invalidf("%s %q may only contain letters, digits and _ . : -", kind, s)
+	}
+	return nil
+}
+
+// ValidatePayload checks that p is one JSON value no larger than max bytes
+// (max <= 0 means DefaultMaxPayload).
+func ValidatePayload(p []byte, max int) error {
+	if max <= 0 {
+		max = DefaultMaxPayload
+	}
+	if len(p) > max {
+		return Invalidf("payload is %d bytes, over the limit of %d", len(p), max)
+	}
+	if !json.Valid(p) {
+		return Invalidf("payload is not valid JSON")
+	}
+	return nil
+}
+
+// ValidatePriority checks 0 (highest) to 9 (lowest).
+func ValidatePriority(p int) error {
+	if p < 0 || p > MaxPriority {
+		return Invalidf("priority %d is out of range 0-9 (0 is the highest)", p)
+	}
+	return nil
+}
+
+// ValidateTimeout checks a task timeout.
+func ValidateTimeout(d time.Duration) error {
+	if d < time.Second || d > 7*24*time.Hour {
+		return Invalidf("timeout %s is out of range 1s-168h", d)
+	}
+	return nil
+}
+
+// ValidateMaxRetry checks a retry limit.
+func ValidateMaxRetry(n int) error {
+	if n < 0 || n > MaxMaxRetry {
+		return Invalidf("max-retry %d is out of range 0-%d", n, MaxMaxRetry)
+	}
+	return nil
+}
+
+// ValidateTimezone loads an IANA time zone name ("" is the default zone).
+func ValidateTimezone(tz string) (*time.Location, error) {
+	if tz == "" {
+		return time.Local, nil
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, Invalidf("unknown time zone %q", tz)
+	}
+	return loc, nil
+}

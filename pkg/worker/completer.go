@@ -1,0 +1,152 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/store"
+)
+
+// completerBatchMax bounds the transitions written per transaction.
+const completerBatchMax = 500
+
+// completion is one finished attempt waiting to be written.
+type completion struct {
+	tr    store.Transition
+	queue string
+	raw   string
+}
+
+// completer writes results in batches: whatever has finished since the last
+// write goes out in one transaction, so under load many results share a
+// commit and when idle a result is written at once. A message is removed
+// from the processing list only after its result is durable.
+type completer struct {
+	store    *store.Store
+	broker   *broker.Broker
+	workerID string
+	log      *slog.Logger
+	stale    *atomic.Int64
+
+	in      chan completion
+	quit    chan struct{} // closed by stop: flush and exit
+	done    chan struct{}
+	giveUp  time.Time
+	stopped atomic.Bool
+	once    sync.Once
+}
+
+func newCompleter(s *store.Store, b *broker.Broker, workerID string, log *slog.Logger, stale *atomic.Int64) *completer {
+	return &completer{
+		store: s, broker: b, workerID: workerID, log: log, stale: stale,
+		in: make(chan completion, 4*completerBatchMax), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+func (c *completer) start() { go c.loop() }
+
+// add queues a completion. After stop it is dropped: the task was handed
+// back already, or recovery will find it.
+func (c *completer) add(cp completion) {
+	select {
+	case c.in <- cp:
+	case <-c.done:
+		c.log.Warn("result dropped after shutdown; recovery will re-run the task", "task_id", cp.tr.ID, "attempt", cp.tr.Attempt)
+	}
+}
+
+// stop flushes what is queued, retrying failed writes for at most wait.
+func (c *completer) stop(wait time.Duration) {
+	c.once.Do(func() {
+		c.giveUp = time.Now().Add(wait)
+		close(c.quit)
+	})
+	<-c.done
+}
+
+func (c *completer) loop() {
+	defer close(c.done)
+	batch := make([]completion, 0, completerBatchMax)
+	for {
+		batch = batch[:0]
+		select {
+		case cp := <-c.in:
+			batch = append(batch, cp)
+		case <-c.quit:
+			// Drain and flush what is left, then exit.
+			for {
+				batch = batch[:0]
+				batch = c.drain(batch)
+				if len(batch) == 0 {
+					return
+				}
+				c.write(batch)
+			}
+		}
+		batch = c.drain(batch)
+		c.write(batch)
+	}
+}
+
+func (c *completer) drain(batch []completion) []completion {
+	for len(batch) < completerBatchMax {
+		select {
+		case cp := <-c.in:
+			batch = append(batch, cp)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// write makes the batch durable, retrying while the task center is
+// unreachable (until the shutdown deadline), then acknowledges the
+// messages.
+func (c *completer) write(batch []completion) {
+	ts := make([]store.Transition, len(batch))
+	for i := range batch {
+		ts[i] = batch[i].tr
+	}
+	delay := 100 * time.Millisecond
+	var applied []bool
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		var err error
+		applied, err = c.store.TaskTransition(ctx, ts)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-c.quit:
+			if time.Now().After(c.giveUp) {
+				c.log.Error("giving up writing results at shutdown; recovery will re-run these tasks", "tasks", len(batch), "err", err)
+				return
+			}
+		default:
+		}
+		c.log.Error("write results failed; retrying", "tasks", len(batch), "err", err, "in", delay)
+		time.Sleep(delay)
+		delay = min(delay*2, 5*time.Second)
+	}
+	acks := map[string][]string{}
+	for i, ok := range applied {
+		if !ok {
+			c.stale.Add(1)
+			c.log.Warn("stale result rejected by the fence", "task_id", ts[i].ID, "attempt", ts[i].Attempt, "status", ts[i].To.String())
+		}
+		acks[batch[i].queue] = append(acks[batch[i].queue], batch[i].raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.broker.Ack(ctx, c.workerID, acks); err != nil {
+		// The results are durable; leftover messages are dropped by the
+		// fence when recovery looks at them.
+		c.log.Warn("ack finished messages", "err", err)
+	}
+}

@@ -1,0 +1,116 @@
+package worker
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/taskd/taskd/pkg/cronspec"
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Backoff is the delay before retry number retry+1: exponential from base,
+// capped at max, with equal jitter (half fixed, half random) so that tasks
+// failing together do not retry together, yet never retry sooner than half
+// the nominal delay.
+func Backoff(base, max time.Duration, retry int) time.Duration {
+	d := base
+	for i := 0; i < retry && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+// attemptEnd is how a handler call ended.
+type attemptEnd struct {
+	output   string
+	err      error
+	timedOut bool
+	// interrupted: handed back on shutdown; no retry is counted.
+	interrupted bool
+	duration    time.Duration
+}
+
+// policy turns the end of an attempt into the task's next state.
+type policy struct {
+	backoff         func(retry int) time.Duration
+	now             func() time.Time // the database clock
+	defaultTimezone string
+	outputLimit     int
+}
+
+// transition decides the fenced write that ends attempt m. Periodic tasks
+// never die: when their retries are exhausted the run is recorded dead and
+// the task moves on to its next occurrence.
+func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord) store.Transition {
+	t := store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Running, Run: run}
+	result := e.output
+	if e.err != nil {
+		result = e.err.Error()
+		if e.output != "" {
+			result += "\n" + e.output
+		}
+	}
+	t.SetResult, t.Result = true, handler.Truncate(result, p.outputLimit)
+	run.Result, run.Duration = t.Result, e.duration
+
+	switch {
+	case e.interrupted:
+		zero := time.Duration(0)
+		t.To, t.NextIn, t.Retry, t.SetResult = task.Pending, &zero, store.RetryKeep, false
+		run.Outcome = task.OutcomeInterrupted
+		return t
+	case e.err == nil:
+		run.Outcome = task.OutcomeSucceeded
+		if m.Type != task.Periodic {
+			t.To, t.Retry = task.Succeeded, store.RetryKeep
+			return t
+		}
+		return p.nextOccurrence(m, t)
+	}
+
+	run.Outcome = task.OutcomeFailed
+	if e.timedOut {
+		run.Outcome = task.OutcomeTimeout
+	}
+	if m.RetryCount < m.MaxRetry {
+		d := p.backoff(m.RetryCount)
+		t.To, t.Retry, t.NextIn = task.Failed, store.RetryInc, &d
+		return t
+	}
+	if !e.timedOut {
+		run.Outcome = task.OutcomeDead
+	}
+	if m.Type == task.Periodic {
+		return p.nextOccurrence(m, t)
+	}
+	t.To, t.Retry = task.Dead, store.RetryKeep
+	return t
+}
+
+// nextOccurrence sends a periodic task back to pending at its next cron
+// time after the planned one and now (the misfire rule: missed occurrences
+// fire once).
+func (p *policy) nextOccurrence(m *task.Message, t store.Transition) store.Transition {
+	tz := m.Timezone
+	if tz == "" {
+		tz = p.defaultTimezone
+	}
+	spec, err := cronspec.Parse(m.CronExpr, tz)
+	if err != nil {
+		t.To, t.Retry = task.Dead, store.RetryKeep
+		t.SetResult, t.Result = true, "cannot schedule next run: "+err.Error()
+		return t
+	}
+	next := spec.NextAfterRun(time.UnixMilli(m.DueUnixMS), p.now())
+	if next.IsZero() {
+		t.To, t.Retry = task.Dead, store.RetryKeep
+		t.SetResult, t.Result = true, "cron expression has no next occurrence"
+		return t
+	}
+	t.To, t.Retry, t.NextAt = task.Pending, store.RetryReset, next
+	return t
+}
