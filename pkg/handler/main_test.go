@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,34 +16,41 @@ import (
 
 const prSetChildSubreaper = 36 // linux/prctl.h
 
-// TestMain makes the test binary a child subreaper. Killed grandchildren
-// are reparented to PID 1, and a container's PID 1 may never reap them: they
-// then stay zombies in their group and kill(-pgid, 0) keeps succeeding. As a
-// subreaper this process inherits them, and requireGroupGone reaps them.
+// TestMain makes the test binary a child subreaper that reaps the orphans it
+// inherits. Killed grandchildren are reparented to PID 1, and a container's
+// PID 1 may never reap them: they would stay zombies in their group, so
+// kill(-pgid, 0) would keep succeeding and Handle would wait out KillGrace.
+// This way the tests see what a host with a proper init sees.
 func TestMain(m *testing.M) {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		fmt.Fprintln(os.Stderr, "prctl(PR_SET_CHILD_SUBREAPER):", errno)
 		os.Exit(1)
 	}
+	go reapOrphans()
 	os.Exit(m.Run())
 }
 
-// requireGroupGone waits until no process of group pgid remains, reaping
-// the group's zombies that were reparented to this process.
-func requireGroupGone(t *testing.T, pgid int) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		for _, pid := range groupMembers(pgid) {
-			var ws syscall.WaitStatus
-			_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil) // ECHILD when not ours
+// reapOrphans reaps zombie children of this process that are not group
+// leaders: the leaders are the Exec children, which cmd.Wait must reap.
+func reapOrphans() {
+	self := os.Getpid()
+	for range time.Tick(5 * time.Millisecond) {
+		for _, p := range procs() {
+			if p.state == "Z" && p.ppid == self && p.pid != p.pgrp {
+				_, _ = syscall.Wait4(p.pid, nil, syscall.WNOHANG, nil)
+			}
 		}
-		return syscall.Kill(-pgid, 0) == syscall.ESRCH
-	}, 5*time.Second, 20*time.Millisecond, "process group %d still has members %v", pgid, groupMembers(pgid))
+	}
 }
 
-// groupMembers lists the pids whose process group is pgid, from /proc.
-func groupMembers(pgid int) []int {
-	var pids []int
+type proc struct {
+	pid, ppid, pgrp int
+	state           string
+}
+
+// procs lists the processes in /proc.
+func procs() []proc {
+	var ps []proc
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -54,12 +62,22 @@ func groupMembers(pgid int) []int {
 			continue
 		}
 		// pid (comm) state ppid pgrp ...; comm may contain spaces and ')'.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
-			pids = append(pids, pid)
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 3 {
+			continue
 		}
+		ppid, _ := strconv.Atoi(f[1])
+		pgrp, _ := strconv.Atoi(f[2])
+		ps = append(ps, proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0]})
 	}
-	return pids
+	return ps
+}
+
+// requireGroupGone waits until no process of group pgid remains.
+func requireGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return syscall.Kill(-pgid, 0) == syscall.ESRCH },
+		5*time.Second, 10*time.Millisecond, "process group %d still has members", pgid)
 }
 
 // waitPids waits until the script has written n pids to path.

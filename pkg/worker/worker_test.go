@@ -1,0 +1,313 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+	"github.com/taskd/taskd/pkg/worker"
+)
+
+type testBundle struct {
+	env   *testenv.Env
+	sched *scheduler.Scheduler
+	prod  *producer.Client
+	reg   *handler.Registry
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	env := testenv.New(t)
+	return &testBundle{
+		env:   env,
+		sched: scheduler.New(scheduler.Config{Node: "test"}, env.Store, env.Broker),
+		prod:  producer.New(env.Store, nil, producer.Options{}),
+		reg:   handler.NewRegistry(),
+	}
+}
+
+// startWorker starts a worker on queue "q" with fast retries.
+func (b *testBundle) startWorker(t *testing.T, mod func(*worker.Config)) *worker.Worker {
+	t.Helper()
+	cfg := worker.Config{
+		Node: "test", Queues: map[string]int{"q": 4}, Handlers: b.reg,
+		RetryBase: 20 * time.Millisecond, RetryMax: 40 * time.Millisecond,
+		ShutdownGrace: 5 * time.Second, HeartbeatInterval: 50 * time.Millisecond,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	w := worker.New(cfg, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	return w
+}
+
+func (b *testBundle) submit(t *testing.T, s producer.Submission) int64 {
+	t.Helper()
+	s.Queue = "q"
+	r, err := b.prod.Submit(context.Background(), s)
+	require.NoError(t, err)
+	return r.ID
+}
+
+// dispatchUntil runs the scheduler until cond holds (bounded).
+func (b *testBundle) dispatchUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		_, err := b.sched.RunOnce(context.Background())
+		require.NoError(t, err)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (b *testBundle) task(t *testing.T, id int64) *task.Task {
+	t.Helper()
+	tk, err := b.env.Store.TaskGet(context.Background(), id)
+	require.NoError(t, err)
+	return tk
+}
+
+func (b *testBundle) outcomes(t *testing.T, id int64) []string {
+	t.Helper()
+	runs, err := b.env.Store.RunList(context.Background(), id, 100)
+	require.NoError(t, err)
+	var out []string
+	for i := len(runs) - 1; i >= 0; i-- {
+		out = append(out, string(runs[i].Outcome))
+	}
+	return out
+}
+
+func intp(i int) *int { return &i }
+
+func TestRunningToSucceeded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var seen atomic.Value
+	b.reg.Register("ok", handler.Func(func(_ context.Context, r *handler.Request) (string, error) {
+		seen.Store(*r)
+		return "done " + string(r.Payload), nil
+	}))
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "ok", Payload: []byte(`{"x":1}`), UniqueKey: "k1"})
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+
+	tk := b.task(t, id)
+	require.Equal(t, 1, tk.Attempt)
+	require.Equal(t, `done {"x":1}`, tk.LastResult)
+	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
+	r := seen.Load().(handler.Request)
+	require.Equal(t, id, r.ID)
+	require.Equal(t, 1, r.Attempt)
+	require.Equal(t, "k1", r.UniqueKey)
+}
+
+func TestFailedRetriesThenDead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var calls atomic.Int32
+	b.reg.Register("bad", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		calls.Add(1)
+		return "partial output", errors.New("boom")
+	}))
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "bad", MaxRetry: intp(2)})
+
+	// The first failure leaves it failed (4) with a retry due later.
+	b.dispatchUntil(t, "first failure", func() bool { return b.task(t, id).Status == task.Failed })
+	tk := b.task(t, id)
+	require.Equal(t, 1, tk.RetryCount)
+	require.Contains(t, tk.LastResult, "boom")
+	require.Contains(t, tk.LastResult, "partial output")
+
+	// 4 -> 1 -> 2 -> 4 -> ... -> 5 once retries are exhausted.
+	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
+	tk = b.task(t, id)
+	require.Equal(t, 3, tk.Attempt)
+	require.Equal(t, 2, tk.RetryCount)
+	require.EqualValues(t, 3, calls.Load())
+	require.Equal(t, []string{"failed", "failed", "dead"}, b.outcomes(t, id))
+}
+
+func TestTimeoutIsAFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("slow", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "slow", Timeout: time.Second, MaxRetry: intp(0)})
+	b.dispatchUntil(t, "dead after timeout", func() bool { return b.task(t, id).Status == task.Dead })
+	require.Equal(t, []string{"timeout"}, b.outcomes(t, id))
+	require.Contains(t, b.task(t, id).LastResult, "timed out after 1s")
+}
+
+func TestPanicFailsAttemptNotWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("panics", handler.Func(func(context.Context, *handler.Request) (string, error) { panic("kaboom") }))
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", nil }))
+	b.startWorker(t, nil)
+	bad := b.submit(t, producer.Submission{Code: "panics", MaxRetry: intp(0)})
+	good := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "both done", func() bool {
+		return b.task(t, bad).Status == task.Dead && b.task(t, good).Status == task.Succeeded
+	})
+	require.Contains(t, b.task(t, bad).LastResult, "handler panicked: kaboom")
+}
+
+func TestUnknownCodeFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "nobody", MaxRetry: intp(0)})
+	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
+	require.Contains(t, b.task(t, id).LastResult, `no handler for task code "nobody"`)
+}
+
+func TestPeriodicGoesBackToPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var fail atomic.Bool
+	b.reg.Register("tick", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		if fail.Load() {
+			return "", errors.New("tick failed")
+		}
+		return "tick", nil
+	}))
+	b.startWorker(t, nil)
+	res, err := b.prod.CronAdd(context.Background(), producer.Cron{Code: "tick", Expr: "* * * * * *", Queue: "q", MaxRetry: intp(1)})
+	require.NoError(t, err)
+	id := res.ID
+
+	b.dispatchUntil(t, "first run", func() bool { return len(b.outcomes(t, id)) >= 1 })
+	tk := b.task(t, id)
+	require.Equal(t, task.Pending, tk.Status, "a periodic task goes back to pending")
+	now, err := b.env.Store.Now(context.Background())
+	require.NoError(t, err)
+	require.True(t, tk.PlanNextRun.After(now.Add(-time.Second)), "next run %v is not after the run (%v)", tk.PlanNextRun, now)
+	require.Equal(t, 0, tk.RetryCount)
+
+	// Exhausting retries records a dead run but the task moves on.
+	fail.Store(true)
+	b.dispatchUntil(t, "a dead run", func() bool {
+		o := b.outcomes(t, id)
+		return o[len(o)-1] == "dead"
+	})
+	tk = b.task(t, id)
+	require.Equal(t, task.Pending, tk.Status, "periodic tasks never die")
+	require.Equal(t, 0, tk.RetryCount)
+	require.Equal(t, task.Periodic, tk.Type)
+}
+
+func TestStaleMessageIsDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var calls atomic.Int32
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		calls.Add(1)
+		return "", nil
+	}))
+	id := b.submit(t, producer.Submission{Code: "ok"})
+	msgs, err := b.env.Store.TaskClaimDue(context.Background(), "c1", 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	// A copy with an older attempt (a message that surfaced late) and a
+	// duplicate of the live one (a push retried by the client).
+	old := *msgs[0]
+	old.Attempt = msgs[0].Attempt - 1 + 100 // an attempt the task never had
+	_, err = b.env.Broker.Push(context.Background(), []*task.Message{&old, msgs[0], msgs[0]})
+	require.NoError(t, err)
+
+	w := b.startWorker(t, nil)
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	require.Eventually(t, func() bool { return w.Stats().Stale == 2 }, 5*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, 1, calls.Load(), "the handler runs once")
+	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
+}
+
+func TestPoisonMessageMovedAside(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", nil }))
+	rdb := b.env.Broker.Client()
+	q := b.env.Broker.Keys.Queue("q", 0)
+	require.NoError(t, rdb.LPush(context.Background(), q, "not json", `{"id":"x"}`).Err())
+	w := b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "success after poison", func() bool { return b.task(t, id).Status == task.Succeeded })
+	require.EqualValues(t, 2, w.Stats().Poison)
+	n, err := rdb.LLen(context.Background(), b.env.Broker.Keys.Poison("q")).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+}
+
+func TestShutdownHandsBackWithoutRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan struct{}, 1)
+	b.reg.Register("long", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	w := b.startWorker(t, func(c *worker.Config) { c.ShutdownGrace = 100 * time.Millisecond })
+	id := b.submit(t, producer.Submission{Code: "long"})
+	b.dispatchUntil(t, "running", func() bool { return b.task(t, id).Status == task.Running })
+	<-started
+	w.Stop()
+
+	tk := b.task(t, id)
+	require.Equal(t, task.Pending, tk.Status)
+	require.Equal(t, 0, tk.RetryCount, "a hand-back is not a retry")
+	require.Equal(t, []string{"interrupted"}, b.outcomes(t, id))
+	n, err := b.env.Broker.Client().LLen(context.Background(), b.env.Broker.Keys.Processing("q", w.ID())).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "processing list drained")
+}
+
+func TestShutdownWaitsForRunningTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("short", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		time.Sleep(300 * time.Millisecond)
+		return "finished", nil
+	}))
+	w := b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "short"})
+	b.dispatchUntil(t, "running", func() bool { return b.task(t, id).Status == task.Running })
+	w.Stop()
+	require.Equal(t, task.Succeeded, b.task(t, id).Status, "drained within the grace period")
+}
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	for retry, nominal := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second} {
+		for range 50 {
+			d := worker.Backoff(time.Second, 10*time.Second, retry)
+			require.GreaterOrEqual(t, d, nominal/2, "retry %d", retry)
+			require.LessOrEqual(t, d, nominal, "retry %d", retry)
+		}
+	}
+	// Jitter: not every value the same.
+	seen := map[time.Duration]bool{}
+	for range 20 {
+		seen[worker.Backoff(time.Second, time.Hour, 3)] = true
+	}
+	require.Greater(t, len(seen), 1)
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Make sure MariaDB/MySQL (127.0.0.1:3306) and Redis (127.0.0.1:6379) answer:
+#   - reachable: nothing is done;
+#   - installed but stopped: they are started;
+#   - missing: as root with apt-get, mariadb-server and redis-server are
+#     installed and started; otherwise the script says what to install and
+#     exits 1.
+# Then it waits (at most TASKD_SERVICES_WAIT seconds, default 30) until both
+# answer, and makes sure MySQL's root can log in over TCP with an empty
+# password (what config/taskd.yaml and the tests use).
+#
+# A service that TASKD_TEST_MYSQL_DSN or TASKD_TEST_REDIS_ADDR points
+# elsewhere is left alone. Safe to run any number of times.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+WAIT="${TASKD_SERVICES_WAIT:-30}"
+MYSQL_HOST=127.0.0.1 MYSQL_PORT=3306
+REDIS_HOST=127.0.0.1 REDIS_PORT=6379
+
+manage_mysql=1 manage_redis=1
+if [ -n "${TASKD_TEST_MYSQL_DSN:-}" ]; then
+	manage_mysql=0
+	say "MySQL: TASKD_TEST_MYSQL_DSN is set; leaving MySQL to it"
+fi
+if [ -n "${TASKD_TEST_REDIS_ADDR:-}" ]; then
+	manage_redis=0
+	say "Redis: TASKD_TEST_REDIS_ADDR=$TASKD_TEST_REDIS_ADDR; leaving Redis to it"
+fi
+if [ "$manage_mysql" = 0 ] && [ "$manage_redis" = 0 ]; then
+	exit 0
+fi
+
+is_root() { [ "$(id -u)" = 0 ]; }
+
+# tcp_open HOST PORT: something accepts connections there.
+tcp_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
+
+mysql_up() {
+	if command -v mysqladmin >/dev/null 2>&1; then
+		# 0 whenever the server answers, even with "access denied".
+		mysqladmin --protocol=tcp -h "$MYSQL_HOST" -P "$MYSQL_PORT" --connect-timeout=2 ping >/dev/null 2>&1
+	else
+		tcp_open "$MYSQL_HOST" "$MYSQL_PORT"
+	fi
+}
+
+redis_up() {
+	if command -v redis-cli >/dev/null 2>&1; then
+		[ "$(timeout 3 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]
+	else
+		timeout 3 bash -c "exec 3<>/dev/tcp/$REDIS_HOST/$REDIS_PORT && printf 'PING\r\n' >&3 && read -r l <&3 && [[ \$l == +PONG* ]]" 2>/dev/null
+	fi
+}
+
+mariadbd_bin() {
+	local b
+	for b in /usr/sbin/mariadbd /usr/sbin/mysqld; do
+		if [ -x "$b" ]; then
+			echo "$b"
+			return 0
+		fi
+	done
+	command -v mariadbd 2>/dev/null || command -v mysqld 2>/dev/null || return 1
+}
+
+redis_bin() { command -v redis-server 2>/dev/null || { [ -x /usr/bin/redis-server ] && echo /usr/bin/redis-server; }; }
+
+# --- install what is missing -------------------------------------------------
+
+need_mysql=0 need_redis=0
+if [ "$manage_mysql" = 1 ] && ! mysql_up; then need_mysql=1; fi
+if [ "$manage_redis" = 1 ] && ! redis_up; then need_redis=1; fi
+if [ "$manage_mysql" = 1 ] && [ "$need_mysql" = 0 ]; then say "MySQL: already running on $MYSQL_HOST:$MYSQL_PORT"; fi
+if [ "$manage_redis" = 1 ] && [ "$need_redis" = 0 ]; then say "Redis: already running on $REDIS_HOST:$REDIS_PORT"; fi
+
+missing=()
+if [ "$need_mysql" = 1 ] && ! mariadbd_bin >/dev/null; then
+	missing+=(mariadb-server)
+fi
+if [ "$manage_mysql" = 1 ] && ! command -v mysql >/dev/null 2>&1; then
+	missing+=(mariadb-client) # mysql and mysqladmin: the checks below use them
+fi
+if [ "$need_redis" = 1 ] && ! redis_bin >/dev/null; then
+	missing+=(redis-server)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+	if is_root && command -v apt-get >/dev/null 2>&1; then
+		say "installing ${missing[*]} with apt-get"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q
+		# The packages' own service start may fail without an init system;
+		# the server is started below either way.
+		apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+	else
+		cat >&2 <<EOF
+error: missing: ${missing[*]}
+Install them, e.g. on Debian/Ubuntu:
+  sudo apt-get update && sudo apt-get install -y ${missing[*]}
+(or MySQL 8 instead of MariaDB, and Redis 6.2+ from your distribution), start
+them on 127.0.0.1:3306 and 127.0.0.1:6379, and run this script again.
+EOF
+		exit 1
+	fi
+fi
+
+# --- start what is stopped -----------------------------------------------------
+
+start_mysql() {
+	local bin datadir
+	bin="$(mariadbd_bin)" || die "MySQL: no mariadbd/mysqld binary found"
+	if ! is_root; then
+		die "MySQL is installed but not running, and starting it needs root. Run:
+  sudo start-stop-daemon --start --oknodo --background --exec $bin -- --user=mysql
+(or: sudo service mariadb start), then run this script again."
+	fi
+	datadir="$(my_print_defaults --mysqld 2>/dev/null | sed -n 's/^--datadir=//p' | tail -n1)"
+	datadir="${datadir:-/var/lib/mysql}"
+	mkdir -p /run/mysqld
+	chown mysql:mysql /run/mysqld 2>/dev/null || true
+	if [ ! -d "$datadir/mysql" ]; then
+		say "MySQL: initialising the data directory $datadir"
+		mkdir -p "$datadir"
+		chown mysql:mysql "$datadir" 2>/dev/null || true
+		local initdb
+		initdb="$(command -v mariadb-install-db || command -v mysql_install_db || true)"
+		[ -n "$initdb" ] || die "MySQL: $datadir is empty and mariadb-install-db is missing"
+		"$initdb" --user=mysql --datadir="$datadir" --skip-test-db >/dev/null
+	fi
+	say "MySQL: starting $bin"
+	start-stop-daemon --start --oknodo --background --exec "$bin" -- --user=mysql
+}
+
+start_redis() {
+	local bin dir=/tmp logfile=""
+	bin="$(redis_bin)" || die "Redis: no redis-server binary found"
+	# Redis keeps nothing on disk here (--save "" --appendonly no); --dir only
+	# keeps it from writing into the current directory.
+	if [ -d /var/lib/redis ] && [ -w /var/lib/redis ]; then dir=/var/lib/redis; fi
+	if [ -d /var/log/redis ] && [ -w /var/log/redis ]; then logfile=/var/log/redis/redis-server.log; fi
+	say "Redis: starting $bin"
+	"$bin" --daemonize yes --bind "$REDIS_HOST" --port "$REDIS_PORT" --save "" --appendonly no \
+		--dir "$dir" --logfile "$logfile" >/dev/null
+}
+
+if [ "$need_mysql" = 1 ] && ! mysql_up; then start_mysql; fi
+if [ "$need_redis" = 1 ] && ! redis_up; then start_redis; fi
+
+# --- wait ------------------------------------------------------------------------
+
+deadline=$((SECONDS + WAIT))
+while :; do
+	ok=1
+	if [ "$manage_mysql" = 1 ] && ! mysql_up; then ok=0; fi
+	if [ "$manage_redis" = 1 ] && ! redis_up; then ok=0; fi
+	[ "$ok" = 1 ] && break
+	if [ "$SECONDS" -ge "$deadline" ]; then
+		[ "$manage_mysql" = 1 ] && ! mysql_up && warn "MySQL does not answer on $MYSQL_HOST:$MYSQL_PORT (see its error log, e.g. /var/log/mysql/error.log)"
+		[ "$manage_redis" = 1 ] && ! redis_up && warn "Redis does not answer on $REDIS_HOST:$REDIS_PORT"
+		die "services not ready after ${WAIT}s"
+	fi
+	sleep 0.5
+done
+
+# --- root over TCP with an empty password ---------------------------------------
+
+if [ "$manage_mysql" = 1 ]; then
+	DSN_USER=root DSN_PASS="" DSN_HOST="$MYSQL_HOST" DSN_PORT="$MYSQL_PORT"
+	command -v mysql >/dev/null 2>&1 || die "the mysql client is missing (apt-get install mariadb-client)"
+	if ! mysql_tcp -e 'SELECT 1' >/dev/null 2>&1; then
+		# A fresh Debian install lets root in through the unix socket only.
+		if is_root && mysql -uroot -e 'SELECT 1' >/dev/null 2>&1; then
+			say "MySQL: letting root log in over TCP with an empty password"
+			mysql -uroot -e "ALTER USER root@localhost IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket; FLUSH PRIVILEGES;"
+			if ! mysql_tcp -e 'SELECT 1' >/dev/null 2>&1; then
+				# With skip-name-resolve, 127.0.0.1 does not match root@localhost.
+				mysql -uroot -e "CREATE USER IF NOT EXISTS root@'127.0.0.1' IDENTIFIED BY '';
+					GRANT ALL PRIVILEGES ON *.* TO root@'127.0.0.1' WITH GRANT OPTION; FLUSH PRIVILEGES;"
+			fi
+		fi
+		if ! mysql_tcp -e 'SELECT 1' >/dev/null 2>&1; then
+			die "MySQL answers, but root cannot log in over TCP with an empty password:
+  $(mysql_tcp -e 'SELECT 1' 2>&1 | head -n1)
+taskd's example config and tests use root:@tcp(127.0.0.1:3306). Either allow that
+(as root: mysql -uroot -e \"ALTER USER root@localhost IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket\")
+or point TASKD_MYSQL_DSN / TASKD_TEST_MYSQL_DSN at an account that works."
+		fi
+	fi
+fi
+
+say "services ready"
