@@ -70,7 +70,7 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so we can signal everything it spawns
 	// A process outside the group (or a straggler after a normal exit) may
 	// hold stdout open forever: stop reading after this long.
-	// cmd.WaitDelay = grace
+	cmd.WaitDelay = grace
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("exec %s: %w", e.Argv[0], err)
 	}
