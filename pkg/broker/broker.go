@@ -251,6 +251,14 @@ func (b *Broker) Beat(ctx context.Context, hb *Heartbeat, ttl time.Duration) err
 	pipe := b.rdb.Pipeline()
 	pipe.Set(ctx, b.Keys.Worker(hb.ID), raw, ttl)
 	pipe.ZAdd(ctx, b.Keys.Workers(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: hb.ID})
+	if len(hb.Queues) > 0 {
+		// Recovery reads it to find the processing lists of a dead worker.
+		members := make([]any, len(hb.Queues))
+		for i, q := range hb.Queues {
+			members[i] = q
+		}
+		pipe.SAdd(ctx, b.Keys.WorkerQueues(hb.ID), members...)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -260,7 +268,7 @@ func (b *Broker) Beat(ctx context.Context, hb *Heartbeat, ttl time.Duration) err
 // Unregister removes a worker's heartbeat when it stops cleanly.
 func (b *Broker) Unregister(ctx context.Context, id string) error {
 	pipe := b.rdb.Pipeline()
-	pipe.Del(ctx, b.Keys.Worker(id))
+	pipe.Del(ctx, b.Keys.Worker(id), b.Keys.WorkerQueues(id))
 	pipe.ZRem(ctx, b.Keys.Workers(), id)
 	_, err := pipe.Exec(ctx)
 	return err

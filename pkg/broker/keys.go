@@ -14,6 +14,10 @@ import "strconv"
 //	{prefix}wake                   pub/sub channel: a task became due
 //	{prefix}worker:W               heartbeat of worker W (JSON, with a TTL)
 //	{prefix}workers                sorted set of worker ids by last heartbeat
+//	{prefix}worker-queues:W        set of the queues worker W consumes (no TTL:
+//	                               recovery reads it after W died)
+//	{prefix}epoch                  set once per Redis lifetime: its absence means
+//	                               Redis lost its data and in-flight work is rebuilt
 type Keys struct {
 	Prefix string
 }
@@ -42,3 +46,9 @@ func (k Keys) Worker(w string) string { return k.Prefix + "worker:" + w }
 
 // Workers is the registry of worker ids, scored by last heartbeat (ms).
 func (k Keys) Workers() string { return k.Prefix + "workers" }
+
+// WorkerQueues is the set of queues worker w consumes.
+func (k Keys) WorkerQueues(w string) string { return k.Prefix + "worker-queues:" + w }
+
+// Epoch marks the lifetime of the Redis data set.
+func (k Keys) Epoch() string { return k.Prefix + "epoch" }

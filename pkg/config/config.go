@@ -25,6 +25,7 @@ type Config struct {
 	Scheduler SchedulerConfig        `mapstructure:"scheduler"`
 	Worker    WorkerConfig           `mapstructure:"worker"`
 	Retry     RetryConfig            `mapstructure:"retry"`
+	Recovery  RecoveryConfig         `mapstructure:"recovery"`
 	Submit    SubmitConfig           `mapstructure:"submit"`
 	Cron      CronConfig             `mapstructure:"cron"`
 	Log       LogConfig              `mapstructure:"log"`
@@ -40,7 +41,7 @@ type Config struct {
 type NodeConfig struct {
 	// ID names the node in logs, heartbeats and task_run (default: hostname).
 	ID string `mapstructure:"id"`
-	// Roles run by `taskd run`: scheduler, worker (default both).
+	// Roles run by `taskd run`: scheduler, worker, recovery (default all).
 	Roles []string `mapstructure:"roles"`
 }
 
@@ -88,6 +89,20 @@ type WorkerConfig struct {
 	// HeartbeatInterval and HeartbeatTTL govern the worker's liveness key.
 	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	HeartbeatTTL      time.Duration `mapstructure:"heartbeat_ttl"`
+}
+
+// RecoveryConfig tunes the recovery scanner.
+type RecoveryConfig struct {
+	// Interval between recovery passes.
+	Interval time.Duration `mapstructure:"interval"`
+	// DispatchWindow: a dispatched task whose message is not in its queue
+	// after this long is re-dispatched.
+	DispatchWindow time.Duration `mapstructure:"dispatch_window"`
+	// RunningGrace: a running task past its timeout plus this is taken
+	// from its worker.
+	RunningGrace time.Duration `mapstructure:"running_grace"`
+	// CrashLimit: a task whose worker died this many times is poison: dead.
+	CrashLimit int `mapstructure:"crash_limit"`
 }
 
 // RetryConfig is the backoff between attempts of a failed task: full
@@ -143,7 +158,7 @@ type QueueConfig struct {
 // honour TASKD_* variables for keys absent from the file.
 var defaults = map[string]any{
 	"node.id":                   "",
-	"node.roles":                []string{"scheduler", "worker"},
+	"node.roles":                []string{"scheduler", "worker", "recovery"},
 	"mysql.dsn":                 "root:@tcp(127.0.0.1:3306)/taskd",
 	"mysql.max_open_conns":      32,
 	"mysql.lock_wait_timeout":   "5s",
@@ -160,6 +175,10 @@ var defaults = map[string]any{
 	"worker.output_limit":       65536,
 	"worker.heartbeat_interval": "5s",
 	"worker.heartbeat_ttl":      "30s",
+	"recovery.interval":         "5s",
+	"recovery.dispatch_window":  "1m",
+	"recovery.running_grace":    "1m",
+	"recovery.crash_limit":      3,
 	"retry.base":                "10s",
 	"retry.max":                 "1h",
 	"submit.max_payload":        task.DefaultMaxPayload,
@@ -236,8 +255,8 @@ func (c *Config) Validate() error {
 		c.Node.ID = h
 	}
 	for _, r := range c.Node.Roles {
-		if r != "scheduler" && r != "worker" {
-			return task.Invalidf("config node.roles: unknown role %q (want scheduler, worker)", r)
+		if r != "scheduler" && r != "worker" && r != "recovery" {
+			return task.Invalidf("config node.roles: unknown role %q (want scheduler, worker, recovery)", r)
 		}
 	}
 	if c.MySQL.DSN == "" {
@@ -254,6 +273,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Worker.Concurrency <= 0 {
 		return task.Invalidf("config worker.concurrency must be positive")
+	}
+	if c.Recovery.Interval <= 0 || c.Recovery.DispatchWindow <= 0 || c.Recovery.RunningGrace < 0 || c.Recovery.CrashLimit < 1 {
+		return task.Invalidf("config recovery: interval and dispatch_window must be positive, crash_limit at least 1")
+	}
+	if c.Worker.HeartbeatTTL <= c.Worker.HeartbeatInterval {
+		return task.Invalidf("config worker.heartbeat_ttl must be longer than worker.heartbeat_interval")
 	}
 	if c.Retry.Base <= 0 || c.Retry.Max < c.Retry.Base {
 		return task.Invalidf("config retry: base must be positive and max at least base")

@@ -96,3 +96,18 @@ func Validate(expr, tz string) error {
 	_, err := Parse(expr, tz)
 	return err
 }
+
+// NextRun is the next run of a periodic task after a run of the occurrence
+// planned at planned ended at now (see NextAfterRun). It fails when the
+// expression does not parse or has no next occurrence.
+func NextRun(expr, tz string, planned, now time.Time) (time.Time, error) {
+	spec, err := Parse(expr, tz)
+	if err != nil {
+		return time.Time{}, err
+	}
+	next := spec.NextAfterRun(planned, now)
+	if next.IsZero() {
+		return time.Time{}, task.Invalidf("cron expression %q has no next occurrence", expr)
+	}
+	return next, nil
+}

@@ -3,9 +3,9 @@
 // and stops them in order.
 //
 // Start order: store and broker (checked), worker (so tasks dispatched by
-// this node find a consumer), scheduler. Stop order is the reverse: the
-// scheduler stops claiming first, then the worker drains within its grace
-// period, then the connections close.
+// this node find a consumer), scheduler, recovery. Stop order is the
+// reverse: recovery and the scheduler stop first, then the worker drains
+// within its grace period, then the connections close.
 package node
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/worker"
@@ -32,6 +33,7 @@ type Node struct {
 	Broker    *broker.Broker
 	Scheduler *scheduler.Scheduler // nil without the scheduler role
 	Worker    *worker.Worker       // nil without the worker role
+	Recoverer *recovery.Recoverer  // nil without the recovery role
 }
 
 // Open connects to MySQL and Redis and builds the roles. Go handlers
@@ -73,6 +75,13 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: cfg.Worker.OutputLimit,
 			RetryBase: cfg.Retry.Base, RetryMax: cfg.Retry.Max, DefaultTimezone: cfg.Cron.Timezone,
 			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
+		}, st, br)
+	}
+	if cfg.HasRole("recovery") {
+		n.Recoverer = recovery.New(recovery.Config{
+			Interval: cfg.Recovery.Interval, DispatchWindow: cfg.Recovery.DispatchWindow,
+			RunningGrace: cfg.Recovery.RunningGrace, HeartbeatTTL: cfg.Worker.HeartbeatTTL,
+			CrashLimit: cfg.Recovery.CrashLimit, DefaultTimezone: cfg.Cron.Timezone, Logger: log,
 		}, st, br)
 	}
 	return n, nil
@@ -124,18 +133,25 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if n.Scheduler != nil {
 		if err := n.Scheduler.Start(ctx); err != nil {
-			if n.Worker != nil {
-				n.Worker.Stop()
-			}
+			n.Stop()
 			return err
 		}
 	}
-	n.log.Info("taskd node started", "version", Version, "scheduler", n.Scheduler != nil, "worker", n.Worker != nil)
+	if n.Recoverer != nil {
+		if err := n.Recoverer.Start(ctx); err != nil {
+			n.Stop()
+			return err
+		}
+	}
+	n.log.Info("taskd node started", "version", Version, "scheduler", n.Scheduler != nil, "worker", n.Worker != nil, "recovery", n.Recoverer != nil)
 	return nil
 }
 
 // Stop stops the roles in reverse order and waits for them.
 func (n *Node) Stop() {
+	if n.Recoverer != nil {
+		n.Recoverer.Stop()
+	}
 	if n.Scheduler != nil {
 		n.Scheduler.Stop()
 	}

@@ -56,14 +56,15 @@ func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]
 	for rows.Next() {
 		var m task.Message
 		var payload []byte
-		var due string
+		var due, disp string
 		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
-			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due); err != nil {
+			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &disp); err != nil {
 			return nil, fmt.Errorf("claim: read back: %w", err)
 		}
 		m.Payload = payload
 		m.Queue = task.QueueOf(m.Queue, m.Code)
 		m.DueUnixMS = parseUnix(due).UnixMilli()
+		m.DispatchedUnixMS = parseUnix(disp).UnixMilli()
 		out = append(out, &m)
 	}
 	return out, rows.Err()
@@ -146,8 +147,9 @@ type Transition struct {
 	From    task.Status
 	To      task.Status
 	Retry   RetryMode
-	// Crash counts a crash-recovery (a worker died holding the task).
-	Crash bool
+	// Crash says what happens to crash_count, the number of times the task
+	// was found held by a dead worker.
+	Crash RetryMode
 	// NextAt sets plan_next_run_at to an instant; NextIn to NOW(3) plus a
 	// delay. Neither: unchanged. NextAt wins when both are set.
 	NextAt time.Time
@@ -187,15 +189,7 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 			} else if t.NextIn != nil {
 				nextIn = t.NextIn.Microseconds()
 			}
-			crash := 0
-			if t.Crash {
-				crash = 1
-			}
-			retry := t.Retry
-			if retry == "" {
-				retry = RetryKeep
-			}
-			res, err := tx.ExecContext(ctx, qTransition, int(t.To), string(retry), crash,
+			res, err := tx.ExecContext(ctx, qTransition, int(t.To), string(cmpOr(t.Retry, RetryKeep)), string(cmpOr(t.Crash, RetryKeep)),
 				nextAt, nextAt, nextIn, nextIn, t.SetResult, t.Result, int(t.To), int(t.To),
 				t.ID, t.Attempt, int(t.From))
 			if err != nil {
@@ -224,6 +218,13 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 		return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
 	}
 	return applied, nil
+}
+
+func cmpOr(a, b RetryMode) RetryMode {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {

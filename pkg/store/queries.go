@@ -64,7 +64,8 @@ const qClaimUpdate = `UPDATE task_center SET status = 1, attempt = attempt + 1, 
 
 // qClaimed reads back the rows a claim won, by its claim id.
 const qClaimed = `SELECT id, attempt, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
-	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), UNIX_TIMESTAMP(plan_next_run_at)
+	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), UNIX_TIMESTAMP(plan_next_run_at),
+	UNIX_TIMESTAMP(dispatched_at)
 	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?`
 
 // qNextDue returns seconds until the earliest pending or failed task is due
@@ -79,14 +80,14 @@ const qMarkRunning = `UPDATE task_center SET status = 2, worker_id = ?, started_
 	WHERE id = ? AND attempt = ? AND status = 1`
 
 // qTransition is the one fenced write that ends or hands back an attempt.
-// Arguments: status, retry mode ('reset', 'inc', 'keep'), crash increment,
+// Arguments: status, retry mode ('reset', 'inc', 'keep'), crash mode (same),
 // absolute next time or NULL, relative next delay in microseconds or NULL,
 // set-result flag, result, the status twice more, then the fence: id,
 // attempt, expected status.
 const qTransition = `UPDATE task_center SET
 	status = ?,
 	retry_count = CASE ? WHEN 'reset' THEN 0 WHEN 'inc' THEN LEAST(retry_count + 1, 127) ELSE retry_count END,
-	crash_count = crash_count + ?,
+	crash_count = CASE ? WHEN 'reset' THEN 0 WHEN 'inc' THEN crash_count + 1 ELSE crash_count END,
 	plan_next_run_at = CASE
 		WHEN ? IS NOT NULL THEN FROM_UNIXTIME(?)
 		WHEN ? IS NOT NULL THEN NOW(3) + INTERVAL ? MICROSECOND
@@ -112,3 +113,16 @@ func placeholders(n int) string {
 	}
 	return strings.Repeat("?, ", n-1) + "?"
 }
+
+// qStuckDispatched lists tasks dispatched before a cutoff, oldest first.
+const qStuckDispatched = `SELECT id, attempt, task_code, queue, UNIX_TIMESTAMP(dispatched_at)
+	FROM task_center WHERE status = 1 AND dispatched_at < NOW(3) - INTERVAL ? MICROSECOND
+	ORDER BY dispatched_at LIMIT ?`
+
+// qRunning lists running tasks in dispatch order after a keyset position,
+// with whether each is past its timeout plus a grace.
+const qRunning = `SELECT id, attempt, task_code, queue, task_type, COALESCE(cron_expr, ''), timezone,
+	worker_id, crash_count, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(dispatched_at),
+	started_at + INTERVAL timeout SECOND + INTERVAL ? MICROSECOND < NOW(3)
+	FROM task_center WHERE status = 2 AND (dispatched_at, id) > (FROM_UNIXTIME(?), ?)
+	ORDER BY dispatched_at, id LIMIT ?`

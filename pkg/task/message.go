@@ -25,6 +25,9 @@ type Message struct {
 	RetryCount int             `json:"retry_count"`
 	Priority   int             `json:"priority"`
 	DueUnixMS  int64           `json:"due_ms"` // plan_next_run_at, for the due-to-start latency
+	// DispatchedUnixMS is dispatched_at: recovery compares it with the
+	// oldest message of a queue to tell a waiting message from a lost one.
+	DispatchedUnixMS int64 `json:"dispatched_ms"`
 }
 
 // Encode serialises the message for a Redis list.

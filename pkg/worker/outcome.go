@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"time"
 
@@ -65,6 +66,7 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 		return t
 	case e.err == nil:
 		run.Outcome = task.OutcomeSucceeded
+		t.Crash = store.RetryReset
 		if m.Type != task.Periodic {
 			t.To, t.Retry = task.Succeeded, store.RetryKeep
 			return t
@@ -95,20 +97,10 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 // time after the planned one and now (the misfire rule: missed occurrences
 // fire once).
 func (p *policy) nextOccurrence(m *task.Message, t store.Transition) store.Transition {
-	tz := m.Timezone
-	if tz == "" {
-		tz = p.defaultTimezone
-	}
-	spec, err := cronspec.Parse(m.CronExpr, tz)
+	next, err := cronspec.NextRun(m.CronExpr, cmp.Or(m.Timezone, p.defaultTimezone), time.UnixMilli(m.DueUnixMS), p.now())
 	if err != nil {
 		t.To, t.Retry = task.Dead, store.RetryKeep
-		t.SetResult, t.Result = true, "cannot schedule next run: "+err.Error()
-		return t
-	}
-	next := spec.NextAfterRun(time.UnixMilli(m.DueUnixMS), p.now())
-	if next.IsZero() {
-		t.To, t.Retry = task.Dead, store.RetryKeep
-		t.SetResult, t.Result = true, "cron expression has no next occurrence"
+		t.SetResult, t.Result = true, "cannot schedule the next run: "+err.Error()
 		return t
 	}
 	t.To, t.Retry, t.NextAt = task.Pending, store.RetryReset, next

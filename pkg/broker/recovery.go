@@ -1,0 +1,138 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Epoch returns when the current Redis data set was first seen by taskd,
+// creating the marker when it is missing. created is true when this call
+// created it: Redis was flushed or restarted empty since the last call (or
+// this is the first start), so nothing that was queued can be trusted to
+// still be there.
+func (b *Broker) Epoch(ctx context.Context) (since time.Time, created bool, err error) {
+	now, err := b.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("redis time: %w", err)
+	}
+	ok, err := b.rdb.SetNX(ctx, b.Keys.Epoch(), now.UnixMilli(), 0).Result()
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("redis epoch: %w", err)
+	}
+	if ok {
+		return now, true, nil
+	}
+	v, err := b.rdb.Get(ctx, b.Keys.Epoch()).Result()
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("redis epoch: %w", err)
+	}
+	ms, _ := strconv.ParseInt(v, 10, 64)
+	return time.UnixMilli(ms), false, nil
+}
+
+// DeadWorkers returns registered workers whose heartbeat key is gone and
+// whose last beat is older than olderThan.
+func (b *Broker) DeadWorkers(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	max := strconv.FormatInt(time.Now().Add(-olderThan).UnixMilli(), 10)
+	ids, err := b.rdb.ZRangeByScore(ctx, b.Keys.Workers(), &redis.ZRangeBy{Min: "-inf", Max: max, Count: 1000}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	alive, err := b.Alive(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var dead []string
+	for _, id := range ids {
+		if !alive[id] {
+			dead = append(dead, id)
+		}
+	}
+	return dead, nil
+}
+
+// Alive reports which worker ids have a live heartbeat key.
+func (b *Broker) Alive(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.Exists(ctx, b.Keys.Worker(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("check heartbeats: %w", err)
+	}
+	for i, id := range ids {
+		out[id] = cmds[i].Val() == 1
+	}
+	return out, nil
+}
+
+// Orphans returns the messages left in dead worker w's processing lists,
+// by queue.
+func (b *Broker) Orphans(ctx context.Context, w string) (map[string][]string, error) {
+	queues, err := b.rdb.SMembers(ctx, b.Keys.WorkerQueues(w)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queues of worker %s: %w", w, err)
+	}
+	out := map[string][]string{}
+	for _, q := range queues {
+		raws, err := b.rdb.LRange(ctx, b.Keys.Processing(q, w), 0, -1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("processing list of %s on %s: %w", w, q, err)
+		}
+		if len(raws) > 0 {
+			out[q] = raws
+		}
+	}
+	return out, nil
+}
+
+// Forget deletes dead worker w's processing lists and registry entries.
+func (b *Broker) Forget(ctx context.Context, w string) error {
+	queues, err := b.rdb.SMembers(ctx, b.Keys.WorkerQueues(w)).Result()
+	if err != nil {
+		return fmt.Errorf("queues of worker %s: %w", w, err)
+	}
+	pipe := b.rdb.Pipeline()
+	for _, q := range queues {
+		pipe.Del(ctx, b.Keys.Processing(q, w))
+	}
+	pipe.Del(ctx, b.Keys.WorkerQueues(w), b.Keys.Worker(w))
+	pipe.ZRem(ctx, b.Keys.Workers(), w)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("forget worker %s: %w", w, err)
+	}
+	return nil
+}
+
+// OldestDispatch returns the dispatch time of the oldest message waiting in
+// queue q, and false when the queue is empty. A dispatched task whose
+// dispatch is older than that cannot be waiting in the queue: queues are
+// first in, first out.
+func (b *Broker) OldestDispatch(ctx context.Context, q string) (time.Time, bool, error) {
+	raw, err := b.rdb.LIndex(ctx, b.Keys.Queue(q, 0), -1).Result()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("oldest message of %s: %w", q, err)
+	}
+	m, err := task.DecodeMessage([]byte(raw))
+	if err != nil {
+		// A poison message at the head: the worker quarantines it soon;
+		// treat the queue as holding nothing older.
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(m.DispatchedUnixMS), true, nil
+}

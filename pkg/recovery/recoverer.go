@@ -1,0 +1,347 @@
+// Package recovery finds work that was lost and puts it back: tasks
+// dispatched whose message never reached a worker, tasks running on a
+// worker that died or hung, and messages left in dead workers' processing
+// lists. MySQL is the truth: after Redis lost its data, everything in
+// flight is rebuilt from the task center. Every change is a fenced
+// compare-and-set, so recovery racing a worker that is just finishing never
+// reverts a completed task, and any number of nodes may run it at once.
+package recovery
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/cronspec"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Defaults of Config.
+const (
+	IntervalDefault       = 5 * time.Second
+	DispatchWindowDefault = time.Minute
+	RunningGraceDefault   = time.Minute
+	HeartbeatTTLDefault   = 30 * time.Second
+	CrashLimitDefault     = 3
+	BatchSizeDefault      = 1000
+	// queueSlack absorbs the difference between the order schedulers
+	// claim in and the order their pushes land in a queue.
+	queueSlack = 30 * time.Second
+)
+
+// Config configures a Recoverer.
+type Config struct {
+	// Interval between passes.
+	Interval time.Duration
+	// DispatchWindow: a task dispatched longer ago whose message is not
+	// waiting in its queue is re-dispatched (attempt + 1; the old message
+	// is rejected by the fence if it ever surfaces).
+	DispatchWindow time.Duration
+	// RunningGrace: a running task past its timeout plus this is taken
+	// from its (hung) worker.
+	RunningGrace time.Duration
+	// HeartbeatTTL of workers: a worker whose heartbeat key is gone is
+	// dead, and its running tasks are recovered.
+	HeartbeatTTL time.Duration
+	// CrashLimit: a task found held by a dead worker this many times is a
+	// poison task and goes to dead (periodic ones to their next run).
+	CrashLimit int
+	// BatchSize bounds every scan and transaction.
+	BatchSize       int
+	DefaultTimezone string
+	Logger          *slog.Logger
+}
+
+// Result counts what one pass did.
+type Result struct {
+	Redispatched int // dispatched tasks whose message was lost
+	Recovered    int // running tasks of dead or hung workers, back to pending
+	Poisoned     int // tasks that crashed their worker CrashLimit times
+	Orphans      int // never-started messages of dead workers handed back
+	DeadWorkers  int // dead workers whose lists were drained
+	RedisReset   bool
+}
+
+// Recoverer is the recovery scanner.
+type Recoverer struct {
+	cfg    Config
+	store  *store.Store
+	broker *broker.Broker
+	clock  *store.Clock
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a recoverer.
+func New(cfg Config, s *store.Store, b *broker.Broker) *Recoverer {
+	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
+	cfg.DispatchWindow = cmp.Or(cfg.DispatchWindow, DispatchWindowDefault)
+	cfg.RunningGrace = cmp.Or(cfg.RunningGrace, RunningGraceDefault)
+	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, HeartbeatTTLDefault)
+	cfg.CrashLimit = cmp.Or(cfg.CrashLimit, CrashLimitDefault)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Recoverer{cfg: cfg, store: s, broker: b, clock: store.NewClock(s), log: cfg.Logger.With("component", "recovery")}
+}
+
+// Start runs passes every Interval until Stop.
+func (r *Recoverer) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return fmt.Errorf("recovery already started")
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
+			res, err := r.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				r.log.Error("recovery pass failed", "err", err)
+			} else if res != (Result{}) {
+				r.log.Warn("recovered lost work", "redispatched", res.Redispatched, "recovered", res.Recovered,
+					"poisoned", res.Poisoned, "orphans", res.Orphans, "dead_workers", res.DeadWorkers, "redis_reset", res.RedisReset)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop stops the loop. Safe to call twice or without Start.
+func (r *Recoverer) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// RunOnce makes one recovery pass.
+func (r *Recoverer) RunOnce(ctx context.Context) (Result, error) {
+	var res Result
+	since, created, err := r.broker.Epoch(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := r.clock.Sync(ctx); err != nil {
+		return res, err
+	}
+	res.RedisReset = created
+	// Right after Redis lost its data, live workers have not beaten yet:
+	// judging them by heartbeats would take tasks from living workers.
+	trustHeartbeats := !created && time.Since(since) > r.cfg.HeartbeatTTL
+
+	if trustHeartbeats {
+		if err := r.drainDeadWorkers(ctx, &res); err != nil {
+			return res, err
+		}
+	}
+	window := r.cfg.DispatchWindow
+	if created {
+		window = 0 // nothing that was queued survived
+	}
+	if err := r.redispatchLost(ctx, window, created, &res); err != nil {
+		return res, err
+	}
+	if err := r.recoverRunning(ctx, trustHeartbeats, &res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// drainDeadWorkers hands back the never-started messages of dead workers
+// and deletes their lists. Their running tasks are recovered by
+// recoverRunning, from the task center.
+func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
+	dead, err := r.broker.DeadWorkers(ctx, r.cfg.HeartbeatTTL)
+	if err != nil {
+		return err
+	}
+	zero := time.Duration(0)
+	for _, w := range dead {
+		orphans, err := r.broker.Orphans(ctx, w)
+		if err != nil {
+			return err
+		}
+		var ts []store.Transition
+		for _, raws := range orphans {
+			for _, raw := range raws {
+				m, err := task.DecodeMessage([]byte(raw))
+				if err != nil {
+					continue
+				}
+				ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Pending, NextIn: &zero})
+			}
+		}
+		n, err := r.apply(ctx, ts)
+		if err != nil {
+			return err
+		}
+		res.Orphans += n
+		if err := r.broker.Forget(ctx, w); err != nil {
+			return err
+		}
+		res.DeadWorkers++
+		r.log.Warn("dead worker drained", "worker_id", w, "handed_back", n)
+	}
+	return nil
+}
+
+// redispatchLost returns to pending the tasks dispatched longer than window
+// ago whose message cannot still be waiting in their queue.
+func (r *Recoverer) redispatchLost(ctx context.Context, window time.Duration, all bool, res *Result) error {
+	zero := time.Duration(0)
+	for {
+		stuck, err := r.store.TaskListStuckDispatched(ctx, window, r.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		oldest := map[string]*time.Time{}
+		var ts []store.Transition
+		for _, d := range stuck {
+			if !all {
+				o, ok := oldest[d.Queue]
+				if !ok {
+					t, has, err := r.broker.OldestDispatch(ctx, d.Queue)
+					if err != nil {
+						return err
+					}
+					if has {
+						o = &t
+					}
+					oldest[d.Queue] = o
+				}
+				// The queue holds messages dispatched before this task: it
+				// may still be waiting its turn behind a backlog.
+				if o != nil && !d.DispatchedAt.Before(o.Add(-queueSlack)) {
+					continue
+				}
+			}
+			ts = append(ts, store.Transition{ID: d.ID, Attempt: d.Attempt, From: task.Dispatched, To: task.Pending, NextIn: &zero})
+		}
+		n, err := r.apply(ctx, ts)
+		if err != nil {
+			return err
+		}
+		res.Redispatched += n
+		if len(stuck) < r.cfg.BatchSize || len(ts) == 0 {
+			return nil
+		}
+	}
+}
+
+// recoverRunning takes running tasks from workers that are dead (heartbeat
+// gone) or hung (past timeout plus grace). A task found this way
+// CrashLimit times is a poison task.
+func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, res *Result) error {
+	var cur store.RunningCursor
+	for {
+		running, err := r.store.TaskListRunning(ctx, r.cfg.RunningGrace, cur, r.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		if len(running) == 0 {
+			return nil
+		}
+		last := running[len(running)-1]
+		cur = store.RunningCursor{DispatchedAt: last.DispatchedAt, ID: last.ID}
+		alive := map[string]bool{}
+		if trustHeartbeats {
+			ids := make([]string, 0, len(running))
+			for _, t := range running {
+				ids = append(ids, t.WorkerID)
+			}
+			if alive, err = r.broker.Alive(ctx, ids); err != nil {
+				return err
+			}
+		}
+		var ts []store.Transition
+		for _, t := range running {
+			dead := trustHeartbeats && !alive[t.WorkerID]
+			if !dead && !t.Overdue {
+				continue
+			}
+			why := "its worker " + t.WorkerID + " died"
+			if !dead {
+				why = "it ran past its timeout plus grace on worker " + t.WorkerID
+			}
+			ts = append(ts, r.crashTransition(&t, why, res))
+		}
+		n, err := r.apply(ctx, ts)
+		if err != nil {
+			return err
+		}
+		res.Recovered += n
+		if len(running) < r.cfg.BatchSize {
+			return nil
+		}
+	}
+}
+
+func (r *Recoverer) crashTransition(t *store.RunningTask, why string, res *Result) store.Transition {
+	zero := time.Duration(0)
+	tr := store.Transition{
+		ID: t.ID, Attempt: t.Attempt, From: task.Running, To: task.Pending, NextIn: &zero,
+		Crash: store.RetryInc, SetResult: true, Result: "recovered: " + why,
+		Run: &store.RunRecord{Code: t.Code, Queue: t.Queue, WorkerID: t.WorkerID, Outcome: task.OutcomeCrashed, Result: "recovered: " + why},
+	}
+	r.log.Warn("task recovered", "task_id", t.ID, "task_code", t.Code, "attempt", t.Attempt, "reason", why)
+	if t.CrashCount+1 < r.cfg.CrashLimit {
+		return tr
+	}
+	res.Poisoned++
+	tr.Result = fmt.Sprintf("poison task: its worker died or hung %d times; last: %s", t.CrashCount+1, why)
+	tr.Run.Result = tr.Result
+	if t.Type != task.Periodic {
+		tr.To, tr.NextIn = task.Dead, nil
+		return tr
+	}
+	// Periodic tasks never die: move on to the next occurrence.
+	next, err := cronspec.NextRun(t.CronExpr, cmp.Or(t.Timezone, r.cfg.DefaultTimezone), t.PlanNextRun, r.clock.Now())
+	if err != nil {
+		tr.To, tr.NextIn = task.Dead, nil
+		return tr
+	}
+	tr.NextIn, tr.NextAt, tr.Crash = nil, next, store.RetryReset
+	return tr
+}
+
+// apply writes transitions in batches and returns how many applied.
+func (r *Recoverer) apply(ctx context.Context, ts []store.Transition) (int, error) {
+	n := 0
+	for len(ts) > 0 {
+		chunk := ts[:min(len(ts), 500)]
+		ts = ts[len(chunk):]
+		applied, err := r.store.TaskTransition(ctx, chunk)
+		if err != nil {
+			return n, err
+		}
+		for _, ok := range applied {
+			if ok {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,309 @@
+package recovery_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/recovery"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+type testBundle struct {
+	env  *testenv.Env
+	rec  *recovery.Recoverer
+	prod *producer.Client
+	rdb  redis.UniversalClient
+	keys broker.Keys
+}
+
+func setup(t *testing.T, cfg recovery.Config) *testBundle {
+	t.Helper()
+	env := testenv.New(t)
+	if cfg.DispatchWindow == 0 {
+		cfg.DispatchWindow = time.Millisecond
+	}
+	if cfg.HeartbeatTTL == 0 {
+		cfg.HeartbeatTTL = time.Second
+	}
+	b := &testBundle{
+		env:  env,
+		rec:  recovery.New(cfg, env.Store, env.Broker),
+		prod: producer.New(env.Store, nil, producer.Options{}),
+		rdb:  env.Broker.Client(),
+		keys: env.Broker.Keys,
+	}
+	return b
+}
+
+// oldEpoch makes Redis look like it has held its data for an hour, so
+// heartbeats are trusted.
+func (b *testBundle) oldEpoch(t *testing.T) {
+	t.Helper()
+	ms := time.Now().Add(-time.Hour).UnixMilli()
+	require.NoError(t, b.rdb.Set(context.Background(), b.keys.Epoch(), strconv.FormatInt(ms, 10), 0).Err())
+}
+
+func (b *testBundle) submit(t *testing.T, n int, s producer.Submission) []int64 {
+	t.Helper()
+	subs := make([]producer.Submission, n)
+	for i := range subs {
+		subs[i] = s
+		subs[i].Code = "job"
+	}
+	rs, err := b.prod.SubmitBatch(context.Background(), subs)
+	require.NoError(t, err)
+	ids := make([]int64, n)
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// claim dispatches every due task without pushing it: the push was lost.
+func (b *testBundle) claim(t *testing.T) []*task.Message {
+	t.Helper()
+	msgs, err := b.env.Store.TaskClaimDue(context.Background(), "lost", 10000)
+	require.NoError(t, err)
+	return msgs
+}
+
+// run marks claimed tasks running on worker w.
+func (b *testBundle) run(t *testing.T, w string, msgs []*task.Message) {
+	t.Helper()
+	fences := make([]store.Fence, len(msgs))
+	for i, m := range msgs {
+		fences[i] = store.Fence{ID: m.ID, Attempt: m.Attempt}
+	}
+	ok, err := b.env.Store.TaskMarkRunning(context.Background(), w, fences)
+	require.NoError(t, err)
+	for _, o := range ok {
+		require.True(t, o)
+	}
+}
+
+func (b *testBundle) status(t *testing.T, id int64) *task.Task {
+	t.Helper()
+	tk, err := b.env.Store.TaskGet(context.Background(), id)
+	require.NoError(t, err)
+	return tk
+}
+
+func (b *testBundle) beat(t *testing.T, w string) {
+	t.Helper()
+	require.NoError(t, b.env.Broker.Beat(context.Background(), &broker.Heartbeat{ID: w, Queues: []string{"job"}}, time.Minute))
+}
+
+func TestLostDispatchIsRedispatched(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{})
+	b.oldEpoch(t)
+	ids := b.submit(t, 3, producer.Submission{})
+	b.claim(t)
+	time.Sleep(5 * time.Millisecond)
+
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Redispatched)
+	for _, id := range ids {
+		tk := b.status(t, id)
+		require.Equal(t, task.Pending, tk.Status)
+		require.Equal(t, 1, tk.Attempt, "the next dispatch makes it 2; the lost message carries 1")
+		require.Equal(t, 0, tk.RetryCount)
+	}
+	// A second pass finds nothing.
+	res, err = b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Redispatched)
+}
+
+func TestDispatchWaitingBehindBacklogIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{})
+	b.oldEpoch(t)
+	ids := b.submit(t, 2, producer.Submission{})
+	msgs := b.claim(t)
+	// Both messages are in the queue, waiting: nothing is lost.
+	_, err := b.env.Broker.Push(context.Background(), msgs)
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond)
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Redispatched)
+	require.Equal(t, task.Dispatched, b.status(t, ids[0]).Status)
+}
+
+func TestRedisFlushRebuildsInFlight(t *testing.T) {
+	t.Parallel()
+	// A long window: only the detected reset makes recovery act at once.
+	b := setup(t, recovery.Config{DispatchWindow: time.Hour})
+	b.oldEpoch(t)
+	ids := b.submit(t, 4, producer.Submission{})
+	msgs := b.claim(t)
+	_, err := b.env.Broker.Push(context.Background(), msgs)
+	require.NoError(t, err)
+	b.run(t, "alive-but-unbeaten", msgs[3:])
+
+	// Redis loses everything.
+	iter := b.rdb.Scan(context.Background(), 0, b.env.Prefix+"*", 1000).Iterator()
+	for iter.Next(context.Background()) {
+		require.NoError(t, b.rdb.Del(context.Background(), iter.Val()).Err())
+	}
+
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.True(t, res.RedisReset)
+	require.Equal(t, 3, res.Redispatched)
+	for _, id := range ids[:3] {
+		require.Equal(t, task.Pending, b.status(t, id).Status)
+	}
+	// The running task's worker has not beaten since the reset: it is not
+	// judged dead on a missing heartbeat.
+	require.Zero(t, res.Recovered)
+	require.Equal(t, task.Running, b.status(t, ids[3]).Status)
+}
+
+func TestDeadWorkersTasksRecoveredThenPoison(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{CrashLimit: 3})
+	b.oldEpoch(t)
+	id := b.submit(t, 1, producer.Submission{})[0]
+	for crash := 1; crash <= 3; crash++ {
+		msgs := b.claim(t)
+		require.Len(t, msgs, 1)
+		b.run(t, "ghost-"+strconv.Itoa(crash), msgs)
+		res, err := b.rec.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Recovered)
+		tk := b.status(t, id)
+		require.Equal(t, crash, tk.CrashCount)
+		require.Equal(t, 0, tk.RetryCount, "a crash is not a handler failure")
+		if crash < 3 {
+			require.Equal(t, task.Pending, tk.Status)
+			continue
+		}
+		require.Equal(t, 1, res.Poisoned)
+		require.Equal(t, task.Dead, tk.Status)
+		require.Contains(t, tk.LastResult, "poison task")
+	}
+	runs, err := b.env.Store.RunList(context.Background(), id, 10)
+	require.NoError(t, err)
+	require.Len(t, runs, 3)
+	for _, r := range runs {
+		require.Equal(t, task.OutcomeCrashed, r.Outcome)
+	}
+}
+
+func TestLiveWorkerLongTaskIsNeverTaken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{RunningGrace: time.Second})
+	b.oldEpoch(t)
+	id := b.submit(t, 1, producer.Submission{Timeout: time.Hour})[0]
+	b.beat(t, "w1")
+	b.run(t, "w1", b.claim(t))
+	// Running for a day by its start time, but within its timeout.
+	b.env.Exec(t, `UPDATE task_center SET started_at = NOW(3) - INTERVAL 50 MINUTE, dispatched_at = NOW(3) - INTERVAL 50 MINUTE WHERE id = ?`, id)
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Recovered)
+	require.Equal(t, task.Running, b.status(t, id).Status)
+}
+
+func TestHungTaskPastTimeoutIsTaken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{RunningGrace: time.Second})
+	b.oldEpoch(t)
+	id := b.submit(t, 1, producer.Submission{Timeout: 10 * time.Second})[0]
+	b.beat(t, "w1")
+	b.run(t, "w1", b.claim(t))
+	b.env.Exec(t, `UPDATE task_center SET started_at = NOW(3) - INTERVAL 12 SECOND WHERE id = ?`, id)
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Recovered)
+	tk := b.status(t, id)
+	require.Equal(t, task.Pending, tk.Status)
+	require.Contains(t, tk.LastResult, "past its timeout")
+}
+
+func TestDeadWorkerOrphansHandedBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{DispatchWindow: time.Hour})
+	b.oldEpoch(t)
+	ids := b.submit(t, 2, producer.Submission{})
+	msgs := b.claim(t)
+	ctx := context.Background()
+	// Worker "ghost" took both messages, then died before starting them.
+	b.beat(t, "ghost")
+	for _, m := range msgs {
+		raw, err := m.Encode()
+		require.NoError(t, err)
+		require.NoError(t, b.rdb.LPush(ctx, b.keys.Processing("job", "ghost"), raw).Err())
+	}
+	require.NoError(t, b.rdb.Del(ctx, b.keys.Worker("ghost")).Err())
+	require.NoError(t, b.rdb.ZAdd(ctx, b.keys.Workers(), redis.Z{Score: float64(time.Now().Add(-time.Minute).UnixMilli()), Member: "ghost"}).Err())
+
+	res, err := b.rec.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.DeadWorkers)
+	require.Equal(t, 2, res.Orphans)
+	for _, id := range ids {
+		require.Equal(t, task.Pending, b.status(t, id).Status)
+	}
+	n, err := b.rdb.Exists(ctx, b.keys.Processing("job", "ghost"), b.keys.WorkerQueues("ghost")).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Zero(t, b.rdb.ZCard(ctx, b.keys.Workers()).Val())
+}
+
+func TestCompletedTaskIsNeverReverted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{})
+	b.oldEpoch(t)
+	id := b.submit(t, 1, producer.Submission{})[0]
+	msgs := b.claim(t)
+	b.run(t, "ghost", msgs)
+	// The worker finishes just before recovery looks.
+	applied, err := b.env.Store.TaskTransition(context.Background(), []store.Transition{{
+		ID: id, Attempt: msgs[0].Attempt, From: task.Running, To: task.Succeeded,
+	}})
+	require.NoError(t, err)
+	require.True(t, applied[0])
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Recovered)
+	require.Equal(t, task.Succeeded, b.status(t, id).Status)
+}
+
+func TestRecoversInBoundedBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{BatchSize: 100})
+	b.oldEpoch(t)
+	b.submit(t, 2500, producer.Submission{})
+	msgs := b.claim(t)
+	require.Len(t, msgs, 2500)
+	b.run(t, "ghost", msgs[:1200])
+	time.Sleep(5 * time.Millisecond)
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1300, res.Redispatched)
+	require.Equal(t, 1200, res.Recovered)
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status <> 0`))
+}
+
+func TestStartStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{Interval: 10 * time.Millisecond})
+	b.rec.Stop() // without Start
+	require.NoError(t, b.rec.Start(context.Background()))
+	require.Error(t, b.rec.Start(context.Background()))
+	b.rec.Stop()
+	b.rec.Stop()
+}

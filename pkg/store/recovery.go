@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// StuckDispatched is a task in dispatched for longer than a window.
+type StuckDispatched struct {
+	ID           int64
+	Attempt      int
+	Queue        string
+	DispatchedAt time.Time
+}
+
+// TaskListStuckDispatched lists up to limit tasks dispatched longer than
+// window ago by the database clock, oldest first.
+func (s *Store) TaskListStuckDispatched(ctx context.Context, window time.Duration, limit int) ([]StuckDispatched, error) {
+	rows, err := s.db.QueryContext(ctx, qStuckDispatched, window.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list stuck dispatched tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []StuckDispatched
+	for rows.Next() {
+		var d StuckDispatched
+		var code, disp string
+		if err := rows.Scan(&d.ID, &d.Attempt, &code, &d.Queue, &disp); err != nil {
+			return nil, fmt.Errorf("list stuck dispatched tasks: %w", err)
+		}
+		d.Queue = task.QueueOf(d.Queue, code)
+		d.DispatchedAt = parseUnix(disp)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// RunningTask is a task in running, as recovery sees it.
+type RunningTask struct {
+	ID           int64
+	Attempt      int
+	Code         string
+	Queue        string
+	Type         task.Type
+	CronExpr     string
+	Timezone     string
+	WorkerID     string
+	CrashCount   int
+	PlanNextRun  time.Time
+	DispatchedAt time.Time
+	// Overdue is true past started_at + timeout + the grace given.
+	Overdue bool
+}
+
+// RunningCursor is a keyset position in the running scan.
+type RunningCursor struct {
+	DispatchedAt time.Time
+	ID           int64
+}
+
+// TaskListRunning lists up to limit running tasks after cursor, in
+// dispatch order.
+func (s *Store) TaskListRunning(ctx context.Context, grace time.Duration, after RunningCursor, limit int) ([]RunningTask, error) {
+	from := after.DispatchedAt
+	if from.IsZero() {
+		from = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	rows, err := s.db.QueryContext(ctx, qRunning, grace.Microseconds(), unixArg(from), after.ID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list running tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []RunningTask
+	for rows.Next() {
+		var r RunningTask
+		var plan, disp string
+		if err := rows.Scan(&r.ID, &r.Attempt, &r.Code, &r.Queue, &r.Type, &r.CronExpr, &r.Timezone,
+			&r.WorkerID, &r.CrashCount, &plan, &disp, &r.Overdue); err != nil {
+			return nil, fmt.Errorf("list running tasks: %w", err)
+		}
+		r.Queue = task.QueueOf(r.Queue, r.Code)
+		r.PlanNextRun, r.DispatchedAt = parseUnix(plan), parseUnix(disp)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
