@@ -26,6 +26,10 @@ func (a *App) runCmd() *cobra.Command {
 			ctx := cmd.Context()
 			n, err := node.Open(ctx, c, a.Handlers, log)
 			if err != nil {
+				if ctx.Err() != nil {
+					log.Info("stopped while waiting for dependencies", "err", err)
+					return nil
+				}
 				return err
 			}
 			defer n.Close()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ type Config struct {
 	Worker    WorkerConfig           `mapstructure:"worker"`
 	Retry     RetryConfig            `mapstructure:"retry"`
 	Recovery  RecoveryConfig         `mapstructure:"recovery"`
+	Retention RetentionConfig        `mapstructure:"retention"`
 	Submit    SubmitConfig           `mapstructure:"submit"`
 	Cron      CronConfig             `mapstructure:"cron"`
 	Log       LogConfig              `mapstructure:"log"`
@@ -41,7 +43,8 @@ type Config struct {
 type NodeConfig struct {
 	// ID names the node in logs, heartbeats and task_run (default: hostname).
 	ID string `mapstructure:"id"`
-	// Roles run by `taskd run`: scheduler, worker, recovery (default all).
+	// Roles run by `taskd run`: scheduler, worker, recovery, retention
+	// (default all; retention runs on one node at a time).
 	Roles []string `mapstructure:"roles"`
 }
 
@@ -105,6 +108,16 @@ type RecoveryConfig struct {
 	CrashLimit int `mapstructure:"crash_limit"`
 }
 
+// RetentionConfig bounds how long finished work is kept.
+type RetentionConfig struct {
+	Interval time.Duration `mapstructure:"interval"`
+	// TaskAge: succeeded and cancelled tasks are deleted this long after
+	// they finished (dead tasks are kept for an operator).
+	TaskAge time.Duration `mapstructure:"task_age"`
+	// RunAge: run history older than this is deleted.
+	RunAge time.Duration `mapstructure:"run_age"`
+}
+
 // RetryConfig is the backoff between attempts of a failed task: full
 // jitter over min(Max, Base * 2^retry).
 type RetryConfig struct {
@@ -154,11 +167,14 @@ type QueueConfig struct {
 	Shards      int `mapstructure:"shards"`
 }
 
+// Roles are the parts `taskd run` can run.
+var Roles = []string{"scheduler", "worker", "recovery", "retention"}
+
 // defaults are every scalar key with its default; they also make viper
 // honour TASKD_* variables for keys absent from the file.
 var defaults = map[string]any{
 	"node.id":                   "",
-	"node.roles":                []string{"scheduler", "worker", "recovery"},
+	"node.roles":                []string{"scheduler", "worker", "recovery", "retention"},
 	"mysql.dsn":                 "root:@tcp(127.0.0.1:3306)/taskd",
 	"mysql.max_open_conns":      32,
 	"mysql.lock_wait_timeout":   "5s",
@@ -179,6 +195,9 @@ var defaults = map[string]any{
 	"recovery.dispatch_window":  "1m",
 	"recovery.running_grace":    "1m",
 	"recovery.crash_limit":      3,
+	"retention.interval":        "10m",
+	"retention.task_age":        "168h",
+	"retention.run_age":         "720h",
 	"retry.base":                "10s",
 	"retry.max":                 "1h",
 	"submit.max_payload":        task.DefaultMaxPayload,
@@ -255,8 +274,8 @@ func (c *Config) Validate() error {
 		c.Node.ID = h
 	}
 	for _, r := range c.Node.Roles {
-		if r != "scheduler" && r != "worker" && r != "recovery" {
-			return task.Invalidf("config node.roles: unknown role %q (want scheduler, worker, recovery)", r)
+		if !slices.Contains(Roles, r) {
+			return task.Invalidf("config node.roles: unknown role %q (want some of %s)", r, strings.Join(Roles, ", "))
 		}
 	}
 	if c.MySQL.DSN == "" {
@@ -276,6 +295,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Recovery.Interval <= 0 || c.Recovery.DispatchWindow <= 0 || c.Recovery.RunningGrace < 0 || c.Recovery.CrashLimit < 1 {
 		return task.Invalidf("config recovery: interval and dispatch_window must be positive, crash_limit at least 1")
+	}
+	if c.Retention.Interval <= 0 || c.Retention.TaskAge <= 0 || c.Retention.RunAge <= 0 {
+		return task.Invalidf("config retention: interval, task_age and run_age must be positive")
 	}
 	if c.Worker.HeartbeatTTL <= c.Worker.HeartbeatInterval {
 		return task.Invalidf("config worker.heartbeat_ttl must be longer than worker.heartbeat_interval")

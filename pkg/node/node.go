@@ -3,8 +3,8 @@
 // and stops them in order.
 //
 // Start order: store and broker (checked), worker (so tasks dispatched by
-// this node find a consumer), scheduler, recovery. Stop order is the
-// reverse: recovery and the scheduler stop first, then the worker drains
+// this node find a consumer), scheduler, recovery, retention. Stop order is the
+// reverse: retention, recovery and the scheduler stop first, then the worker drains
 // within its grace period, then the connections close.
 package node
 
@@ -12,11 +12,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/lock"
 	"github.com/taskd/taskd/pkg/recovery"
+	"github.com/taskd/taskd/pkg/retention"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/worker"
@@ -34,6 +37,7 @@ type Node struct {
 	Scheduler *scheduler.Scheduler // nil without the scheduler role
 	Worker    *worker.Worker       // nil without the worker role
 	Recoverer *recovery.Recoverer  // nil without the recovery role
+	Retention *retention.Retention // nil without the retention role
 }
 
 // Open connects to MySQL and Redis and builds the roles. Go handlers
@@ -44,7 +48,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		log = slog.Default()
 	}
 	log = log.With("node", cfg.Node.ID)
-	st, err := OpenStore(ctx, cfg)
+	st, err := retry(ctx, log, "mysql", func() (*store.Store, error) { return OpenStore(ctx, cfg) })
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +56,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		st.Close()
 		return nil, fmt.Errorf("the task center has no schema: run `taskd migrate` first")
 	}
-	br, err := OpenBroker(ctx, cfg)
+	br, err := retry(ctx, log, "redis", func() (*broker.Broker, error) { return OpenBroker(ctx, cfg) })
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -84,7 +88,34 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			CrashLimit: cfg.Recovery.CrashLimit, DefaultTimezone: cfg.Cron.Timezone, Logger: log,
 		}, st, br)
 	}
+	if cfg.HasRole("retention") {
+		n.Retention = retention.New(retention.Config{
+			Interval: cfg.Retention.Interval, TaskAge: cfg.Retention.TaskAge, RunAge: cfg.Retention.RunAge, Logger: log,
+		}, st, lock.NewRedis(br.Client(), cfg.Redis.Prefix))
+	}
 	return n, nil
+}
+
+// retry calls open until it succeeds or ctx is done: a daemon started
+// before its database (a host boot, a failover) waits for it with clear
+// logs instead of exiting.
+func retry[T any](ctx context.Context, log *slog.Logger, what string, open func() (T, error)) (T, error) {
+	delay := 500 * time.Millisecond
+	for {
+		v, err := open()
+		if err == nil {
+			return v, nil
+		}
+		log.Error("cannot connect; retrying", "to", what, "err", err, "in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, fmt.Errorf("gave up connecting to %s: %w", what, err)
+		case <-t.C:
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
 }
 
 // OpenStore opens the task center of cfg.
@@ -143,12 +174,21 @@ func (n *Node) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if n.Retention != nil {
+		if err := n.Retention.Start(ctx); err != nil {
+			n.Stop()
+			return err
+		}
+	}
 	n.log.Info("taskd node started", "version", Version, "scheduler", n.Scheduler != nil, "worker", n.Worker != nil, "recovery", n.Recoverer != nil)
 	return nil
 }
 
 // Stop stops the roles in reverse order and waits for them.
 func (n *Node) Stop() {
+	if n.Retention != nil {
+		n.Retention.Stop()
+	}
 	if n.Recoverer != nil {
 		n.Recoverer.Stop()
 	}

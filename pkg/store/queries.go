@@ -126,3 +126,12 @@ const qRunning = `SELECT id, attempt, task_code, queue, task_type, COALESCE(cron
 	started_at + INTERVAL timeout SECOND + INTERVAL ? MICROSECOND < NOW(3)
 	FROM task_center WHERE status = 2 AND (dispatched_at, id) > (FROM_UNIXTIME(?), ?)
 	ORDER BY dispatched_at, id LIMIT ?`
+
+// qPurgeTasks deletes one batch of finished tasks (succeeded or cancelled)
+// older than a cutoff. Dead tasks wait for an operator and are kept.
+const qPurgeTasks = `DELETE FROM task_center WHERE status = ? AND finished_at < NOW(3) - INTERVAL ? MICROSECOND
+	ORDER BY finished_at LIMIT ?`
+
+// qPurgeRuns deletes one batch of run rows older than a cutoff.
+const qPurgeRuns = `DELETE FROM task_run WHERE finished_at < NOW(3) - INTERVAL ? MICROSECOND
+	ORDER BY finished_at LIMIT ?`

@@ -315,6 +315,9 @@ func TestTransitionFenced(t *testing.T) {
 // session) on a table of 400,000 irrelevant rows and 100 due ones.
 func TestClaimCostBounded(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("inserts 400,000 rows")
+	}
 	_, b := setup(t)
 	env := b.env
 	const bulk = 200000
