@@ -49,6 +49,20 @@ type App struct {
 // usageError marks errors of the command line itself (exit 2).
 type usageError struct{ error }
 
+// exitError makes a command exit with code; msg, when set, is printed as
+// the one-line error. `lock` passes its child's exit code through with it.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	return fmt.Sprintf("exit status %d", e.code)
+}
+
 // Execute runs the command line and returns the process exit code.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer, stdin io.Reader) int {
 	a := &App{Stdout: stdout, Stderr: stderr, Stdin: stdin}
@@ -63,25 +77,50 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintf(a.Stderr, "taskd: %s\n", strings.ReplaceAll(strings.TrimSpace(ee.msg), "\n", " "))
+		}
+		return ee.code
+	}
 	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
 	fmt.Fprintf(a.Stderr, "taskd: %s\n", msg)
+	var re runError
+	if !errors.As(err, &re) {
+		// Not from a command's body: cobra rejected the command line.
+		return ExitUsage
+	}
+	if task.ErrorCode(re.error) == task.CodeInvalid {
+		return ExitUsage
+	}
 	var ue usageError
-	if errors.As(err, &ue) || task.ErrorCode(err) == task.CodeInvalid || isCobraUsage(err) {
+	if errors.As(re.error, &ue) {
 		return ExitUsage
 	}
 	return ExitFailure
 }
 
-// isCobraUsage recognises cobra's own argument and flag errors.
-func isCobraUsage(err error) bool {
-	s := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "flag needs an argument",
-		"invalid argument", "accepts ", "requires at least", "requires exactly", "required flag", "if any flags in the group"} {
-		if strings.Contains(s, p) {
-			return true
+// runError marks errors returned by a command's body, as opposed to
+// cobra's own errors about the command line.
+type runError struct{ error }
+
+func (e runError) Unwrap() error { return e.error }
+
+// markRunErrors wraps the RunE of every command in the tree so that its
+// errors are told apart from command-line errors.
+func markRunErrors(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if err := run(cmd, args); err != nil {
+				return runError{err}
+			}
+			return nil
 		}
 	}
-	return false
+	for _, sub := range c.Commands() {
+		markRunErrors(sub)
+	}
 }
 
 // Root builds the command tree.
@@ -113,7 +152,8 @@ func (a *App) Root() *cobra.Command {
 	a.v.BindPFlag("redis.addr", pf.Lookup("redis-addr"))
 	a.v.BindPFlag("redis.prefix", pf.Lookup("redis-prefix"))
 
-	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.versionCmd())
+	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.lockCmd(), a.versionCmd())
+	markRunErrors(root)
 	return root
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -257,11 +258,55 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 	if err := v.Unmarshal(&c); err != nil {
 		return nil, task.Invalidf("config: %v", err)
 	}
+	if file != "" {
+		if err := restoreKeyCase(file, &c); err != nil {
+			return nil, err
+		}
+	}
 	c.File = file
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// restoreKeyCase gives handler codes and queue names back the case they
+// have in the file: viper lowercases every key, but task codes and queue
+// names are case-sensitive (SendEmail is not sendemail).
+func restoreKeyCase(file string, c *Config) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return task.Invalidf("config file %s: %v", file, err)
+	}
+	var raw struct {
+		Handlers map[string]any `yaml:"handlers"`
+		Queues   map[string]any `yaml:"queues"`
+	}
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return task.Invalidf("config file %s: %v", file, err)
+	}
+	c.Handlers = rekey(c.Handlers, raw.Handlers)
+	c.Queues = rekey(c.Queues, raw.Queues)
+	return nil
+}
+
+func rekey[V any](m map[string]V, raw map[string]any) map[string]V {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	for orig := range raw {
+		if low := strings.ToLower(orig); low != orig {
+			if v, ok := m[low]; ok {
+				delete(out, low)
+				out[orig] = v
+			}
+		}
+	}
+	return out
 }
 
 // Validate checks the configuration and fills derived defaults.

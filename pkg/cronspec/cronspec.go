@@ -26,6 +26,9 @@ const horizon = 5 * 365 * 24 * time.Hour
 type Spec struct {
 	expr     string
 	schedule cron.Schedule
+	// loc is the zone to evaluate in; robfig evaluates a schedule bound to
+	// time.Local in the zone of the time it is given, so Next converts.
+	loc *time.Location
 }
 
 // Parse parses expr in time zone tz (an IANA name; "" means the process's
@@ -40,8 +43,16 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 		return nil, err
 	}
 	full := expr
-	if !strings.HasPrefix(expr, "CRON_TZ=") && !strings.HasPrefix(expr, "TZ=") && tz != "" {
+	if strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=") {
+		loc = nil // the expression names its zone
+	} else if tz != "" {
 		full = "CRON_TZ=" + loc.String() + " " + expr
+	}
+	if rest, ok := strings.CutPrefix(expr, "@every "); ok {
+		// robfig rounds intervals under a second up to a second.
+		if d, err := time.ParseDuration(strings.TrimSpace(rest)); err == nil && d < time.Second {
+			return nil, task.Invalidf("malformed cron expression %q: interval must be at least 1s", expr)
+		}
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -52,12 +63,7 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 	if perr != nil {
 		return nil, task.Invalidf("malformed cron expression %q: %v", expr, perr)
 	}
-	if _, ok := s.(*cron.SpecSchedule); !ok {
-		if c, ok := s.(cron.ConstantDelaySchedule); ok && c.Delay <= 0 {
-			return nil, task.Invalidf("malformed cron expression %q: interval must be positive", expr)
-		}
-	}
-	spec = &Spec{expr: expr, schedule: s}
+	spec = &Spec{expr: expr, schedule: s, loc: loc}
 	// An expression such as "0 0 30 2 *" parses but never fires.
 	if spec.Next(time.Now()).IsZero() {
 		return nil, task.Invalidf("cron expression %q never fires", expr)
@@ -68,6 +74,9 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 // Next returns the first occurrence strictly after t, or the zero time when
 // there is none within five years.
 func (s *Spec) Next(t time.Time) time.Time {
+	if s.loc != nil {
+		t = t.In(s.loc)
+	}
 	n := s.schedule.Next(t)
 	if n.IsZero() || n.Sub(t) > horizon {
 		return time.Time{}
@@ -80,12 +89,28 @@ func (s *Spec) Next(t time.Time) time.Time {
 // both: occurrences missed while the system was down are skipped, so a
 // daemon that was down for an hour fires a missed minutely task once, not
 // sixty times.
+//
+// On the day clocks go back, an occurrence in the repeated hour exists
+// twice; like classic cron, taskd fires it once: an occurrence with the same
+// wall-clock time as the planned one is skipped.
 func (s *Spec) NextAfterRun(planned, now time.Time) time.Time {
 	from := now
 	if planned.After(from) {
 		from = planned
 	}
-	return s.Next(from)
+	n := s.Next(from)
+	if !n.IsZero() && !n.Equal(planned) && n.Sub(planned) <= 2*time.Hour && sameWallClock(n, planned) {
+		n = s.Next(n)
+	}
+	return n
+}
+
+// sameWallClock compares the local date and time of two instants in the
+// zone of a.
+func sameWallClock(a, b time.Time) bool {
+	b = b.In(a.Location())
+	return a.Year() == b.Year() && a.YearDay() == b.YearDay() && a.Hour() == b.Hour() &&
+		a.Minute() == b.Minute() && a.Second() == b.Second()
 }
 
 // String returns the expression as given.

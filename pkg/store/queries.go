@@ -9,6 +9,8 @@ import (
 
 const qNow = `SELECT UNIX_TIMESTAMP(NOW(3))`
 
+const qAutoIncStep = `SELECT @@auto_increment_increment`
+
 // taskColumns is the select list for a whole task; scanTask reads it.
 const taskColumns = `id, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
 	priority, delay, timeout, max_retry, retry_count, status, COALESCE(unique_key, ''), attempt,
@@ -59,7 +61,15 @@ const claimCandidateArgs = 20
 // qClaimUpdate is the compare-and-set that claims candidates: only rows
 // still pending (or failed and due) move, so of several schedulers racing
 // for a row exactly one wins. attempt + 1 is the new fencing token.
-const qClaimUpdate = `UPDATE task_center SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = ?
+//
+// FORCE INDEX (PRIMARY): with few due rows the optimizer prefers a range
+// of idx_status_next, whose next-key locks (REPEATABLE READ) reach the
+// first dispatched row beyond the range. A worker's open mark-running
+// transaction on that row then blocks every claim for the lock wait
+// timeout, and recovery's hand-backs queue behind the claim: one stalled
+// worker (SIGSTOP, GC pause, slow network) froze dispatch for the whole
+// fleet. By primary key the claim locks only its candidates.
+const qClaimUpdate = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = ?
 	WHERE id IN (%s) AND status IN (0, 4) AND plan_next_run_at <= NOW(3)`
 
 // qClaimed reads back the rows a claim won, by its claim id.

@@ -67,9 +67,10 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 		// A concurrent submit took a unique key between our check and the
 		// insert: fall back to one row at a time to say which.
 		for _, i := range todo {
-			id, err := s.insertRows(ctx, ps, []int{i})
+			ids, err := s.insertRows(ctx, ps, []int{i})
 			if errors.As(err, &me) && me.Number == 1062 {
-				if id, err = s.taskIDByUnique(ctx, ps[i].Code, ps[i].UniqueKey); err != nil {
+				id, err := s.taskIDByUnique(ctx, ps[i].Code, ps[i].UniqueKey)
+				if err != nil {
 					return nil, err
 				}
 				out[i] = TaskInsertResult{ID: id, Existing: true}
@@ -78,22 +79,27 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 			if err != nil {
 				return nil, err
 			}
-			out[i] = TaskInsertResult{ID: id}
+			out[i] = TaskInsertResult{ID: ids.id}
 		}
 		return out, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	// A single multi-row INSERT receives consecutive auto-increment values
-	// on InnoDB in every autoinc lock mode ("simple inserts").
+	// A single multi-row INSERT receives evenly spaced auto-increment values
+	// on InnoDB in every autoinc lock mode ("simple inserts"): step apart,
+	// which is 1 unless a cluster (Galera) spreads ids across nodes.
 	for k, i := range todo {
-		out[i] = TaskInsertResult{ID: first + int64(k)}
+		out[i] = TaskInsertResult{ID: first.id + int64(k)*first.step}
 	}
 	return out, nil
 }
 
-func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int) (int64, error) {
+// insertedIDs is where a multi-row insert's ids start and how far apart
+// they are.
+type insertedIDs struct{ id, step int64 }
+
+func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int) (insertedIDs, error) {
 	q := []byte(qInsertHead)
 	args := make([]any, 0, len(idx)*13)
 	for k, i := range idx {
@@ -110,15 +116,26 @@ func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int
 			p.Timezone, p.Priority, int(p.Delay/time.Second), p.Timeout, p.MaxRetry,
 			nullString(p.UniqueKey), runAt, p.Delay.Microseconds())
 	}
-	res, err := s.db.ExecContext(ctx, string(q), args...)
+	// The step is a session variable: read it on the inserting connection.
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("insert %d tasks: %w", len(idx), err)
+		return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
 	}
-	id, err := res.LastInsertId()
+	defer conn.Close()
+	ids := insertedIDs{step: 1}
+	if len(idx) > 1 {
+		if err := conn.QueryRowContext(ctx, qAutoIncStep).Scan(&ids.step); err != nil {
+			return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
+		}
+	}
+	res, err := conn.ExecContext(ctx, string(q), args...)
 	if err != nil {
-		return 0, fmt.Errorf("insert tasks: %w", err)
+		return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
 	}
-	return id, nil
+	if ids.id, err = res.LastInsertId(); err != nil {
+		return insertedIDs{}, fmt.Errorf("insert tasks: %w", err)
+	}
+	return ids, nil
 }
 
 func (s *Store) taskIDByUnique(ctx context.Context, code, key string) (int64, error) {

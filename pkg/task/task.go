@@ -84,6 +84,9 @@ func (t *Type) UnmarshalJSON(b []byte) error {
 func unmarshalEnum(b []byte, names []string) (int8, error) {
 	var n int8
 	if err := json.Unmarshal(b, &n); err == nil {
+		if n < 0 || int(n) >= len(names) {
+			return 0, fmt.Errorf("%d is out of range 0-%d", n, len(names)-1)
+		}
 		return n, nil
 	}
 	var s string

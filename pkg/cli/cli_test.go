@@ -1,0 +1,606 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/cli"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+const handlersYAML = "handlers:\n  hello:\n    exec: [\"true\"]\n  report:\n    exec: [\"true\"]\n"
+
+type testBundle struct {
+	env     *testenv.Env
+	cfgPath string
+}
+
+// setup gives a test its own task center and a configuration file that
+// points at it, with handlers for the codes hello and report.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	env := testenv.New(t)
+	return &testBundle{env: env, cfgPath: writeConfig(t, env.ConfigYAML(handlersYAML))}
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	return path
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs the taskd command line in-process with a configuration file.
+func runCLI(t *testing.T, cfgPath, stdin string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	full := append([]string{"--config", cfgPath}, args...)
+	code := cli.Execute(ctx, full, &stdout, &stderr, strings.NewReader(stdin))
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func (b *testBundle) run(t *testing.T, args ...string) result {
+	t.Helper()
+	return runCLI(t, b.cfgPath, "", args...)
+}
+
+// ok runs a command that must succeed and returns its standard output.
+func (b *testBundle) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	r := b.run(t, args...)
+	require.Equal(t, cli.ExitOK, r.code, "taskd %v: stderr %q", args, r.stderr)
+	require.Empty(t, r.stderr, "taskd %v", args)
+	return r.stdout
+}
+
+// okJSON runs a command with -o json and decodes its output into v.
+func (b *testBundle) okJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out := b.ok(t, append(args, "-o", "json")...)
+	require.NoError(t, json.Unmarshal([]byte(out), v), "output %q", out)
+}
+
+func (b *testBundle) rows(t *testing.T) int {
+	t.Helper()
+	return b.env.Count(t, `SELECT COUNT(*) FROM task_center`)
+}
+
+// requireOneLineError asserts the contract for failures: one line on
+// stderr starting "taskd: ", nothing on stdout.
+func requireOneLineError(t *testing.T, r result, wantCode int, msgAndArgs ...any) {
+	t.Helper()
+	require.Equal(t, wantCode, r.code, append([]any{"stderr %q"}, r.stderr)...)
+	require.True(t, strings.HasPrefix(r.stderr, "taskd: "), "stderr %q", r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "exactly one line on stderr: %q", r.stderr)
+	require.True(t, strings.HasSuffix(r.stderr, "\n"), "stderr %q", r.stderr)
+	require.Empty(t, r.stdout, msgAndArgs...)
+}
+
+var submittedRE = regexp.MustCompile(`^submitted task (\d+)\n$`)
+
+func (b *testBundle) submit(t *testing.T, args ...string) int64 {
+	t.Helper()
+	out := b.ok(t, append([]string{"submit"}, args...)...)
+	m := submittedRE.FindStringSubmatch(out)
+	require.NotNil(t, m, "output %q", out)
+	id, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	return id
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // part of the error message
+	}{
+		{"malformed cron", []string{"cron", "add", "hello", "61 * * * *"}, "61"},
+		{"cron that never fires", []string{"cron", "add", "hello", "0 0 30 2 *"}, "never fires"},
+		{"cron payload not JSON", []string{"cron", "add", "hello", "* * * * *", "--payload", "{oops"}, "JSON"},
+		{"cron unknown time zone", []string{"cron", "add", "hello", "0 2 * * *", "--tz", "Mars/Base"}, "Mars/Base"},
+		{"cron unknown code", []string{"cron", "add", "nosuch", "* * * * *"}, "nosuch"},
+		{"cron missing expression", []string{"cron", "add", "hello"}, ""},
+		{"payload not JSON", []string{"submit", "hello", "--payload", "not json"}, "JSON"},
+		{"payload truncated", []string{"submit", "hello", "--payload", `{"a":`}, "JSON"},
+		{"payload file missing", []string{"submit", "hello", "--payload", "@/nonexistent/payload.json"}, "payload"},
+		{"priority 10", []string{"submit", "hello", "--priority", "10"}, "priority"},
+		{"priority -1", []string{"submit", "hello", "--priority", "-1"}, "priority"},
+		{"priority not a number", []string{"submit", "hello", "--priority", "high"}, "priority"},
+		{"negative delay", []string{"submit", "hello", "--delay", "-5s"}, "negative"},
+		{"delay not a duration", []string{"submit", "hello", "--delay", "soon"}, "delay"},
+		{"delay with at", []string{"submit", "hello", "--delay", "5s", "--at", "2030-01-01T00:00:00Z"}, "--at"},
+		{"bad at", []string{"submit", "hello", "--at", "tomorrow"}, "tomorrow"},
+		{"timeout out of range", []string{"submit", "hello", "--timeout", "10ms"}, "timeout"},
+		{"max retry out of range", []string{"submit", "hello", "--max-retry", "1000"}, "max-retry"},
+		{"bad queue name", []string{"submit", "hello", "--queue", "a b"}, "queue"},
+		{"unique key too long", []string{"submit", "hello", "--unique-key", strings.Repeat("k", 192)}, "unique key"},
+		{"unknown task code", []string{"submit", "nosuch"}, "nosuch"},
+		{"invalid task code", []string{"submit", "no/such", "--any-code"}, "no/such"},
+		{"unknown flag", []string{"submit", "hello", "--bogus"}, "bogus"},
+		{"unknown shorthand", []string{"submit", "hello", "-z"}, "z"},
+		{"flag without value", []string{"submit", "hello", "--priority"}, "priority"},
+		{"missing argument", []string{"submit"}, "arg"},
+		{"too many arguments", []string{"submit", "hello", "extra"}, "arg"},
+		{"unknown command", []string{"frobnicate"}, "frobnicate"},
+		{"bad -o value", []string{"submit", "hello", "-o", "yaml"}, "yaml"},
+		{"bad --output value on list", []string{"list", "--output", "xml"}, "xml"},
+		{"show abc", []string{"show", "abc"}, "abc"},
+		{"show 0", []string{"show", "0"}, "0"},
+		{"show without id", []string{"show"}, "arg"},
+		{"list --status bogus", []string{"list", "--status", "bogus"}, "bogus"},
+		{"list --limit 0", []string{"list", "--limit", "0"}, "limit"},
+		{"cron remove bad code", []string{"cron", "remove", "a b"}, "a b"},
+		{"config file missing", []string{"--config", "/nonexistent/taskd.yaml", "submit", "hello"}, "not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.run(t, tc.args...)
+			requireOneLineError(t, r, cli.ExitUsage)
+			require.Contains(t, r.stderr, tc.want)
+			require.Zero(t, b.rows(t), "nothing written")
+		})
+	}
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_run`))
+}
+
+func TestBadConfigIsUsageError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	path := writeConfig(t, b.env.ConfigYAML("handlers:\n  hello: { exec: [\"true\"], http: \"http://x/\" }\n"))
+	r := runCLI(t, path, "", "submit", "hello")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Contains(t, r.stderr, "handlers.hello")
+	require.Zero(t, b.rows(t))
+}
+
+func TestDatabaseDown(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "mysql:\n  dsn: \"root:@tcp(127.0.0.1:1)/taskd\"\n"+handlersYAML)
+	for _, args := range [][]string{
+		{"submit", "hello"},
+		{"submit", "hello", "-o", "json"},
+		{"cron", "add", "hello", "* * * * *"},
+		{"list"},
+		{"show", "1"},
+		{"migrate"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			var r result
+			require.NotPanics(t, func() { r = runCLI(t, path, "", args...) })
+			requireOneLineError(t, r, cli.ExitFailure)
+			require.Contains(t, r.stderr, "127.0.0.1:1")
+		})
+	}
+}
+
+func TestSubmit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	id := b.submit(t, "hello", "--payload", `{"to":"a@example.com"}`, "--priority", "2", "--max-retry", "4", "--timeout", "90s")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND task_code = 'hello'
+		AND task_type = 0 AND status = 0 AND priority = 2 AND max_retry = 4 AND timeout = 90
+		AND plan_next_run_at <= NOW(3) AND unique_key IS NULL`, id))
+	var payload string
+	require.NoError(t, b.env.Store.DB().QueryRow(`SELECT payload FROM task_center WHERE id = ?`, id).Scan(&payload))
+	require.JSONEq(t, `{"to":"a@example.com"}`, payload)
+
+	t.Run("json output", func(t *testing.T) {
+		out := b.ok(t, "submit", "hello", "-o", "json")
+		var res struct {
+			ID       int64 `json:"id"`
+			Existing bool  `json:"existing"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		require.Greater(t, res.ID, id)
+		require.JSONEq(t, fmt.Sprintf(`{"id":%d,"existing":false}`, res.ID), out)
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, res.ID))
+	})
+
+	t.Run("unique key", func(t *testing.T) {
+		out := b.ok(t, "submit", "hello", "--unique-key", "order-42", "-o", "json")
+		var first struct {
+			ID       int64 `json:"id"`
+			Existing bool  `json:"existing"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &first))
+		require.False(t, first.Existing)
+
+		out = b.ok(t, "submit", "hello", "--unique-key", "order-42", "-o", "json")
+		require.JSONEq(t, fmt.Sprintf(`{"id":%d,"existing":true}`, first.ID), out)
+
+		out = b.ok(t, "submit", "hello", "--unique-key", "order-42")
+		require.Equal(t, fmt.Sprintf("task %d already exists with unique key \"order-42\"; nothing submitted\n", first.ID), out)
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE unique_key = 'order-42'`))
+	})
+
+	t.Run("delay is measured by the database clock", func(t *testing.T) {
+		id := b.submit(t, "hello", "--delay", "1h")
+		var diff int
+		require.NoError(t, b.env.Store.DB().QueryRow(
+			`SELECT TIMESTAMPDIFF(SECOND, NOW(3), plan_next_run_at) FROM task_center WHERE id = ?`, id).Scan(&diff))
+		require.InDelta(t, 3600, diff, 10)
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND delay = 3600 AND task_type = 0`, id))
+	})
+
+	t.Run("at RFC 3339", func(t *testing.T) {
+		at := time.Date(2031, 4, 5, 6, 7, 8, 0, time.UTC)
+		id := b.submit(t, "hello", "--at", at.Format(time.RFC3339))
+		var unix float64
+		require.NoError(t, b.env.Store.DB().QueryRow(
+			`SELECT UNIX_TIMESTAMP(plan_next_run_at) FROM task_center WHERE id = ? AND task_type = 2`, id).Scan(&unix))
+		require.Equal(t, float64(at.Unix()), unix)
+	})
+
+	t.Run("at local time", func(t *testing.T) {
+		at := time.Date(2031, 4, 5, 6, 7, 0, 0, time.Local)
+		id := b.submit(t, "hello", "--at", "2031-04-05 06:07")
+		var unix float64
+		require.NoError(t, b.env.Store.DB().QueryRow(
+			`SELECT UNIX_TIMESTAMP(plan_next_run_at) FROM task_center WHERE id = ? AND task_type = 2`, id).Scan(&unix))
+		require.Equal(t, float64(at.Unix()), unix)
+	})
+
+	t.Run("payload from a file and from stdin", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "p.json")
+		require.NoError(t, os.WriteFile(file, []byte(`{"from":"file"}`), 0o600))
+		id := b.submit(t, "hello", "--payload", "@"+file)
+		var payload string
+		require.NoError(t, b.env.Store.DB().QueryRow(`SELECT payload FROM task_center WHERE id = ?`, id).Scan(&payload))
+		require.JSONEq(t, `{"from":"file"}`, payload)
+
+		r := runCLI(t, b.cfgPath, `{"from":"stdin"}`, "submit", "hello", "--payload", "@-")
+		require.Equal(t, cli.ExitOK, r.code, r.stderr)
+		m := submittedRE.FindStringSubmatch(r.stdout)
+		require.NotNil(t, m, r.stdout)
+		require.NoError(t, b.env.Store.DB().QueryRow(`SELECT payload FROM task_center WHERE id = ?`, m[1]).Scan(&payload))
+		require.JSONEq(t, `{"from":"stdin"}`, payload)
+	})
+
+	t.Run("any-code accepts a code without a handler", func(t *testing.T) {
+		id := b.submit(t, "go_handler", "--any-code", "--queue", "special")
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND queue = 'special'`, id))
+	})
+}
+
+type cronTask struct {
+	ID       int64  `json:"id"`
+	Code     string `json:"task_code"`
+	Type     string `json:"task_type"`
+	Status   string `json:"status"`
+	CronExpr string `json:"cron_expr"`
+	Timezone string `json:"timezone"`
+	Unique   string `json:"unique_key"`
+	Next     string `json:"plan_next_run_at"`
+}
+
+var cronRE = regexp.MustCompile(`^(added|updated) periodic task (\d+); next run (\S+)\n$`)
+
+func TestCron(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	out := b.ok(t, "cron", "add", "hello", "*/5 * * * *")
+	m := cronRE.FindStringSubmatch(out)
+	require.NotNil(t, m, "output %q", out)
+	require.Equal(t, "added", m[1])
+	id := m[2]
+	next, err := time.Parse(time.RFC3339, m[3])
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), next, 5*time.Minute+5*time.Second)
+	require.Zero(t, next.Minute()%5)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND task_type = 1
+		AND cron_expr = '*/5 * * * *' AND status = 0 AND plan_next_run_at > NOW(3)`, id))
+
+	out = b.ok(t, "cron", "add", "hello", "0 2 * * *", "--tz", "Asia/Shanghai")
+	m = cronRE.FindStringSubmatch(out)
+	require.NotNil(t, m, "output %q", out)
+	require.Equal(t, "updated", m[1])
+	require.Equal(t, id, m[2], "same code and name: the same task")
+	require.Equal(t, 1, b.rows(t))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND cron_expr = '0 2 * * *'
+		AND timezone = 'Asia/Shanghai'`, id))
+	var hourUTC int
+	require.NoError(t, b.env.Store.DB().QueryRow(
+		`SELECT FLOOR(MOD(UNIX_TIMESTAMP(plan_next_run_at), 86400) / 3600) FROM task_center WHERE id = ?`, id).Scan(&hourUTC))
+	require.Equal(t, 18, hourUTC, "02:00 in Shanghai is 18:00 UTC")
+
+	var res struct {
+		ID      int64     `json:"id"`
+		Updated bool      `json:"updated"`
+		Next    time.Time `json:"next_run_at"`
+	}
+	b.okJSON(t, &res, "cron", "add", "report", "@hourly", "--name", "hourly-report")
+	require.False(t, res.Updated)
+	require.Zero(t, res.Next.Minute())
+	b.okJSON(t, &res, "cron", "add", "report", "@daily", "--name", "hourly-report")
+	require.True(t, res.Updated)
+
+	var list []cronTask
+	b.okJSON(t, &list, "cron", "list")
+	require.Len(t, list, 2)
+	byCode := map[string]cronTask{}
+	for _, c := range list {
+		require.Equal(t, "periodic", c.Type)
+		require.Equal(t, "pending", c.Status)
+		byCode[c.Code] = c
+	}
+	require.Equal(t, "0 2 * * *", byCode["hello"].CronExpr)
+	require.Equal(t, "Asia/Shanghai", byCode["hello"].Timezone)
+	require.Equal(t, "@daily", byCode["report"].CronExpr)
+	require.Equal(t, res.ID, byCode["report"].ID)
+
+	// A one-off task is not a periodic one.
+	b.submit(t, "hello")
+	b.okJSON(t, &list, "cron", "list")
+	require.Len(t, list, 2)
+
+	text := b.ok(t, "cron", "list")
+	require.Contains(t, text, "hourly-report")
+	require.Contains(t, text, "Asia/Shanghai")
+
+	out = b.ok(t, "cron", "remove", "hello")
+	require.Equal(t, "removed periodic task "+id+"\n", out)
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, id))
+
+	r := b.run(t, "cron", "remove", "hello")
+	requireOneLineError(t, r, cli.ExitFailure)
+
+	var removed map[string]int64
+	b.okJSON(t, &removed, "cron", "remove", "report", "--name", "hourly-report")
+	require.Equal(t, map[string]int64{"removed": res.ID}, removed)
+
+	b.okJSON(t, &list, "cron", "list")
+	require.Empty(t, list)
+	require.Equal(t, "[]\n", b.ok(t, "cron", "list", "-o", "json"))
+	require.Equal(t, 1, b.rows(t), "the one-off task is still there")
+}
+
+type listed struct {
+	ID     int64  `json:"id"`
+	Code   string `json:"task_code"`
+	Status string `json:"status"`
+	Queue  string `json:"queue"`
+}
+
+func ids(ts []listed) []int64 {
+	out := make([]int64, len(ts))
+	for i, t := range ts {
+		out[i] = t.ID
+	}
+	return out
+}
+
+func TestList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	var hello, report []int64
+	for range 5 {
+		hello = append(hello, b.submit(t, "hello"))
+		report = append(report, b.submit(t, "report"))
+	}
+	// Two dead hellos, one failed report.
+	b.env.Exec(t, `UPDATE task_center SET status = 5 WHERE id IN (?, ?)`, hello[1], hello[3])
+	b.env.Exec(t, `UPDATE task_center SET status = 4 WHERE id = ?`, report[2])
+
+	var all []listed
+	b.okJSON(t, &all, "list")
+	require.Len(t, all, 10)
+	for i := 1; i < len(all); i++ {
+		require.Greater(t, all[i-1].ID, all[i].ID, "newest first")
+	}
+
+	var got []listed
+	b.okJSON(t, &got, "list", "--status", "dead")
+	require.Equal(t, []int64{hello[3], hello[1]}, ids(got))
+	for _, x := range got {
+		require.Equal(t, "dead", x.Status)
+	}
+
+	b.okJSON(t, &got, "list", "--status", "5", "--code", "report")
+	require.Empty(t, got)
+	require.Equal(t, "[]\n", b.ok(t, "list", "--status", "cancelled", "-o", "json"))
+
+	b.okJSON(t, &got, "list", "--status", "failed", "--code", "report")
+	require.Equal(t, []int64{report[2]}, ids(got))
+
+	b.okJSON(t, &got, "list", "--code", "hello")
+	require.Equal(t, []int64{hello[4], hello[3], hello[2], hello[1], hello[0]}, ids(got))
+
+	b.okJSON(t, &got, "list", "--code", "hello", "--status", "pending")
+	require.Equal(t, []int64{hello[4], hello[2], hello[0]}, ids(got))
+
+	// Keyset paging: pages of 3 until empty, no task twice, none lost.
+	var paged []int64
+	before := int64(0)
+	for page := 0; page < 10; page++ {
+		args := []string{"list", "--limit", "3"}
+		if before > 0 {
+			args = append(args, "--before", strconv.FormatInt(before, 10))
+		}
+		b.okJSON(t, &got, args...)
+		if len(got) == 0 {
+			break
+		}
+		require.LessOrEqual(t, len(got), 3)
+		paged = append(paged, ids(got)...)
+		before = got[len(got)-1].ID
+	}
+	require.Equal(t, ids(all), paged)
+
+	b.okJSON(t, &got, "list", "--code", "hello", "--before", strconv.FormatInt(hello[2], 10))
+	require.Equal(t, []int64{hello[1], hello[0]}, ids(got))
+
+	text := b.ok(t, "list", "--status", "dead")
+	require.Len(t, strings.Split(strings.TrimSpace(text), "\n"), 3, "header and two rows: %q", text)
+	require.Contains(t, text, "dead")
+}
+
+func TestShow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	id := b.submit(t, "hello", "--payload", `{"n":1}`, "--unique-key", "k1")
+	b.env.Exec(t, `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, node, started_at, finished_at, outcome, result, duration_ms)
+		VALUES (?, 1, 'hello', 'hello', 'w1', 'n1', NOW(3) - INTERVAL 3 SECOND, NOW(3) - INTERVAL 2 SECOND, 'failed', 'boom', 1000),
+		       (?, 2, 'hello', 'hello', 'w2', 'n2', NOW(3) - INTERVAL 1 SECOND, NOW(3), 'succeeded', 'ok', 1000)`, id, id)
+	b.env.Exec(t, `UPDATE task_center SET status = 3, attempt = 2, retry_count = 1, last_result = 'ok' WHERE id = ?`, id)
+	other := b.submit(t, "report")
+	b.env.Exec(t, `INSERT INTO task_run (task_id, attempt, task_code, queue, outcome) VALUES (?, 1, 'report', 'report', 'dead')`, other)
+
+	var shown struct {
+		ID         int64           `json:"id"`
+		Code       string          `json:"task_code"`
+		Type       string          `json:"task_type"`
+		Status     string          `json:"status"`
+		Attempt    int             `json:"attempt"`
+		RetryCount int             `json:"retry_count"`
+		UniqueKey  string          `json:"unique_key"`
+		Payload    json.RawMessage `json:"payload"`
+		LastResult string          `json:"last_result"`
+		Runs       []struct {
+			TaskID     int64  `json:"task_id"`
+			Attempt    int    `json:"attempt"`
+			WorkerID   string `json:"worker_id"`
+			Node       string `json:"node"`
+			Outcome    string `json:"outcome"`
+			Result     string `json:"result"`
+			DurationMS int64  `json:"duration_ms"`
+		} `json:"runs"`
+	}
+	b.okJSON(t, &shown, "show", strconv.FormatInt(id, 10))
+	require.Equal(t, id, shown.ID)
+	require.Equal(t, "hello", shown.Code)
+	require.Equal(t, "oneoff", shown.Type)
+	require.Equal(t, "succeeded", shown.Status)
+	require.Equal(t, 2, shown.Attempt)
+	require.Equal(t, 1, shown.RetryCount)
+	require.Equal(t, "k1", shown.UniqueKey)
+	require.Equal(t, "ok", shown.LastResult)
+	require.JSONEq(t, `{"n":1}`, string(shown.Payload))
+	require.Len(t, shown.Runs, 2, "only this task's runs")
+	require.Equal(t, 2, shown.Runs[0].Attempt, "newest first")
+	require.Equal(t, "succeeded", shown.Runs[0].Outcome)
+	require.Equal(t, "w2", shown.Runs[0].WorkerID)
+	require.Equal(t, "n2", shown.Runs[0].Node)
+	require.Equal(t, "ok", shown.Runs[0].Result)
+	require.Equal(t, 1, shown.Runs[1].Attempt)
+	require.Equal(t, "failed", shown.Runs[1].Outcome)
+	require.Equal(t, "boom", shown.Runs[1].Result)
+	require.EqualValues(t, 1000, shown.Runs[1].DurationMS)
+	for _, r := range shown.Runs {
+		require.Equal(t, id, r.TaskID)
+	}
+
+	b.okJSON(t, &shown, "show", strconv.FormatInt(id, 10), "--runs", "1")
+	require.Len(t, shown.Runs, 1)
+	require.Equal(t, 2, shown.Runs[0].Attempt)
+
+	// A task without runs prints an empty list, not null.
+	third := b.submit(t, "hello")
+	out := b.ok(t, "show", strconv.FormatInt(third, 10), "-o", "json")
+	var raw map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(out), &raw))
+	require.Equal(t, "[]", string(raw["runs"]))
+
+	text := b.ok(t, "show", strconv.FormatInt(id, 10))
+	require.Contains(t, text, "succeeded")
+	require.Contains(t, text, "boom")
+	require.Contains(t, text, "k1")
+
+	r := b.run(t, "show", "999999")
+	requireOneLineError(t, r, cli.ExitFailure)
+	require.Contains(t, r.stderr, "not found")
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	// Start from an empty database.
+	rows, err := b.env.Store.DB().Query(`SHOW TABLES`)
+	require.NoError(t, err)
+	var tables []string
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		tables = append(tables, "`"+name+"`")
+	}
+	require.NoError(t, rows.Err())
+	rows.Close()
+	require.NotEmpty(t, tables)
+	b.env.Exec(t, `DROP TABLE `+strings.Join(tables, ", "))
+
+	var first, second struct {
+		Applied []int `json:"applied"`
+		Version int   `json:"version"`
+	}
+	b.okJSON(t, &first, "migrate")
+	require.NotEmpty(t, first.Applied)
+	require.Equal(t, first.Applied[len(first.Applied)-1], first.Version)
+	require.Equal(t, 1, first.Applied[0])
+	require.Zero(t, b.rows(t), "task_center exists again")
+
+	b.okJSON(t, &second, "migrate")
+	require.Empty(t, second.Applied, "a second run applies nothing")
+	require.NotNil(t, second.Applied, "applied is [] in JSON, not null")
+	require.Equal(t, first.Version, second.Version)
+
+	out := b.ok(t, "migrate")
+	require.Equal(t, fmt.Sprintf("schema is up to date (version %d)\n", first.Version), out)
+
+	// The schema works: a submit after migrate.
+	b.submit(t, "hello")
+	require.Equal(t, 1, b.rows(t))
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	var v map[string]string
+	b.okJSON(t, &v, "version")
+	require.NotEmpty(t, v["version"])
+	require.Equal(t, cli.Commit, v["commit"])
+	require.Equal(t, cli.Date, v["date"])
+	require.True(t, strings.HasPrefix(v["go"], "go"), v["go"])
+
+	out := b.ok(t, "version")
+	require.True(t, strings.HasPrefix(out, "taskd "+v["version"]+" "), out)
+	require.Equal(t, 1, strings.Count(out, "\n"))
+}
+
+// A failure that is not a usage error must exit 1 even when its message
+// happens to contain text that looks like one of cobra's usage errors.
+func TestFailureExitCodeIgnoresMessageText(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	for _, name := range []string{"requires at least one", "unknown command", "invalid argument"} {
+		r := b.run(t, "cron", "remove", "hello", "--name", name)
+		requireOneLineError(t, r, cli.ExitFailure)
+		require.Contains(t, r.stderr, "no task hello")
+	}
+}

@@ -1,0 +1,225 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// writeConfig writes body to a taskd.yaml in a fresh directory.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	return path
+}
+
+func load(t *testing.T, body string) (*config.Config, error) {
+	t.Helper()
+	return config.Load(config.NewViper(), writeConfig(t, body))
+}
+
+func requireInvalid(t *testing.T, err error) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%v", err)
+}
+
+func TestDefaultsWithoutFile(t *testing.T) {
+	// t.Chdir: no ./taskd.yaml is picked up from the package directory.
+	t.Chdir(t.TempDir())
+	if _, err := os.Stat("/etc/taskd/taskd.yaml"); err == nil {
+		t.Skip("/etc/taskd/taskd.yaml exists on this host")
+	}
+
+	c, err := config.Load(config.NewViper(), "")
+	require.NoError(t, err)
+	require.Empty(t, c.File)
+	require.Equal(t, "root:@tcp(127.0.0.1:3306)/taskd", c.MySQL.DSN)
+	require.Equal(t, 32, c.MySQL.MaxOpenConns)
+	require.Equal(t, 5*time.Second, c.MySQL.LockWaitTimeout)
+	require.Equal(t, "127.0.0.1:6379", c.Redis.Addr)
+	require.Equal(t, "task:", c.Redis.Prefix)
+	require.Equal(t, 0, c.Redis.DB)
+	require.Equal(t, 500, c.Scheduler.BatchSize)
+	require.Equal(t, time.Second, c.Scheduler.PollInterval)
+	require.Equal(t, 10, c.Worker.Concurrency)
+	require.Equal(t, 30*time.Second, c.Worker.ShutdownGrace)
+	require.Equal(t, 5*time.Second, c.Worker.KillGrace)
+	require.Equal(t, 30*time.Second, c.Worker.HeartbeatTTL)
+	require.Equal(t, 10*time.Second, c.Retry.Base)
+	require.Equal(t, time.Hour, c.Retry.Max)
+	require.Equal(t, task.DefaultMaxPayload, c.Submit.MaxPayload)
+	require.Subset(t, c.Node.Roles, []string{"scheduler", "worker"}, "every role by default")
+	require.True(t, c.HasRole("scheduler"))
+	require.True(t, c.HasRole("worker"))
+	require.NotEmpty(t, c.Node.ID, "defaults to the hostname")
+	require.Empty(t, c.Handlers)
+	require.Empty(t, c.WorkerQueues())
+
+	require.Contains(t, config.Keys(), "mysql.dsn")
+	require.Contains(t, config.Keys(), "redis.prefix")
+	require.IsIncreasing(t, config.Keys())
+}
+
+func TestDefaultFileInWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "taskd.yaml"), []byte("redis:\n  prefix: \"cwd:\"\n"), 0o600))
+	t.Chdir(dir)
+
+	c, err := config.Load(config.NewViper(), "")
+	require.NoError(t, err)
+	require.Equal(t, "taskd.yaml", c.File)
+	require.Equal(t, "cwd:", c.Redis.Prefix)
+}
+
+func TestFile(t *testing.T) {
+	t.Parallel()
+
+	c, err := load(t, `
+node: { id: n1, roles: [worker] }
+mysql: { dsn: "u:p@tcp(db:3306)/tc" }
+redis: { addr: "r:6380", prefix: "x:", db: 2 }
+scheduler: { batch_size: 50, poll_interval: 250ms }
+worker: { concurrency: 3, shutdown_grace: 1m }
+cron: { timezone: Asia/Shanghai }
+handlers:
+  send_email: { exec: ["php", "artisan", "email:send"] }
+  build_report: { http: "http://127.0.0.1:8080/tasks/report", queue: reports }
+queues:
+  send_email: { concurrency: 8, shards: 4 }
+`)
+	require.NoError(t, err)
+	require.Equal(t, "n1", c.Node.ID)
+	require.Equal(t, []string{"worker"}, c.Node.Roles)
+	require.False(t, c.HasRole("scheduler"))
+	require.Equal(t, "u:p@tcp(db:3306)/tc", c.MySQL.DSN)
+	require.Equal(t, "r:6380", c.Redis.Addr)
+	require.Equal(t, "x:", c.Redis.Prefix)
+	require.Equal(t, 2, c.Redis.DB)
+	require.Equal(t, 50, c.Scheduler.BatchSize)
+	require.Equal(t, 250*time.Millisecond, c.Scheduler.PollInterval)
+	require.Equal(t, time.Minute, c.Worker.ShutdownGrace)
+	require.Equal(t, "Asia/Shanghai", c.Cron.Timezone)
+	require.Equal(t, []string{"php", "artisan", "email:send"}, c.Handlers["send_email"].Exec)
+	require.Equal(t, "http://127.0.0.1:8080/tasks/report", c.Handlers["build_report"].HTTP)
+	require.Equal(t, config.QueueConfig{Concurrency: 8, Shards: 4}, c.Queues["send_email"])
+	require.Equal(t, "reports", c.QueueFor("build_report"))
+	require.Equal(t, "", c.QueueFor("send_email"))
+	require.Equal(t, "", c.QueueFor("unknown"))
+	// Untouched keys keep their defaults.
+	require.Equal(t, 10*time.Second, c.Retry.Base)
+}
+
+func TestEnvOverrides(t *testing.T) {
+	// t.Setenv: not parallel.
+	t.Setenv("TASKD_MYSQL_DSN", "env:secret@tcp(10.0.0.1:3306)/envdb")
+	t.Setenv("TASKD_REDIS_PREFIX", "envprefix:")
+	t.Setenv("TASKD_SCHEDULER_POLL_INTERVAL", "3s")
+	t.Setenv("TASKD_WORKER_CONCURRENCY", "7")
+
+	t.Run("without a file", func(t *testing.T) {
+		t.Chdir(t.TempDir())
+		c, err := config.Load(config.NewViper(), "")
+		require.NoError(t, err)
+		require.Equal(t, "env:secret@tcp(10.0.0.1:3306)/envdb", c.MySQL.DSN)
+		require.Equal(t, "envprefix:", c.Redis.Prefix)
+		require.Equal(t, 3*time.Second, c.Scheduler.PollInterval)
+		require.Equal(t, 7, c.Worker.Concurrency)
+		require.Equal(t, "127.0.0.1:6379", c.Redis.Addr, "keys without a variable keep their default")
+	})
+
+	t.Run("the environment wins over the file", func(t *testing.T) {
+		c, err := load(t, "mysql: { dsn: \"file@tcp(f:3306)/f\" }\nredis: { prefix: \"file:\", addr: \"file:6379\" }\n")
+		require.NoError(t, err)
+		require.Equal(t, "env:secret@tcp(10.0.0.1:3306)/envdb", c.MySQL.DSN)
+		require.Equal(t, "envprefix:", c.Redis.Prefix)
+		require.Equal(t, "file:6379", c.Redis.Addr, "the file wins over the default")
+	})
+
+	t.Run("an invalid value from the environment is rejected", func(t *testing.T) {
+		t.Setenv("TASKD_SCHEDULER_BATCH_SIZE", "0")
+		_, err := config.Load(config.NewViper(), writeConfig(t, ""))
+		requireInvalid(t, err)
+	})
+}
+
+func TestInvalid(t *testing.T) {
+	t.Parallel()
+
+	for name, body := range map[string]string{
+		"handler with exec and http":  "handlers:\n  both: { exec: [\"true\"], http: \"http://x/\" }\n",
+		"handler with neither":        "handlers:\n  none: { dir: /tmp }\n",
+		"handler with bad queue name": "handlers:\n  h: { exec: [\"true\"], queue: \"a b\" }\n",
+		"queue with bad name":         "queues:\n  \"a/b\": { concurrency: 1 }\n",
+		"negative concurrency":        "queues:\n  q: { concurrency: -1 }\n",
+		"negative shards":             "queues:\n  q: { shards: -2 }\n",
+		"unknown role":                "node: { roles: [scheduler, janitor] }\n",
+		"empty dsn":                   "mysql: { dsn: \"\" }\n",
+		"empty redis addr":            "redis: { addr: \"\" }\n",
+		"batch size 0":                "scheduler: { batch_size: 0 }\n",
+		"batch size too large":        "scheduler: { batch_size: 10001 }\n",
+		"zero poll interval":          "scheduler: { poll_interval: 0s }\n",
+		"zero concurrency":            "worker: { concurrency: 0 }\n",
+		"retry max below base":        "retry: { base: 1m, max: 30s }\n",
+		"unknown time zone":           "cron: { timezone: Mars/Base }\n",
+		"not a duration":              "scheduler: { poll_interval: soon }\n",
+		"not YAML":                    "mysql: [unclosed\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := load(t, body)
+			requireInvalid(t, err)
+			require.Nil(t, c)
+		})
+	}
+
+	t.Run("explicit file that does not exist", func(t *testing.T) {
+		t.Parallel()
+		_, err := config.Load(config.NewViper(), filepath.Join(t.TempDir(), "missing.yaml"))
+		requireInvalid(t, err)
+		require.Contains(t, err.Error(), "not found")
+	})
+}
+
+func TestWorkerQueues(t *testing.T) {
+	t.Parallel()
+
+	c, err := load(t, `
+worker: { concurrency: 6 }
+handlers:
+  send_email: { exec: ["true"] }
+  build_report: { http: "http://127.0.0.1/r", queue: reports }
+  resize: { exec: ["true"], queue: media }
+queues:
+  send_email: { concurrency: 8, shards: 4 }
+  media: { shards: 2 }
+  spare: { concurrency: 2 }
+`)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{
+		"send_email": 8, // handler code with a configured queue
+		"reports":    6, // handler's own queue, default concurrency
+		"media":      6, // configured without concurrency: the default
+		"spare":      2, // configured queue without a handler
+	}, c.WorkerQueues())
+}
+
+// viper lowercases every key, map keys included, so handlers and queues
+// configured for codes with capital letters are registered under another
+// code. task.ValidateName accepts capitals, so such codes are legal.
+func TestHandlerCodeCaseIsKept(t *testing.T) {
+	t.Parallel()
+
+	c, err := load(t, "handlers:\n  SendEmail: { exec: [\"true\"] }\nqueues:\n  BulkMail: { concurrency: 2 }\n")
+	require.NoError(t, err)
+	require.Contains(t, c.Handlers, "SendEmail")
+	require.Contains(t, c.WorkerQueues(), "SendEmail")
+	require.Contains(t, c.WorkerQueues(), "BulkMail")
+}

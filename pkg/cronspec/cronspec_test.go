@@ -1,0 +1,481 @@
+package cronspec_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/cronspec"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+func mustLoad(t testing.TB, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	require.NoError(t, err)
+	return loc
+}
+
+func mustParse(t testing.TB, expr, tz string) *cronspec.Spec {
+	t.Helper()
+	s, err := cronspec.Parse(expr, tz)
+	require.NoError(t, err, "parse %q in %q", expr, tz)
+	require.NotNil(t, s)
+	return s
+}
+
+// requireInvalid asserts that err is a bad-input error, so the CLI exits 2.
+func requireInvalid(t testing.TB, err error, msgAndArgs ...any) {
+	t.Helper()
+	require.Error(t, err, msgAndArgs...)
+	require.Equal(t, task.CodeInvalid, task.ErrorCode(err), msgAndArgs...)
+}
+
+func TestParseFields(t *testing.T) {
+	t.Parallel()
+
+	utc := time.UTC
+	tests := []struct {
+		name string
+		expr string
+		from time.Time
+		want []time.Time // successive occurrences
+	}{
+		{
+			name: "five fields, weekday office hours",
+			expr: "*/15 9-17 * * 1-5",
+			from: time.Date(2026, 3, 6, 17, 50, 0, 0, utc), // Friday
+			want: []time.Time{
+				time.Date(2026, 3, 9, 9, 0, 0, 0, utc), // Monday
+				time.Date(2026, 3, 9, 9, 15, 0, 0, utc),
+			},
+		},
+		{
+			name: "five fields, minute list and month",
+			expr: "5,35 0 1 6 *",
+			from: time.Date(2026, 1, 1, 0, 0, 0, 0, utc),
+			want: []time.Time{
+				time.Date(2026, 6, 1, 0, 5, 0, 0, utc),
+				time.Date(2026, 6, 1, 0, 35, 0, 0, utc),
+				time.Date(2027, 6, 1, 0, 5, 0, 0, utc),
+			},
+		},
+		{
+			name: "five fields is strictly after from",
+			expr: "0 12 * * *",
+			from: time.Date(2026, 5, 5, 12, 0, 0, 0, utc),
+			want: []time.Time{time.Date(2026, 5, 6, 12, 0, 0, 0, utc)},
+		},
+		{
+			name: "six fields, leading seconds step",
+			expr: "*/10 * * * * *",
+			from: time.Date(2026, 5, 5, 12, 0, 3, 500, utc),
+			want: []time.Time{
+				time.Date(2026, 5, 5, 12, 0, 10, 0, utc),
+				time.Date(2026, 5, 5, 12, 0, 20, 0, utc),
+			},
+		},
+		{
+			name: "six fields, fixed second",
+			expr: "30 0 12 * * *",
+			from: time.Date(2026, 5, 5, 12, 0, 30, 0, utc),
+			want: []time.Time{time.Date(2026, 5, 6, 12, 0, 30, 0, utc)},
+		},
+		{
+			name: "leap day fires within the horizon",
+			expr: "0 0 29 2 *",
+			from: time.Date(2026, 3, 1, 0, 0, 0, 0, utc),
+			want: []time.Time{time.Date(2028, 2, 29, 0, 0, 0, 0, utc)},
+		},
+		{
+			name: "@hourly",
+			expr: "@hourly",
+			from: time.Date(2026, 5, 5, 12, 34, 56, 0, utc),
+			want: []time.Time{time.Date(2026, 5, 5, 13, 0, 0, 0, utc), time.Date(2026, 5, 5, 14, 0, 0, 0, utc)},
+		},
+		{
+			name: "@daily",
+			expr: "@daily",
+			from: time.Date(2026, 5, 5, 12, 0, 0, 0, utc),
+			want: []time.Time{time.Date(2026, 5, 6, 0, 0, 0, 0, utc)},
+		},
+		{
+			name: "@weekly is Sunday midnight",
+			expr: "@weekly",
+			from: time.Date(2026, 5, 5, 12, 0, 0, 0, utc), // Tuesday
+			want: []time.Time{time.Date(2026, 5, 10, 0, 0, 0, 0, utc)},
+		},
+		{
+			name: "@monthly",
+			expr: "@monthly",
+			from: time.Date(2026, 5, 5, 12, 0, 0, 0, utc),
+			want: []time.Time{time.Date(2026, 6, 1, 0, 0, 0, 0, utc)},
+		},
+		{
+			name: "@yearly",
+			expr: "@yearly",
+			from: time.Date(2026, 5, 5, 12, 0, 0, 0, utc),
+			want: []time.Time{time.Date(2027, 1, 1, 0, 0, 0, 0, utc)},
+		},
+		{
+			name: "@every 10s counts from the previous instant",
+			expr: "@every 10s",
+			from: time.Date(2026, 5, 5, 12, 0, 3, 0, utc),
+			want: []time.Time{time.Date(2026, 5, 5, 12, 0, 13, 0, utc), time.Date(2026, 5, 5, 12, 0, 23, 0, utc)},
+		},
+		{
+			name: "@every 1h30m",
+			expr: "@every 1h30m",
+			from: time.Date(2026, 5, 5, 12, 0, 0, 0, utc),
+			want: []time.Time{time.Date(2026, 5, 5, 13, 30, 0, 0, utc)},
+		},
+		{
+			name: "surrounding blanks are trimmed",
+			expr: "  0 3 * * *\n",
+			from: time.Date(2026, 5, 5, 12, 0, 0, 0, utc),
+			want: []time.Time{time.Date(2026, 5, 6, 3, 0, 0, 0, utc)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustParse(t, tt.expr, "UTC")
+			require.Equal(t, strings.TrimSpace(tt.expr), s.String())
+			cur := tt.from
+			for i, want := range tt.want {
+				got := s.Next(cur)
+				require.True(t, want.Equal(got), "occurrence %d after %s: want %s, got %s", i, cur, want, got)
+				cur = got
+			}
+		})
+	}
+}
+
+func TestParseTimezone(t *testing.T) {
+	t.Parallel()
+
+	from := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	eighteenUTC := time.Date(2026, 6, 1, 18, 0, 0, 0, time.UTC) // 02:00 on June 2nd in Shanghai (UTC+8)
+
+	tests := []struct {
+		name, expr, tz string
+		want           time.Time
+	}{
+		{"tz argument", "0 2 * * *", "Asia/Shanghai", eighteenUTC},
+		{"CRON_TZ prefix", "CRON_TZ=Asia/Shanghai 0 2 * * *", "", eighteenUTC},
+		{"TZ prefix", "TZ=Asia/Shanghai 0 2 * * *", "", eighteenUTC},
+		{"CRON_TZ prefix wins over tz argument", "CRON_TZ=Asia/Shanghai 0 2 * * *", "America/New_York", eighteenUTC},
+		{"CRON_TZ=UTC wins over tz argument", "CRON_TZ=UTC 0 2 * * *", "Asia/Shanghai", time.Date(2026, 6, 1, 2, 0, 0, 0, time.UTC)},
+		{"tz argument with six fields", "0 0 2 * * *", "Asia/Shanghai", eighteenUTC},
+		{"New York summer time", "0 2 * * *", "America/New_York", time.Date(2026, 6, 1, 6, 0, 0, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustParse(t, tt.expr, tt.tz)
+			got := s.Next(from)
+			require.True(t, tt.want.Equal(got), "want %s, got %s", tt.want, got.UTC())
+			// The instant does not depend on the zone the caller's time is in.
+			got2 := s.Next(from.In(mustLoad(t, "Pacific/Auckland")))
+			require.True(t, tt.want.Equal(got2), "from another zone: want %s, got %s", tt.want, got2.UTC())
+		})
+	}
+
+	t.Run("empty tz is the local zone", func(t *testing.T) {
+		t.Parallel()
+		s := mustParse(t, "0 2 * * *", "")
+		from := time.Date(2026, 6, 1, 12, 0, 0, 0, time.Local)
+		want := time.Date(2026, 6, 2, 2, 0, 0, 0, time.Local)
+		require.True(t, want.Equal(s.Next(from)), "want %s, got %s", want, s.Next(from))
+	})
+}
+
+// Parse documents that "" means the process's local zone, but robfig
+// evaluates a schedule bound to time.Local in the zone of the time it is
+// given, so the instant returned depends on t.Location().
+func TestParseEmptyTimezoneIgnoresCallerZone(t *testing.T) {
+	t.Parallel()
+
+	s := mustParse(t, "0 2 * * *", "")
+	from := time.Date(2026, 6, 1, 12, 0, 0, 0, time.Local)
+	want := s.Next(from)
+	got := s.Next(from.In(mustLoad(t, "Asia/Shanghai")))
+	require.True(t, want.Equal(got), "same instant, another zone: want %s, got %s", want, got)
+}
+
+// occurrences returns the occurrences of s after from up to until.
+func occurrences(s *cronspec.Spec, from, until time.Time) []time.Time {
+	var out []time.Time
+	for cur := s.Next(from); !cur.IsZero() && !cur.After(until); cur = s.Next(cur) {
+		out = append(out, cur)
+		if len(out) > 10000 {
+			break
+		}
+	}
+	return out
+}
+
+// requireMonotonic asserts that no instant repeats and none goes back.
+func requireMonotonic(t *testing.T, ts []time.Time) {
+	t.Helper()
+	seen := map[int64]bool{}
+	for i, x := range ts {
+		require.False(t, seen[x.UnixNano()], "instant %s fires twice", x.UTC())
+		seen[x.UnixNano()] = true
+		if i > 0 {
+			require.True(t, x.After(ts[i-1]), "occurrence %d (%s) is not after %s", i, x.UTC(), ts[i-1].UTC())
+		}
+	}
+}
+
+func TestNextAcrossDST(t *testing.T) {
+	t.Parallel()
+
+	ny := mustLoad(t, "America/New_York")
+	// 2026-03-08: 02:00 EST jumps to 03:00 EDT. 2026-11-01: 02:00 EDT falls back to 01:00 EST.
+	spring := [2]time.Time{time.Date(2026, 3, 1, 0, 0, 0, 0, ny), time.Date(2026, 3, 15, 0, 0, 0, 0, ny)}
+	fall := [2]time.Time{time.Date(2026, 10, 25, 0, 0, 0, 0, ny), time.Date(2026, 11, 8, 0, 0, 0, 0, ny)}
+
+	for _, expr := range []string{"30 2 * * *", "30 1 * * *", "0 * * * *", "*/15 * * * *", "0 30 1 * * *", "0 2 * * *", "@hourly"} {
+		t.Run("monotonic "+expr, func(t *testing.T) {
+			t.Parallel()
+			s := mustParse(t, expr, "America/New_York")
+			for _, win := range [][2]time.Time{spring, fall} {
+				ts := occurrences(s, win[0], win[1])
+				require.NotEmpty(t, ts)
+				requireMonotonic(t, ts)
+			}
+		})
+	}
+
+	t.Run("02:30 on spring-forward day is skipped", func(t *testing.T) {
+		t.Parallel()
+		s := mustParse(t, "30 2 * * *", "America/New_York")
+		got := s.Next(time.Date(2026, 3, 7, 3, 0, 0, 0, ny))
+		// robfig finds no 02:30 on March 8th and moves on to March 9th.
+		require.True(t, time.Date(2026, 3, 9, 2, 30, 0, 0, ny).Equal(got), "got %s", got)
+		require.Equal(t, time.Date(2026, 3, 9, 6, 30, 0, 0, time.UTC), got.UTC())
+		for _, x := range occurrences(s, spring[0], spring[1]) {
+			require.NotEqual(t, 8, x.In(ny).Day(), "no run can be at 02:30 on March 8th: %s", x)
+			require.Equal(t, 2, x.In(ny).Hour())
+			require.Equal(t, 30, x.In(ny).Minute())
+		}
+		require.Len(t, occurrences(s, spring[0], spring[1]), 13) // 14 days, one of them without 02:30
+	})
+
+	t.Run("hourly loses no real hour on spring-forward day", func(t *testing.T) {
+		t.Parallel()
+		s := mustParse(t, "0 * * * *", "America/New_York")
+		ts := occurrences(s, time.Date(2026, 3, 7, 20, 0, 0, 0, ny), time.Date(2026, 3, 8, 8, 0, 0, 0, ny))
+		for i := 1; i < len(ts); i++ {
+			require.Equal(t, time.Hour, ts[i].Sub(ts[i-1]), "between %s and %s", ts[i-1].UTC(), ts[i].UTC())
+		}
+	})
+
+	t.Run("hourly on fall-back day: every real hour once", func(t *testing.T) {
+		t.Parallel()
+		s := mustParse(t, "0 * * * *", "America/New_York")
+		ts := occurrences(s, time.Date(2026, 10, 31, 20, 0, 0, 0, ny), time.Date(2026, 11, 1, 8, 0, 0, 0, ny))
+		for i := 1; i < len(ts); i++ {
+			require.Equal(t, time.Hour, ts[i].Sub(ts[i-1]), "between %s and %s", ts[i-1].UTC(), ts[i].UTC())
+		}
+	})
+
+	t.Run("01:30 on fall-back day fires at two distinct instants", func(t *testing.T) {
+		t.Parallel()
+		// What robfig does: the wall clock shows 01:30 twice (EDT, then EST),
+		// and each is an occurrence. They are an hour apart, never the same
+		// instant.
+		s := mustParse(t, "30 1 * * *", "America/New_York")
+		first := s.Next(time.Date(2026, 10, 31, 12, 0, 0, 0, ny))
+		second := s.Next(first)
+		third := s.Next(second)
+		require.Equal(t, time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), first.UTC())
+		require.Equal(t, time.Date(2026, 11, 1, 6, 30, 0, 0, time.UTC), second.UTC())
+		require.Equal(t, time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC), third.UTC())
+	})
+}
+
+func TestNextAfterRunMisfire(t *testing.T) {
+	t.Parallel()
+
+	s := mustParse(t, "* * * * *", "UTC")
+	planned := time.Date(2026, 5, 5, 11, 0, 0, 0, time.UTC)
+	now := planned.Add(time.Hour + 17*time.Second) // the daemon was down for an hour
+
+	next := s.NextAfterRun(planned, now)
+	require.Equal(t, time.Date(2026, 5, 5, 12, 1, 0, 0, time.UTC), next, "first occurrence after now")
+	require.True(t, next.After(now))
+
+	// Simulate the scheduler: every due occurrence runs, and the run that
+	// ends at now plans the next one. 60 missed occurrences fire once.
+	fires := 0
+	for due := planned; !due.After(now); due = s.NextAfterRun(due, now) {
+		fires++
+		require.Less(t, fires, 3, "missed occurrences are replayed")
+	}
+	require.Equal(t, 1, fires)
+}
+
+func TestNextAfterRun(t *testing.T) {
+	t.Parallel()
+
+	s := mustParse(t, "0 */2 * * *", "UTC")
+	planned := time.Date(2026, 5, 5, 10, 0, 0, 0, time.UTC)
+
+	t.Run("run ends before the next occurrence", func(t *testing.T) {
+		t.Parallel()
+		got := s.NextAfterRun(planned, planned.Add(90*time.Second))
+		require.Equal(t, time.Date(2026, 5, 5, 12, 0, 0, 0, time.UTC), got)
+	})
+	t.Run("run overlaps several occurrences", func(t *testing.T) {
+		t.Parallel()
+		got := s.NextAfterRun(planned, planned.Add(5*time.Hour))
+		require.Equal(t, time.Date(2026, 5, 5, 16, 0, 0, 0, time.UTC), got)
+	})
+	t.Run("run ends exactly on an occurrence", func(t *testing.T) {
+		t.Parallel()
+		got := s.NextAfterRun(planned, planned.Add(2*time.Hour))
+		require.Equal(t, time.Date(2026, 5, 5, 14, 0, 0, 0, time.UTC), got, "strictly after now")
+	})
+	t.Run("now before planned (skewed clock) never repeats planned", func(t *testing.T) {
+		t.Parallel()
+		got := s.NextAfterRun(planned, planned.Add(-30*time.Minute))
+		require.Equal(t, time.Date(2026, 5, 5, 12, 0, 0, 0, time.UTC), got)
+	})
+}
+
+func TestParseMalformed(t *testing.T) {
+	t.Parallel()
+
+	for _, expr := range []string{
+		"",
+		"   ",
+		"* * * *",
+		"* * * * * * *",
+		"61 * * * *",
+		"* 24 * * *",
+		"* * 0 * *",
+		"* * 32 * *",
+		"* * * 13 *",
+		"* * * * 8",
+		"1-0 * * * *",
+		"*/0 * * * *",
+		"-1 * * * *",
+		"a b c d e",
+		"* * * * * ?x",
+		"99999999999999999999 * * * *",
+		"0-99999999999 * * * *",
+		"*/99999999999999999999 * * * *",
+		"@every",
+		"@every banana",
+		"@every 99999999999999h",
+		"@every 87600h", // once in ten years: beyond the five-year horizon
+		"@fortnightly",
+		"TZ=",
+		"CRON_TZ=",
+		"CRON_TZ=Asia/Shanghai",
+		"CRON_TZ=Nope/Zone * * * * *",
+		"TZ=../../etc/passwd * * * * *",
+		"0 0 30 2 *",
+		"0 0 31 4 *",
+		"0 0 0 31 11 *",
+	} {
+		t.Run(expr, func(t *testing.T) {
+			t.Parallel()
+			var s *cronspec.Spec
+			var err error
+			require.NotPanics(t, func() { s, err = cronspec.Parse(expr, "") })
+			requireInvalid(t, err, "expr %q", expr)
+			require.Nil(t, s)
+			require.NotContains(t, err.Error(), "\n", "errors are one line")
+			requireInvalid(t, cronspec.Validate(expr, "UTC"))
+		})
+	}
+
+	t.Run("unknown tz argument", func(t *testing.T) {
+		t.Parallel()
+		_, err := cronspec.Parse("* * * * *", "Mars/Base")
+		requireInvalid(t, err)
+		require.Contains(t, err.Error(), "Mars/Base")
+	})
+	t.Run("never fires says so", func(t *testing.T) {
+		t.Parallel()
+		_, err := cronspec.Parse("0 0 30 2 *", "UTC")
+		require.ErrorContains(t, err, "never fires")
+	})
+	t.Run("valid expression validates", func(t *testing.T) {
+		t.Parallel()
+		require.NoError(t, cronspec.Validate("*/5 * * * *", "Europe/Berlin"))
+	})
+}
+
+func TestParseEveryNonPositive(t *testing.T) {
+	t.Parallel()
+
+	for _, expr := range []string{"@every -1s", "@every 0s", "@every -5m"} {
+		_, err := cronspec.Parse(expr, "UTC")
+		requireInvalid(t, err, "expr %q", expr)
+	}
+}
+
+// FuzzParse: Parse never panics; an error is always bad input; a spec that
+// parses has a next occurrence after now, and occurrences move forward.
+func FuzzParse(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"", ""},
+		{"* * * * *", ""},
+		{"* * * * * *", "UTC"},
+		{"* * * * * * *", ""},
+		{"TZ=", ""},
+		{"TZ= * * * * *", ""},
+		{"CRON_TZ=", ""},
+		{"CRON_TZ=Asia/Shanghai", ""},
+		{"CRON_TZ=Nope/Zone * * * * *", ""},
+		{"CRON_TZ=Asia/Shanghai 0 2 * * *", "America/New_York"},
+		{"@every -1s", ""},
+		{"@every 0s", ""},
+		{"@every 10s", "Asia/Shanghai"},
+		{"@every 9999999999999h", ""},
+		{"@hourly", "Europe/Berlin"},
+		{"@reboot", ""},
+		{"0 0 30 2 *", ""},
+		{"0 0 29 2 *", "America/Sao_Paulo"},
+		{"0 0 * * *", "America/Sao_Paulo"},
+		{"30 2 * * *", "America/New_York"},
+		{"1-0 * * * *", ""},
+		{"*/0 * * * *", ""},
+		{"0-59/99999999999999999999 * * * *", ""},
+		{"4294967296 * * * *", ""},
+		{"18446744073709551616 * * * *", ""},
+		{"* * * * JAN-DEC", ""},
+		{"* * * JAN-DEC SUN-SAT", ""},
+		{"? ? ? ? ?", ""},
+		{"* * * * *", "Mars/Base"},
+		{"* * * * *", "../../etc/passwd"},
+		{"\x00 * * * *", ""},
+		{"CRON_TZ=UTC\t* * * * *", ""},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, expr, tz string) {
+		s, err := cronspec.Parse(expr, tz)
+		if err != nil {
+			require.Nil(t, s)
+			require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "error %v", err)
+			return
+		}
+		require.NotNil(t, s)
+		now := time.Now()
+		n1 := s.Next(now)
+		require.False(t, n1.IsZero(), "%q in %q parsed but never fires", expr, tz)
+		require.True(t, n1.After(now))
+		n2 := s.Next(n1)
+		if !n2.IsZero() {
+			require.True(t, n2.After(n1), "%s then %s", n1, n2)
+		}
+		require.True(t, s.NextAfterRun(now.Add(-time.Hour), now).After(now))
+	})
+}

@@ -1,0 +1,418 @@
+package producer_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+type testBundle struct {
+	env *testenv.Env
+}
+
+func setup(t *testing.T) (*producer.Client, *testBundle) {
+	t.Helper()
+	env := testenv.New(t)
+	cl := producer.New(env.Store, env.Broker, producer.Options{})
+	return cl, &testBundle{env: env}
+}
+
+func (b *testBundle) rows(t *testing.T) int {
+	t.Helper()
+	return b.env.Count(t, `SELECT COUNT(*) FROM task_center`)
+}
+
+func intp(i int) *int { return &i }
+
+func TestSubmit(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+
+	res, err := cl.Submit(ctx, producer.Submission{Code: "send_email", Payload: json.RawMessage(`{"to":"a@example.com"}`),
+		Priority: intp(1), MaxRetry: intp(7), Timeout: 45 * time.Second})
+	require.NoError(t, err)
+	require.Positive(t, res.ID)
+	require.False(t, res.Existing)
+
+	tk, err := b.env.Store.TaskGet(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, "send_email", tk.Code)
+	require.Equal(t, task.OneOff, tk.Type)
+	require.Equal(t, task.Pending, tk.Status)
+	require.Equal(t, 1, tk.Priority)
+	require.Equal(t, 7, tk.MaxRetry)
+	require.Equal(t, 45, tk.Timeout)
+	require.JSONEq(t, `{"to":"a@example.com"}`, string(tk.Payload))
+	require.Equal(t, "send_email", tk.QueueName())
+	// Due now by the database clock.
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND plan_next_run_at <= NOW(3)`, res.ID))
+
+	t.Run("defaults", func(t *testing.T) {
+		res, err := cl.Submit(ctx, producer.Submission{Code: "defaults"})
+		require.NoError(t, err)
+		tk, err := b.env.Store.TaskGet(ctx, res.ID)
+		require.NoError(t, err)
+		require.JSONEq(t, `{}`, string(tk.Payload))
+		require.Equal(t, task.DefaultPriority, tk.Priority)
+		require.Equal(t, task.DefaultMaxRetry, tk.MaxRetry)
+		require.Equal(t, task.DefaultTimeout, tk.Timeout)
+	})
+
+	t.Run("delay is relative to the database clock", func(t *testing.T) {
+		res, err := cl.Submit(ctx, producer.Submission{Code: "later", Delay: time.Hour})
+		require.NoError(t, err)
+		var diff int
+		require.NoError(t, b.env.Store.DB().QueryRow(
+			`SELECT TIMESTAMPDIFF(SECOND, NOW(3), plan_next_run_at) FROM task_center WHERE id = ?`, res.ID).Scan(&diff))
+		require.InDelta(t, 3600, diff, 5)
+	})
+
+	t.Run("at is an absolute instant and makes a timed task", func(t *testing.T) {
+		at := time.Date(2031, 4, 5, 6, 7, 8, 0, time.UTC)
+		res, err := cl.Submit(ctx, producer.Submission{Code: "timed", At: at})
+		require.NoError(t, err)
+		tk, err := b.env.Store.TaskGet(ctx, res.ID)
+		require.NoError(t, err)
+		require.Equal(t, task.Timed, tk.Type)
+		require.True(t, at.Equal(tk.PlanNextRun), "want %s, got %s", at, tk.PlanNextRun)
+	})
+
+	t.Run("queue from options", func(t *testing.T) {
+		cl := producer.New(b.env.Store, nil, producer.Options{QueueFor: func(code string) string {
+			if code == "mail" {
+				return "bulk"
+			}
+			return ""
+		}})
+		res, err := cl.Submit(ctx, producer.Submission{Code: "mail"})
+		require.NoError(t, err)
+		tk, err := b.env.Store.TaskGet(ctx, res.ID)
+		require.NoError(t, err)
+		require.Equal(t, "bulk", tk.QueueName())
+
+		res, err = cl.Submit(ctx, producer.Submission{Code: "mail", Queue: "urgent"})
+		require.NoError(t, err)
+		tk, err = b.env.Store.TaskGet(ctx, res.ID)
+		require.NoError(t, err)
+		require.Equal(t, "urgent", tk.QueueName(), "an explicit queue wins")
+	})
+}
+
+func TestSubmitInvalid(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+	small := producer.New(b.env.Store, nil, producer.Options{MaxPayload: 16})
+
+	for name, tc := range map[string]struct {
+		cl  *producer.Client
+		sub producer.Submission
+	}{
+		"empty code":         {cl, producer.Submission{}},
+		"bad code":           {cl, producer.Submission{Code: "no spaces"}},
+		"bad queue":          {cl, producer.Submission{Code: "ok", Queue: "a/b"}},
+		"payload not JSON":   {cl, producer.Submission{Code: "ok", Payload: json.RawMessage(`{oops`)}},
+		"payload too large":  {small, producer.Submission{Code: "ok", Payload: json.RawMessage(`{"k":"0123456789abcdef"}`)}},
+		"priority 10":        {cl, producer.Submission{Code: "ok", Priority: intp(10)}},
+		"priority -1":        {cl, producer.Submission{Code: "ok", Priority: intp(-1)}},
+		"timeout too short":  {cl, producer.Submission{Code: "ok", Timeout: 10 * time.Millisecond}},
+		"timeout negative":   {cl, producer.Submission{Code: "ok", Timeout: -time.Second}},
+		"max retry negative": {cl, producer.Submission{Code: "ok", MaxRetry: intp(-1)}},
+		"max retry too many": {cl, producer.Submission{Code: "ok", MaxRetry: intp(task.MaxMaxRetry + 1)}},
+		"negative delay":     {cl, producer.Submission{Code: "ok", Delay: -5 * time.Second}},
+		"delay and at":       {cl, producer.Submission{Code: "ok", Delay: time.Second, At: time.Now().Add(time.Hour)}},
+		"unique key too long": {cl, producer.Submission{Code: "ok",
+			UniqueKey: string(make([]byte, task.MaxUniqueKeyLen+1))}},
+	} {
+		_, err := tc.cl.Submit(ctx, tc.sub)
+		require.Error(t, err, name)
+		require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%s: %v", name, err)
+	}
+	require.Zero(t, b.rows(t), "nothing written")
+}
+
+func TestSubmitBatchInvalidItemWritesNothing(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+
+	subs := make([]producer.Submission, 50)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "batch", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	subs[37].Payload = json.RawMessage(`{"n":`)
+
+	rs, err := cl.SubmitBatch(ctx, subs)
+	require.Error(t, err)
+	require.Nil(t, rs)
+	require.Equal(t, task.CodeInvalid, task.ErrorCode(err))
+	require.Contains(t, err.Error(), "submission 37")
+	require.Zero(t, b.rows(t))
+
+	// The last item invalid too (not only a middle one).
+	subs[37].Payload = nil
+	subs[49].Priority = intp(11)
+	_, err = cl.SubmitBatch(ctx, subs)
+	require.Equal(t, task.CodeInvalid, task.ErrorCode(err))
+	require.Contains(t, err.Error(), "submission 49")
+	require.Zero(t, b.rows(t))
+}
+
+func TestSubmitBatch1000(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+
+	const n = 1000
+	subs := make([]producer.Submission, n)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "bulk", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Priority: intp(i % 10)}
+	}
+	rs, err := cl.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	require.Len(t, rs, n)
+
+	seen := map[int64]bool{}
+	for i, r := range rs {
+		require.False(t, r.Existing)
+		require.False(t, seen[r.ID], "id %d returned twice", r.ID)
+		seen[r.ID] = true
+		if i > 0 {
+			require.Greater(t, r.ID, rs[i-1].ID, "ids follow submission order")
+		}
+	}
+	require.Equal(t, n, b.rows(t))
+
+	// Each returned id is the row of its own submission.
+	rows, err := b.env.Store.DB().Query(`SELECT id, payload, priority FROM task_center`)
+	require.NoError(t, err)
+	defer rows.Close()
+	byID := map[int64]int{}
+	prio := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var payload string
+		var p int
+		require.NoError(t, rows.Scan(&id, &payload, &p))
+		var v struct{ N int }
+		require.NoError(t, json.Unmarshal([]byte(payload), &v))
+		byID[id] = v.N
+		prio[id] = p
+	}
+	require.NoError(t, rows.Err())
+	for i, r := range rs {
+		got, ok := byID[r.ID]
+		require.True(t, ok, "returned id %d is not in the table", r.ID)
+		require.Equal(t, i, got, "id %d holds the payload of submission %d", r.ID, got)
+		require.Equal(t, i%10, prio[r.ID])
+	}
+}
+
+// On a server with auto_increment_increment > 1 (Galera, whose
+// wsrep_auto_increment_control sets it to the cluster size, or Group
+// Replication multi-primary), ids of one multi-row INSERT are not
+// consecutive.
+func TestSubmitBatchIDsWithAutoIncrementIncrement(t *testing.T) {
+	t.Parallel()
+
+	_, b := setup(t)
+	ctx := context.Background()
+	cfg, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["auto_increment_increment"] = "2"
+	st, err := store.Open(ctx, cfg.FormatDSN(), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	cl := producer.New(st, nil, producer.Options{})
+
+	subs := make([]producer.Submission, 5)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "galera", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	rs, err := cl.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	for i, r := range rs {
+		tk, err := st.TaskGet(ctx, r.ID)
+		require.NoError(t, err, "returned id %d of submission %d", r.ID, i)
+		require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, i), string(tk.Payload))
+	}
+}
+
+func TestSubmitUniqueKey(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+
+	first, err := cl.Submit(ctx, producer.Submission{Code: "order", UniqueKey: "order-42", Payload: json.RawMessage(`{"v":1}`)})
+	require.NoError(t, err)
+	require.False(t, first.Existing)
+
+	t.Run("across calls", func(t *testing.T) {
+		again, err := cl.Submit(ctx, producer.Submission{Code: "order", UniqueKey: "order-42", Payload: json.RawMessage(`{"v":2}`)})
+		require.NoError(t, err)
+		require.Equal(t, producer.Result{ID: first.ID, Existing: true}, again)
+		tk, err := b.env.Store.TaskGet(ctx, first.ID)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"v":1}`, string(tk.Payload), "the first task is kept as it was")
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'order'`))
+	})
+
+	t.Run("the same key under another code is another task", func(t *testing.T) {
+		other, err := cl.Submit(ctx, producer.Submission{Code: "refund", UniqueKey: "order-42"})
+		require.NoError(t, err)
+		require.False(t, other.Existing)
+		require.NotEqual(t, first.ID, other.ID)
+	})
+
+	t.Run("within a batch and against an existing row", func(t *testing.T) {
+		before := b.rows(t)
+		rs, err := cl.SubmitBatch(ctx, []producer.Submission{
+			{Code: "order", UniqueKey: "order-7", Payload: json.RawMessage(`{"v":"a"}`)},
+			{Code: "order"}, // no key: never deduplicated
+			{Code: "order", UniqueKey: "order-7", Payload: json.RawMessage(`{"v":"b"}`)},
+			{Code: "order", UniqueKey: "order-42"},
+			{Code: "order"},
+		})
+		require.NoError(t, err)
+		require.Len(t, rs, 5)
+		require.False(t, rs[0].Existing)
+		require.Equal(t, producer.Result{ID: rs[0].ID, Existing: true}, rs[2], "duplicate within the batch")
+		require.Equal(t, producer.Result{ID: first.ID, Existing: true}, rs[3], "duplicate of an earlier call")
+		require.False(t, rs[1].Existing)
+		require.False(t, rs[4].Existing)
+		require.NotEqual(t, rs[1].ID, rs[4].ID)
+		require.Equal(t, before+3, b.rows(t))
+
+		tk, err := b.env.Store.TaskGet(ctx, rs[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, "order-7", tk.UniqueKey)
+		require.JSONEq(t, `{"v":"a"}`, string(tk.Payload), "the first of the batch wins")
+		for _, i := range []int{1, 4} {
+			tk, err := b.env.Store.TaskGet(ctx, rs[i].ID)
+			require.NoError(t, err)
+			require.Empty(t, tk.UniqueKey)
+		}
+	})
+}
+
+func TestSubmitUniqueKeyRace(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+
+	const racers = 8
+	for round := range 5 {
+		key := fmt.Sprintf("race-%d", round)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		results := make([]producer.Result, racers)
+		errs := make([]error, racers)
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i], errs[i] = cl.Submit(ctx, producer.Submission{Code: "race", UniqueKey: key})
+			}()
+		}
+		close(start)
+		wg.Wait()
+
+		created := 0
+		for i := range racers {
+			require.NoError(t, errs[i], "racer %d", i)
+			require.Equal(t, results[0].ID, results[i].ID, "racer %d got another id", i)
+			if !results[i].Existing {
+				created++
+			}
+		}
+		require.Equal(t, 1, created, "exactly one racer created the task")
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE unique_key = ?`, key))
+	}
+	require.Equal(t, 5, b.rows(t))
+}
+
+func TestCron(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+
+	res, err := cl.CronAdd(ctx, producer.Cron{Code: "report", Expr: "0 2 * * *", Timezone: "Asia/Shanghai"})
+	require.NoError(t, err)
+	require.False(t, res.Updated)
+	now, err := b.env.Store.Now(ctx)
+	require.NoError(t, err)
+	require.True(t, res.Next.After(now))
+	require.LessOrEqual(t, res.Next.Sub(now), 24*time.Hour)
+	require.Equal(t, 18, res.Next.UTC().Hour(), "02:00 in Shanghai")
+
+	tk, err := b.env.Store.TaskGet(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Periodic, tk.Type)
+	require.Equal(t, "0 2 * * *", tk.CronExpr)
+	require.Equal(t, "Asia/Shanghai", tk.Timezone)
+	require.True(t, res.Next.Equal(tk.PlanNextRun))
+	require.Equal(t, "report", producer.CronName(tk.UniqueKey))
+
+	// Same code and name: updated in place.
+	upd, err := cl.CronAdd(ctx, producer.Cron{Code: "report", Expr: "*/5 * * * *", Timezone: "UTC"})
+	require.NoError(t, err)
+	require.True(t, upd.Updated)
+	require.Equal(t, res.ID, upd.ID)
+	tk, err = b.env.Store.TaskGet(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, "*/5 * * * *", tk.CronExpr)
+	require.True(t, upd.Next.Equal(tk.PlanNextRun))
+	require.LessOrEqual(t, upd.Next.Sub(now), 6*time.Minute)
+
+	// Another name: another task.
+	other, err := cl.CronAdd(ctx, producer.Cron{Code: "report", Name: "weekly", Expr: "@weekly"})
+	require.NoError(t, err)
+	require.NotEqual(t, res.ID, other.ID)
+
+	ts, err := cl.CronList(ctx)
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+
+	// Bad input writes nothing.
+	before := b.rows(t)
+	for _, c := range []producer.Cron{
+		{Code: "report", Expr: "61 * * * *"},
+		{Code: "report", Expr: "0 0 30 2 *"},
+		{Code: "report", Expr: "* * * * *", Timezone: "Mars/Base"},
+		{Code: "bad code", Expr: "* * * * *"},
+		{Code: "report", Name: "p", Expr: "* * * * *", Priority: intp(10)},
+		{Code: "report", Name: "j", Expr: "* * * * *", Payload: json.RawMessage(`nope`)},
+	} {
+		_, err := cl.CronAdd(ctx, c)
+		require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%+v: %v", c, err)
+	}
+	require.Equal(t, before, b.rows(t))
+
+	id, err := cl.CronRemove(ctx, "report", "")
+	require.NoError(t, err)
+	require.Equal(t, res.ID, id)
+	_, err = b.env.Store.TaskGet(ctx, res.ID)
+	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
+	_, err = cl.CronRemove(ctx, "report", "")
+	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
+	id, err = cl.CronRemove(ctx, "report", "weekly")
+	require.NoError(t, err)
+	require.Equal(t, other.ID, id)
+	require.Zero(t, b.rows(t))
+}
