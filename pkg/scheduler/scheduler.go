@@ -166,18 +166,20 @@ func (s *Scheduler) untilNextDue(ctx context.Context, claimed int) time.Duration
 // RunOnce claims one batch of due tasks and pushes it. It returns the
 // number of tasks claimed.
 func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
+	// A claim is not abandoned half way by a shutdown: the server finishes
+	// a statement whose client went away, so a cancelled claim could leave
+	// tasks dispatched with no message. Claim and push run to their end
+	// (bounded), or the tasks are handed back.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	claimID := s.cfg.Node + "/d" + strconv.FormatUint(s.seq.Add(1), 36)
-	msgs, err := s.store.TaskClaimDue(ctx, claimID, s.cfg.BatchSize)
+	msgs, err := s.store.TaskClaimDue(pctx, claimID, s.cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	// The push must not be abandoned half way by a shutdown: the claim is
-	// made, so finish it (bounded) or hand the tasks back.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	failed, perr := s.broker.Push(pctx, msgs)
 	if len(failed) > 0 {
 		s.handBack(pctx, failed, perr)

@@ -109,19 +109,23 @@ type Fence struct {
 }
 
 // TaskMarkRunning moves dispatched tasks to running for workerID, each a
-// compare-and-set on (id, attempt, status 1), in one transaction. ok[i]
-// reports whether fences[i] won; a loser is a stale or duplicate message.
+// compare-and-set on (id, attempt, status 1), in one transaction and one
+// round trip. ok[i] reports whether fences[i] won; a loser is a stale or
+// duplicate message.
 func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []Fence) ([]bool, error) {
-	ok := make([]bool, len(fences))
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		for i, f := range fences {
-			res, err := tx.ExecContext(ctx, qMarkRunning, workerID, f.ID, f.Attempt)
-			if err != nil {
-				return err
-			}
-			n, _ := res.RowsAffected()
-			ok[i] = n == 1
+	stmts := make([]string, len(fences))
+	args := make([]any, 0, 3*len(fences))
+	for i, f := range fences {
+		stmts[i] = qMarkRunning
+		args = append(args, workerID, f.ID, f.Attempt)
+	}
+	var ok []bool
+	err := s.withConn(ctx, func(c *sql.Conn) error {
+		n, err := execTx(ctx, c, stmts, args, true)
+		if err != nil {
+			return err
 		}
+		ok = affectedOne(n)
 		return nil
 	})
 	if err != nil {
@@ -175,42 +179,52 @@ type RunRecord struct {
 
 // TaskTransition applies transitions in one transaction and reports which
 // applied. Run rows are written only for transitions that applied, so the
-// run log and the task center never disagree.
+// run log and the task center never disagree. Two round trips whatever the
+// batch size: the fenced updates, then the run rows and the commit.
 func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, error) {
-	applied := make([]bool, len(ts))
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	stmts := make([]string, len(ts))
+	args := make([]any, 0, 14*len(ts))
+	for i := range ts {
+		t := &ts[i]
+		var nextAt, nextIn any
+		if !t.NextAt.IsZero() {
+			nextAt = unixArg(t.NextAt)
+		} else if t.NextIn != nil {
+			nextIn = t.NextIn.Microseconds()
+		}
+		stmts[i] = qTransition
+		args = append(args, int(t.To), string(cmpOr(t.Retry, RetryKeep)), string(cmpOr(t.Crash, RetryKeep)),
+			nextAt, nextAt, nextIn, nextIn, t.SetResult, t.Result, int(t.To), int(t.To),
+			t.ID, t.Attempt, int(t.From))
+	}
+	var applied []bool
+	err := s.withConn(ctx, func(c *sql.Conn) error {
+		n, err := execTx(ctx, c, stmts, args, false)
+		if err != nil {
+			return err
+		}
+		applied = affectedOne(n)
 		runQ := []byte(qRunInsertHead)
 		var runArgs []any
 		for i := range ts {
-			t := &ts[i]
-			var nextAt, nextIn any
-			if !t.NextAt.IsZero() {
-				nextAt = unixArg(t.NextAt)
-			} else if t.NextIn != nil {
-				nextIn = t.NextIn.Microseconds()
+			if !applied[i] || ts[i].Run == nil {
+				continue
 			}
-			res, err := tx.ExecContext(ctx, qTransition, int(t.To), string(cmpOr(t.Retry, RetryKeep)), string(cmpOr(t.Crash, RetryKeep)),
-				nextAt, nextAt, nextIn, nextIn, t.SetResult, t.Result, int(t.To), int(t.To),
-				t.ID, t.Attempt, int(t.From))
-			if err != nil {
-				return err
+			if len(runArgs) > 0 {
+				runQ = append(runQ, ", "...)
 			}
-			n, _ := res.RowsAffected()
-			applied[i] = n == 1
-			if applied[i] && t.Run != nil {
-				if len(runArgs) > 0 {
-					runQ = append(runQ, ", "...)
-				}
-				runQ = append(runQ, qRunInsertRow...)
-				r := t.Run
-				runArgs = append(runArgs, t.ID, t.Attempt, r.Code, r.Queue, r.WorkerID, r.Node,
-					r.Duration.Microseconds(), string(r.Outcome), nullString(r.Result), r.Duration.Milliseconds())
-			}
+			runQ = append(runQ, qRunInsertRow...)
+			r := ts[i].Run
+			runArgs = append(runArgs, ts[i].ID, ts[i].Attempt, r.Code, r.Queue, r.WorkerID, r.Node,
+				r.Duration.Microseconds(), string(r.Outcome), nullString(r.Result), r.Duration.Milliseconds())
 		}
+		tail := []string{"COMMIT"}
 		if len(runArgs) > 0 {
-			if _, err := tx.ExecContext(ctx, string(runQ), runArgs...); err != nil {
-				return fmt.Errorf("insert runs: %w", err)
-			}
+			tail = []string{string(runQ), "COMMIT"}
+		}
+		if _, err := execMulti(ctx, c, tail, runArgs); err != nil {
+			rollback(c)
+			return fmt.Errorf("insert runs: %w", err)
 		}
 		return nil
 	})
@@ -227,14 +241,11 @@ func cmpOr(a, b RetryMode) RetryMode {
 	return b
 }
 
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) withConn(ctx context.Context, fn func(*sql.Conn) error) error {
+	c, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	defer c.Close()
+	return fn(c)
 }

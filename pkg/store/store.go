@@ -97,9 +97,10 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = st
 	}
-	// One round trip per statement instead of prepare/execute/close.
+	// One round trip per statement instead of prepare/execute/close, and
+	// many fenced statements per round trip (execBatch).
 	cfg.InterpolateParams = true
-	cfg.MultiStatements = false
+	cfg.MultiStatements = true
 	return cfg, nil
 }
 
