@@ -127,9 +127,12 @@ func OpenStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 
 // OpenBroker opens the Redis of cfg.
 func OpenBroker(ctx context.Context, cfg *config.Config) (*broker.Broker, error) {
+	// Each consumed queue holds a connection in a blocking take; leave room
+	// for everything else.
+	pool := max(cfg.Redis.PoolSize, 2*len(cfg.WorkerQueues())+32)
 	return broker.Open(ctx, broker.Options{
 		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
-		Prefix: cfg.Redis.Prefix, PoolSize: cfg.Redis.PoolSize,
+		Prefix: cfg.Redis.Prefix, PoolSize: pool,
 	})
 }
 

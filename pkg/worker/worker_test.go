@@ -12,6 +12,7 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
 	"github.com/taskd/taskd/pkg/worker"
@@ -310,4 +311,44 @@ func TestBackoff(t *testing.T) {
 		seen[worker.Backoff(time.Second, time.Hour, 3)] = true
 	}
 	require.Greater(t, len(seen), 1)
+}
+
+// A result write that fails (here: a row lock held by someone else's long
+// transaction, the seed's "alive but idle" night) is retried until it
+// lands; the task is neither lost nor run again.
+func TestResultWriteRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// The worker's sessions give up on a row lock after one second.
+	st, err := store.Open(context.Background(), b.env.DSN, store.Options{LockWaitTimeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+
+	release := make(chan struct{})
+	var calls atomic.Int32
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		calls.Add(1)
+		<-release
+		return "written late", nil
+	}))
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 1}, Handlers: b.reg}, st, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	id := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "running", func() bool { return b.task(t, id).Status == task.Running })
+
+	// Someone else's report query holds the row for three seconds.
+	tx, err := b.env.Store.DB().BeginTx(context.Background(), nil)
+	require.NoError(t, err)
+	_, err = tx.Exec(`SELECT id FROM task_center WHERE id = ? FOR UPDATE`, id)
+	require.NoError(t, err)
+	close(release)
+	time.Sleep(3 * time.Second)
+	require.Equal(t, task.Running, b.task(t, id).Status, "the write is blocked")
+	require.NoError(t, tx.Rollback())
+
+	require.Eventually(t, func() bool { return b.task(t, id).Status == task.Succeeded }, 15*time.Second, 20*time.Millisecond)
+	require.EqualValues(t, 1, calls.Load())
+	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
+	require.Equal(t, "written late", b.task(t, id).LastResult)
 }
