@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// lockKillGrace is the time between SIGTERM and SIGKILL when the lock is
+// lost (or taskd is stopped) while the command runs.
+const lockKillGrace = 5 * time.Second
+
+// Exit codes of `taskd lock` when CMD cannot be started, as env(1) and
+// timeout(1) use them.
+const (
+	exitCannotRun = 126
+	exitNotFound  = 127
+)
+
+func (a *App) lockCmd() *cobra.Command {
+	var (
+		ttl, wait time.Duration
+		backend   string
+		skipExit  int
+	)
+	cmd := &cobra.Command{
+		Use:   "lock NAME [flags] -- CMD [ARGS...]",
+		Short: "Run a command only on the host that holds a named lock",
+		Long: `Run CMD (no shell) while holding the lock NAME, so that of the hosts running
+the same line (a crontab on five servers) only one runs CMD at a time.
+
+The lock is renewed every TTL/3 while CMD runs and released when it exits;
+taskd then exits with CMD's exit code (128+N when a signal N killed it).
+CMD runs in its own process group with taskd's stdin, stdout and stderr
+(being in the background, it cannot read from a terminal); processes it
+leaves running after it exits are not covered by the lock.
+
+A host that does not get the lock within --wait does not run CMD: it prints
+one line to stderr and exits with --skip-exit (default 0, so cron stays
+quiet). If the lock is lost while CMD runs (its renewal is refused, or
+cannot be confirmed before the TTL would run out), CMD's process group gets
+SIGTERM, then SIGKILL after 5s, and taskd exits 1. SIGTERM or SIGINT to
+taskd is passed on to CMD the same way.
+
+Exit codes: CMD's; --skip-exit when the lock is held elsewhere; 1 when
+Redis/MySQL fails or the lock is lost; 2 for bad usage; 126/127 when CMD
+cannot be run / is not found.`,
+		Example: `  # the same crontab line on every server; one of them runs it
+  * * * * * taskd lock clean_orders -- php artisan orders:clean
+  taskd lock report --ttl 5m --wait 30s -- /usr/local/bin/report.sh --daily
+  taskd lock backup --backend mysql --skip-exit 75 -- /usr/local/bin/backup.sh`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, argv, err := lockArgs(args, cmd.ArgsLenAtDash())
+			if err != nil {
+				return err
+			}
+			switch {
+			case wait < 0:
+				return task.Invalidf("--wait must not be negative")
+			case skipExit < 0 || skipExit > 255:
+				return task.Invalidf("--skip-exit must be between 0 and 255, not %d", skipExit)
+			case backend != "redis" && backend != "mysql":
+				return task.Invalidf("--backend must be redis or mysql, not %q", backend)
+			}
+			if err := task.ValidateName("lock name", name); err != nil {
+				return err
+			}
+			if err := lock.ValidateTTL(ttl); err != nil {
+				return err
+			}
+			child := exec.Command(argv[0], argv[1:]...)
+			if child.Err != nil { // not found: fail before taking the lock
+				return exitError{code: exitNotFound, msg: child.Err.Error()}
+			}
+			return a.runLocked(cmd.Context(), lockRun{name: name, argv: argv, child: child,
+				ttl: ttl, wait: wait, backend: backend, skipExit: skipExit})
+		},
+	}
+	fl := cmd.Flags()
+	fl.DurationVar(&ttl, "ttl", time.Minute, "lock TTL: how long the lock outlives a host that died holding it")
+	fl.DurationVar(&wait, "wait", 0, "how long to wait for a lock held elsewhere before giving up")
+	fl.StringVar(&backend, "backend", "redis", "where the lock lives: redis, or mysql (table task_lock)")
+	fl.IntVar(&skipExit, "skip-exit", 0, "exit code when the lock is held elsewhere and CMD was not run")
+	return cmd
+}
+
+// lockArgs splits NAME from CMD: `NAME -- CMD ARGS...`, or `NAME CMD...`
+// when CMD has no flags.
+func lockArgs(args []string, dash int) (string, []string, error) {
+	const usage = "usage: taskd lock NAME [flags] -- CMD [ARGS...]"
+	switch {
+	case len(args) == 0 || dash == 0:
+		return "", nil, task.Invalidf("missing lock NAME; %s", usage)
+	case dash > 1:
+		return "", nil, task.Invalidf("one lock NAME before --, got %d arguments; %s", dash, usage)
+	case len(args) == 1:
+		return "", nil, task.Invalidf("missing CMD to run under lock %s; %s", args[0], usage)
+	}
+	return args[0], args[1:], nil
+}
+
+// lockRun is one `taskd lock` invocation.
+type lockRun struct {
+	name     string
+	argv     []string
+	child    *exec.Cmd
+	ttl      time.Duration
+	wait     time.Duration
+	backend  string
+	skipExit int
+}
+
+// runLocked takes the lock, runs the child under it and returns an
+// exitError carrying the child's exit code.
+func (a *App) runLocked(ctx context.Context, r lockRun) error {
+	var locker lock.Locker
+	switch r.backend {
+	case "mysql":
+		st, err := a.openStore(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		locker = lock.NewMySQL(st.DB())
+	default:
+		br, err := a.openBroker(ctx)
+		if err != nil {
+			return err
+		}
+		defer br.Close()
+		// An evicted lock key is a lock another host can take at once.
+		if err := br.CheckEviction(ctx); err != nil {
+			return fmt.Errorf("lock %s: %w", r.name, err)
+		}
+		locker = lock.NewRedis(br.Client(), br.Keys.Prefix)
+	}
+
+	lease, err := lock.AcquireWait(ctx, locker, r.name, r.ttl, r.wait)
+	if errors.Is(err, lock.ErrNotAcquired) {
+		fmt.Fprintf(a.Stderr, "taskd: lock %s is held elsewhere; not running\n", r.name)
+		return exitError{code: r.skipExit}
+	}
+	if err != nil {
+		return err
+	}
+	// Released on every path; the delete must happen even when ctx was
+	// cancelled by SIGTERM.
+	defer func() {
+		if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(a.Stderr, "taskd: warning: %v; it expires by its TTL\n", err)
+		}
+	}()
+
+	c := r.child
+	c.Stdin, c.Stdout, c.Stderr = a.Stdin, a.Stdout, a.Stderr
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so we can signal everything it spawns
+	// Only matters when a stream is not a file: a straggler holding a pipe
+	// must not keep taskd (and the lock) forever.
+	c.WaitDelay = lockKillGrace
+	if err := c.Start(); err != nil {
+		code := ExitFailure
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+			code = exitCannotRun
+		} else if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = exitNotFound
+		}
+		return exitError{code: code, msg: fmt.Sprintf("run %s: %v", r.argv[0], err)}
+	}
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- c.Wait() }()
+
+	select {
+	case <-waitErr:
+	case <-lease.Context().Done():
+		stopProcessGroup(c.Process.Pid, waitErr)
+		return exitError{code: ExitFailure, msg: fmt.Sprintf("%v; stopped %s (%s)", lease.Err(), r.argv[0], c.ProcessState)}
+	case <-ctx.Done():
+		// taskd was asked to stop: pass it on, then exit as CMD did.
+		stopProcessGroup(c.Process.Pid, waitErr)
+	}
+	if code := exitStatus(c.ProcessState); code != 0 {
+		return exitError{code: code}
+	}
+	return nil
+}
+
+// stopProcessGroup sends SIGTERM to process group pgid (and SIGCONT, so
+// that a stopped member gets it), SIGKILL after lockKillGrace, and returns
+// once its leader has been waited for.
+func stopProcessGroup(pgid int, waitErr <-chan error) {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, syscall.SIGCONT)
+	t := time.NewTimer(lockKillGrace)
+	defer t.Stop()
+	select {
+	case <-waitErr:
+	case <-t.C:
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-waitErr
+	}
+}
+
+// exitStatus is a shell's view of how a process ended: its exit code, or
+// 128+N when signal N killed it.
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return ExitFailure
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

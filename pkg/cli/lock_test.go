@@ -1,0 +1,253 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/cli"
+	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// lockBundle is a test's environment for `taskd lock`.
+type lockBundle struct {
+	env     *testenv.Env
+	cfgPath string
+	dir     string
+}
+
+func lockSetup(t *testing.T) *lockBundle {
+	t.Helper()
+	env := testenv.New(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "taskd.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(env.ConfigYAML("")), 0o600))
+	return &lockBundle{env: env, cfgPath: cfgPath, dir: dir}
+}
+
+type lockResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// lock runs `taskd --config F lock ARGS...` in-process.
+func (b *lockBundle) lock(ctx context.Context, stdin string, args ...string) lockResult {
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	code := cli.Execute(ctx, append([]string{"--config", b.cfgPath, "lock"}, args...), &stdout, &stderr, strings.NewReader(stdin))
+	return lockResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// owner is the token in the Redis lock of name, or "".
+func (b *lockBundle) owner(t *testing.T, name string) string {
+	t.Helper()
+	v, err := b.env.Broker.Client().Get(context.Background(), lock.NewRedis(nil, b.env.Prefix).Key(name)).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	require.NoError(t, err)
+	return v
+}
+
+// hold takes lock name for the test, as another host would.
+func (b *lockBundle) hold(t *testing.T, name string) *lock.Lease {
+	t.Helper()
+	lease, err := lock.NewRedis(b.env.Broker.Client(), b.env.Prefix).Acquire(context.Background(), name, time.Minute)
+	require.NoError(t, err)
+	t.Cleanup(func() { lease.Release(context.Background()) })
+	return lease
+}
+
+func requireLockOneLine(t *testing.T, r lockResult, code int, contains string) {
+	t.Helper()
+	require.Equal(t, code, r.code, "stderr %q", r.stderr)
+	require.True(t, strings.HasPrefix(r.stderr, "taskd: "), "stderr %q", r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line on stderr: %q", r.stderr)
+	require.Contains(t, r.stderr, contains)
+}
+
+// waitForFile waits until path exists.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	require.Eventually(t, func() bool { _, err := os.Stat(path); return err == nil }, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestLockProcesses runs the real binary on several "hosts" at once.
+func TestLockProcesses(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "taskd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/taskd/taskd/cmd/taskd").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	for _, backend := range []string{"redis", "mysql"} {
+		t.Run("three hosts, "+backend, func(t *testing.T) {
+			t.Parallel()
+			b := lockSetup(t)
+			ran := filepath.Join(b.dir, "ran")
+			var wg sync.WaitGroup
+			results := make([]lockResult, 3)
+			for i := range results {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var stdout, stderr bytes.Buffer
+					cmd := exec.Command(bin, "--config", b.cfgPath, "lock", "job", "--ttl", "5s", "--backend", backend,
+						"--", "sh", "-c", "echo $$ >> "+ran+"; sleep 1")
+					cmd.Stdout, cmd.Stderr = &stdout, &stderr
+					err := cmd.Run()
+					code := 0
+					var ee *exec.ExitError
+					if errors.As(err, &ee) {
+						code = ee.ExitCode()
+					} else if err != nil {
+						code = -1
+					}
+					results[i] = lockResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+				}()
+			}
+			wg.Wait()
+
+			body, err := os.ReadFile(ran)
+			require.NoError(t, err)
+			require.Equal(t, 1, strings.Count(string(body), "\n"), "exactly one host ran the command: %q", body)
+			skipped := 0
+			for _, r := range results {
+				require.Equal(t, 0, r.code, "stderr %q", r.stderr)
+				if r.stderr != "" {
+					require.Equal(t, "taskd: lock job is held elsewhere; not running\n", r.stderr)
+					skipped++
+				}
+			}
+			require.Equal(t, 2, skipped)
+		})
+	}
+}
+
+func TestLockExitCodes(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	ctx := context.Background()
+
+	r := b.lock(ctx, "", "job", "--", "sh", "-c", "exit 7")
+	require.Equal(t, 7, r.code, "stderr %q", r.stderr)
+	require.Empty(t, r.stderr)
+	require.Equal(t, "", b.owner(t, "job"), "released after the command")
+
+	r = b.lock(ctx, "", "job", "--", "sh", "-c", "kill -KILL $$")
+	require.Equal(t, 128+9, r.code, "stderr %q", r.stderr)
+
+	// Streams pass through.
+	r = b.lock(ctx, "from stdin", "job", "--ttl", "2s", "--", "sh", "-c", "echo out; echo err >&2; cat")
+	require.Equal(t, 0, r.code, "stderr %q", r.stderr)
+	require.Equal(t, "out\nfrom stdin", r.stdout)
+	require.Equal(t, "err\n", r.stderr)
+
+	// No `--` is needed when CMD has no flags.
+	r = b.lock(ctx, "", "job", "true")
+	require.Equal(t, 0, r.code, "stderr %q", r.stderr)
+
+	r = b.lock(ctx, "", "job", "--", "/nonexistent/command")
+	requireLockOneLine(t, r, 127, "/nonexistent/command")
+	require.Equal(t, "", b.owner(t, "job"))
+}
+
+func TestLockHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	ctx := context.Background()
+	held := b.hold(t, "job")
+	ran := filepath.Join(b.dir, "ran")
+
+	r := b.lock(ctx, "", "job", "--", "touch", ran)
+	require.Equal(t, 0, r.code)
+	require.Equal(t, "taskd: lock job is held elsewhere; not running\n", r.stderr)
+	require.Empty(t, r.stdout)
+
+	r = b.lock(ctx, "", "job", "--skip-exit", "75", "--wait", "200ms", "--", "touch", ran)
+	require.Equal(t, 75, r.code)
+	require.Equal(t, "taskd: lock job is held elsewhere; not running\n", r.stderr)
+	require.NoFileExists(t, ran)
+	require.Equal(t, held.Token(), b.owner(t, "job"), "the holder's lock is untouched")
+
+	// --wait outlasts a holder that finishes.
+	time.AfterFunc(300*time.Millisecond, func() { held.Release(ctx) })
+	r = b.lock(ctx, "", "job", "--wait", "10s", "--", "touch", ran)
+	require.Equal(t, 0, r.code, "stderr %q", r.stderr)
+	require.FileExists(t, ran)
+}
+
+func TestLockUsage(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args     []string
+		contains string
+	}{
+		{nil, "missing lock NAME"},
+		{[]string{"--", "true"}, "missing lock NAME"},
+		{[]string{"job"}, "missing CMD"},
+		{[]string{"job", "--"}, "missing CMD"},
+		{[]string{"job", "extra", "--", "true"}, "one lock NAME"},
+		{[]string{"job", "--ttl", "10ms", "--", "true"}, "shorter than the minimum"},
+		{[]string{"job", "--ttl", "soon", "--", "true"}, "invalid argument"},
+		{[]string{"job", "--wait", "-1s", "--", "true"}, "--wait"},
+		{[]string{"job", "--backend", "etcd", "--", "true"}, "--backend"},
+		{[]string{"job", "--skip-exit", "256", "--", "true"}, "--skip-exit"},
+		{[]string{"bad name", "--", "true"}, "lock name"},
+	} {
+		r := b.lock(ctx, "", tc.args...)
+		requireLockOneLine(t, r, cli.ExitUsage, tc.contains)
+		require.Empty(t, r.stdout)
+	}
+}
+
+func TestLockLostStopsTheCommand(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	started := filepath.Join(b.dir, "started")
+	done := make(chan lockResult, 1)
+	begin := time.Now()
+	go func() {
+		done <- b.lock(context.Background(), "", "job", "--ttl", "1s", "--", "sh", "-c", "touch "+started+"; sleep 30")
+	}()
+	waitForFile(t, started)
+	// Another owner takes the lock (as if this host had been partitioned
+	// away for longer than the TTL): the renewal is refused.
+	require.NoError(t, b.env.Broker.Client().Set(context.Background(), lock.NewRedis(nil, b.env.Prefix).Key("job"), "thief", time.Minute).Err())
+
+	r := <-done
+	requireLockOneLine(t, r, cli.ExitFailure, "lock lost")
+	require.Contains(t, r.stderr, "stopped sh")
+	require.Less(t, time.Since(begin), 10*time.Second, "the command was not stopped")
+	require.Equal(t, "thief", b.owner(t, "job"), "the new owner's lock is untouched")
+}
+
+func TestLockPassesSIGTERMOn(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	started := filepath.Join(b.dir, "started")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan lockResult, 1)
+	go func() {
+		done <- b.lock(ctx, "", "job", "--", "sh", "-c", "touch "+started+"; sleep 30")
+	}()
+	waitForFile(t, started)
+	cancel() // what SIGTERM to taskd does
+	r := <-done
+	require.Equal(t, 128+15, r.code, "stderr %q", r.stderr)
+	require.Equal(t, "", b.owner(t, "job"), "released although taskd was stopped")
+}

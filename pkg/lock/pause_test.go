@@ -1,0 +1,230 @@
+package lock
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// freezeProxy forwards TCP connections to a server until it is frozen;
+// from then on it swallows every byte in both directions, like a network
+// partition or a paused server, while the connections stay open.
+type freezeProxy struct {
+	ln     net.Listener
+	target string
+	frozen atomic.Bool
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newFreezeProxy(t *testing.T, target string) *freezeProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &freezeProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *freezeProxy) Addr() string { return p.ln.Addr().String() }
+
+// Freeze stops forwarding, for good.
+func (p *freezeProxy) Freeze() { p.frozen.Store(true) }
+
+func (p *freezeProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, up) {
+			return
+		}
+		p.wg.Add(2)
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+func (p *freezeProxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+// pipe copies src to dst until either fails, dropping what it reads while
+// frozen, then closes both.
+func (p *freezeProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.frozen.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *freezeProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// pausedHolder opens a Locker of backend tb that talks to its server
+// through a freezeProxy.
+func pausedHolder(t *testing.T, tb testBackend, env *testenv.Env) (Locker, *freezeProxy) {
+	switch tb.name {
+	case "redis":
+		p := newFreezeProxy(t, env.RedisAddr)
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return NewRedis(rdb, env.Prefix), p
+	case "mysql":
+		cfg, err := mysql.ParseDSN(env.DSN)
+		require.NoError(t, err)
+		p := newFreezeProxy(t, cfg.Addr)
+		cfg.Addr = p.Addr()
+		st, err := store.Open(context.Background(), cfg.FormatDSN(), store.Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		return NewMySQL(st.DB()), p
+	}
+	t.Fatalf("no backend %s", tb.name)
+	return nil, nil
+}
+
+// TestPausedHolder: a holder cut off from the server (a partition, a
+// frozen server) must stop trusting its lease before the lock expires on
+// the server, so that the next owner, which takes the lock once it has
+// expired, never overlaps it.
+func TestPausedHolder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb testBackend, env *testenv.Env) {
+		ctx := context.Background()
+		ttl := 3 * time.Second
+		holder, proxy := pausedHolder(t, tb, env)
+		lease, err := holder.Acquire(ctx, "job", ttl)
+		require.NoError(t, err)
+		release(t, lease)
+
+		// Let a renewal or two succeed, so the window runs from a renewal.
+		time.Sleep(ttl / 2)
+		require.True(t, lease.Valid())
+		proxy.Freeze()
+		frozenAt := time.Now()
+
+		select {
+		case <-lease.Context().Done():
+		case <-time.After(ttl):
+			t.Fatal("the cut-off holder still trusts its lease a TTL after its last renewal")
+		}
+		require.False(t, lease.Valid())
+		require.ErrorIs(t, lease.Err(), ErrLost)
+		// Cancelled before the lock expired on the server: it is still the
+		// holder's, so nobody else can have it yet.
+		require.Equal(t, lease.Token(), tb.owner(t, env, "job"), "the lease was cancelled only after the lock expired")
+		_, err = tb.open(env).Acquire(ctx, "job", ttl)
+		require.ErrorIs(t, err, ErrNotAcquired)
+
+		next, err := AcquireWait(ctx, tb.open(env), "job", ttl, 2*ttl)
+		require.NoError(t, err)
+		release(t, next)
+		require.Less(t, time.Since(frozenAt), ttl+time.Second, "the next owner waited too long")
+
+		// The cut-off holder's Release is bounded by its context and
+		// cannot touch the next owner's lock.
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		require.Error(t, lease.Release(rctx))
+		require.Less(t, time.Since(start), 2*time.Second)
+		require.Equal(t, next.Token(), tb.owner(t, env, "job"))
+		require.NoError(t, next.Release(ctx))
+	})
+}
+
+// TestMySQLRenewalBlockedByRowLock: a long transaction holding the
+// task_lock row blocks renewals; the lease must end before the lock
+// expires, and the lock is free once the row is.
+func TestMySQLRenewalBlockedByRowLock(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	ttl := 3 * time.Second
+	lease, err := NewMySQL(env.Store.DB()).Acquire(ctx, "job", ttl)
+	require.NoError(t, err)
+	release(t, lease)
+
+	tx, err := env.Store.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	var owner string
+	require.NoError(t, tx.QueryRowContext(ctx, `SELECT owner FROM task_lock WHERE name = 'job' FOR UPDATE`).Scan(&owner))
+	require.Equal(t, lease.Token(), owner)
+	blockedAt := time.Now()
+
+	select {
+	case <-lease.Context().Done():
+	case <-time.After(ttl):
+		t.Fatal("a holder whose renewals block still trusts its lease a TTL later")
+	}
+	require.ErrorIs(t, lease.Err(), ErrLost)
+	var unexpired bool
+	require.NoError(t, tx.QueryRowContext(ctx, `SELECT expires_at > UTC_TIMESTAMP(3) FROM task_lock WHERE name = 'job'`).Scan(&unexpired))
+	require.True(t, unexpired, "the lease was cancelled only after the lock expired")
+
+	// The server still runs the blocked renewals once the row is free;
+	// their callers have given up on them, so they must extend nothing.
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, tx.Rollback())
+
+	next, err := AcquireWait(ctx, NewMySQL(env.Store.DB()), "job", ttl, ttl)
+	require.NoError(t, err)
+	release(t, next)
+	// A blocked renewal applied late would have kept it until about
+	// blockedAt + 2*TTL.
+	require.Less(t, time.Since(blockedAt), ttl+time.Second, "a blocked renewal extended the lock after its caller gave up")
+	require.NoError(t, next.Release(ctx))
+	require.NoError(t, lease.Release(ctx))
+}
