@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,8 +34,17 @@ type Broker struct {
 	Keys Keys
 }
 
+// quiet drops go-redis's own log lines: every error it logs also reaches
+// the caller, which reports it once, in context.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+var silence sync.Once
+
 // Open connects to Redis and checks that it answers.
 func Open(ctx context.Context, o Options) (*Broker, error) {
+	silence.Do(func() { redis.SetLogger(quiet{}) })
 	pool := o.PoolSize
 	if pool <= 0 {
 		pool = 64

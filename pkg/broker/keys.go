@@ -12,6 +12,7 @@ import "strconv"
 //	{prefix}processing:{Q}:W       messages of Q taken by worker W, not yet finished
 //	{prefix}poison:{Q}             messages of Q that could not be decoded
 //	{prefix}wake                   pub/sub channel: a task became due
+//	{prefix}kill                   pub/sub channel: cancel a running attempt
 //	{prefix}worker:W               heartbeat of worker W (JSON, with a TTL)
 //	{prefix}workers                sorted set of worker ids by last heartbeat
 //	{prefix}worker-queues:W        set of the queues worker W consumes (no TTL:
@@ -52,3 +53,6 @@ func (k Keys) WorkerQueues(w string) string { return k.Prefix + "worker-queues:"
 
 // Epoch marks the lifetime of the Redis data set.
 func (k Keys) Epoch() string { return k.Prefix + "epoch" }
+
+// Kill is the channel operators publish kill requests to.
+func (k Keys) Kill() string { return k.Prefix + "kill" }

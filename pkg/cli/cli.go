@@ -152,7 +152,7 @@ func (a *App) Root() *cobra.Command {
 	a.v.BindPFlag("redis.addr", pf.Lookup("redis-addr"))
 	a.v.BindPFlag("redis.prefix", pf.Lookup("redis-prefix"))
 
-	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.lockCmd(), a.versionCmd())
+	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.retryCmd(), a.killCmd(), a.lockCmd(), a.versionCmd())
 	markRunErrors(root)
 	return root
 }
@@ -197,10 +197,8 @@ func (a *App) logger(c *config.Config) *slog.Logger {
 	format := c.Log.Format
 	if format == "auto" || format == "" {
 		format = "json"
-		if f, ok := a.Stderr.(*os.File); ok {
-			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-				format = "text"
-			}
+		if f, ok := a.Stderr.(*os.File); ok && isTerminal(f) {
+			format = "text"
 		}
 	}
 	if format == "text" {

@@ -43,7 +43,7 @@ func (a *App) runCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringSliceVar(&roles, "roles", nil, "roles to run: scheduler, worker (default both)")
+	cmd.Flags().StringSliceVar(&roles, "roles", nil, "roles to run: scheduler, worker, recovery, retention (default all)")
 	cmd.Flags().String("node-id", "", "node id (default: hostname)")
 	a.v.BindPFlag("node.id", cmd.Flags().Lookup("node-id"))
 	return cmd

@@ -119,8 +119,8 @@ type RetentionConfig struct {
 	RunAge time.Duration `mapstructure:"run_age"`
 }
 
-// RetryConfig is the backoff between attempts of a failed task: full
-// jitter over min(Max, Base * 2^retry).
+// RetryConfig is the backoff between attempts of a failed task:
+// min(Max, Base * 2^retry), of which a random half is jitter.
 type RetryConfig struct {
 	Base time.Duration `mapstructure:"base"`
 	Max  time.Duration `mapstructure:"max"`
@@ -334,6 +334,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.PollInterval <= 0 {
 		return task.Invalidf("config scheduler.poll_interval must be positive")
+	}
+	if c.Worker.OutputLimit < 0 || c.Worker.OutputLimit > 4<<20 {
+		return task.Invalidf("config worker.output_limit %d is out of range 0-4194304", c.Worker.OutputLimit)
 	}
 	if c.Worker.Concurrency <= 0 {
 		return task.Invalidf("config worker.concurrency must be positive")

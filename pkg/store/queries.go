@@ -145,3 +145,17 @@ const qPurgeTasks = `DELETE FROM task_center WHERE status = ? AND finished_at < 
 // qPurgeRuns deletes one batch of run rows older than a cutoff.
 const qPurgeRuns = `DELETE FROM task_run WHERE finished_at < NOW(3) - INTERVAL ? MICROSECOND
 	ORDER BY finished_at LIMIT ?`
+
+// qRetry moves a dead, failed or cancelled task back to pending, due now,
+// with its retry and crash counts reset.
+const qRetry = `UPDATE task_center SET status = 0, retry_count = 0, crash_count = 0, plan_next_run_at = NOW(3),
+	worker_id = '', finished_at = NULL WHERE id = ? AND status IN (4, 5, 6)`
+
+// qCancel cancels a task that no worker holds yet.
+const qCancel = `UPDATE task_center SET status = 6, finished_at = NOW(3), worker_id = '',
+	last_result = 'cancelled by operator' WHERE id = ? AND status IN (0, 1, 4)`
+
+const qAuditInsert = `INSERT INTO task_audit (actor, origin, action, target, affected, detail) VALUES (?, ?, ?, ?, ?, ?)`
+
+const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, action, target, affected, COALESCE(detail, '')
+	FROM task_audit WHERE id < ? ORDER BY id DESC LIMIT ?`

@@ -32,7 +32,9 @@ type attemptEnd struct {
 	timedOut bool
 	// interrupted: handed back on shutdown; no retry is counted.
 	interrupted bool
-	duration    time.Duration
+	// killed by an operator: the task is cancelled.
+	killed   bool
+	duration time.Duration
 }
 
 // policy turns the end of an attempt into the task's next state.
@@ -59,6 +61,14 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 	run.Result, run.Duration = t.Result, e.duration
 
 	switch {
+	case e.killed:
+		t.To, t.Retry, t.Result = task.Cancelled, store.RetryKeep, "killed by operator"
+		run.Outcome, run.Result = task.OutcomeCancelled, t.Result
+		if m.Type == task.Periodic {
+			// A periodic task's run is cancelled; the task moves on.
+			return p.nextOccurrence(m, t)
+		}
+		return t
 	case e.interrupted:
 		zero := time.Duration(0)
 		t.To, t.NextIn, t.Retry, t.SetResult = task.Pending, &zero, store.RetryKeep, false

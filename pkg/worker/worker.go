@@ -110,6 +110,7 @@ type Worker struct {
 	inflight   map[int64]*job
 	beatCancel context.CancelFunc
 	beatDone   chan struct{}
+	killsDone  chan struct{}
 	startedAt  time.Time
 }
 
@@ -119,9 +120,14 @@ type job struct {
 	raw     string
 	queue   string
 	started time.Time
-	cancel  context.CancelFunc
-	done    atomic.Bool // its result was handed to the completer
+	// ctx is cancelled with errKilled when an operator kills the task.
+	ctx  context.Context
+	kill context.CancelCauseFunc
+	done atomic.Bool // its result was handed to the completer
 }
+
+// errKilled is the cancel cause of an attempt killed by an operator.
+var errKilled = errors.New("killed by operator")
 
 // New returns a worker.
 func New(cfg Config, s *store.Store, b *broker.Broker) *Worker {
@@ -182,6 +188,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	beatCtx, w.beatCancel = context.WithCancel(base)
 	w.beatDone = make(chan struct{})
 	go w.heartbeat(beatCtx)
+	kills, closeKills := w.broker.Kills(beatCtx)
+	w.killsDone = make(chan struct{})
+	go w.listenKills(beatCtx, kills, closeKills)
 	w.comp.start()
 	queues := make([]string, 0, len(w.cfg.Queues))
 	for q := range w.cfg.Queues {
@@ -229,6 +238,7 @@ func (w *Worker) Stop() {
 
 	w.beatCancel()
 	<-w.beatDone
+	<-w.killsDone
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := w.broker.Unregister(ctx, w.cfg.ID); err != nil {
@@ -363,13 +373,18 @@ func (w *Worker) begin(ctx context.Context, q string, raws []string, slots chan 
 // until the worker stops taking work.
 func (w *Worker) markRunning(ctx context.Context, fences []store.Fence) ([]bool, error) {
 	delay := 100 * time.Millisecond
+	retried := false
 	for {
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		ok, err := w.store.TaskMarkRunning(mctx, w.cfg.ID, fences)
+		if err == nil && retried {
+			w.ownAlready(mctx, fences, ok)
+		}
 		cancel()
 		if err == nil {
 			return ok, nil
 		}
+		retried = true
 		w.log.Error("mark running failed; retrying", "err", err, "in", delay)
 		if !sleepCtx(ctx, delay) {
 			return nil, err
@@ -378,7 +393,31 @@ func (w *Worker) markRunning(ctx context.Context, fences []store.Fence) ([]bool,
 	}
 }
 
+// ownAlready marks as won the fences a retried claim lost only because an
+// earlier try did commit although its reply was lost (MySQL restarted or
+// the connection was cut at COMMIT): the task is already running for this
+// very worker and attempt. Dropped as stale, it would sit in running, held
+// by a live worker that never runs it, until its timeout plus the running
+// grace.
+func (w *Worker) ownAlready(ctx context.Context, fences []store.Fence, ok []bool) {
+	won := map[int64]bool{}
+	for i, f := range fences {
+		won[f.ID] = won[f.ID] || ok[i]
+	}
+	for i, f := range fences {
+		if won[f.ID] { // a duplicate message of the same dispatch stays a loser
+			continue
+		}
+		t, err := w.store.TaskGet(ctx, f.ID)
+		if err == nil && t.Status == task.Running && t.Attempt == f.Attempt && t.WorkerID == w.cfg.ID {
+			ok[i], won[f.ID] = true, true
+		}
+	}
+}
+
 func (w *Worker) launch(j *job, slots chan struct{}) {
+	j.ctx, j.kill = context.WithCancelCause(w.runCtx)
+	j.started = time.Now()
 	w.mu.Lock()
 	w.inflight[j.msg.ID] = j
 	w.mu.Unlock()
@@ -402,9 +441,9 @@ func (w *Worker) run(j *job) {
 	m := j.msg
 	log := w.log.With("task_id", m.ID, "task_code", m.Code, "attempt", m.Attempt)
 	timeout := time.Duration(cmp.Or(m.Timeout, task.DefaultTimeout)) * time.Second
-	ctx, cancel := context.WithTimeout(w.runCtx, timeout)
+	ctx, cancel := context.WithTimeout(j.ctx, timeout)
 	defer cancel()
-	j.started, j.cancel = time.Now(), cancel
+	defer j.kill(nil)
 
 	e := &attemptEnd{}
 	h, ok := w.cfg.Handlers.Lookup(m.Code)
@@ -418,6 +457,8 @@ func (w *Worker) run(j *job) {
 	e.duration = time.Since(j.started)
 	if e.err != nil {
 		switch {
+		case errors.Is(context.Cause(j.ctx), errKilled):
+			e.killed = true
 		case w.runCtx.Err() != nil:
 			e.interrupted = true
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -437,6 +478,23 @@ func (w *Worker) run(j *job) {
 	run := &store.RunRecord{Code: m.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
 	if j.done.CompareAndSwap(false, true) {
 		w.comp.add(completion{tr: w.policy.transition(m, e, run), queue: j.queue, raw: j.raw})
+	}
+}
+
+// listenKills cancels attempts that an operator killed. Every worker gets
+// every request; the one running that attempt acts.
+func (w *Worker) listenKills(ctx context.Context, kills <-chan broker.KillRequest, closeKills func() error) {
+	defer close(w.killsDone)
+	stop := context.AfterFunc(ctx, func() { closeKills() })
+	defer stop()
+	for r := range kills {
+		w.mu.Lock()
+		j := w.inflight[r.ID]
+		w.mu.Unlock()
+		if j != nil && j.msg.Attempt == r.Attempt {
+			w.log.Warn("killing task on operator request", "task_id", r.ID, "task_code", j.msg.Code, "attempt", r.Attempt)
+			j.kill(errKilled)
+		}
 	}
 }
 

@@ -1,0 +1,168 @@
+package ops_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+	"github.com/taskd/taskd/pkg/worker"
+)
+
+type testBundle struct {
+	env  *testenv.Env
+	ops  *ops.Ops
+	prod *producer.Client
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	env := testenv.New(t)
+	return &testBundle{env: env, ops: ops.New(env.Store, env.Broker), prod: producer.New(env.Store, nil, producer.Options{})}
+}
+
+func (b *testBundle) submit(t *testing.T, code string) int64 {
+	t.Helper()
+	r, err := b.prod.Submit(context.Background(), producer.Submission{Code: code})
+	require.NoError(t, err)
+	return r.ID
+}
+
+func (b *testBundle) setStatus(t *testing.T, id int64, st task.Status) {
+	t.Helper()
+	b.env.Exec(t, `UPDATE task_center SET status = ?, retry_count = 3, crash_count = 2 WHERE id = ?`, int(st), id)
+}
+
+func (b *testBundle) get(t *testing.T, id int64) *task.Task {
+	t.Helper()
+	tk, err := b.env.Store.TaskGet(context.Background(), id)
+	require.NoError(t, err)
+	return tk
+}
+
+func TestRetryDeadFailedCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dead, failed, cancelled, running := b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x")
+	b.setStatus(t, dead, task.Dead)
+	b.setStatus(t, failed, task.Failed)
+	b.setStatus(t, cancelled, task.Cancelled)
+	b.setStatus(t, running, task.Running)
+
+	c, err := b.ops.Retry(context.Background(), []int64{dead, failed, cancelled, running})
+	require.NoError(t, err)
+	require.Equal(t, 4, c.Requested)
+	require.Equal(t, 3, c.Changed)
+	require.ElementsMatch(t, []int64{dead, failed, cancelled}, c.IDs)
+	for _, id := range c.IDs {
+		tk := b.get(t, id)
+		require.Equal(t, task.Pending, tk.Status)
+		require.Zero(t, tk.RetryCount)
+		require.Zero(t, tk.CrashCount)
+	}
+	require.Equal(t, task.Running, b.get(t, running).Status, "a running task is not retried")
+	// Exactly one audit row, with the right count.
+	entries, err := b.env.Store.AuditList(context.Background(), 0, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "retry", entries[0].Action)
+	require.Equal(t, 3, entries[0].Affected)
+	require.NotEmpty(t, entries[0].Actor)
+}
+
+func TestRetryByFilter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var want []int64
+	for i := range 6 {
+		id := b.submit(t, "code"+strconv.Itoa(i%2))
+		b.setStatus(t, id, task.Dead)
+		if i%2 == 0 {
+			want = append(want, id)
+		}
+	}
+	st := task.Dead
+	ids, err := b.ops.Select(context.Background(), ops.Filter{Status: &st, Code: "code0"})
+	require.NoError(t, err)
+	require.ElementsMatch(t, want, ids)
+}
+
+func TestCancelIdleTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pending, failed, done := b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x")
+	b.setStatus(t, failed, task.Failed)
+	b.setStatus(t, done, task.Succeeded)
+	c, err := b.ops.Kill(context.Background(), []int64{pending, failed, done})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{pending, failed}, c.IDs)
+	require.Equal(t, task.Cancelled, b.get(t, pending).Status)
+	require.Equal(t, task.Succeeded, b.get(t, done).Status, "a finished task stays finished")
+}
+
+// An exec handler sleeping 60 s is killed within 2 s, wherever it runs; its
+// whole process group is gone and the task is cancelled.
+func TestKillRunningExec(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	reg := handler.NewRegistry()
+	reg.Register("sleepy", &handler.Exec{Argv: []string{"sh", "-c", "echo $$ > " + pidFile + "; sleep 60 & sleep 60; wait"}, KillGrace: time.Second})
+	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{"sleepy": 1}, Handlers: reg}, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	s := scheduler.New(scheduler.Config{Node: "n"}, b.env.Store, b.env.Broker)
+	id := b.submit(t, "sleepy")
+	require.Eventually(t, func() bool {
+		s.RunOnce(context.Background())
+		_, err := os.Stat(pidFile)
+		return b.get(t, id).Status == task.Running && err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	raw, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+
+	start := time.Now()
+	c, err := b.ops.Kill(context.Background(), []int64{id})
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 2*time.Second)
+	require.Equal(t, []int64{id}, c.IDs)
+	tk := b.get(t, id)
+	require.Equal(t, task.Cancelled, tk.Status)
+	require.ErrorIs(t, syscall.Kill(-pgid, 0), syscall.ESRCH, "the process group is gone")
+	runs, err := b.env.Store.RunList(context.Background(), id, 5)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	require.Equal(t, task.OutcomeCancelled, runs[0].Outcome)
+}
+
+// A running task whose worker is gone is taken by a fenced write.
+func TestKillRunningWithoutWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.ops.KillWait = 200 * time.Millisecond
+	id := b.submit(t, "x")
+	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1, worker_id = 'gone' WHERE id = ?`, id)
+	c, err := b.ops.Kill(context.Background(), []int64{id})
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, c.IDs)
+	require.Equal(t, task.Cancelled, b.get(t, id).Status)
+	entries, err := b.env.Store.AuditList(context.Background(), 0, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "kill", entries[0].Action)
+	require.Equal(t, 1, entries[0].Affected)
+}

@@ -1,0 +1,330 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+type testBundle struct {
+	env      *testenv.Env
+	ctx      context.Context
+	producer *producer.Client
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func setup(t *testing.T, cfg scheduler.Config) (*scheduler.Scheduler, *testBundle) {
+	t.Helper()
+	env := testenv.New(t)
+	cfg.Node = "node-" + t.Name()
+	cfg.Logger = quiet
+	s := scheduler.New(cfg, env.Store, env.Broker)
+	t.Cleanup(s.Stop)
+	return s, &testBundle{
+		env:      env,
+		ctx:      context.Background(),
+		producer: producer.New(env.Store, env.Broker, producer.Options{Logger: quiet}),
+	}
+}
+
+// openHandles opens a second store and broker on the same environment, as
+// another node would.
+func openHandles(t *testing.T, env *testenv.Env) (*store.Store, *broker.Broker) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, env.DSN, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	br, err := broker.Open(ctx, broker.Options{Addr: env.RedisAddr, Prefix: env.Prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { br.Close() })
+	return st, br
+}
+
+func submit(t *testing.T, b *testBundle, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for len(ids) < n {
+		subs := make([]producer.Submission, min(1000, n-len(ids)))
+		for i := range subs {
+			subs[i] = producer.Submission{Code: "hello", Payload: []byte(fmt.Sprintf(`{"n":%d}`, len(ids)+i))}
+		}
+		res, err := b.producer.SubmitBatch(b.ctx, subs)
+		require.NoError(t, err)
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+func TestRunOnceRace(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, scheduler.Config{})
+	env := b.env
+	const total = 5000
+	submit(t, b, total)
+
+	scheds := []*scheduler.Scheduler{
+		scheduler.New(scheduler.Config{Node: "a", BatchSize: 100, Logger: quiet}, env.Store, env.Broker),
+	}
+	for _, node := range []string{"b", "c"} {
+		st, br := openHandles(t, env)
+		scheds = append(scheds, scheduler.New(scheduler.Config{Node: node, BatchSize: 100, Logger: quiet}, st, br))
+	}
+
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	claimed := make([]int, len(scheds))
+	errs := make([]error, len(scheds))
+	var wg sync.WaitGroup
+	for i, s := range scheds {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n, err := s.RunOnce(ctx)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				claimed[i] += n
+				if n == 0 {
+					var due int
+					if err := env.Store.DB().QueryRowContext(ctx,
+						`SELECT COUNT(*) FROM task_center WHERE status IN (0, 4)`).Scan(&due); err != nil {
+						errs[i] = err
+						return
+					}
+					if due == 0 {
+						return
+					}
+				}
+			}
+			errs[i] = ctx.Err()
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "scheduler %d", i)
+	}
+	t.Logf("claimed per scheduler: %v", claimed)
+	sum := 0
+	for _, n := range claimed {
+		sum += n
+	}
+	require.Equal(t, total, sum, "every task claimed exactly once")
+	require.Equal(t, total, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 1 AND attempt = 1`))
+	require.Equal(t, total, env.Count(t, `SELECT COUNT(*) FROM task_center`))
+	var dispatched int64
+	for _, s := range scheds {
+		dispatched += s.Dispatched()
+	}
+	require.Equal(t, int64(total), dispatched)
+
+	rdb := env.Broker.Client()
+	key := env.Broker.Keys.Queue("hello", 0)
+	n, err := rdb.LLen(b.ctx, key).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(total), n)
+	raws, err := rdb.LRange(b.ctx, key, 0, -1).Result()
+	require.NoError(t, err)
+	seen := map[int64]bool{}
+	for _, raw := range raws {
+		m, err := task.DecodeMessage([]byte(raw))
+		require.NoError(t, err)
+		require.Equal(t, 1, m.Attempt)
+		require.Equal(t, "hello", m.Queue)
+		seen[m.ID] = true
+	}
+	require.Len(t, seen, total, "distinct task ids in the queue")
+}
+
+func TestPushFailureHandsBack(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, scheduler.Config{})
+	env := b.env
+	ids := submit(t, b, 20)
+
+	_, br := openHandles(t, env)
+	require.NoError(t, br.Close())
+	broken := scheduler.New(scheduler.Config{Node: "broken", BatchSize: 100, Logger: quiet}, env.Store, br)
+	n, err := broken.RunOnce(b.ctx)
+	require.Error(t, err)
+	require.Equal(t, 20, n)
+	require.Zero(t, broken.Dispatched())
+
+	for _, id := range ids {
+		tk, err := env.Store.TaskGet(b.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, task.Pending, tk.Status, "task %d handed back", id)
+		require.Equal(t, 1, tk.Attempt, "the attempt stays spent: a late push is fenced out")
+		require.Empty(t, tk.WorkerID)
+	}
+	require.Equal(t, 20, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0 AND plan_next_run_at <= NOW(3)`),
+		"handed back due now")
+	ql, err := env.Broker.QueueLen(b.ctx, "hello")
+	require.NoError(t, err)
+	require.Zero(t, ql)
+
+	// A healthy scheduler dispatches them again, as attempt 2.
+	good := scheduler.New(scheduler.Config{Node: "good", BatchSize: 100, Logger: quiet}, env.Store, env.Broker)
+	n, err = good.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 20, n)
+	require.Equal(t, 20, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 1 AND attempt = 2`))
+	ql, err = env.Broker.QueueLen(b.ctx, "hello")
+	require.NoError(t, err)
+	require.Equal(t, int64(20), ql)
+}
+
+func TestRunOnceNothingDue(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{})
+	_, err := b.producer.Submit(b.ctx, producer.Submission{Code: "hello", Delay: time.Hour})
+	require.NoError(t, err)
+	n, err := s.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE attempt > 0`))
+}
+
+func TestStartStop(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{PollInterval: 50 * time.Millisecond})
+
+	s.Stop() // without Start
+	s.Stop()
+
+	require.NoError(t, s.Start(b.ctx))
+	require.Error(t, s.Start(b.ctx), "second Start")
+	submit(t, b, 3)
+	require.Eventually(t, func() bool {
+		return b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 1`) == 3
+	}, 10*time.Second, 20*time.Millisecond)
+
+	stopped := make(chan struct{})
+	go func() {
+		s.Stop()
+		s.Stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not return")
+	}
+
+	// Concurrent Stops of a started scheduler, and a cancelled parent.
+	ctx, cancel := context.WithCancel(b.ctx)
+	s2 := scheduler.New(scheduler.Config{Node: "s2", Logger: quiet}, b.env.Store, b.env.Broker)
+	require.NoError(t, s2.Start(ctx))
+	cancel()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(s2.Stop)
+	}
+	wg.Wait()
+}
+
+func TestWakeDispatchesBeforePoll(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{PollInterval: 10 * time.Second})
+	// A task inserted without a wakeup: the first scan dispatches it, which
+	// tells us the loop is past its first scan and on its way to sleep.
+	silent := producer.New(b.env.Store, nil, producer.Options{Logger: quiet})
+	first, err := silent.Submit(b.ctx, producer.Submission{Code: "hello"})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(b.ctx))
+
+	// Wait for the scheduler's wake subscription, so the publish below
+	// cannot race it.
+	rdb := b.env.Broker.Client()
+	require.Eventually(t, func() bool {
+		m, err := rdb.PubSubNumSub(b.ctx, b.env.Broker.Keys.Wake()).Result()
+		return err == nil && m[b.env.Broker.Keys.Wake()] >= 1
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		tk, err := b.env.Store.TaskGet(b.ctx, first.ID)
+		return err == nil && tk.Status == task.Dispatched
+	}, 5*time.Second, 10*time.Millisecond, "first scan")
+
+	start := time.Now()
+	res, err := b.producer.Submit(b.ctx, producer.Submission{Code: "hello"})
+	require.NoError(t, err)
+	// Liveness, not performance: far below the 10 s poll interval.
+	require.Eventually(t, func() bool {
+		tk, err := b.env.Store.TaskGet(b.ctx, res.ID)
+		return err == nil && tk.Status == task.Dispatched
+	}, 2*time.Second, 10*time.Millisecond, "a wake must dispatch without waiting for the poll")
+	t.Logf("dispatched %s after submit", time.Since(start))
+	// The counter follows the push, which follows the claim.
+	require.Eventually(t, func() bool { return s.Dispatched() == 2 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestCancelDuringClaimStrandsNothing stops a scheduler (cancels RunOnce's
+// context) while its claim's compare-and-set is in flight. The server
+// finishes the statement anyway, so the claim must be seen through (read
+// back and pushed, or handed back): otherwise the task sits in dispatched
+// with no message until recovery's dispatch window.
+func TestCancelDuringClaimStrandsNothing(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{})
+	env := b.env
+	ids := submit(t, b, 1)
+
+	// Hold the task's row lock so the claim's UPDATE waits on it.
+	lock, err := env.Store.DB().BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	defer lock.Rollback()
+	var got int64
+	require.NoError(t, lock.QueryRowContext(b.ctx, `SELECT id FROM task_center WHERE id = ? FOR UPDATE`, ids[0]).Scan(&got))
+
+	ctx, cancel := context.WithCancel(b.ctx)
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := s.RunOnce(ctx)
+		done <- result{n, err}
+	}()
+	require.Eventually(t, func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = ? AND INFO LIKE 'UPDATE task_center%attempt = attempt + 1%'`, env.Database) == 1
+	}, 5*time.Second, 10*time.Millisecond, "claim waiting on the row lock")
+	cancel() // Stop, or SIGTERM
+	require.NoError(t, lock.Rollback())
+	r := <-done
+
+	// The server runs the UPDATE to its end now that the lock is free.
+	require.Eventually(t, func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = ? AND INFO LIKE 'UPDATE task_center%attempt = attempt + 1%'`, env.Database) == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	tk, err := env.Store.TaskGet(b.ctx, ids[0])
+	require.NoError(t, err)
+	ql, err := env.Broker.QueueLen(b.ctx, "hello")
+	require.NoError(t, err)
+	t.Logf("RunOnce returned n=%d err=%v; task status %s attempt %d; queue length %d", r.n, r.err, tk.Status, tk.Attempt, ql)
+	require.False(t, tk.Status == task.Dispatched && ql == 0,
+		"a cancelled RunOnce stranded task %d in dispatched (attempt %d) with no queued message", tk.ID, tk.Attempt)
+	// Either the claim did not happen, or it was pushed.
+	if tk.Status == task.Dispatched {
+		require.Equal(t, int64(1), ql)
+	} else {
+		require.Equal(t, task.Pending, tk.Status)
+	}
+}
