@@ -32,6 +32,18 @@ EOF
 	fi
 }
 
+# run_timeout SECONDS CMD...: CMD, killed after SECONDS where timeout(1)
+# exists (it does not on a stock macOS).
+run_timeout() {
+	local secs="$1"
+	shift
+	if command -v timeout >/dev/null 2>&1; then
+		timeout "$secs" "$@"
+	else
+		"$@"
+	fi
+}
+
 # parse_dsn DSN sets DSN_USER, DSN_PASS, DSN_HOST, DSN_PORT and DSN_DB from a
 # go-sql-driver DSN of the form user[:pass]@tcp(host[:port])/db[?params].
 # It returns 1 when DSN is not of that form.

@@ -35,7 +35,7 @@ fi
 is_root() { [ "$(id -u)" = 0 ]; }
 
 # tcp_open HOST PORT: something accepts connections there.
-tcp_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
+tcp_open() { run_timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
 
 mysql_up() {
 	if command -v mysqladmin >/dev/null 2>&1; then
@@ -48,9 +48,9 @@ mysql_up() {
 
 redis_up() {
 	if command -v redis-cli >/dev/null 2>&1; then
-		[ "$(timeout 3 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]
+		[ "$(run_timeout 3 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]
 	else
-		timeout 3 bash -c "exec 3<>/dev/tcp/$REDIS_HOST/$REDIS_PORT && printf 'PING\r\n' >&3 && read -r l <&3 && [[ \$l == +PONG* ]]" 2>/dev/null
+		run_timeout 3 bash -c "exec 3<>/dev/tcp/$REDIS_HOST/$REDIS_PORT && printf 'PING\r\n' >&3 && read -r l <&3 && [[ \$l == +PONG* ]]" 2>/dev/null
 	fi
 }
 
@@ -98,8 +98,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
 error: missing: ${missing[*]}
 Install them, e.g. on Debian/Ubuntu:
   sudo apt-get update && sudo apt-get install -y ${missing[*]}
-(or MySQL 8 instead of MariaDB, and Redis 6.2+ from your distribution), start
-them on 127.0.0.1:3306 and 127.0.0.1:6379, and run this script again.
+on macOS:
+  brew install mariadb redis && brew services start mariadb && brew services start redis
+(MySQL 8 instead of MariaDB 10.6+ works too; Redis 6.2+), have them listen on
+127.0.0.1:3306 and 127.0.0.1:6379, and run this script again.
 EOF
 		exit 1
 	fi

@@ -83,6 +83,9 @@ sleep 8
 say "bin/taskd list"
 taskd list --limit 30
 echo
+say "bin/taskd cron list"
+taskd cron list
+echo
 say "bin/taskd show $oneoff"
 taskd show "$oneoff"
 

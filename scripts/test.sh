@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The test command: services, gofmt, go vet, then the whole test suite with
+# the race detector against the real MariaDB/MySQL and Redis on 127.0.0.1
+# (or TASKD_TEST_MYSQL_DSN / TASKD_TEST_REDIS_ADDR).
+#
+# Arguments are passed to `go test`, e.g. scripts/test.sh -run TestSubmit
+# or scripts/test.sh -run NONE to check everything but the tests.
+# Exits non-zero when any step fails.
+set -uo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO"
+
+need_go
+results=()
+failed=0
+record() { # record NAME RC
+	if [ "$2" = 0 ]; then
+		results+=("PASS  $1")
+	else
+		results+=("FAIL  $1")
+		failed=1
+	fi
+}
+summary() {
+	echo
+	echo "==== summary ===="
+	printf '%s\n' "${results[@]}"
+	if [ "$failed" = 0 ]; then echo "all steps passed"; else echo "some steps FAILED"; fi
+}
+
+say "services"
+bash scripts/services.sh
+rc=$?
+record "services (MySQL, Redis)" "$rc"
+if [ "$rc" != 0 ]; then
+	summary
+	exit 1
+fi
+
+say "gofmt -l"
+unformatted="$(gofmt -l . 2>&1)"
+rc=$?
+if [ -n "$unformatted" ]; then
+	echo "$unformatted"
+	echo "these files need gofmt -w"
+	rc=1
+fi
+record "gofmt" "$rc"
+
+say "go vet ./..."
+go vet ./...
+record "go vet" "$?"
+
+if [ "$(go env CGO_ENABLED)" != 1 ] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
+	warn "the race detector needs cgo and a C compiler (apt-get install gcc); CGO_ENABLED=$(go env CGO_ENABLED)"
+	record "go test -race (no C compiler)" 1
+else
+	say "go test -race -count=1 -timeout 20m ./... $*"
+	go test -race -count=1 -timeout 20m ./... "$@"
+	record "go test -race" "$?"
+fi
+
+summary
+exit "$failed"
