@@ -76,7 +76,8 @@ const qClaimUpdate = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, a
 const qClaimed = `SELECT id, attempt, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
 	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), UNIX_TIMESTAMP(plan_next_run_at),
 	UNIX_TIMESTAMP(dispatched_at)
-	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?`
+	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?
+	ORDER BY priority, plan_next_run_at, id`
 
 // qNextDue returns seconds until the earliest pending or failed task is due
 // (negative when overdue, NULL when none), from two index dives.

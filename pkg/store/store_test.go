@@ -175,23 +175,7 @@ func TestClaimReturnsPriorityOrder(t *testing.T) {
 	}
 	got, err := st.TaskClaimDue(b.ctx, "test/c1", 100)
 	require.NoError(t, err)
-	require.ElementsMatch(t, want, ids(got))
-	if !equalIDs(want, ids(got)) {
-		t.Skipf("BUG: TaskClaimDue returns its batch in id order %v, not claim (priority) order %v: "+
-			"qClaimed has no ORDER BY, so within a pushed batch priority is lost", ids(got), want)
-	}
-}
-
-func equalIDs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	require.Equal(t, want, ids(got), "a batch comes back in claim (priority) order")
 }
 
 func TestClaimSetsAttemptAndStatus(t *testing.T) {

@@ -271,6 +271,10 @@ func (w *Worker) fetch(ctx context.Context, q string, slots chan struct{}) {
 		case <-ctx.Done():
 			return
 		}
+		if ctx.Err() != nil { // select picks at random when both are ready
+			<-slots
+			return
+		}
 		n := 1
 	fill:
 		for n < takeBatchMax {
