@@ -95,8 +95,7 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	if err := s.db.QueryRowContext(ctx, qNextDue).Scan(&secs); err != nil {
 		return 0, false, fmt.Errorf("next due time: %w", err)
 	}
-	// '9999-12-31' means neither status has a row.
-	if !secs.Valid || secs.Float64 > 100*365*24*3600 {
+	if !secs.Valid {
 		return 0, false, nil
 	}
 	return time.Duration(secs.Float64 * float64(time.Second)), true, nil

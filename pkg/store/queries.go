@@ -63,7 +63,7 @@ const claimCandidateArgs = 20
 // for a row exactly one wins. attempt + 1 is the new fencing token.
 //
 // FORCE INDEX (PRIMARY): with few due rows the optimizer prefers a range
-// of idx_status_next, whose next-key locks (REPEATABLE READ) reach the
+// of a status index, whose next-key locks (REPEATABLE READ) reach the
 // first dispatched row beyond the range. A worker's open mark-running
 // transaction on that row then blocks every claim for the lock wait
 // timeout, and recovery's hand-backs queue behind the claim: one stalled
@@ -80,11 +80,22 @@ const qClaimed = `SELECT id, attempt, task_code, task_type, queue, payload, COAL
 	ORDER BY priority, plan_next_run_at, id`
 
 // qNextDue returns seconds until the earliest pending or failed task is due
-// (negative when overdue, NULL when none), from two index dives.
-const qNextDue = `SELECT UNIX_TIMESTAMP(LEAST(
-	COALESCE((SELECT MIN(plan_next_run_at) FROM task_center WHERE status = 0), '9999-12-31'),
-	COALESCE((SELECT MIN(plan_next_run_at) FROM task_center WHERE status = 4), '9999-12-31')))
-	- UNIX_TIMESTAMP(NOW(3))`
+// (negative when overdue, NULL when none): one index dive per (status,
+// priority) of idx_claim.
+var qNextDue = func() string {
+	var b strings.Builder
+	b.WriteString("SELECT UNIX_TIMESTAMP(MIN(t)) - UNIX_TIMESTAMP(NOW(3)) FROM (")
+	for i, st := range []int{0, 4} {
+		for p := 0; p <= 9; p++ {
+			if i+p > 0 {
+				b.WriteString(" UNION ALL ")
+			}
+			fmt.Fprintf(&b, "(SELECT MIN(plan_next_run_at) AS t FROM task_center WHERE status = %d AND priority = %d)", st, p)
+		}
+	}
+	b.WriteString(") m")
+	return b.String()
+}()
 
 // qMarkRunning is the fenced 1 -> 2 transition taken by a worker.
 const qMarkRunning = `UPDATE task_center SET status = 2, worker_id = ?, started_at = NOW(3), last_run_at = NOW(3)
@@ -139,8 +150,9 @@ const qRunning = `SELECT id, attempt, task_code, queue, task_type, COALESCE(cron
 	ORDER BY dispatched_at, id LIMIT ?`
 
 // qPurgeTasks deletes one batch of finished tasks (succeeded or cancelled)
-// older than a cutoff. Dead tasks wait for an operator and are kept.
-const qPurgeTasks = `DELETE FROM task_center WHERE status = ? AND finished_at < NOW(3) - INTERVAL ? MICROSECOND
+// older than a cutoff, along idx_finished. Dead tasks wait for an operator
+// and are kept.
+const qPurgeTasks = `DELETE FROM task_center WHERE finished_at < NOW(3) - INTERVAL ? MICROSECOND AND status IN (3, 6)
 	ORDER BY finished_at LIMIT ?`
 
 // qPurgeRuns deletes one batch of run rows older than a cutoff.

@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS task_center (
   status           TINYINT          NOT NULL DEFAULT 0,
   plan_next_run_at DATETIME(3)      NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   last_run_at      DATETIME(3)      DEFAULT NULL,
-  last_result      TEXT             DEFAULT NULL,
+  last_result      MEDIUMTEXT       DEFAULT NULL,
   created_at       DATETIME(3)      NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   updated_at       DATETIME(3)      NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
   queue            VARCHAR(64)      NOT NULL DEFAULT '',
@@ -29,10 +29,14 @@ CREATE TABLE IF NOT EXISTS task_center (
   finished_at      DATETIME(3)      DEFAULT NULL,
   PRIMARY KEY (id),
   UNIQUE KEY uk_code_unique (task_code, unique_key),
-  -- the seed's index: next due time per status (sleep-until-due, recovery)
-  KEY idx_status_next (status, plan_next_run_at),
-  -- the claim: one bounded index range per (status, priority)
+  -- Every index that starts with status is rewritten at each of a task's
+  -- three transitions, so there are only two. The claim and the next due
+  -- time: one bounded range per (status, priority).
   KEY idx_claim (status, priority, plan_next_run_at),
+  -- Recovery: dispatched and running tasks by how long they have been so.
+  KEY idx_status_dispatched (status, dispatched_at),
+  -- Retention: finished tasks by age (written once, when a task finishes).
+  KEY idx_finished (finished_at),
   CONSTRAINT ck_task_status   CHECK (status BETWEEN 0 AND 6),
   CONSTRAINT ck_task_type     CHECK (task_type BETWEEN 0 AND 2),
   CONSTRAINT ck_task_priority CHECK (priority BETWEEN 0 AND 9)
@@ -50,7 +54,7 @@ CREATE TABLE IF NOT EXISTS task_run (
   started_at  DATETIME(3)     DEFAULT NULL,
   finished_at DATETIME(3)     NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   outcome     VARCHAR(16)     NOT NULL,
-  result      TEXT            DEFAULT NULL,
+  result      MEDIUMTEXT      DEFAULT NULL,
   duration_ms BIGINT          NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   KEY idx_run_task (task_id, attempt),
