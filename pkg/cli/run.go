@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/node"
 )
 
@@ -24,6 +25,9 @@ func (a *App) runCmd() *cobra.Command {
 			}
 			log := a.logger(c)
 			ctx := cmd.Context()
+			if err := handler.StartReaper(ctx); err != nil {
+				log.Warn("cannot reap orphans of exec handlers; run under an init that does", "err", err)
+			}
 			n, err := node.Open(ctx, c, a.Handlers, log)
 			if err != nil {
 				if ctx.Err() != nil {

@@ -21,6 +21,14 @@ import (
 	"github.com/taskd/taskd/pkg/worker"
 )
 
+// TestMain reaps the orphans of killed exec handlers, as `taskd run` does.
+func TestMain(m *testing.M) {
+	if err := handler.StartReaper(context.Background()); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
 type testBundle struct {
 	env  *testenv.Env
 	ops  *ops.Ops

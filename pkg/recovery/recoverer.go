@@ -277,7 +277,9 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 			}
 		}
 		var ts []store.Transition
-		for _, t := range running {
+		var taken []*store.RunningTask
+		for i := range running {
+			t := &running[i]
 			dead := trustHeartbeats && !alive[t.WorkerID]
 			if !dead && !t.Overdue {
 				continue
@@ -286,31 +288,40 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 			if !dead {
 				why = "it ran past its timeout plus grace on worker " + t.WorkerID
 			}
-			ts = append(ts, r.crashTransition(&t, why, res))
+			ts = append(ts, r.crashTransition(t, why))
+			taken = append(taken, t)
 		}
-		n, err := r.apply(ctx, ts)
+		applied, err := r.applyEach(ctx, ts)
 		if err != nil {
 			return err
 		}
-		res.Recovered += n
+		for i, ok := range applied {
+			if !ok {
+				continue // another node, or the worker itself, got there first
+			}
+			res.Recovered++
+			if ts[i].To != task.Pending || !ts[i].NextAt.IsZero() {
+				res.Poisoned++
+			}
+			r.log.Warn("task recovered", "task_id", taken[i].ID, "task_code", taken[i].Code,
+				"attempt", taken[i].Attempt, "to", ts[i].To.String(), "reason", ts[i].Result)
+		}
 		if len(running) < r.cfg.BatchSize {
 			return nil
 		}
 	}
 }
 
-func (r *Recoverer) crashTransition(t *store.RunningTask, why string, res *Result) store.Transition {
+func (r *Recoverer) crashTransition(t *store.RunningTask, why string) store.Transition {
 	zero := time.Duration(0)
 	tr := store.Transition{
 		ID: t.ID, Attempt: t.Attempt, From: task.Running, To: task.Pending, NextIn: &zero,
 		Crash: store.RetryInc, SetResult: true, Result: "recovered: " + why,
 		Run: &store.RunRecord{Code: t.Code, Queue: t.Queue, WorkerID: t.WorkerID, Outcome: task.OutcomeCrashed, Result: "recovered: " + why},
 	}
-	r.log.Warn("task recovered", "task_id", t.ID, "task_code", t.Code, "attempt", t.Attempt, "reason", why)
 	if t.CrashCount+1 < r.cfg.CrashLimit {
 		return tr
 	}
-	res.Poisoned++
 	tr.Result = fmt.Sprintf("poison task: its worker died or hung %d times; last: %s", t.CrashCount+1, why)
 	tr.Run.Result = tr.Result
 	if t.Type != task.Periodic {
@@ -329,19 +340,27 @@ func (r *Recoverer) crashTransition(t *store.RunningTask, why string, res *Resul
 
 // apply writes transitions in batches and returns how many applied.
 func (r *Recoverer) apply(ctx context.Context, ts []store.Transition) (int, error) {
+	applied, err := r.applyEach(ctx, ts)
 	n := 0
+	for _, ok := range applied {
+		if ok {
+			n++
+		}
+	}
+	return n, err
+}
+
+// applyEach writes transitions in batches of 500 and reports which applied.
+func (r *Recoverer) applyEach(ctx context.Context, ts []store.Transition) ([]bool, error) {
+	out := make([]bool, 0, len(ts))
 	for len(ts) > 0 {
 		chunk := ts[:min(len(ts), 500)]
 		ts = ts[len(chunk):]
 		applied, err := r.store.TaskTransition(ctx, chunk)
 		if err != nil {
-			return n, err
+			return out, err
 		}
-		for _, ok := range applied {
-			if ok {
-				n++
-			}
-		}
+		out = append(out, applied...)
 	}
-	return n, nil
+	return out, nil
 }
