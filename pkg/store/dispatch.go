@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/taskd/taskd/pkg/task"
@@ -25,7 +26,7 @@ func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]
 		args = append(args, limit)
 	}
 	args = append(args, limit)
-	ids, err := s.queryIDs(ctx, qClaimCandidates, args...)
+	ids, err := queryIDs(ctx, s.db, qClaimCandidates, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
@@ -70,8 +71,8 @@ func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]
 	return out, rows.Err()
 }
 
-func (s *Store) queryIDs(ctx context.Context, q string, args ...any) ([]int64, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
+func queryIDs(ctx context.Context, db queryer, q string, args ...any) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -107,30 +108,83 @@ type Fence struct {
 	Attempt int
 }
 
-// TaskMarkRunning moves dispatched tasks to running for workerID, each a
-// compare-and-set on (id, attempt, status 1), in one transaction and one
-// round trip. ok[i] reports whether fences[i] won; a loser is a stale or
-// duplicate message.
+// TaskMarkRunning moves dispatched tasks to running for workerID with one
+// fenced compare-and-set over the batch on (id, attempt, status 1), then
+// reads back which rows it won. ok[i] reports whether fences[i] won; a
+// loser is a stale or duplicate message.
 func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []Fence) ([]bool, error) {
-	stmts := make([]string, len(fences))
-	args := make([]any, 0, 3*len(fences))
+	ok := make([]bool, len(fences))
+	ids := make([]int64, len(fences))
 	for i, f := range fences {
-		stmts[i] = qMarkRunning
-		args = append(args, workerID, f.ID, f.Attempt)
+		ids[i] = f.ID
 	}
-	var ok []bool
-	err := s.withConn(ctx, func(c *sql.Conn) error {
-		n, err := execTx(ctx, c, stmts, args, true)
-		if err != nil {
-			return err
+	claimed := map[Fence]bool{}
+	// Each statement names a task once; copies of one message (a retried
+	// push) or two attempts of one task go in later rounds, and lose.
+	for _, round := range distinctRounds(ids) {
+		sub := make([]Fence, len(round))
+		for j, i := range round {
+			sub[j] = fences[i]
 		}
-		ok = affectedOne(n)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
+		token := newToken()
+		args := make([]any, 0, 2+5*len(sub))
+		args = append(args, workerID, token)
+		args = fenceArgs(args, sub, func(int) task.Status { return task.Dispatched })
+		if _, err := s.db.ExecContext(ctx, qMarkRunningHead+fenceWhere(len(sub)), args...); err != nil {
+			return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
+		}
+		won, err := s.wonBy(ctx, sub, token)
+		if err != nil {
+			return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
+		}
+		for j, i := range round {
+			if f := sub[j]; won[f] && !claimed[f] {
+				ok[i], claimed[f] = true, true
+			}
+		}
 	}
 	return ok, nil
+}
+
+// wonBy returns the fences whose rows carry token.
+func (s *Store) wonBy(ctx context.Context, fences []Fence, token uint64, q ...queryer) (map[Fence]bool, error) {
+	var db queryer = s.db
+	if len(q) > 0 {
+		db = q[0]
+	}
+	args := make([]any, 0, len(fences)+1)
+	for _, f := range fences {
+		args = append(args, f.ID)
+	}
+	args = append(args, token)
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(qWonBy, placeholders(len(fences))), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	won := map[Fence]bool{}
+	for rows.Next() {
+		var id int64
+		var attempt int
+		if err := rows.Scan(&id, &attempt); err != nil {
+			return nil, err
+		}
+		won[Fence{ID: id, Attempt: attempt}] = true
+	}
+	return won, rows.Err()
+}
+
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// newToken returns a random non-zero claim token.
+func newToken() uint64 {
+	for {
+		if t := rand.Uint64() >> 1; t != 0 {
+			return t
+		}
+	}
 }
 
 // RetryMode says what a transition does to retry_count.
@@ -178,34 +232,52 @@ type RunRecord struct {
 
 // TaskTransition applies transitions in one transaction and reports which
 // applied. Run rows are written only for transitions that applied, so the
-// run log and the task center never disagree. Two round trips whatever the
-// batch size: the fenced updates, then the run rows and the commit.
+// run log and the task center never disagree. Whatever the batch size it is
+// one fenced UPDATE, one read-back and one INSERT of run rows.
 func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, error) {
-	stmts := make([]string, len(ts))
-	args := make([]any, 0, 14*len(ts))
+	applied := make([]bool, len(ts))
+	// Each statement updates a task at most once: a batch holding two
+	// attempts of one task (a stale one and its successor) goes in rounds.
+	ids := make([]int64, len(ts))
 	for i := range ts {
-		t := &ts[i]
-		var nextAt, nextIn any
-		if !t.NextAt.IsZero() {
-			nextAt = unixArg(t.NextAt)
-		} else if t.NextIn != nil {
-			nextIn = t.NextIn.Microseconds()
-		}
-		stmts[i] = qTransition
-		args = append(args, int(t.To), string(cmpOr(t.Retry, RetryKeep)), string(cmpOr(t.Crash, RetryKeep)),
-			nextAt, nextAt, nextIn, nextIn, t.SetResult, t.Result, int(t.To), int(t.To),
-			t.ID, t.Attempt, int(t.From))
+		ids[i] = ts[i].ID
 	}
-	var applied []bool
-	err := s.withConn(ctx, func(c *sql.Conn) error {
-		n, err := execTx(ctx, c, stmts, args, false)
+	for _, round := range distinctRounds(ids) {
+		sub := make([]Transition, len(round))
+		for j, i := range round {
+			sub[j] = ts[i]
+		}
+		a, err := s.transitionRound(ctx, sub)
+		if err != nil {
+			return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
+		}
+		for j, i := range round {
+			applied[i] = a[j]
+		}
+	}
+	return applied, nil
+}
+
+func (s *Store) transitionRound(ctx context.Context, ts []Transition) ([]bool, error) {
+	token := newToken()
+	q, args := transitionSQL(ts, token)
+	fences := make([]Fence, len(ts))
+	for i := range ts {
+		fences[i] = Fence{ID: ts[i].ID, Attempt: ts[i].Attempt}
+	}
+	applied := make([]bool, len(ts))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+		won, err := s.wonBy(ctx, fences, token, tx)
 		if err != nil {
 			return err
 		}
-		applied = affectedOne(n)
 		runQ := []byte(qRunInsertHead)
 		var runArgs []any
 		for i := range ts {
+			applied[i] = won[fences[i]]
 			if !applied[i] || ts[i].Run == nil {
 				continue
 			}
@@ -217,20 +289,35 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 			runArgs = append(runArgs, ts[i].ID, ts[i].Attempt, r.Code, r.Queue, r.WorkerID, r.Node,
 				r.Duration.Microseconds(), string(r.Outcome), nullString(r.Result), r.Duration.Milliseconds())
 		}
-		tail := []string{"COMMIT"}
 		if len(runArgs) > 0 {
-			tail = []string{string(runQ), "COMMIT"}
-		}
-		if _, err := execMulti(ctx, c, tail, runArgs); err != nil {
-			rollback(c)
-			return fmt.Errorf("insert runs: %w", err)
+			if _, err := tx.ExecContext(ctx, string(runQ), runArgs...); err != nil {
+				return fmt.Errorf("insert runs: %w", err)
+			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
+	return applied, err
+}
+
+// distinctRounds splits the indexes of ids into rounds in which every id
+// appears once: a one-statement batch keyed by CASE id can name a task
+// only once.
+func distinctRounds(ids []int64) [][]int {
+	var rounds [][]int
+	var seen []map[int64]bool
+	for i, id := range ids {
+		r := 0
+		for r < len(rounds) && seen[r][id] {
+			r++
+		}
+		if r == len(rounds) {
+			rounds = append(rounds, nil)
+			seen = append(seen, map[int64]bool{})
+		}
+		rounds[r] = append(rounds[r], i)
+		seen[r][id] = true
 	}
-	return applied, nil
+	return rounds
 }
 
 func cmpOr(a, b RetryMode) RetryMode {
@@ -240,11 +327,14 @@ func cmpOr(a, b RetryMode) RetryMode {
 	return b
 }
 
-func (s *Store) withConn(ctx context.Context, fn func(*sql.Conn) error) error {
-	c, err := s.db.Conn(ctx)
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	return fn(c)
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }

@@ -47,27 +47,23 @@ func (s *Store) taskAction(ctx context.Context, a Actor, action, q string, ids [
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), 1000)]
 		ids = ids[len(chunk):]
-		stmts := make([]string, len(chunk))
-		args := make([]any, 0, len(chunk)+6)
-		for i, id := range chunk {
-			stmts[i] = q
+		token := newToken()
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, token)
+		for _, id := range chunk {
 			args = append(args, id)
 		}
-		err := s.withConn(ctx, func(c *sql.Conn) error {
-			n, err := execTx(ctx, c, stmts, args, false)
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			in := placeholders(len(chunk))
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf(q, in), args...); err != nil {
+				return err
+			}
+			done, err := queryIDs(ctx, tx, fmt.Sprintf(qChangedBy, in), append(args[1:len(args):len(args)], token)...)
 			if err != nil {
 				return err
 			}
-			var done []int64
-			for i, v := range n {
-				if v == 1 {
-					done = append(done, chunk[i])
-				}
-			}
 			detail, _ := json.Marshal(map[string]any{"ids": done, "requested": len(chunk)})
-			if _, err := execMulti(ctx, c, []string{qAuditInsert, "COMMIT"},
-				[]any{a.User, a.Origin, action, idsTarget(chunk), len(done), string(detail)}); err != nil {
-				rollback(c)
+			if _, err := tx.ExecContext(ctx, qAuditInsert, a.User, a.Origin, action, idsTarget(chunk), len(done), string(detail)); err != nil {
 				return err
 			}
 			changed = append(changed, done...)

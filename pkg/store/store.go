@@ -97,10 +97,9 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = st
 	}
-	// One round trip per statement instead of prepare/execute/close, and
-	// many fenced statements per round trip (execBatch).
+	// One round trip per statement instead of prepare/execute/close.
 	cfg.InterpolateParams = true
-	cfg.MultiStatements = true
+	cfg.MultiStatements = false
 	return cfg, nil
 }
 

@@ -24,6 +24,9 @@ CREATE TABLE IF NOT EXISTS task_center (
   attempt          INT UNSIGNED     NOT NULL DEFAULT 0,
   crash_count      INT UNSIGNED     NOT NULL DEFAULT 0,
   worker_id        VARCHAR(128)     NOT NULL DEFAULT '',
+  -- Random per write batch: tells which rows of a one-statement
+  -- compare-and-set over many tasks won.
+  claim_token      BIGINT UNSIGNED  NOT NULL DEFAULT 0,
   dispatched_at    DATETIME(3)      DEFAULT NULL,
   started_at       DATETIME(3)      DEFAULT NULL,
   finished_at      DATETIME(3)      DEFAULT NULL,
