@@ -32,7 +32,9 @@ func TestTransitionSameTaskTwiceInBatch(t *testing.T) {
 	a := insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
 	c := insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
 	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 2 WHERE id IN (?, ?)`, a, c)
-	run := func() *store.RunRecord { return &store.RunRecord{Code: "x", Queue: "x", Outcome: task.OutcomeSucceeded} }
+	run := func() *store.RunRecord {
+		return &store.RunRecord{Code: "x", Queue: "x", Outcome: task.OutcomeSucceeded}
+	}
 	applied, err := st.TaskTransition(b.ctx, []store.Transition{
 		{ID: a, Attempt: 1, From: task.Running, To: task.Succeeded, Run: run()}, // stale
 		{ID: c, Attempt: 2, From: task.Running, To: task.Failed, Retry: store.RetryInc, Run: run()},

@@ -114,36 +114,31 @@ type Fence struct {
 // loser is a stale or duplicate message.
 func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []Fence) ([]bool, error) {
 	ok := make([]bool, len(fences))
-	ids := make([]int64, len(fences))
-	for i, f := range fences {
-		ids[i] = f.ID
+	if len(fences) == 0 {
+		return ok, nil
 	}
-	claimed := map[Fence]bool{}
-	// Each statement names a task once; copies of one message (a retried
-	// push) or two attempts of one task go in later rounds, and lose.
-	for _, round := range distinctRounds(ids) {
-		sub := make([]Fence, len(round))
-		for j, i := range round {
-			sub[j] = fences[i]
-		}
-		token := newToken()
-		args := make([]any, 0, 2+5*len(sub))
-		args = append(args, workerID, token)
-		args = fenceArgs(args, sub, func(int) task.Status { return task.Dispatched })
-		if _, err := s.db.ExecContext(ctx, qMarkRunningHead+fenceWhere(len(sub)), args...); err != nil {
-			return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
-		}
-		won, err := s.wonBy(ctx, sub, token)
-		if err != nil {
-			return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
-		}
-		for j, i := range round {
-			if f := sub[j]; won[f] && !claimed[f] {
-				ok[i], claimed[f] = true, true
-			}
-		}
+	token := newToken()
+	q, args := markRunningSQL(fences, workerID, token)
+	if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
 	}
+	won, err := s.wonBy(ctx, fences, token)
+	if err != nil {
+		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
+	}
+	markWon(ok, fences, won)
 	return ok, nil
+}
+
+// markWon sets ok[i] for the fences in won; of copies of one fence (a
+// retried push) only the first wins.
+func markWon(ok []bool, fences []Fence, won map[Fence]bool) {
+	for i, f := range fences {
+		if won[f] {
+			ok[i] = true
+			delete(won, f)
+		}
+	}
 }
 
 // wonBy returns the fences whose rows carry token.
@@ -236,36 +231,15 @@ type RunRecord struct {
 // one fenced UPDATE, one read-back and one INSERT of run rows.
 func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, error) {
 	applied := make([]bool, len(ts))
-	// Each statement updates a task at most once: a batch holding two
-	// attempts of one task (a stale one and its successor) goes in rounds.
-	ids := make([]int64, len(ts))
-	for i := range ts {
-		ids[i] = ts[i].ID
+	if len(ts) == 0 {
+		return applied, nil
 	}
-	for _, round := range distinctRounds(ids) {
-		sub := make([]Transition, len(round))
-		for j, i := range round {
-			sub[j] = ts[i]
-		}
-		a, err := s.transitionRound(ctx, sub)
-		if err != nil {
-			return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
-		}
-		for j, i := range round {
-			applied[i] = a[j]
-		}
-	}
-	return applied, nil
-}
-
-func (s *Store) transitionRound(ctx context.Context, ts []Transition) ([]bool, error) {
 	token := newToken()
 	q, args := transitionSQL(ts, token)
 	fences := make([]Fence, len(ts))
 	for i := range ts {
 		fences[i] = Fence{ID: ts[i].ID, Attempt: ts[i].Attempt}
 	}
-	applied := make([]bool, len(ts))
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
@@ -274,10 +248,10 @@ func (s *Store) transitionRound(ctx context.Context, ts []Transition) ([]bool, e
 		if err != nil {
 			return err
 		}
+		markWon(applied, fences, won)
 		runQ := []byte(qRunInsertHead)
 		var runArgs []any
 		for i := range ts {
-			applied[i] = won[fences[i]]
 			if !applied[i] || ts[i].Run == nil {
 				continue
 			}
@@ -296,28 +270,10 @@ func (s *Store) transitionRound(ctx context.Context, ts []Transition) ([]bool, e
 		}
 		return nil
 	})
-	return applied, err
-}
-
-// distinctRounds splits the indexes of ids into rounds in which every id
-// appears once: a one-statement batch keyed by CASE id can name a task
-// only once.
-func distinctRounds(ids []int64) [][]int {
-	var rounds [][]int
-	var seen []map[int64]bool
-	for i, id := range ids {
-		r := 0
-		for r < len(rounds) && seen[r][id] {
-			r++
-		}
-		if r == len(rounds) {
-			rounds = append(rounds, nil)
-			seen = append(seen, map[int64]bool{})
-		}
-		rounds[r] = append(rounds[r], i)
-		seen[r][id] = true
+	if err != nil {
+		return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
 	}
-	return rounds
+	return applied, nil
 }
 
 func cmpOr(a, b RetryMode) RetryMode {

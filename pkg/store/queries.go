@@ -99,34 +99,80 @@ var qNextDue = func() string {
 	return b.String()
 }()
 
-// qMarkRunningHead is the fenced 1 -> 2 transition of a batch of tasks:
-// one statement whatever the batch size (per-statement overhead, not row
-// work, dominates the cost of single-row updates). Arguments: worker id,
-// claim token; then qFenceWhere.
-const qMarkRunningHead = `UPDATE task_center SET status = 2, worker_id = ?, claim_token = ?,
-	started_at = NOW(3), last_run_at = NOW(3) WHERE `
-
-// fenceWhere matches rows still at their fence: id IN (...) bounds the
-// statement to primary-key lookups, and the CASEs are the compare-and-set
-// on (id, attempt, status). (A row-constructor IN says the same but costs
-// MariaDB's range optimizer a second for 500 rows.) fenceArgs gives its
-// arguments.
-func fenceWhere(n int) string {
-	when := strings.Repeat(" WHEN ? THEN ?", n)
-	return "id IN (" + placeholders(n) + ") AND attempt = CASE id" + when + " END AND status = CASE id" + when + " END"
+// valuesTable builds a derived table of n rows, for joining a batch of
+// per-task values to task_center by primary key (STRAIGHT_JOIN from the
+// derived table, or the optimizer may scan task_center and probe the
+// derived table instead): one statement for the
+// whole batch, linear in its size. (CASE id WHEN ... per column is
+// quadratic, and a row-constructor IN costs MariaDB's range optimizer a
+// second for 500 rows.) row(i) returns the values of row i, in cols order.
+func valuesTable(n int, cols []string, row func(i int) []any) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, n*len(cols))
+	b.WriteString("(")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString("SELECT ")
+		for j, c := range cols {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("?")
+			if i == 0 {
+				b.WriteString(" AS " + c)
+			}
+		}
+		args = append(args, row(i)...)
+	}
+	b.WriteString(") v")
+	return b.String(), args
 }
 
-func fenceArgs(args []any, fences []Fence, from func(i int) task.Status) []any {
-	for _, f := range fences {
-		args = append(args, f.ID)
-	}
-	for _, f := range fences {
-		args = append(args, f.ID, f.Attempt)
-	}
-	for i, f := range fences {
-		args = append(args, f.ID, int(from(i)))
-	}
-	return args
+// markRunningSQL is the fenced 1 -> 2 transition of a batch of tasks.
+func markRunningSQL(fences []Fence, workerID string, token uint64) (string, []any) {
+	v, args := valuesTable(len(fences), []string{"id", "att"}, func(i int) []any {
+		return []any{fences[i].ID, fences[i].Attempt}
+	})
+	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t ON t.id = v.id
+	SET t.status = 2, t.worker_id = ?, t.claim_token = ?, t.started_at = NOW(3), t.last_run_at = NOW(3)
+	WHERE t.attempt = v.att AND t.status = 1`
+	return q, append(args, workerID, token)
+}
+
+// transitionSQL is one statement applying a batch of fenced transitions.
+// Counter modes: 0 keep, 1 increment, 2 reset.
+func transitionSQL(ts []Transition, token uint64) (string, []any) {
+	mode := map[RetryMode]int{RetryKeep: 0, "": 0, RetryInc: 1, RetryReset: 2}
+	v, args := valuesTable(len(ts), []string{"id", "att", "fr", "st", "rmode", "cmode", "next_at", "next_in", "set_res", "res", "fin", "clr"},
+		func(i int) []any {
+			t := &ts[i]
+			var nextAt, nextIn any
+			if !t.NextAt.IsZero() {
+				nextAt = unixArg(t.NextAt)
+			} else if t.NextIn != nil {
+				nextIn = t.NextIn.Microseconds()
+			}
+			fin := t.To == task.Succeeded || t.To == task.Dead || t.To == task.Cancelled
+			clr := t.To == task.Pending || t.To == task.Failed
+			return []any{t.ID, t.Attempt, int(t.From), int(t.To), mode[t.Retry], mode[t.Crash],
+				nextAt, nextIn, t.SetResult, t.Result, fin, clr}
+		})
+	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t ON t.id = v.id SET
+	t.status = v.st,
+	t.retry_count = CASE v.rmode WHEN 2 THEN 0 WHEN 1 THEN LEAST(t.retry_count + 1, 127) ELSE t.retry_count END,
+	t.crash_count = CASE v.cmode WHEN 2 THEN 0 WHEN 1 THEN t.crash_count + 1 ELSE t.crash_count END,
+	t.plan_next_run_at = CASE
+		WHEN v.next_at IS NOT NULL THEN FROM_UNIXTIME(v.next_at)
+		WHEN v.next_in IS NOT NULL THEN NOW(3) + INTERVAL v.next_in MICROSECOND
+		ELSE t.plan_next_run_at END,
+	t.last_result = IF(v.set_res, v.res, t.last_result),
+	t.finished_at = IF(v.fin, NOW(3), t.finished_at),
+	t.worker_id = IF(v.clr, '', t.worker_id),
+	t.claim_token = ?
+	WHERE t.attempt = v.att AND t.status = v.fr`
+	return q, append(args, token)
 }
 
 // qWonBy reads back which rows of a batch a write with a claim token won.
@@ -134,74 +180,6 @@ const qWonBy = `SELECT id, attempt FROM task_center WHERE id IN (%s) AND claim_t
 
 // qChangedBy reads back the ids an operator action changed.
 const qChangedBy = `SELECT id FROM task_center WHERE id IN (%s) AND claim_token = ? ORDER BY id`
-
-// transitionSQL builds the one statement that applies a batch of fenced
-// transitions with distinct task ids: every column is a CASE on id.
-func transitionSQL(ts []Transition, token uint64) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, 12*len(ts))
-	col := func(name string, expr func(t *Transition) (string, []any)) {
-		fmt.Fprintf(&b, "%s = CASE id", name)
-		for i := range ts {
-			e, a := expr(&ts[i])
-			b.WriteString(" WHEN ? THEN ")
-			b.WriteString(e)
-			args = append(args, ts[i].ID)
-			args = append(args, a...)
-		}
-		fmt.Fprintf(&b, " ELSE %s END,\n", name)
-	}
-	b.WriteString("UPDATE task_center SET\n")
-	col("status", func(t *Transition) (string, []any) { return "?", []any{int(t.To)} })
-	col("retry_count", func(t *Transition) (string, []any) { return counterSQL("retry_count", t.Retry, 127), nil })
-	col("crash_count", func(t *Transition) (string, []any) { return counterSQL("crash_count", t.Crash, 1<<31), nil })
-	col("plan_next_run_at", func(t *Transition) (string, []any) {
-		switch {
-		case !t.NextAt.IsZero():
-			return "FROM_UNIXTIME(?)", []any{unixArg(t.NextAt)}
-		case t.NextIn != nil:
-			return "NOW(3) + INTERVAL ? MICROSECOND", []any{t.NextIn.Microseconds()}
-		}
-		return "plan_next_run_at", nil
-	})
-	col("last_result", func(t *Transition) (string, []any) {
-		if t.SetResult {
-			return "?", []any{t.Result}
-		}
-		return "last_result", nil
-	})
-	col("finished_at", func(t *Transition) (string, []any) {
-		if t.To == task.Succeeded || t.To == task.Dead || t.To == task.Cancelled {
-			return "NOW(3)", nil
-		}
-		return "finished_at", nil
-	})
-	col("worker_id", func(t *Transition) (string, []any) {
-		if t.To == task.Pending || t.To == task.Failed {
-			return "''", nil
-		}
-		return "worker_id", nil
-	})
-	b.WriteString("claim_token = ?\nWHERE ")
-	args = append(args, token)
-	b.WriteString(fenceWhere(len(ts)))
-	fences := make([]Fence, len(ts))
-	for i := range ts {
-		fences[i] = Fence{ID: ts[i].ID, Attempt: ts[i].Attempt}
-	}
-	return b.String(), fenceArgs(args, fences, func(i int) task.Status { return ts[i].From })
-}
-
-// counterSQL is the new value of a counter column for a mode.
-func counterSQL(colName string, m RetryMode, limit int) string {
-	switch m {
-	case RetryReset:
-		return "0"
-	case RetryInc:
-		return fmt.Sprintf("LEAST(%s + 1, %d)", colName, limit)
-	}
-	return colName
-}
 
 const qRunInsertHead = `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, node,
 	started_at, finished_at, outcome, result, duration_ms) VALUES `

@@ -1,0 +1,103 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// The hot-path statements of the task center, for benchstat:
+//
+//	go test -run NONE -bench . ./pkg/store/
+
+func benchEnv(b *testing.B, due int) *testenv.Env {
+	env := testenv.New(b)
+	// Finished history and future tasks the scans must not pay for.
+	env.Exec(b, `INSERT INTO task_center (task_code, payload, status, finished_at)
+		SELECT 'x', '{}', 3, NOW(3) FROM seq_1_to_20000`)
+	env.Exec(b, `INSERT INTO task_center (task_code, payload, plan_next_run_at)
+		SELECT 'x', '{}', NOW(3) + INTERVAL 1 DAY FROM seq_1_to_20000`)
+	if due > 0 {
+		env.Exec(b, `INSERT INTO task_center (task_code, payload) SELECT 'x', '{}' FROM seq_1_to_`+itoa(due))
+	}
+	return env
+}
+
+func itoa(n int) string {
+	var d []byte
+	for ; n > 0; n /= 10 {
+		d = append([]byte{byte('0' + n%10)}, d...)
+	}
+	return string(d)
+}
+
+// BenchmarkClaimNothingDue is the cost of a scheduler pass that finds
+// nothing.
+func BenchmarkClaimNothingDue(b *testing.B) {
+	env := benchEnv(b, 0)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := env.Store.TaskClaimDue(ctx, "bench", 500); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNextDue is the scheduler's sleep-until-due query.
+func BenchmarkNextDue(b *testing.B) {
+	env := benchEnv(b, 0)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := env.Store.NextDue(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClaimBatch claims batches of 500 due tasks; ns/op is per batch.
+func BenchmarkClaimBatch(b *testing.B) {
+	env := benchEnv(b, 500*b.N)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		msgs, err := env.Store.TaskClaimDue(ctx, "bench", 500)
+		if err != nil || len(msgs) != 500 {
+			b.Fatal(len(msgs), err)
+		}
+	}
+	b.ReportMetric(float64(500*b.N)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkMarkRunningAndComplete moves batches of 100 claimed tasks to
+// running, then to succeeded with a run row each; ns/op is per batch.
+func BenchmarkMarkRunningAndComplete(b *testing.B) {
+	env := benchEnv(b, 100*b.N)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		msgs, err := env.Store.TaskClaimDue(ctx, "bench", 100)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fences := make([]store.Fence, len(msgs))
+		ts := make([]store.Transition, len(msgs))
+		for i, m := range msgs {
+			fences[i] = store.Fence{ID: m.ID, Attempt: m.Attempt}
+			ts[i] = store.Transition{ID: m.ID, Attempt: m.Attempt, From: 2, To: 3, SetResult: true, Result: "ok",
+				Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, Outcome: "succeeded"}}
+		}
+		b.StartTimer()
+		if _, err := env.Store.TaskMarkRunning(ctx, "w", fences); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := env.Store.TaskTransition(ctx, ts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "tasks/s")
+}
