@@ -7,6 +7,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"sort"
 	"sync"
 	"testing"
@@ -20,6 +22,9 @@ import (
 )
 
 func noop(context.Context, *handler.Request) (string, error) { return "", nil }
+
+// quiet keeps the components' logs out of the benchmark output.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func subs(n int) []producer.Submission {
 	s := make([]producer.Submission, n)
@@ -76,8 +81,8 @@ func BenchmarkBurnDown(b *testing.B) {
 	}
 	reg := handler.NewRegistry()
 	reg.Register("noop", handler.Func(noop))
-	w := worker.New(worker.Config{Node: "bench", Queues: map[string]int{"noop": 100}, Handlers: reg}, env.Store, env.Broker)
-	s := scheduler.New(scheduler.Config{Node: "bench", BatchSize: 1000, PollInterval: 10 * time.Millisecond}, env.Store, env.Broker)
+	w := worker.New(worker.Config{Node: "bench", Queues: map[string]int{"noop": 100}, Handlers: reg, Logger: quiet}, env.Store, env.Broker)
+	s := scheduler.New(scheduler.Config{Node: "bench", BatchSize: 1000, PollInterval: 10 * time.Millisecond, Logger: quiet}, env.Store, env.Broker)
 	b.ResetTimer()
 	if err := w.Start(ctx); err != nil {
 		b.Fatal(err)
@@ -102,8 +107,8 @@ func BenchmarkSteadyLatency(b *testing.B) {
 	p := producer.New(env.Store, env.Broker, producer.Options{})
 	reg := handler.NewRegistry()
 	reg.Register("noop", handler.Func(noop))
-	w := worker.New(worker.Config{Node: "bench", Queues: map[string]int{"noop": 100}, Handlers: reg}, env.Store, env.Broker)
-	s := scheduler.New(scheduler.Config{Node: "bench", BatchSize: 1000}, env.Store, env.Broker)
+	w := worker.New(worker.Config{Node: "bench", Queues: map[string]int{"noop": 100}, Handlers: reg, Logger: quiet}, env.Store, env.Broker)
+	s := scheduler.New(scheduler.Config{Node: "bench", BatchSize: 1000, Logger: quiet}, env.Store, env.Broker)
 	if err := w.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
