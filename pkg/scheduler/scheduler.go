@@ -134,9 +134,8 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 					continue
 				}
 				if time.Now().Add(d).Before(deadline) {
-					if !timer.Stop() {
-						<-timer.C
-					}
+					// Reset drops a pending expiry (Go 1.23 timers): a
+					// Stop-then-drain here could block forever.
 					deadline = time.Now().Add(d)
 					timer.Reset(d)
 				}
