@@ -114,6 +114,33 @@ func joinIDs(ids []int64) string {
 	return strings.Join(s, ",")
 }
 
+// bulkAction is the body of a command acting on task ids or a filter.
+// destructive actions always ask; others ask only for a filter.
+func (a *App) bulkAction(sel *selection, verb string, destructive bool,
+	act func(o *ops.Ops, cmd *cobra.Command, ids []int64) (ops.Change, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		o, closeFn, err := a.ops(cmd)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		ids, err := sel.ids(cmd, o, args)
+		if err != nil {
+			return err
+		}
+		if destructive || len(args) == 0 {
+			if err := a.confirm(sel.yes, fmt.Sprintf("%s %d tasks", verb, len(ids))); err != nil {
+				return err
+			}
+		}
+		c, err := act(o, cmd, ids)
+		if err != nil {
+			return err
+		}
+		return a.printChange(c)
+	}
+}
+
 func (a *App) retryCmd() *cobra.Command {
 	var sel selection
 	cmd := &cobra.Command{
@@ -121,27 +148,9 @@ func (a *App) retryCmd() *cobra.Command {
 		Short: "Send dead, failed or cancelled tasks back to pending (retry count reset)",
 		Example: `  taskd retry 42 43
   taskd retry --status dead --queue send_email --yes`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o, closeFn, err := a.ops(cmd)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			ids, err := sel.ids(cmd, o, args)
-			if err != nil {
-				return err
-			}
-			if len(args) == 0 {
-				if err := a.confirm(sel.yes, fmt.Sprintf("retry %d tasks", len(ids))); err != nil {
-					return err
-				}
-			}
-			c, err := o.Retry(cmd.Context(), ids)
-			if err != nil {
-				return err
-			}
-			return a.printChange(c)
-		},
+		RunE: a.bulkAction(&sel, "retry", false, func(o *ops.Ops, cmd *cobra.Command, ids []int64) (ops.Change, error) {
+			return o.Retry(cmd.Context(), ids)
+		}),
 	}
 	sel.register(cmd)
 	return cmd
@@ -154,25 +163,9 @@ func (a *App) killCmd() *cobra.Command {
 		Short: "Cancel tasks; a running one is stopped wherever it runs",
 		Example: `  taskd kill 42
   taskd kill --status pending --code report --yes`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o, closeFn, err := a.ops(cmd)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			ids, err := sel.ids(cmd, o, args)
-			if err != nil {
-				return err
-			}
-			if err := a.confirm(sel.yes, fmt.Sprintf("kill %d tasks", len(ids))); err != nil {
-				return err
-			}
-			c, err := o.Kill(cmd.Context(), ids)
-			if err != nil {
-				return err
-			}
-			return a.printChange(c)
-		},
+		RunE: a.bulkAction(&sel, "kill", true, func(o *ops.Ops, cmd *cobra.Command, ids []int64) (ops.Change, error) {
+			return o.Kill(cmd.Context(), ids)
+		}),
 	}
 	sel.register(cmd)
 	return cmd

@@ -12,11 +12,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/cronspec"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -74,10 +74,7 @@ type Recoverer struct {
 	broker *broker.Broker
 	clock  *store.Clock
 	log    *slog.Logger
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	runner startstop.Runner
 }
 
 // New returns a recoverer.
@@ -96,18 +93,8 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Recoverer {
 
 // Start runs passes every Interval until Stop.
 func (r *Recoverer) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
-		return fmt.Errorf("recovery already started")
-	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(r.cfg.Interval)
-		defer t.Stop()
-		for {
+	return r.runner.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, r.cfg.Interval, func(ctx context.Context) {
 			res, err := r.RunOnce(ctx)
 			if err != nil && ctx.Err() == nil {
 				r.log.Error("recovery pass failed", "err", err)
@@ -115,27 +102,12 @@ func (r *Recoverer) Start(ctx context.Context) error {
 				r.log.Warn("recovered lost work", "redispatched", res.Redispatched, "recovered", res.Recovered,
 					"poisoned", res.Poisoned, "orphans", res.Orphans, "dead_workers", res.DeadWorkers, "redis_reset", res.RedisReset)
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return nil
+		})
+	})
 }
 
 // Stop stops the loop. Safe to call twice or without Start.
-func (r *Recoverer) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (r *Recoverer) Stop() { r.runner.Stop() }
 
 // RunOnce makes one recovery pass.
 func (r *Recoverer) RunOnce(ctx context.Context) (Result, error) {

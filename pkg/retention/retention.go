@@ -7,12 +7,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 )
 
@@ -50,10 +49,7 @@ type Retention struct {
 	store  *store.Store
 	locker lock.Locker
 	log    *slog.Logger
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	runner startstop.Runner
 }
 
 // New returns a retention duty that coordinates through locker.
@@ -70,18 +66,8 @@ func New(cfg Config, s *store.Store, l lock.Locker) *Retention {
 
 // Start runs a pass every Interval until Stop.
 func (r *Retention) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
-		return fmt.Errorf("retention already started")
-	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(r.cfg.Interval)
-		defer t.Stop()
-		for {
+	return r.runner.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, r.cfg.Interval, func(ctx context.Context) {
 			res, err := r.RunOnce(ctx)
 			switch {
 			case err != nil && ctx.Err() == nil:
@@ -89,27 +75,12 @@ func (r *Retention) Start(ctx context.Context) error {
 			case res.Tasks+res.Runs > 0:
 				r.log.Info("old tasks deleted", "tasks", res.Tasks, "runs", res.Runs)
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return nil
+		})
+	})
 }
 
 // Stop stops the loop. Safe to call twice or without Start.
-func (r *Retention) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (r *Retention) Stop() { r.runner.Stop() }
 
 // RunOnce deletes everything past its age, in batches, if this node gets
 // the lock; another node holding it is not an error.

@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -48,10 +48,7 @@ type Scheduler struct {
 
 	seq        atomic.Uint64
 	dispatched atomic.Int64
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	runner     startstop.Runner
 }
 
 // New returns a scheduler.
@@ -69,34 +66,16 @@ func (s *Scheduler) Dispatched() int64 { return s.dispatched.Load() }
 
 // Start runs the dispatch loop until Stop or ctx is done.
 func (s *Scheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done != nil {
-		return fmt.Errorf("scheduler already started")
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	wake, closeSub := s.broker.Wakeups(ctx)
-	go func() {
-		defer close(s.done)
+	return s.runner.Start(ctx, func(ctx context.Context) {
+		wake, closeSub := s.broker.Wakeups(ctx)
 		defer closeSub()
 		s.loop(ctx, wake)
-	}()
-	return nil
+	})
 }
 
 // Stop stops the loop and waits for it. Safe to call twice or without
 // Start.
-func (s *Scheduler) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (s *Scheduler) Stop() { s.runner.Stop() }
 
 func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 	timer := time.NewTimer(0)
