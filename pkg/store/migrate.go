@@ -90,6 +90,11 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 		if have[m.Version] {
 			continue
 		}
+		if m.Version == 1 {
+			if _, err := adoptSeedTable(ctx, conn); err != nil {
+				return applied, err
+			}
+		}
 		for _, stmt := range splitStatements(m.SQL) {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
 				return applied, fmt.Errorf("migration %s: %w", m.Name, err)

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// A team moving from the seed design already has a task_center table,
+// full of tasks. Migrate adopts it instead of failing later on missing
+// columns: it adds taskd's columns (all with defaults, so existing rows
+// and PHP producers keep working), widens the time columns to
+// milliseconds and adds taskd's indexes. The seed's own indexes stay.
+
+// adoptColumns are the columns taskd adds to a seed table, as in
+// migrations/0001_task_center.sql.
+var adoptColumns = []struct{ name, def string }{
+	{"queue", "VARCHAR(64) NOT NULL DEFAULT ''"},
+	{"unique_key", "VARCHAR(191) DEFAULT NULL"},
+	{"timezone", "VARCHAR(64) NOT NULL DEFAULT ''"},
+	{"attempt", "INT UNSIGNED NOT NULL DEFAULT 0"},
+	{"crash_count", "INT UNSIGNED NOT NULL DEFAULT 0"},
+	{"worker_id", "VARCHAR(128) NOT NULL DEFAULT ''"},
+	{"claim_token", "BIGINT UNSIGNED NOT NULL DEFAULT 0"},
+	{"dispatched_at", "DATETIME(3) DEFAULT NULL"},
+	{"started_at", "DATETIME(3) DEFAULT NULL"},
+	{"finished_at", "DATETIME(3) DEFAULT NULL"},
+}
+
+// adoptModify widens the seed's columns.
+const adoptModify = `ALTER TABLE task_center
+	MODIFY plan_next_run_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+	MODIFY last_run_at DATETIME(3) DEFAULT NULL,
+	MODIFY last_result MEDIUMTEXT DEFAULT NULL,
+	MODIFY created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+	MODIFY updated_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)`
+
+var adoptIndexes = []struct{ name, def string }{
+	{"uk_code_unique", "UNIQUE KEY uk_code_unique (task_code, unique_key)"},
+	{"idx_claim", "KEY idx_claim (status, priority, plan_next_run_at)"},
+	{"idx_status_dispatched", "KEY idx_status_dispatched (status, dispatched_at)"},
+	{"idx_finished", "KEY idx_finished (finished_at)"},
+}
+
+// adoptSeedTable upgrades an existing task_center that lacks taskd's
+// columns. It returns whether it changed anything.
+func adoptSeedTable(ctx context.Context, c *sql.Conn) (bool, error) {
+	cols, err := names(ctx, c, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center'`)
+	if err != nil || len(cols) == 0 {
+		return false, err // no table: migration 1 creates it
+	}
+	if cols["attempt"] {
+		return false, nil // already taskd's
+	}
+	for _, col := range []string{"task_code", "task_type", "payload", "status", "plan_next_run_at"} {
+		if !cols[col] {
+			return false, fmt.Errorf("a table task_center exists but has no column %s: it is not the seed design's task table; use another database", col)
+		}
+	}
+	for _, col := range adoptColumns {
+		if !cols[col.name] {
+			if _, err := c.ExecContext(ctx, "ALTER TABLE task_center ADD COLUMN "+col.name+" "+col.def); err != nil {
+				return false, fmt.Errorf("adopt task_center: add %s: %w", col.name, err)
+			}
+		}
+	}
+	if _, err := c.ExecContext(ctx, adoptModify); err != nil {
+		return false, fmt.Errorf("adopt task_center: widen time columns: %w", err)
+	}
+	idx, err := names(ctx, c, `SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center'`)
+	if err != nil {
+		return false, err
+	}
+	for _, ix := range adoptIndexes {
+		if !idx[ix.name] {
+			if _, err := c.ExecContext(ctx, "ALTER TABLE task_center ADD "+ix.def); err != nil {
+				return false, fmt.Errorf("adopt task_center: add index %s: %w", ix.name, err)
+			}
+		}
+	}
+	return true, nil
+}
+
+func names(ctx context.Context, c *sql.Conn, q string) (map[string]bool, error) {
+	rows, err := c.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read schema: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("read schema: %w", err)
+		}
+		out[n] = true
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,106 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// The task table of the seed design, as its article creates it.
+const seedTable = `CREATE TABLE task_center (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  task_code VARCHAR(64) NOT NULL COMMENT 'task code',
+  task_type TINYINT NOT NULL DEFAULT 0,
+  payload JSON NOT NULL,
+  cron_expr VARCHAR(100) DEFAULT NULL,
+  priority TINYINT NOT NULL DEFAULT 5,
+  delay INT NOT NULL DEFAULT 0,
+  timeout INT NOT NULL DEFAULT 300,
+  max_retry TINYINT NOT NULL DEFAULT 3,
+  retry_count TINYINT NOT NULL DEFAULT 0,
+  status TINYINT NOT NULL DEFAULT 0,
+  plan_next_run_at DATETIME NOT NULL,
+  last_run_at DATETIME DEFAULT NULL,
+  last_result TEXT DEFAULT NULL,
+  created_at DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  updated_at DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (id),
+  KEY idx_status_next (status, plan_next_run_at),
+  KEY idx_task_type (task_type)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
+
+// A team moving from the seed design keeps its table and its backlog:
+// migrate adopts the table, and the rows already in it run.
+func TestMigrateAdoptsSeedTable(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t) // a migrated database; make a bare one beside it
+	ctx := context.Background()
+	cfg, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	cfg.DBName += "_seed"
+	admin := env.Store.DB()
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+cfg.DBName)
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+cfg.DBName) })
+
+	raw, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	defer raw.Close()
+	_, err = raw.ExecContext(ctx, seedTable)
+	require.NoError(t, err)
+	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, cron_expr, priority, timeout,
+		max_retry, plan_next_run_at, status) VALUES ('send_email', 0, '{"to":"a@b.c"}', NULL, 5, 300, 3, NOW(), 0),
+		('report', 1, '{}', '0 2 * * *', 5, 300, 3, NOW() + INTERVAL 1 DAY, 0)`)
+	require.NoError(t, err)
+
+	st, err := store.Open(ctx, cfg.FormatDSN(), store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	applied, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, applied)
+	again, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Empty(t, again, "idempotent")
+
+	msgs, err := st.TaskClaimDue(ctx, "c", 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "the due seed row is claimable; the future cron row is not")
+	require.Equal(t, "send_email", msgs[0].Queue)
+	require.Equal(t, 1, msgs[0].Attempt)
+	tk, err := st.TaskGet(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, task.Periodic, tk.Type)
+	require.Equal(t, "0 2 * * *", tk.CronExpr)
+}
+
+// A table named task_center that is not a task table is refused.
+func TestMigrateRefusesForeignTable(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	cfg, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	cfg.DBName += "_other"
+	admin := env.Store.DB()
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+cfg.DBName)
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+cfg.DBName) })
+	raw, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	defer raw.Close()
+	_, err = raw.ExecContext(ctx, `CREATE TABLE task_center (id INT PRIMARY KEY, name TEXT)`)
+	require.NoError(t, err)
+	st, err := store.Open(ctx, cfg.FormatDSN(), store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.Migrate(ctx)
+	require.ErrorContains(t, err, "not the seed design's task table")
+}
