@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/ops"
@@ -21,12 +23,22 @@ import (
 	"github.com/taskd/taskd/pkg/worker"
 )
 
-// TestMain reaps the orphans of killed exec handlers, as `taskd run` does.
+// TestMain reaps the orphans of killed exec handlers, as `taskd run` does,
+// and checks that no goroutine outlives the tests but the reaper's.
 func TestMain(m *testing.M) {
-	if err := handler.StartReaper(context.Background()); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := handler.StartReaper(ctx); err != nil {
 		panic(err)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	cancel()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("os/signal.signal_recv")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 type testBundle struct {

