@@ -25,6 +25,8 @@ var adoptColumns = []struct{ name, def string }{
 	{"dispatched_at", "DATETIME(3) DEFAULT NULL"},
 	{"started_at", "DATETIME(3) DEFAULT NULL"},
 	{"finished_at", "DATETIME(3) DEFAULT NULL"},
+	{"claim_key", "DATETIME(3) GENERATED ALWAYS AS (IF(status IN (0, 4), plan_next_run_at, NULL)) VIRTUAL"},
+	{"inflight_at", "DATETIME(3) GENERATED ALWAYS AS (IF(status IN (1, 2), dispatched_at, NULL)) VIRTUAL"},
 }
 
 // adoptModify widens the seed's columns.
@@ -37,8 +39,8 @@ const adoptModify = `ALTER TABLE task_center
 
 var adoptIndexes = []struct{ name, def string }{
 	{"uk_code_unique", "UNIQUE KEY uk_code_unique (task_code, unique_key)"},
-	{"idx_claim", "KEY idx_claim (status, priority, plan_next_run_at)"},
-	{"idx_status_dispatched", "KEY idx_status_dispatched (status, dispatched_at)"},
+	{"idx_claim", "KEY idx_claim (priority, claim_key)"},
+	{"idx_inflight", "KEY idx_inflight (inflight_at)"},
 	{"idx_finished", "KEY idx_finished (finished_at)"},
 }
 

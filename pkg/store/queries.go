@@ -34,31 +34,26 @@ const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 	COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
 
 // qClaimCandidates selects due tasks in priority, then due-time order. It is
-// a union of one branch per (status, priority) so that each branch reads one
-// bounded range of idx_claim: the cost is proportional to the batch, never
-// to the number of future or finished rows.
+// a union of one branch per priority so that each branch reads one bounded
+// range of idx_claim: the cost is proportional to the batch, never to the
+// number of future or finished rows (whose claim_key is NULL or later).
 var qClaimCandidates = func() string {
 	var b strings.Builder
 	b.WriteString("SELECT id FROM (")
-	first := true
-	for _, st := range []int{0, 4} {
-		for p := 0; p <= 9; p++ {
-			if !first {
-				b.WriteString(" UNION ALL ")
-			}
-			first = false
-			fmt.Fprintf(&b, "(SELECT id, priority, plan_next_run_at FROM task_center FORCE INDEX (idx_claim)"+
-				" WHERE status = %d AND priority = %d AND plan_next_run_at <= NOW(3)"+
-				" ORDER BY plan_next_run_at LIMIT ?)", st, p)
+	for p := 0; p <= 9; p++ {
+		if p > 0 {
+			b.WriteString(" UNION ALL ")
 		}
+		fmt.Fprintf(&b, "(SELECT id, priority, claim_key FROM task_center FORCE INDEX (idx_claim)"+
+			" WHERE priority = %d AND claim_key <= NOW(3) ORDER BY claim_key LIMIT ?)", p)
 	}
-	b.WriteString(") c ORDER BY priority, plan_next_run_at LIMIT ?")
+	b.WriteString(") c ORDER BY priority, claim_key LIMIT ?")
 	return b.String()
 }()
 
 // claimCandidateArgs is the number of LIMIT placeholders in qClaimCandidates
 // before the outer one.
-const claimCandidateArgs = 20
+const claimCandidateArgs = 10
 
 // qClaimUpdate is the compare-and-set that claims candidates: only rows
 // still pending (or failed and due) move, so of several schedulers racing
@@ -82,18 +77,16 @@ const qClaimed = `SELECT id, attempt, task_code, task_type, queue, payload, COAL
 	ORDER BY priority, plan_next_run_at, id`
 
 // qNextDue returns seconds until the earliest pending or failed task is due
-// (negative when overdue, NULL when none): one index dive per (status,
-// priority) of idx_claim.
+// (negative when overdue, NULL when none): one index dive per priority of
+// idx_claim.
 var qNextDue = func() string {
 	var b strings.Builder
 	b.WriteString("SELECT UNIX_TIMESTAMP(MIN(t)) - UNIX_TIMESTAMP(NOW(3)) FROM (")
-	for i, st := range []int{0, 4} {
-		for p := 0; p <= 9; p++ {
-			if i+p > 0 {
-				b.WriteString(" UNION ALL ")
-			}
-			fmt.Fprintf(&b, "(SELECT MIN(plan_next_run_at) AS t FROM task_center WHERE status = %d AND priority = %d)", st, p)
+	for p := 0; p <= 9; p++ {
+		if p > 0 {
+			b.WriteString(" UNION ALL ")
 		}
+		fmt.Fprintf(&b, "(SELECT MIN(claim_key) AS t FROM task_center WHERE priority = %d)", p)
 	}
 	b.WriteString(") m")
 	return b.String()
@@ -200,16 +193,16 @@ func placeholders(n int) string {
 
 // qStuckDispatched lists tasks dispatched before a cutoff, oldest first.
 const qStuckDispatched = `SELECT id, attempt, task_code, queue, UNIX_TIMESTAMP(dispatched_at)
-	FROM task_center WHERE status = 1 AND dispatched_at < NOW(3) - INTERVAL ? MICROSECOND
-	ORDER BY dispatched_at LIMIT ?`
+	FROM task_center WHERE inflight_at < NOW(3) - INTERVAL ? MICROSECOND AND status = 1
+	ORDER BY inflight_at LIMIT ?`
 
 // qRunning lists running tasks in dispatch order after a keyset position,
 // with whether each is past its timeout plus a grace.
 const qRunning = `SELECT id, attempt, task_code, queue, task_type, COALESCE(cron_expr, ''), timezone,
 	worker_id, crash_count, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(dispatched_at),
 	started_at + INTERVAL timeout SECOND + INTERVAL ? MICROSECOND < NOW(3)
-	FROM task_center WHERE status = 2 AND (dispatched_at, id) > (FROM_UNIXTIME(?), ?)
-	ORDER BY dispatched_at, id LIMIT ?`
+	FROM task_center WHERE inflight_at >= FROM_UNIXTIME(?) AND (inflight_at, id) > (FROM_UNIXTIME(?), ?)
+	AND status = 2 ORDER BY inflight_at, id LIMIT ?`
 
 // qPurgeTasks deletes one batch of finished tasks (succeeded or cancelled)
 // older than a cutoff, along idx_finished. Dead tasks wait for an operator

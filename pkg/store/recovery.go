@@ -68,7 +68,7 @@ func (s *Store) TaskListRunning(ctx context.Context, grace time.Duration, after 
 	if from.IsZero() {
 		from = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	rows, err := s.db.QueryContext(ctx, qRunning, grace.Microseconds(), unixArg(from), after.ID, limit)
+	rows, err := s.db.QueryContext(ctx, qRunning, grace.Microseconds(), unixArg(from), unixArg(from), after.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list running tasks: %w", err)
 	}
