@@ -32,6 +32,3 @@ func (c *Clock) Sync(ctx context.Context) error {
 
 // Now is the database's current time as seen from this node.
 func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
-
-// Offset is the database clock minus the local clock.
-func (c *Clock) Offset() time.Duration { return time.Duration(c.offset.Load()) }

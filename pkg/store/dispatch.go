@@ -122,7 +122,7 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 	if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
 		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
 	}
-	won, err := s.wonBy(ctx, fences, token)
+	won, err := wonBy(ctx, s.db, fences, token)
 	if err != nil {
 		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
 	}
@@ -142,11 +142,7 @@ func markWon(ok []bool, fences []Fence, won map[Fence]bool) {
 }
 
 // wonBy returns the fences whose rows carry token.
-func (s *Store) wonBy(ctx context.Context, fences []Fence, token uint64, q ...queryer) (map[Fence]bool, error) {
-	var db queryer = s.db
-	if len(q) > 0 {
-		db = q[0]
-	}
+func wonBy(ctx context.Context, db queryer, fences []Fence, token uint64) (map[Fence]bool, error) {
 	args := make([]any, 0, len(fences)+1)
 	for _, f := range fences {
 		args = append(args, f.ID)
@@ -244,7 +240,7 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
-		won, err := s.wonBy(ctx, fences, token, tx)
+		won, err := wonBy(ctx, tx, fences, token)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,6 @@ type Code string
 const (
 	CodeInvalid  Code = "invalid"   // bad input: nothing was written
 	CodeNotFound Code = "not_found" // the task, queue or lock does not exist
-	CodeConflict Code = "conflict"  // the state changed under the caller
 	CodeInternal Code = "internal"  // anything else: a dependency failed
 )
 
@@ -32,11 +31,6 @@ func Invalidf(format string, args ...any) error {
 // NotFoundf reports a missing object.
 func NotFoundf(format string, args ...any) error {
 	return &Error{Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
-}
-
-// Conflictf reports a state that changed under the caller.
-func Conflictf(format string, args ...any) error {
-	return &Error{Code: CodeConflict, Message: fmt.Sprintf(format, args...)}
 }
 
 // ErrorCode returns the Code of the first *Error in err's chain, or

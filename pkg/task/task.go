@@ -167,5 +167,4 @@ const (
 	OutcomeInterrupted Outcome = "interrupted" // handed back on shutdown, no retry counted
 	OutcomeCancelled   Outcome = "cancelled"   // killed by an operator
 	OutcomeCrashed     Outcome = "crashed"     // its worker died; found by recovery
-	OutcomeStale       Outcome = "stale"       // finished after the task was taken from it: write rejected
 )

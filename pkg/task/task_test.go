@@ -274,7 +274,6 @@ func TestErrorCode(t *testing.T) {
 
 	require.Equal(t, task.CodeInvalid, task.ErrorCode(task.Invalidf("bad %d", 1)))
 	require.Equal(t, task.CodeNotFound, task.ErrorCode(task.NotFoundf("gone")))
-	require.Equal(t, task.CodeConflict, task.ErrorCode(task.Conflictf("moved")))
 	require.Equal(t, task.CodeInternal, task.ErrorCode(fmt.Errorf("plain")))
 	require.Equal(t, task.CodeInternal, task.ErrorCode(nil))
 
