@@ -57,7 +57,7 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	cmd.Dir = e.Dir
 	// TASK_* come last: on duplicates the last wins, and they are the
 	// contract with the handler.
-	cmd.Env = append(append(os.Environ(), e.Env...),
+	cmd.Env = append(append(inheritedEnv(), e.Env...),
 		"TASK_ID="+strconv.FormatInt(r.ID, 10),
 		"TASK_CODE="+r.Code,
 		"TASK_ATTEMPT="+strconv.Itoa(r.Attempt),
@@ -146,4 +146,17 @@ func ctxErr(ctx context.Context) error {
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	return strings.ToValidUTF8(s[strings.LastIndexByte(s, '\n')+1:], "")
+}
+
+// inheritedEnv is the daemon's environment without its own TASKD_*
+// variables: they may hold the task center's and Redis's credentials, which
+// a handler has no business reading.
+func inheritedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TASKD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

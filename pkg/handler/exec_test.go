@@ -206,3 +206,13 @@ func TestExecContextAlreadyDone(t *testing.T) {
 	_, err := (&Exec{Argv: sh(`echo never`)}).Handle(ctx, testRequest())
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// The daemon's TASKD_* variables (credentials) do not reach handlers.
+func TestExecDoesNotLeakDaemonSecrets(t *testing.T) {
+	t.Setenv("TASKD_MYSQL_DSN", "secret:pw@tcp(db)/taskd")
+	t.Setenv("OTHER_VAR", "kept")
+	h := &Exec{Argv: sh(`echo "dsn=[$TASKD_MYSQL_DSN] other=[$OTHER_VAR] id=[$TASK_ID]"`)}
+	out, err := h.Handle(context.Background(), testRequest())
+	require.NoError(t, err)
+	require.Contains(t, out, "dsn=[] other=[kept] id=[")
+}
