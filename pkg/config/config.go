@@ -318,6 +318,9 @@ func (c *Config) Validate() error {
 		}
 		c.Node.ID = h
 	}
+	if len(c.Node.ID) > 100 {
+		c.Node.ID = c.Node.ID[:100] // task_run.node and claim ids hold 128 characters
+	}
 	for _, r := range c.Node.Roles {
 		if !slices.Contains(Roles, r) {
 			return task.Invalidf("config node.roles: unknown role %q (want some of %s)", r, strings.Join(Roles, ", "))

@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/taskd/taskd/pkg/cronspec"
@@ -57,7 +58,9 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 			result += "\n" + e.output
 		}
 	}
-	t.SetResult, t.Result = true, handler.Truncate(result, p.outputLimit)
+	// Output is arbitrary bytes; a utf8mb4 column refuses invalid UTF-8, and
+	// a refused batch would hold every other result back.
+	t.SetResult, t.Result = true, handler.Truncate(strings.ToValidUTF8(result, "\uFFFD"), p.outputLimit)
 	run.Result, run.Duration = t.Result, e.duration
 
 	switch {

@@ -75,7 +75,11 @@ func NewID() string {
 	host, _ := os.Hostname()
 	b := make([]byte, 4)
 	rand.Read(b)
-	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b))
+	host = cmp.Or(host, "host")
+	if len(host) > 96 { // worker_id columns hold 128 characters
+		host = host[:96]
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
 // Stats are the worker's counters.

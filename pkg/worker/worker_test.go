@@ -352,3 +352,18 @@ func TestResultWriteRetried(t *testing.T) {
 	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
 	require.Equal(t, "written late", b.task(t, id).LastResult)
 }
+
+// Output that is not valid UTF-8 (a binary dump, a truncated multibyte
+// character) is stored, not refused by the utf8mb4 column: a refused write
+// would hold back every result of the batch.
+func TestBinaryOutputIsStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("bin", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		return "ok \xff\xfe\x00 caf\xc3", nil
+	}))
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "bin"})
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	require.Equal(t, "ok \uFFFD\x00 caf\uFFFD", b.task(t, id).LastResult)
+}
