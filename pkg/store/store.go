@@ -12,6 +12,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -152,4 +153,16 @@ func nullUnix(ns sql.NullString) *time.Time {
 	}
 	t := parseUnix(ns.String)
 	return &t
+}
+
+// transientErrors are server errors that go away by themselves: lock waits,
+// deadlocks, a server shutting down or read-only during a failover.
+var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true}
+
+// IsRejected reports whether the server refused a statement for what it
+// holds (a value it cannot store, say): retrying the same statement cannot
+// succeed. Connection errors and transient server errors are not rejections.
+func IsRejected(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && !transientErrors[me.Number]
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/store"
 )
 
@@ -122,6 +123,10 @@ func (c *completer) write(batch []completion) {
 		if err == nil {
 			break
 		}
+		if store.IsRejected(err) {
+			c.rejected(batch, err)
+			return
+		}
 		select {
 		case <-c.quit:
 			if time.Now().After(c.giveUp) {
@@ -149,4 +154,33 @@ func (c *completer) write(batch []completion) {
 		// fence when recovery looks at them.
 		c.log.Warn("ack finished messages", "err", err)
 	}
+}
+
+// rejected handles a batch the server refused outright: retrying it as is
+// cannot succeed, and must not hold back the other results. A batch is split
+// to find the culprit; the culprit is written once more with a short result
+// in place of its output, and given up on (recovery re-runs its task) if even
+// that is refused.
+func (c *completer) rejected(batch []completion, err error) {
+	if len(batch) > 1 {
+		for _, cp := range batch {
+			c.write([]completion{cp})
+		}
+		return
+	}
+	cp := batch[0]
+	note := "result not stored: " + handler.Truncate(err.Error(), 500)
+	if cp.tr.Result == note {
+		c.log.Error("result refused by the task center; recovery will re-run the task",
+			"task_id", cp.tr.ID, "attempt", cp.tr.Attempt, "err", err)
+		return
+	}
+	c.log.Warn("result refused by the task center; storing a note instead", "task_id", cp.tr.ID, "err", err)
+	cp.tr.Result = note
+	if cp.tr.Run != nil {
+		run := *cp.tr.Run
+		run.Result = note
+		cp.tr.Run = &run
+	}
+	c.write([]completion{cp})
 }

@@ -1,0 +1,52 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// A result the server refuses (here: bytes a utf8mb4 column rejects) does
+// not hold back the others of its batch, and its task is still finished,
+// with a note in place of the output.
+func TestRefusedResultDoesNotJamTheBatch(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	p := producer.New(env.Store, nil, producer.Options{})
+	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "x"}, {Code: "x"}})
+	require.NoError(t, err)
+	msgs, err := env.Store.TaskClaimDue(ctx, "c", 10)
+	require.NoError(t, err)
+	fences := []store.Fence{{ID: msgs[0].ID, Attempt: msgs[0].Attempt}, {ID: msgs[1].ID, Attempt: msgs[1].Attempt}}
+	_, err = env.Store.TaskMarkRunning(ctx, "w", fences)
+	require.NoError(t, err)
+
+	var stale atomic.Int64
+	c := newCompleter(env.Store, env.Broker, "w", slog.New(slog.NewTextHandler(io.Discard, nil)), &stale)
+	done := func(id int64, attempt int, result string) completion {
+		return completion{queue: "x", raw: "m", tr: store.Transition{ID: id, Attempt: attempt, From: task.Running,
+			To: task.Succeeded, SetResult: true, Result: result,
+			Run: &store.RunRecord{Code: "x", Queue: "x", Outcome: task.OutcomeSucceeded, Result: result}}}
+	}
+	c.write([]completion{done(rs[0].ID, 1, "fine"), done(rs[1].ID, 1, "bad \xff\xfe")})
+
+	t0, err := env.Store.TaskGet(ctx, rs[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Succeeded, t0.Status)
+	require.Equal(t, "fine", t0.LastResult)
+	t1, err := env.Store.TaskGet(ctx, rs[1].ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Succeeded, t1.Status)
+	require.Contains(t, t1.LastResult, "result not stored")
+	require.Equal(t, 2, env.Count(t, `SELECT COUNT(*) FROM task_run`))
+}
