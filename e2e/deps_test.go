@@ -1,15 +1,15 @@
 package e2e
 
 import (
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 // A daemon started before Redis (a host boot, a failover) waits for it
@@ -17,10 +17,7 @@ import (
 // still stops cleanly on SIGTERM while it waits.
 func TestDaemonWaitsForRedis(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := testenv.FreePort(t)
 	b := setup(t, "handlers:\n  hello:\n    exec: [\"true\"]\n")
 	// Point the daemon at a port where nothing listens yet.
 	cfg, err := os.ReadFile(b.config)
@@ -40,10 +37,7 @@ func TestDaemonWaitsForRedis(t *testing.T) {
 	}
 
 	// Redis comes up: the daemon connects and runs work.
-	redis := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	require.NoError(t, redis.Start())
-	t.Cleanup(func() { redis.Process.Kill(); redis.Wait() })
+	testenv.PrivateRedis(t, port)
 	id := strings.TrimSpace(strings.TrimPrefix(b.taskd(t, "submit", "hello"), "submitted task "))
 	require.Eventually(t, func() bool {
 		return strings.Contains(b.taskd(t, "show", id), "succeeded")

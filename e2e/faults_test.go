@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,7 +365,7 @@ func joinIDs(ids []int64) string {
 // what was in flight from the task center and every task completes.
 func TestFaultRedisFlushAll(t *testing.T) {
 	t.Parallel()
-	addr := startPrivateRedis(t)
+	addr := testenv.PrivateRedis(t, 0)
 	b := faultSetup(t, addr, `sleep 0.05; echo "$TASK_ID $TASK_ATTEMPT" >> %OUT%`)
 	b.startNode(t, "node-a")
 	b.startNode(t, "node-b")
@@ -386,36 +385,6 @@ func TestFaultRedisFlushAll(t *testing.T) {
 	b.checkRecords(t, ids)
 	require.Positive(t, b.count(t, `SELECT COUNT(*) FROM task_center WHERE attempt > 1`),
 		"the flushed messages' tasks were re-dispatched")
-}
-
-// startPrivateRedis runs a redis-server of the test's own on a free port.
-func startPrivateRedis(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not installed")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Ping(context.Background()).Err() != nil {
-		require.True(t, time.Now().Before(deadline), "private redis-server did not answer on %s", addr)
-		time.Sleep(20 * time.Millisecond)
-	}
-	return addr
 }
 
 // figuresLine is the one line scripts/faults.sh prints.

@@ -36,31 +36,38 @@ const seedTable = `CREATE TABLE task_center (
   KEY idx_task_type (task_type)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
 
+// sideDatabase creates an empty database beside env's and returns its DSN
+// and a raw handle on it.
+func sideDatabase(t *testing.T, env *testenv.Env, suffix string) (string, *sql.DB) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	cfg.DBName += suffix
+	admin := env.Store.DB()
+	_, err = admin.ExecContext(context.Background(), "CREATE DATABASE "+cfg.DBName)
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+cfg.DBName) })
+	raw, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	t.Cleanup(func() { raw.Close() })
+	return cfg.FormatDSN(), raw
+}
+
 // A team moving from the seed design keeps its table and its backlog:
 // migrate adopts the table, and the rows already in it run.
 func TestMigrateAdoptsSeedTable(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t) // a migrated database; make a bare one beside it
 	ctx := context.Background()
-	cfg, err := mysql.ParseDSN(env.DSN)
-	require.NoError(t, err)
-	cfg.DBName += "_seed"
-	admin := env.Store.DB()
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+cfg.DBName)
-	require.NoError(t, err)
-	t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+cfg.DBName) })
-
-	raw, err := sql.Open("mysql", cfg.FormatDSN())
-	require.NoError(t, err)
-	defer raw.Close()
-	_, err = raw.ExecContext(ctx, seedTable)
+	dsn, raw := sideDatabase(t, env, "_seed")
+	_, err := raw.ExecContext(ctx, seedTable)
 	require.NoError(t, err)
 	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, cron_expr, priority, timeout,
 		max_retry, plan_next_run_at, status) VALUES ('send_email', 0, '{"to":"a@b.c"}', NULL, 5, 300, 3, NOW(), 0),
 		('report', 1, '{}', '0 2 * * *', 5, 300, 3, NOW() + INTERVAL 1 DAY, 0)`)
 	require.NoError(t, err)
 
-	st, err := store.Open(ctx, cfg.FormatDSN(), store.Options{})
+	st, err := store.Open(ctx, dsn, store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	applied, err := st.Migrate(ctx)
@@ -86,19 +93,10 @@ func TestMigrateRefusesForeignTable(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx := context.Background()
-	cfg, err := mysql.ParseDSN(env.DSN)
+	dsn, raw := sideDatabase(t, env, "_other")
+	_, err := raw.ExecContext(ctx, `CREATE TABLE task_center (id INT PRIMARY KEY, name TEXT)`)
 	require.NoError(t, err)
-	cfg.DBName += "_other"
-	admin := env.Store.DB()
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+cfg.DBName)
-	require.NoError(t, err)
-	t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+cfg.DBName) })
-	raw, err := sql.Open("mysql", cfg.FormatDSN())
-	require.NoError(t, err)
-	defer raw.Close()
-	_, err = raw.ExecContext(ctx, `CREATE TABLE task_center (id INT PRIMARY KEY, name TEXT)`)
-	require.NoError(t, err)
-	st, err := store.Open(ctx, cfg.FormatDSN(), store.Options{})
+	st, err := store.Open(ctx, dsn, store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	_, err = st.Migrate(ctx)
