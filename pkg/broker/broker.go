@@ -238,17 +238,16 @@ func (b *Broker) Wakeups(ctx context.Context) (<-chan time.Duration, func() erro
 
 // Heartbeat is what a worker publishes about itself.
 type Heartbeat struct {
-	ID        string         `json:"id"`
-	Node      string         `json:"node"`
-	Host      string         `json:"host"`
-	PID       int            `json:"pid"`
-	Version   string         `json:"version"`
-	Queues    []string       `json:"queues"`
-	StartedAt time.Time      `json:"started_at"`
-	Busy      int            `json:"busy"`
-	Processed int64          `json:"processed"`
-	Failed    int64          `json:"failed"`
-	Extra     map[string]any `json:"extra,omitempty"`
+	ID        string    `json:"id"`
+	Node      string    `json:"node"`
+	Host      string    `json:"host"`
+	PID       int       `json:"pid"`
+	Version   string    `json:"version"`
+	Queues    []string  `json:"queues"`
+	StartedAt time.Time `json:"started_at"`
+	Busy      int       `json:"busy"`
+	Processed int64     `json:"processed"`
+	Failed    int64     `json:"failed"`
 }
 
 // Beat publishes a heartbeat with a TTL and records the worker in the
@@ -273,13 +272,4 @@ func (b *Broker) Beat(ctx context.Context, hb *Heartbeat, ttl time.Duration) err
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
-}
-
-// Unregister removes a worker's heartbeat when it stops cleanly.
-func (b *Broker) Unregister(ctx context.Context, id string) error {
-	pipe := b.rdb.Pipeline()
-	pipe.Del(ctx, b.Keys.Worker(id), b.Keys.WorkerQueues(id))
-	pipe.ZRem(ctx, b.Keys.Workers(), id)
-	_, err := pipe.Exec(ctx)
-	return err
 }

@@ -150,7 +150,6 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	zero := time.Duration(0)
 	for _, w := range dead {
 		orphans, err := r.broker.Orphans(ctx, w)
 		if err != nil {
@@ -163,7 +162,7 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 				if err != nil {
 					continue
 				}
-				ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Pending, NextIn: &zero})
+				ts = append(ts, store.HandBack(m.ID, m.Attempt))
 			}
 		}
 		n, err := r.apply(ctx, ts)
@@ -183,7 +182,6 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 // redispatchLost returns to pending the tasks dispatched longer than window
 // ago whose message cannot still be waiting in their queue.
 func (r *Recoverer) redispatchLost(ctx context.Context, window time.Duration, all bool, res *Result) error {
-	zero := time.Duration(0)
 	for {
 		stuck, err := r.store.TaskListStuckDispatched(ctx, window, r.cfg.BatchSize)
 		if err != nil {
@@ -210,7 +208,7 @@ func (r *Recoverer) redispatchLost(ctx context.Context, window time.Duration, al
 					continue
 				}
 			}
-			ts = append(ts, store.Transition{ID: d.ID, Attempt: d.Attempt, From: task.Dispatched, To: task.Pending, NextIn: &zero})
+			ts = append(ts, store.HandBack(d.ID, d.Attempt))
 		}
 		n, err := r.apply(ctx, ts)
 		if err != nil {

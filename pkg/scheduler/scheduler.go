@@ -173,10 +173,9 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 // attempt stays incremented: if a push did reach Redis after all, its
 // message carries a stale attempt and is rejected by the fence.
 func (s *Scheduler) handBack(ctx context.Context, msgs []*task.Message, cause error) {
-	now := time.Duration(0)
 	ts := make([]store.Transition, len(msgs))
 	for i, m := range msgs {
-		ts[i] = store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Pending, NextIn: &now}
+		ts[i] = store.HandBack(m.ID, m.Attempt)
 	}
 	if _, err := s.store.TaskTransition(ctx, ts); err != nil {
 		// Still dispatched: recovery re-dispatches after its window.

@@ -209,6 +209,15 @@ type Transition struct {
 	Run *RunRecord
 }
 
+// HandBack is the transition that returns a dispatched task whose message
+// never started (a failed push, a lost or orphaned message) to pending, due
+// now, without counting a retry. The attempt stays spent: if the old
+// message ever surfaces, the fence rejects it.
+func HandBack(id int64, attempt int) Transition {
+	now := time.Duration(0)
+	return Transition{ID: id, Attempt: attempt, From: task.Dispatched, To: task.Pending, NextIn: &now}
+}
+
 // RunRecord is the task_run row of a transition. FinishedAt is the
 // database's NOW(3); StartedAt is derived from Duration.
 type RunRecord struct {

@@ -238,16 +238,12 @@ func (w *Worker) Stop() {
 	}
 	w.stopRuns()
 	w.comp.stop(15 * time.Second)
-	w.sweep()
-
+	// The heartbeat stops before the sweep so it cannot register the worker
+	// again after the sweep removed it.
 	w.beatCancel()
 	<-w.beatDone
 	<-w.killsDone
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := w.broker.Unregister(ctx, w.cfg.ID); err != nil {
-		w.log.Warn("unregister heartbeat", "err", err)
-	}
+	w.sweep()
 	w.log.Info("worker stopped", "processed", w.processed.Load())
 }
 
@@ -525,32 +521,33 @@ func (w *Worker) forceHandBack() {
 	}
 }
 
-// sweep hands back messages left in this worker's processing lists after
-// the completer flushed: messages taken but never started.
+// sweep hands back the messages left in this worker's processing lists
+// once the completer flushed (taken but never started), then removes the
+// lists and the worker's registration.
 func (w *Worker) sweep() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for q := range w.cfg.Queues {
-		raws, err := w.broker.Client().LRange(ctx, w.broker.Keys.Processing(q, w.cfg.ID), 0, -1).Result()
-		if err != nil || len(raws) == 0 {
-			continue
-		}
-		var ts []store.Transition
+	left, err := w.broker.Orphans(ctx, w.cfg.ID)
+	if err != nil {
+		w.log.Error("read processing lists at shutdown; recovery will hand them back", "err", err)
+		return
+	}
+	var ts []store.Transition
+	for _, raws := range left {
 		for _, raw := range raws {
-			m, err := task.DecodeMessage([]byte(raw))
-			if err != nil {
-				continue
-			}
-			zero := time.Duration(0)
-			ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Pending, NextIn: &zero})
-		}
-		if len(ts) > 0 {
-			if _, err := w.store.TaskTransition(ctx, ts); err != nil {
-				w.log.Error("hand back untaken messages; recovery will", "queue", q, "err", err)
-				continue
+			if m, err := task.DecodeMessage([]byte(raw)); err == nil {
+				ts = append(ts, store.HandBack(m.ID, m.Attempt))
 			}
 		}
-		w.broker.Client().Del(ctx, w.broker.Keys.Processing(q, w.cfg.ID))
+	}
+	if len(ts) > 0 {
+		if _, err := w.store.TaskTransition(ctx, ts); err != nil {
+			w.log.Error("hand back untaken messages at shutdown; recovery will", "tasks", len(ts), "err", err)
+			return
+		}
+	}
+	if err := w.broker.Forget(ctx, w.cfg.ID); err != nil {
+		w.log.Warn("remove processing lists at shutdown", "err", err)
 	}
 }
 

@@ -280,6 +280,11 @@ func TestShutdownHandsBackWithoutRetry(t *testing.T) {
 	n, err := b.env.Broker.Client().LLen(context.Background(), b.env.Broker.Keys.Processing("q", w.ID())).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "processing list drained")
+	rdb, keys := b.env.Broker.Client(), b.env.Broker.Keys
+	n, err = rdb.Exists(context.Background(), keys.Worker(w.ID()), keys.WorkerQueues(w.ID())).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "a stopped worker leaves no heartbeat or registration")
+	require.Zero(t, rdb.ZScore(context.Background(), keys.Workers(), w.ID()).Val())
 }
 
 func TestShutdownWaitsForRunningTasks(t *testing.T) {
