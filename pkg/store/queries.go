@@ -22,6 +22,10 @@ const taskColumns = `id, task_code, task_type, queue, payload, COALESCE(cron_exp
 
 const qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
 
+// qByUniqueKeys finds the tasks of one code holding any of a set of unique
+// keys: one range of uk_code_unique.
+const qByUniqueKeys = `SELECT unique_key, id FROM task_center WHERE task_code = ? AND unique_key IN (%s)`
+
 const qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code = ? AND unique_key = ?`
 
 // qInsertRow is one VALUES tuple of an insert. plan_next_run_at is an

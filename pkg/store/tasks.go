@@ -44,17 +44,15 @@ type TaskInsertResult struct {
 // key already exists are not inserted; their existing ids are returned.
 func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskInsertResult, error) {
 	out := make([]TaskInsertResult, len(ps))
+	existing, err := s.existingUnique(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
 	todo := make([]int, 0, len(ps))
 	for i := range ps {
-		if ps[i].UniqueKey != "" {
-			id, err := s.taskIDByUnique(ctx, ps[i].Code, ps[i].UniqueKey)
-			if err != nil {
-				return nil, err
-			}
-			if id != 0 {
-				out[i] = TaskInsertResult{ID: id, Existing: true}
-				continue
-			}
+		if id := existing[uniqueRef{ps[i].Code, ps[i].UniqueKey}]; id != 0 && ps[i].UniqueKey != "" {
+			out[i] = TaskInsertResult{ID: id, Existing: true}
+			continue
 		}
 		todo = append(todo, i)
 	}
@@ -136,6 +134,40 @@ func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int
 		return insertedIDs{}, fmt.Errorf("insert tasks: %w", err)
 	}
 	return ids, nil
+}
+
+type uniqueRef struct{ code, key string }
+
+// existingUnique finds the tasks that already hold the unique keys of ps,
+// with one query per task code.
+func (s *Store) existingUnique(ctx context.Context, ps []TaskInsertParams) (map[uniqueRef]int64, error) {
+	keys := map[string][]any{}
+	for i := range ps {
+		if ps[i].UniqueKey != "" {
+			keys[ps[i].Code] = append(keys[ps[i].Code], ps[i].UniqueKey)
+		}
+	}
+	out := map[uniqueRef]int64{}
+	for code, ks := range keys {
+		rows, err := s.db.QueryContext(ctx, fmt.Sprintf(qByUniqueKeys, placeholders(len(ks))), append([]any{code}, ks...)...)
+		if err != nil {
+			return nil, fmt.Errorf("look up unique keys: %w", err)
+		}
+		for rows.Next() {
+			var key string
+			var id int64
+			if err := rows.Scan(&key, &id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("look up unique keys: %w", err)
+			}
+			out[uniqueRef{code, key}] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("look up unique keys: %w", err)
+		}
+	}
+	return out, nil
 }
 
 func (s *Store) taskIDByUnique(ctx context.Context, code, key string) (int64, error) {
