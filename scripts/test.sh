@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: services, gofmt, go vet, then the whole test suite with
-# the race detector against the real MariaDB/MySQL and Redis on 127.0.0.1
-# (or TASKD_TEST_MYSQL_DSN / TASKD_TEST_REDIS_ADDR).
+# The test command: services, test tools (scripts/test-tools.sh), gofmt,
+# go vet, then the whole test suite with the race detector against the real
+# MariaDB/MySQL and Redis on 127.0.0.1 (or TASKD_TEST_MYSQL_DSN /
+# TASKD_TEST_REDIS_ADDR).
 #
 # Arguments are passed to `go test`, e.g. scripts/test.sh -run TestSubmit
 # or scripts/test.sh -run NONE to check everything but the tests.
@@ -37,6 +38,13 @@ if [ "$rc" != 0 ]; then
 	summary
 	exit 1
 fi
+
+say "test tools (PHP, Supervisor, rpm)"
+bash scripts/test-tools.sh
+rc=$?
+# 3: cannot install here (not root, no apt): the tests that need them skip.
+if [ "$rc" = 3 ]; then rc=0; fi
+record "test tools (PHP, Supervisor, rpm)" "$rc"
 
 say "gofmt -l"
 unformatted="$(gofmt -l . 2>&1)"

@@ -248,16 +248,24 @@ type Heartbeat struct {
 	Busy      int       `json:"busy"`
 	Processed int64     `json:"processed"`
 	Failed    int64     `json:"failed"`
+	// Capacity is the number of slots over all queues; Slots are the busy
+	// ones, with what each is doing (see heartbeat.go).
+	Capacity int    `json:"capacity,omitempty"`
+	Slots    []Slot `json:"slots,omitempty"`
 }
 
 // Beat publishes a heartbeat with a TTL and records the worker in the
 // registry.
 func (b *Broker) Beat(ctx context.Context, hb *Heartbeat, ttl time.Duration) error {
+	return b.BeatCounts(ctx, hb, ttl, time.Time{}, 0, 0)
+}
+
+// beat queues the heartbeat's writes on pipe.
+func (b *Broker) beat(ctx context.Context, pipe redis.Pipeliner, hb *Heartbeat, ttl time.Duration) error {
 	raw, err := json.Marshal(hb)
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
-	pipe := b.rdb.Pipeline()
 	pipe.Set(ctx, b.Keys.Worker(hb.ID), raw, ttl)
 	pipe.ZAdd(ctx, b.Keys.Workers(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: hb.ID})
 	if len(hb.Queues) > 0 {
@@ -267,9 +275,6 @@ func (b *Broker) Beat(ctx context.Context, hb *Heartbeat, ttl time.Duration) err
 			members[i] = q
 		}
 		pipe.SAdd(ctx, b.Keys.WorkerQueues(hb.ID), members...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
 }

@@ -19,6 +19,13 @@ import "strconv"
 //	                               recovery reads it after W died)
 //	{prefix}epoch                  set once per Redis lifetime: its absence means
 //	                               Redis lost its data and in-flight work is rebuilt
+//	{prefix}throughput:W           hash of worker W's attempts per minute: fields
+//	                               <unix minute>:p (processed) and :f (failed)
+//	{prefix}process:P              heartbeat of `taskd run` process P (JSON, TTL)
+//	{prefix}processes              sorted set of process ids by last heartbeat;
+//	                               a clean exit removes its entry
+//	{prefix}events                 list of watchdog events (JSON), newest first
+//	{prefix}alerts                 hash of alert states by fingerprint (JSON)
 type Keys struct {
 	Prefix string
 }
@@ -56,3 +63,19 @@ func (k Keys) Epoch() string { return k.Prefix + "epoch" }
 
 // Kill is the channel operators publish kill requests to.
 func (k Keys) Kill() string { return k.Prefix + "kill" }
+
+// Throughput is worker w's per-minute counters.
+func (k Keys) Throughput(w string) string { return k.Prefix + "throughput:" + w }
+
+// Process is the heartbeat of `taskd run` process p.
+func (k Keys) Process(p string) string { return k.Prefix + "process:" + p }
+
+// Processes is the registry of process ids, scored by last heartbeat (ms).
+func (k Keys) Processes() string { return k.Prefix + "processes" }
+
+// Events is the list of recorded watchdog events.
+func (k Keys) Events() string { return k.Prefix + "events" }
+
+// Alerts holds the state of every alert, shared by the nodes that take
+// turns evaluating them.
+func (k Keys) Alerts() string { return k.Prefix + "alerts" }

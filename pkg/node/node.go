@@ -2,10 +2,11 @@
 // Redis from the configuration, builds the roles the node runs, and starts
 // and stops them in order.
 //
-// Start order: store and broker (checked), worker (so tasks dispatched by
+// Start order: store and broker (checked), the process heartbeat, worker (so tasks dispatched by
 // this node find a consumer), scheduler, recovery, retention. Stop order is the
 // reverse: retention, recovery and the scheduler stop first, then the worker drains
-// within its grace period, then the connections close.
+// within its grace period, the process heartbeat is withdrawn, then the
+// connections close.
 package node
 
 import (
@@ -30,8 +31,11 @@ var Version = "dev"
 
 // Node is one `taskd run` process.
 type Node struct {
+	// ID names this process (host-pid-bootid); its worker has the same id.
+	ID        string
 	cfg       *config.Config
 	log       *slog.Logger
+	beat      *processBeat
 	Store     *store.Store
 	Broker    *broker.Broker
 	Scheduler *scheduler.Scheduler // nil without the scheduler role
@@ -66,7 +70,9 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		br.Close()
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: log, Store: st, Broker: br}
+	n := &Node{ID: worker.NewID(), cfg: cfg, log: log, Store: st, Broker: br}
+	n.beat = &processBeat{broker: br, p: broker.Process{ID: n.ID, Node: cfg.Node.ID, Version: Version, Roles: cfg.Node.Roles},
+		interval: cfg.Worker.HeartbeatInterval, ttl: cfg.Worker.HeartbeatTTL, log: log}
 	if cfg.HasRole("scheduler") {
 		n.Scheduler = scheduler.New(scheduler.Config{
 			Node: cfg.Node.ID, BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval, Logger: log,
@@ -75,7 +81,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	if cfg.HasRole("worker") {
 		reg := Handlers(cfg, handlers)
 		n.Worker = worker.New(worker.Config{
-			Node: cfg.Node.ID, Version: Version, Queues: cfg.WorkerQueues(), Handlers: reg,
+			ID: n.ID, Node: cfg.Node.ID, Version: Version, Queues: cfg.WorkerQueues(), Handlers: reg,
 			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: cfg.Worker.OutputLimit,
 			RetryBase: cfg.Retry.Base, RetryMax: cfg.Retry.Max, DefaultTimezone: cfg.Cron.Timezone,
 			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
@@ -160,6 +166,9 @@ func Handlers(cfg *config.Config, extra *handler.Registry) *handler.Registry {
 
 // Start starts the roles.
 func (n *Node) Start(ctx context.Context) error {
+	if err := n.beat.Start(ctx); err != nil {
+		return err
+	}
 	if n.Worker != nil {
 		if err := n.Worker.Start(ctx); err != nil {
 			return err
@@ -201,6 +210,7 @@ func (n *Node) Stop() {
 	if n.Worker != nil {
 		n.Worker.Stop()
 	}
+	n.beat.Stop()
 }
 
 // Close stops the node and closes its connections.

@@ -102,6 +102,9 @@ type Worker struct {
 
 	processed, failed, stale, poison atomic.Int64
 	busy                             atomic.Int64
+	// progress holds, per queue, when a task of it last started or ended
+	// (unix ns): the watchdog's measure of an alive but idle worker.
+	progress map[string]*atomic.Int64
 
 	mu         sync.Mutex
 	started    bool
@@ -112,6 +115,7 @@ type Worker struct {
 	fetchers   sync.WaitGroup
 	runs       sync.WaitGroup
 	inflight   map[int64]*job
+	abandoned  map[*job]struct{} // given up on, handler not returned yet
 	beatCancel context.CancelFunc
 	beatDone   chan struct{}
 	killsDone  chan struct{}
@@ -128,6 +132,11 @@ type job struct {
 	ctx  context.Context
 	kill context.CancelCauseFunc
 	done atomic.Bool // its result was handed to the completer
+	// release frees the job's slot once: when its handler returns, or
+	// earlier when the watchdog abandons it.
+	release   func()
+	abandoned atomic.Bool
+	returned  chan struct{} // closed when the handler returned
 }
 
 // errKilled is the cancel cause of an attempt killed by an operator.
@@ -151,7 +160,11 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Worker {
 	w := &Worker{
 		cfg: cfg, store: s, broker: b, clock: store.NewClock(s),
 		log:      cfg.Logger.With("component", "worker", "worker_id", cfg.ID),
-		inflight: map[int64]*job{},
+		inflight: map[int64]*job{}, abandoned: map[*job]struct{}{},
+		progress: map[string]*atomic.Int64{},
+	}
+	for q := range cfg.Queues {
+		w.progress[q] = &atomic.Int64{}
 	}
 	w.policy = policy{
 		backoff:         func(r int) time.Duration { return Backoff(cfg.RetryBase, cfg.RetryMax, r) },
@@ -181,6 +194,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.started = true
 	w.startedAt = time.Now()
+	for _, p := range w.progress {
+		p.Store(w.startedAt.UnixNano())
+	}
 	if err := w.clock.Sync(ctx); err != nil {
 		w.log.Warn("database clock sync failed; using the local clock until it succeeds", "err", err)
 	}
@@ -422,20 +438,26 @@ func (w *Worker) ownAlready(ctx context.Context, fences []store.Fence, ok []bool
 func (w *Worker) launch(j *job, slots chan struct{}) {
 	j.ctx, j.kill = context.WithCancelCause(w.runCtx)
 	j.started = time.Now()
+	j.returned = make(chan struct{})
+	j.release = sync.OnceFunc(func() {
+		w.mu.Lock()
+		if w.inflight[j.msg.ID] == j {
+			delete(w.inflight, j.msg.ID)
+		}
+		w.mu.Unlock()
+		w.busy.Add(-1)
+		<-slots
+		w.runs.Done()
+	})
+	w.markProgress(j.queue)
 	w.mu.Lock()
 	w.inflight[j.msg.ID] = j
 	w.mu.Unlock()
 	w.runs.Add(1)
 	w.busy.Add(1)
 	go func() {
-		defer func() {
-			w.mu.Lock()
-			delete(w.inflight, j.msg.ID)
-			w.mu.Unlock()
-			w.busy.Add(-1)
-			<-slots
-			w.runs.Done()
-		}()
+		defer j.release()
+		defer close(j.returned)
 		w.run(j)
 	}()
 }
@@ -459,6 +481,7 @@ func (w *Worker) run(j *job) {
 		})
 	}
 	e.duration = time.Since(j.started)
+	w.markProgress(j.queue)
 	if e.err != nil {
 		switch {
 		case errors.Is(context.Cause(j.ctx), errKilled):
@@ -563,14 +586,20 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
 	sync := 0
+	// Counts already added to the per-minute counters.
+	var sentProcessed, sentFailed int64
 	for {
+		processed, failed := w.processed.Load(), w.failed.Load()
 		hb := &broker.Heartbeat{
 			ID: w.cfg.ID, Node: w.cfg.Node, Host: host, PID: os.Getpid(), Version: w.cfg.Version,
 			Queues: queues, StartedAt: w.startedAt, Busy: int(w.busy.Load()),
-			Processed: w.processed.Load(), Failed: w.failed.Load(),
+			Processed: processed, Failed: failed, Capacity: w.Capacity(), Slots: w.Slots(),
 		}
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := w.broker.Beat(bctx, hb, w.cfg.HeartbeatTTL); err != nil && ctx.Err() == nil {
+		err := w.broker.BeatCounts(bctx, hb, w.cfg.HeartbeatTTL, time.Now(), processed-sentProcessed, failed-sentFailed)
+		if err == nil {
+			sentProcessed, sentFailed = processed, failed
+		} else if ctx.Err() == nil {
 			w.log.Warn("heartbeat failed", "err", err)
 		}
 		if sync++; sync%12 == 0 {

@@ -1,0 +1,266 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ThroughputKeep is how long a worker's per-minute counters are kept after
+// its last heartbeat, and how far back they reach.
+const ThroughputKeep = 2 * time.Hour
+
+// eventsKeep bounds the list of recorded events.
+const eventsKeep = 1000
+
+// Slot is one busy worker slot: the attempt it runs and since when.
+type Slot struct {
+	Queue   string    `json:"queue"`
+	TaskID  int64     `json:"task_id"`
+	Code    string    `json:"code"`
+	Attempt int       `json:"attempt"`
+	Since   time.Time `json:"since"`
+	// Abandoned: the watchdog gave up on this attempt (its handler ignored
+	// cancellation); the slot was replaced and the task recovered.
+	Abandoned bool `json:"abandoned,omitempty"`
+}
+
+// BeatCounts publishes a heartbeat like Beat and adds processed and failed
+// attempts to the worker's counters of the minute that contains at.
+func (b *Broker) BeatCounts(ctx context.Context, hb *Heartbeat, ttl time.Duration, at time.Time, processed, failed int64) error {
+	pipe := b.rdb.Pipeline()
+	if err := b.beat(ctx, pipe, hb, ttl); err != nil {
+		return err
+	}
+	if !at.IsZero() {
+		key := b.Keys.Throughput(hb.ID)
+		m := at.Unix() / 60
+		pipe.HIncrBy(ctx, key, minuteField(m, 'p'), processed)
+		pipe.HIncrBy(ctx, key, minuteField(m, 'f'), failed)
+		// Fields age out one minute at a time: a beat at least once a
+		// minute keeps the hash at ThroughputKeep.
+		old := m - int64(ThroughputKeep/time.Minute)
+		pipe.HDel(ctx, key, minuteField(old, 'p'), minuteField(old, 'f'), minuteField(old-1, 'p'), minuteField(old-1, 'f'))
+		pipe.Expire(ctx, key, ThroughputKeep)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	return nil
+}
+
+func minuteField(m int64, kind byte) string {
+	return strconv.FormatInt(m, 10) + ":" + string(kind)
+}
+
+// Minute is one minute of a worker's throughput.
+type Minute struct {
+	At        time.Time `json:"at"` // start of the minute
+	Processed int64     `json:"processed"`
+	Failed    int64     `json:"failed"`
+}
+
+// WorkerStatus is what the registry and the heartbeat say about a worker.
+type WorkerStatus struct {
+	ID string `json:"id"`
+	// LastBeat is the time of its last heartbeat (the beating host's clock).
+	LastBeat time.Time `json:"last_beat"`
+	// Heartbeat is nil once the heartbeat key expired: the worker is dead.
+	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+	// Series holds the last minutes asked for, oldest first, zeros included;
+	// the last element is the current, unfinished minute.
+	Series []Minute `json:"series"`
+}
+
+// Alive reports whether the worker's heartbeat is live.
+func (s *WorkerStatus) Alive() bool { return s.Heartbeat != nil }
+
+// Workers returns every registered worker with its heartbeat and its
+// per-minute counters for the last minutes (at most ThroughputKeep), in
+// id order. It is what `taskd stats`, tasktop and the watchdog read.
+func (b *Broker) Workers(ctx context.Context, minutes int) ([]WorkerStatus, error) {
+	zs, err := b.rdb.ZRangeWithScores(ctx, b.Keys.Workers(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	minutes = min(max(minutes, 0), int(ThroughputKeep/time.Minute))
+	pipe := b.rdb.Pipeline()
+	beats := make([]*redis.StringCmd, len(zs))
+	series := make([]*redis.MapStringStringCmd, len(zs))
+	for i, z := range zs {
+		id, _ := z.Member.(string)
+		beats[i] = pipe.Get(ctx, b.Keys.Worker(id))
+		if minutes > 0 {
+			series[i] = pipe.HGetAll(ctx, b.Keys.Throughput(id))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read heartbeats: %w", err)
+	}
+	now := time.Now().Unix() / 60
+	out := make([]WorkerStatus, 0, len(zs))
+	for i, z := range zs {
+		id, _ := z.Member.(string)
+		ws := WorkerStatus{ID: id, LastBeat: time.UnixMilli(int64(z.Score))}
+		if raw, err := beats[i].Result(); err == nil {
+			var hb Heartbeat
+			if json.Unmarshal([]byte(raw), &hb) == nil {
+				ws.Heartbeat = &hb
+			}
+		}
+		if minutes > 0 {
+			ws.Series = fillSeries(series[i].Val(), now, minutes)
+		}
+		out = append(out, ws)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// fillSeries turns throughput hash fields into the minutes up to now.
+func fillSeries(fields map[string]string, now int64, minutes int) []Minute {
+	out := make([]Minute, minutes)
+	first := now - int64(minutes) + 1
+	for i := range out {
+		out[i].At = time.Unix((first+int64(i))*60, 0)
+	}
+	for f, v := range fields {
+		ms, kind, ok := strings.Cut(f, ":")
+		m, err := strconv.ParseInt(ms, 10, 64)
+		n, err2 := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || err2 != nil || m < first || m > now {
+			continue
+		}
+		switch kind {
+		case "p":
+			out[m-first].Processed = n
+		case "f":
+			out[m-first].Failed = n
+		}
+	}
+	return out
+}
+
+// Process is the heartbeat of one `taskd run` process.
+type Process struct {
+	ID        string    `json:"id"`
+	Node      string    `json:"node"`
+	Host      string    `json:"host"`
+	PID       int       `json:"pid"`
+	Version   string    `json:"version"`
+	Roles     []string  `json:"roles"`
+	StartedAt time.Time `json:"started_at"`
+	// LastBeat is filled in by Processes from the registry.
+	LastBeat time.Time `json:"last_beat"`
+}
+
+// BeatProcess publishes a process heartbeat with a TTL.
+func (b *Broker) BeatProcess(ctx context.Context, p *Process, ttl time.Duration) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("process heartbeat: %w", err)
+	}
+	pipe := b.rdb.Pipeline()
+	pipe.Set(ctx, b.Keys.Process(p.ID), raw, ttl)
+	pipe.ZAdd(ctx, b.Keys.Processes(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: p.ID})
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("process heartbeat: %w", err)
+	}
+	return nil
+}
+
+// EndProcess withdraws a process that exits cleanly: only processes that
+// vanished without it count as stale.
+func (b *Broker) EndProcess(ctx context.Context, id string) error {
+	pipe := b.rdb.Pipeline()
+	pipe.Del(ctx, b.Keys.Process(id))
+	pipe.ZRem(ctx, b.Keys.Processes(), id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("end process heartbeat: %w", err)
+	}
+	return nil
+}
+
+// Processes returns the registered processes whose last heartbeat is more
+// recent than within, with the time of that beat; the heartbeat document
+// of an expired process is gone, so it carries only its id. Older entries
+// are removed.
+func (b *Broker) Processes(ctx context.Context, within time.Duration) ([]Process, error) {
+	cut := time.Now().Add(-within).UnixMilli()
+	if err := b.rdb.ZRemRangeByScore(ctx, b.Keys.Processes(), "-inf", "("+strconv.FormatInt(cut, 10)).Err(); err != nil {
+		return nil, fmt.Errorf("prune processes: %w", err)
+	}
+	zs, err := b.rdb.ZRangeWithScores(ctx, b.Keys.Processes(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(zs))
+	for i, z := range zs {
+		cmds[i] = pipe.Get(ctx, b.Keys.Process(z.Member.(string)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read process heartbeats: %w", err)
+	}
+	out := make([]Process, 0, len(zs))
+	for i, z := range zs {
+		p := Process{ID: z.Member.(string)}
+		if raw, err := cmds[i].Result(); err == nil {
+			_ = json.Unmarshal([]byte(raw), &p)
+		}
+		p.LastBeat = time.UnixMilli(int64(z.Score))
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Event is something the watchdog did, recorded for operators and alerts.
+type Event struct {
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"`
+	Node     string    `json:"node"`
+	WorkerID string    `json:"worker_id"`
+	Queue    string    `json:"queue,omitempty"`
+	TaskID   int64     `json:"task_id,omitempty"`
+	Code     string    `json:"code,omitempty"`
+	Attempt  int       `json:"attempt,omitempty"`
+	Detail   string    `json:"detail"`
+}
+
+// RecordEvent prepends e to the event list, which keeps the newest 1000.
+func (b *Broker) RecordEvent(ctx context.Context, e *Event) error {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("record event: %w", err)
+	}
+	pipe := b.rdb.Pipeline()
+	pipe.LPush(ctx, b.Keys.Events(), raw)
+	pipe.LTrim(ctx, b.Keys.Events(), 0, eventsKeep-1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("record event: %w", err)
+	}
+	return nil
+}
+
+// Events returns up to limit recorded events, newest first.
+func (b *Broker) Events(ctx context.Context, limit int) ([]Event, error) {
+	raws, err := b.rdb.LRange(ctx, b.Keys.Events(), 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	out := make([]Event, 0, len(raws))
+	for _, raw := range raws {
+		var e Event
+		if json.Unmarshal([]byte(raw), &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,46 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/startstop"
+)
+
+// processBeat publishes the process heartbeat: which node, pid, version
+// and roles run here. It outlives every role (started first, stopped last)
+// and withdraws itself on a clean exit, so a process in the registry whose
+// beat is old vanished without stopping: the stale-heartbeat alert.
+type processBeat struct {
+	broker        *broker.Broker
+	p             broker.Process
+	interval, ttl time.Duration
+	log           *slog.Logger
+	runner        startstop.Runner
+}
+
+func (h *processBeat) Start(ctx context.Context) error {
+	host, _ := os.Hostname()
+	h.p.Host, h.p.PID, h.p.StartedAt = host, os.Getpid(), time.Now()
+	return h.runner.Start(context.WithoutCancel(ctx), func(ctx context.Context) {
+		startstop.Every(ctx, h.interval, func(ctx context.Context) {
+			bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := h.broker.BeatProcess(bctx, &h.p, h.ttl); err != nil && ctx.Err() == nil {
+				h.log.Warn("process heartbeat failed", "err", err)
+			}
+		})
+	})
+}
+
+func (h *processBeat) Stop() {
+	h.runner.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.broker.EndProcess(ctx, h.p.ID); err != nil {
+		h.log.Warn("withdraw process heartbeat", "err", err)
+	}
+}

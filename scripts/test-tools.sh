@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Tools that some tests need besides MySQL and Redis:
+#   php         PHP CLI with PDO MySQL (Debian: php-cli php-mysql): the PHP round trip
+#   supervisor  supervisord and supervisorctl: the Supervisor program
+#   rpm         rpm -qlp: listing the rpm package
+# Missing ones are installed with apt-get when this runs as root on
+# Debian/Ubuntu. Elsewhere the script says what is missing and exits 3; the
+# tests that need a tool then skip, saying so. Any other failure exits 1.
+#
+#   scripts/test-tools.sh              all of them
+#   scripts/test-tools.sh php rpm      only these
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+have_php() { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -qi '^pdo_mysql$'; }
+have_supervisor() { command -v supervisord >/dev/null 2>&1 && command -v supervisorctl >/dev/null 2>&1; }
+have_rpm() { command -v rpm >/dev/null 2>&1; }
+
+tools=("$@")
+[ "${#tools[@]}" -gt 0 ] || tools=(php supervisor rpm)
+
+missing=() packages=()
+for tool in "${tools[@]}"; do
+	case "$tool" in
+	php) have_php || { missing+=(php) packages+=(php-cli php-mysql); } ;;
+	supervisor) have_supervisor || { missing+=(supervisor) packages+=(supervisor); } ;;
+	rpm) have_rpm || { missing+=(rpm) packages+=(rpm); } ;;
+	*) die "unknown tool '$tool' (php, supervisor, rpm)" ;;
+	esac
+done
+if [ "${#missing[@]}" = 0 ]; then
+	say "test tools present: ${tools[*]}"
+	exit 0
+fi
+
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+	warn "missing test tools: ${missing[*]}; install ${packages[*]} (Debian/Ubuntu: sudo apt-get install -y ${packages[*]}); the tests that need them are skipped"
+	exit 3
+fi
+
+say "installing ${packages[*]} with apt-get"
+export DEBIAN_FRONTEND=noninteractive
+# Tests may call this at the same time: wait for dpkg's lock instead of failing.
+lock=(-o DPkg::Lock::Timeout=300)
+# A fresh machine has no package lists; an update is cheap next to a failed install.
+if ! apt-get install -y -q --no-install-recommends "${lock[@]}" "${packages[@]}" </dev/null >/dev/null 2>&1; then
+	apt-get update -q "${lock[@]}" >/dev/null
+	apt-get install -y -q --no-install-recommends "${lock[@]}" "${packages[@]}" </dev/null
+fi
+
+for tool in "${missing[@]}"; do
+	"have_$tool" || die "$tool is still missing after installing ${packages[*]}"
+done
+say "installed: ${missing[*]}"
