@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,22 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// scripts/supervisor/taskd.conf works as shipped: Supervisor starts the
-// node, it runs tasks, and `supervisorctl stop` drains it (SIGTERM, exit 0)
-// with nothing left behind.
-func TestSupervisorProgram(t *testing.T) {
-	t.Parallel()
-	if _, err := exec.LookPath("supervisord"); err != nil {
-		t.Skip("supervisord is not installed (apt-get install supervisor)")
-	}
-	b := setup(t, "handlers:\n  hello:\n    exec: [\"true\"]\n")
-	program, err := os.ReadFile("../scripts/supervisor/taskd.conf")
+// supervise runs supervisord on program (a file of scripts/supervisor/ with
+// its paths replaced) and returns a supervisorctl function; supervisord is
+// shut down when the test ends.
+func supervise(t *testing.T, b *testBundle, program string, paths map[string]string) func(args ...string) string {
+	t.Helper()
+	needTool(t, "supervisor")
+	text, err := os.ReadFile(filepath.Join("../scripts/supervisor", program))
 	require.NoError(t, err)
-	conf := strings.NewReplacer(
-		"/usr/bin/taskd", taskdBin,
-		"/etc/taskd/taskd.yaml", b.config,
-		"/var/log/taskd/taskd.log", filepath.Join(b.dir, "taskd.log"),
-	).Replace(string(program))
+	conf := string(text)
+	for from, to := range paths {
+		require.Contains(t, conf, from, "%s names %s", program, from)
+		conf = strings.ReplaceAll(conf, from, to)
+	}
 	sock := filepath.Join(b.dir, "s.sock")
 	main := "[unix_http_server]\nfile=" + sock + "\n\n[supervisord]\nnodaemon=false\nlogfile=" +
 		filepath.Join(b.dir, "supervisord.log") + "\npidfile=" + filepath.Join(b.dir, "supervisord.pid") +
@@ -38,8 +36,23 @@ func TestSupervisorProgram(t *testing.T) {
 		out, _ := exec.Command("supervisorctl", append([]string{"-c", cfg}, args...)...).CombinedOutput()
 		return string(out)
 	}
-	require.NoError(t, exec.Command("supervisord", "-c", cfg).Run())
+	out, err := exec.Command("supervisord", "-c", cfg).CombinedOutput()
+	require.NoError(t, err, "supervisord: %s", out)
 	t.Cleanup(func() { ctl("shutdown") })
+	return ctl
+}
+
+// scripts/supervisor/taskd.conf works as shipped: Supervisor starts the
+// node, it runs tasks, and `supervisorctl stop` drains it (SIGTERM, exit 0)
+// with nothing left behind.
+func TestSupervisorProgram(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  hello:\n    exec: [\"true\"]\n")
+	ctl := supervise(t, b, "taskd.conf", map[string]string{
+		"/usr/bin/taskd":           taskdBin,
+		"/etc/taskd/taskd.yaml":    b.config,
+		"/var/log/taskd/taskd.log": filepath.Join(b.dir, "taskd.log"),
+	})
 
 	require.Eventually(t, func() bool { return strings.Contains(ctl("status", "taskd"), "RUNNING") },
 		30*time.Second, 200*time.Millisecond, "supervisor runs the node: %s", ctl("status"))
@@ -52,6 +65,59 @@ func TestSupervisorProgram(t *testing.T) {
 	log, err := os.ReadFile(filepath.Join(b.dir, "supervisord.log"))
 	require.NoError(t, err)
 	require.Contains(t, string(log), "stopped: taskd (exit status 0)", "a drained stop, not a kill")
+}
+
+// scripts/supervisor/taskd-groups.conf works as shipped: one scheduler
+// program and four worker-only processes of the email group, each with its
+// own node id; the workers run the group's tasks, and every process drains
+// and exits 0 when the group is stopped.
+func TestSupervisorGroups(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  send_email:\n    exec: [\"sh\", \"-c\", \"echo sent\"]\n")
+	ctl := supervise(t, b, "taskd-groups.conf", map[string]string{
+		"/usr/bin/taskd":        taskdBin,
+		"/etc/taskd/taskd.yaml": b.config,
+		"/etc/taskd/email.yaml": b.config,
+		"/var/log/taskd/":       b.dir + "/",
+	})
+	workers := []string{"taskd-worker-email_00", "taskd-worker-email_01", "taskd-worker-email_02", "taskd-worker-email_03"}
+	require.Eventually(t, func() bool {
+		status := ctl("status")
+		return strings.Count(status, "RUNNING") == 5 && strings.Contains(status, "taskd-scheduler")
+	}, 30*time.Second, 200*time.Millisecond, "supervisor runs a scheduler and four workers: %s", ctl("status"))
+	for _, w := range workers {
+		require.Contains(t, ctl("status"), "taskd-worker-email:"+w)
+	}
+
+	for range 20 {
+		b.taskd(t, "submit", "send_email", "--payload", `{"to":"a@example.com"}`)
+	}
+	b.waitCount(t, 20, 30*time.Second, "SELECT COUNT(*) FROM task_center WHERE status = 3")
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	var nodes []string
+	rows, err := b.env.Store.DB().Query("SELECT DISTINCT node FROM task_run")
+	require.NoError(t, err)
+	for rows.Next() {
+		var n string
+		require.NoError(t, rows.Scan(&n))
+		nodes = append(nodes, n)
+	}
+	require.NoError(t, rows.Err())
+	rows.Close()
+	require.NotEmpty(t, nodes)
+	for _, n := range nodes {
+		require.Regexp(t, "^"+regexp.QuoteMeta(host)+"-email-0[0-3]$", n, "worker node ids come from process_num")
+	}
+
+	out := ctl("stop", "all")
+	require.Equal(t, 5, strings.Count(out, "stopped"), out)
+	log, err := os.ReadFile(filepath.Join(b.dir, "supervisord.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(log), "stopped: taskd-scheduler (exit status 0)")
+	for _, w := range workers {
+		require.Contains(t, string(log), "stopped: "+w+" (exit status 0)", "a drained stop, not a kill")
+	}
 }
 
 // scripts/systemd/taskd.service passes systemd's own checks.

@@ -142,13 +142,9 @@ func (w *Worker) AckAbandoned(ctx context.Context, r Running) error {
 // given up to wait to return. Results are not waited for: recovery re-runs
 // what was not written. Stop after Abort returns at once.
 func (w *Worker) Abort(wait time.Duration) {
-	w.mu.Lock()
-	if !w.started || w.stopped {
-		w.mu.Unlock()
+	if !w.beginStop() {
 		return
 	}
-	w.stopped = true
-	w.mu.Unlock()
 	w.beatCancel()
 	<-w.beatDone
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -160,4 +156,16 @@ func (w *Worker) Abort(wait time.Duration) {
 	w.stopRuns()
 	waitTimeout(&w.runs, wait)
 	<-w.killsDone
+}
+
+// beginStop reports whether the caller is the one to stop the worker: it
+// was started and nobody stopped it yet.
+func (w *Worker) beginStop() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started || w.stopped {
+		return false
+	}
+	w.stopped = true
+	return true
 }

@@ -231,13 +231,9 @@ func (w *Worker) Start(ctx context.Context) error {
 // It returns when everything is written or given up. Safe to call twice or
 // without Start.
 func (w *Worker) Stop() {
-	w.mu.Lock()
-	if !w.started || w.stopped {
-		w.mu.Unlock()
+	if !w.beginStop() {
 		return
 	}
-	w.stopped = true
-	w.mu.Unlock()
 
 	w.stopFetch()
 	w.fetchers.Wait()
