@@ -257,7 +257,7 @@ type Heartbeat struct {
 // Beat publishes a heartbeat with a TTL and records the worker in the
 // registry.
 func (b *Broker) Beat(ctx context.Context, hb *Heartbeat, ttl time.Duration) error {
-	return b.BeatCounts(ctx, hb, ttl, time.Time{}, 0, 0)
+	return b.BeatCounts(ctx, hb, ttl, time.Time{}, Counts{})
 }
 
 // beat queues the heartbeat's writes on pipe.

@@ -32,9 +32,15 @@ type Slot struct {
 	Abandoned bool `json:"abandoned,omitempty"`
 }
 
-// BeatCounts publishes a heartbeat like Beat and adds processed and failed
-// attempts to the worker's counters of the minute that contains at.
-func (b *Broker) BeatCounts(ctx context.Context, hb *Heartbeat, ttl time.Duration, at time.Time, processed, failed int64) error {
+// Counts are attempts a worker finished: Failed and Dead are among
+// Processed (Dead: a failure with no retry left).
+type Counts struct {
+	Processed, Failed, Dead int64
+}
+
+// BeatCounts publishes a heartbeat like Beat and adds c to the worker's
+// counters of the minute that contains at.
+func (b *Broker) BeatCounts(ctx context.Context, hb *Heartbeat, ttl time.Duration, at time.Time, c Counts) error {
 	pipe := b.rdb.Pipeline()
 	if err := b.beat(ctx, pipe, hb, ttl); err != nil {
 		return err
@@ -42,12 +48,18 @@ func (b *Broker) BeatCounts(ctx context.Context, hb *Heartbeat, ttl time.Duratio
 	if !at.IsZero() {
 		key := b.Keys.Throughput(hb.ID)
 		m := at.Unix() / 60
-		pipe.HIncrBy(ctx, key, minuteField(m, 'p'), processed)
-		pipe.HIncrBy(ctx, key, minuteField(m, 'f'), failed)
+		pipe.HIncrBy(ctx, key, minuteField(m, 'p'), c.Processed)
+		pipe.HIncrBy(ctx, key, minuteField(m, 'f'), c.Failed)
+		pipe.HIncrBy(ctx, key, minuteField(m, 'd'), c.Dead)
 		// Fields age out one minute at a time: a beat at least once a
 		// minute keeps the hash at ThroughputKeep.
-		old := m - int64(ThroughputKeep/time.Minute)
-		pipe.HDel(ctx, key, minuteField(old, 'p'), minuteField(old, 'f'), minuteField(old-1, 'p'), minuteField(old-1, 'f'))
+		var old []string
+		for _, om := range []int64{m - int64(ThroughputKeep/time.Minute), m - int64(ThroughputKeep/time.Minute) - 1} {
+			for _, k := range []byte("pfd") {
+				old = append(old, minuteField(om, k))
+			}
+		}
+		pipe.HDel(ctx, key, old...)
 		pipe.Expire(ctx, key, ThroughputKeep)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -65,6 +77,7 @@ type Minute struct {
 	At        time.Time `json:"at"` // start of the minute
 	Processed int64     `json:"processed"`
 	Failed    int64     `json:"failed"`
+	Dead      int64     `json:"dead"`
 }
 
 // WorkerStatus is what the registry and the heartbeat say about a worker.
@@ -143,6 +156,8 @@ func fillSeries(fields map[string]string, now int64, minutes int) []Minute {
 			out[m-first].Processed = n
 		case "f":
 			out[m-first].Failed = n
+		case "d":
+			out[m-first].Dead = n
 		}
 	}
 	return out

@@ -20,10 +20,10 @@ func TestThroughputSeries(t *testing.T) {
 	b := testenv.New(t).Broker
 	hb := &broker.Heartbeat{ID: "w1", Queues: []string{"q"}}
 	now := time.Now()
-	require.NoError(t, b.BeatCounts(ctx, hb, time.Minute, now.Add(-30*time.Minute), 7, 1))
-	require.NoError(t, b.BeatCounts(ctx, hb, time.Minute, now.Add(-90*time.Minute), 100, 100)) // outside 60 minutes
-	require.NoError(t, b.BeatCounts(ctx, hb, time.Minute, now, 3, 0))
-	require.NoError(t, b.BeatCounts(ctx, hb, time.Minute, now, 2, 2))
+	require.NoError(t, b.BeatCounts(ctx, hb, time.Minute, now.Add(-30*time.Minute), broker.Counts{Processed: 7, Failed: 1}))
+	require.NoError(t, b.BeatCounts(ctx, hb, time.Minute, now.Add(-90*time.Minute), broker.Counts{Processed: 100, Failed: 100})) // outside 60 minutes
+	require.NoError(t, b.BeatCounts(ctx, hb, time.Minute, now, broker.Counts{Processed: 3, Failed: 0}))
+	require.NoError(t, b.BeatCounts(ctx, hb, time.Minute, now, broker.Counts{Processed: 2, Failed: 2, Dead: 1}))
 
 	ws, err := b.Workers(ctx, 60)
 	require.NoError(t, err)
@@ -31,7 +31,7 @@ func TestThroughputSeries(t *testing.T) {
 	require.True(t, ws[0].Alive())
 	s := ws[0].Series
 	require.Len(t, s, 60)
-	require.Equal(t, broker.Minute{At: now.Truncate(time.Minute), Processed: 5, Failed: 2}, s[59])
+	require.Equal(t, broker.Minute{At: now.Truncate(time.Minute), Processed: 5, Failed: 2, Dead: 1}, s[59])
 	require.Equal(t, int64(7), s[29].Processed)
 	require.Equal(t, int64(1), s[29].Failed)
 	var total int64

@@ -2,11 +2,11 @@
 // Redis from the configuration, builds the roles the node runs, and starts
 // and stops them in order.
 //
-// Start order: store and broker (checked), the process heartbeat, worker (so tasks dispatched by
+// Start order: store and broker (checked), the metrics listener, the process heartbeat, worker (so tasks dispatched by
 // this node find a consumer), scheduler, recovery, retention. Stop order is the
 // reverse: retention, recovery and the scheduler stop first, then the worker drains
-// within its grace period, the process heartbeat is withdrawn, then the
-// connections close.
+// within its grace period, the process heartbeat is withdrawn, the metrics
+// listener closes, then the connections close.
 package node
 
 import (
@@ -19,6 +19,7 @@ import (
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/retention"
 	"github.com/taskd/taskd/pkg/scheduler"
@@ -42,6 +43,10 @@ type Node struct {
 	Worker    *worker.Worker       // nil without the worker role
 	Recoverer *recovery.Recoverer  // nil without the recovery role
 	Retention *retention.Retention // nil without the retention role
+
+	// Metrics are this process's Prometheus collectors.
+	Metrics    *metrics.Metrics
+	metricsSrv *metrics.Server
 }
 
 // Open connects to MySQL and Redis and builds the roles. Go handlers
@@ -70,7 +75,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		br.Close()
 		return nil, err
 	}
-	n := &Node{ID: worker.NewID(), cfg: cfg, log: log, Store: st, Broker: br}
+	n := &Node{ID: worker.NewID(), cfg: cfg, log: log, Store: st, Broker: br, Metrics: metrics.New(Version)}
 	n.beat = &processBeat{broker: br, p: broker.Process{ID: n.ID, Node: cfg.Node.ID, Version: Version, Roles: cfg.Node.Roles},
 		interval: cfg.Worker.HeartbeatInterval, ttl: cfg.Worker.HeartbeatTTL, log: log}
 	if cfg.HasRole("scheduler") {
@@ -85,6 +90,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: cfg.Worker.OutputLimit,
 			RetryBase: cfg.Retry.Base, RetryMax: cfg.Retry.Max, DefaultTimezone: cfg.Cron.Timezone,
 			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
+			Metrics: n.Metrics,
 		}, st, br)
 	}
 	if cfg.HasRole("recovery") {
@@ -92,6 +98,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			Interval: cfg.Recovery.Interval, DispatchWindow: cfg.Recovery.DispatchWindow,
 			RunningGrace: cfg.Recovery.RunningGrace, HeartbeatTTL: cfg.Worker.HeartbeatTTL,
 			CrashLimit: cfg.Recovery.CrashLimit, DefaultTimezone: cfg.Cron.Timezone, Logger: log,
+			Metrics: n.Metrics,
 		}, st, br)
 	}
 	if cfg.HasRole("retention") {
@@ -99,6 +106,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			Interval: cfg.Retention.Interval, TaskAge: cfg.Retention.TaskAge, RunAge: cfg.Retention.RunAge, Logger: log,
 		}, st, lock.NewRedis(br.Client(), cfg.Redis.Prefix))
 	}
+	n.observe()
 	return n, nil
 }
 
@@ -166,7 +174,11 @@ func Handlers(cfg *config.Config, extra *handler.Registry) *handler.Registry {
 
 // Start starts the roles.
 func (n *Node) Start(ctx context.Context) error {
+	if err := n.serveMetrics(); err != nil {
+		return err
+	}
 	if err := n.beat.Start(ctx); err != nil {
+		n.stopMetrics()
 		return err
 	}
 	if n.Worker != nil {
@@ -211,6 +223,7 @@ func (n *Node) Stop() {
 		n.Worker.Stop()
 	}
 	n.beat.Stop()
+	n.stopMetrics()
 }
 
 // Close stops the node and closes its connections.

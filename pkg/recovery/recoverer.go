@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/cronspec"
+	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
@@ -55,6 +56,8 @@ type Config struct {
 	BatchSize       int
 	DefaultTimezone string
 	Logger          *slog.Logger
+	// Metrics, when set, counts what the passes put back.
+	Metrics *metrics.Metrics
 }
 
 // Result counts what one pass did.
@@ -110,8 +113,12 @@ func (r *Recoverer) Start(ctx context.Context) error {
 func (r *Recoverer) Stop() { r.runner.Stop() }
 
 // RunOnce makes one recovery pass.
-func (r *Recoverer) RunOnce(ctx context.Context) (Result, error) {
-	var res Result
+func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
+	defer func() {
+		r.cfg.Metrics.Recovered("redispatched", res.Redispatched)
+		r.cfg.Metrics.Recovered("running", res.Recovered)
+		r.cfg.Metrics.Recovered("orphan", res.Orphans)
+	}()
 	since, created, err := r.broker.Epoch(ctx)
 	if err != nil {
 		return res, err

@@ -32,6 +32,8 @@ type completer struct {
 	workerID string
 	log      *slog.Logger
 	stale    *atomic.Int64
+	// written is told which results of a batch were applied (metrics).
+	written func(batch []completion, applied []bool)
 
 	in      chan completion
 	quit    chan struct{} // closed by stop: flush and exit
@@ -146,6 +148,9 @@ func (c *completer) write(batch []completion) {
 			c.log.Warn("stale result rejected by the fence", "task_id", ts[i].ID, "attempt", ts[i].Attempt, "status", ts[i].To.String())
 		}
 		acks[batch[i].queue] = append(acks[batch[i].queue], batch[i].raw)
+	}
+	if c.written != nil {
+		c.written(batch, applied)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -168,4 +169,21 @@ func (w *Worker) beginStop() bool {
 	}
 	w.stopped = true
 	return true
+}
+
+// written tallies a written batch: results by outcome for the metrics, and
+// dead ones for the per-minute counters.
+func (w *Worker) written(batch []completion, applied []bool) {
+	rs := make([]metrics.Result, 0, len(batch))
+	for i, ok := range applied {
+		r := batch[i].tr.Run
+		if !ok || r == nil {
+			continue
+		}
+		if r.Outcome == task.OutcomeDead {
+			w.dead.Add(1)
+		}
+		rs = append(rs, metrics.Result{Queue: batch[i].queue, Outcome: r.Outcome, Retry: batch[i].tr.To == task.Failed, Duration: r.Duration})
+	}
+	w.cfg.Metrics.Completed(rs)
 }

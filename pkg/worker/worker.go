@@ -26,6 +26,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -68,6 +69,8 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	HeartbeatTTL      time.Duration
 	Logger            *slog.Logger
+	// Metrics, when set, receives start delays and written results.
+	Metrics *metrics.Metrics
 }
 
 // NewID returns a worker id: host-pid-bootid.
@@ -101,6 +104,7 @@ type Worker struct {
 	comp   *completer
 
 	processed, failed, stale, poison atomic.Int64
+	dead                             atomic.Int64 // written results with no retry left
 	busy                             atomic.Int64
 	// progress holds, per queue, when a task of it last started or ended
 	// (unix ns): the watchdog's measure of an alive but idle worker.
@@ -173,6 +177,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Worker {
 		outputLimit:     cfg.OutputLimit,
 	}
 	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.stale)
+	w.comp.written = w.written
 	return w
 }
 
@@ -446,6 +451,9 @@ func (w *Worker) launch(j *job, slots chan struct{}) {
 		w.runs.Done()
 	})
 	w.markProgress(j.queue)
+	if j.msg.DueUnixMS > 0 {
+		w.cfg.Metrics.Started(j.queue, w.clock.Now().Sub(time.UnixMilli(j.msg.DueUnixMS)))
+	}
 	w.mu.Lock()
 	w.inflight[j.msg.ID] = j
 	w.mu.Unlock()
@@ -583,18 +591,20 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	defer t.Stop()
 	sync := 0
 	// Counts already added to the per-minute counters.
-	var sentProcessed, sentFailed int64
+	var sent broker.Counts
 	for {
 		processed, failed := w.processed.Load(), w.failed.Load()
+		now := broker.Counts{Processed: processed, Failed: failed, Dead: w.dead.Load()}
 		hb := &broker.Heartbeat{
 			ID: w.cfg.ID, Node: w.cfg.Node, Host: host, PID: os.Getpid(), Version: w.cfg.Version,
 			Queues: queues, StartedAt: w.startedAt, Busy: int(w.busy.Load()),
 			Processed: processed, Failed: failed, Capacity: w.Capacity(), Slots: w.Slots(),
 		}
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := w.broker.BeatCounts(bctx, hb, w.cfg.HeartbeatTTL, time.Now(), processed-sentProcessed, failed-sentFailed)
+		err := w.broker.BeatCounts(bctx, hb, w.cfg.HeartbeatTTL, time.Now(), broker.Counts{
+			Processed: now.Processed - sent.Processed, Failed: now.Failed - sent.Failed, Dead: now.Dead - sent.Dead})
 		if err == nil {
-			sentProcessed, sentFailed = processed, failed
+			sent = now
 		} else if ctx.Err() == nil {
 			w.log.Warn("heartbeat failed", "err", err)
 		}

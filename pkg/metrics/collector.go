@@ -1,0 +1,119 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskd/taskd/pkg/monitor"
+)
+
+// snapshotMaxAge bounds the queries scrapes cause: scrapers arriving
+// within it share one snapshot.
+const snapshotMaxAge = 2 * time.Second
+
+var (
+	descSubmitted = prometheus.NewDesc("taskd_tasks_submitted_total",
+		"Tasks submitted to the task center by any producer (its highest task id); the same on every node.", nil, nil)
+	descQueueTasks = prometheus.NewDesc("taskd_queue_tasks",
+		"Unfinished tasks per queue and state (pending, failed, dispatched, running).", []string{"queue", "state"}, nil)
+	descBacklog = prometheus.NewDesc("taskd_queue_backlog_tasks",
+		"Tasks of the queue that are due and not dispatched yet (pending or failed).", []string{"queue"}, nil)
+	descMessages = prometheus.NewDesc("taskd_queue_messages",
+		"Messages waiting in the queue's Redis lists, over its shards.", []string{"queue"}, nil)
+	descOldest = prometheus.NewDesc("taskd_queue_oldest_due_seconds",
+		"How long the queue's longest-waiting due task has been due (database clock).", []string{"queue"}, nil)
+	descConsumers = prometheus.NewDesc("taskd_queue_consumers",
+		"Live workers consuming the queue.", []string{"queue"}, nil)
+	descBusy = prometheus.NewDesc("taskd_worker_busy_slots",
+		"Slots of a live worker running a task.", []string{"worker", "node"}, nil)
+	descSlots = prometheus.NewDesc("taskd_worker_slots",
+		"Slots of a live worker.", []string{"worker", "node"}, nil)
+	descBeatAge = prometheus.NewDesc("taskd_worker_heartbeat_age_seconds",
+		"Time since the worker's last heartbeat; dead workers stay until recovery drains them.", []string{"worker"}, nil)
+	descProcAge = prometheus.NewDesc("taskd_process_heartbeat_age_seconds",
+		"Time since a taskd process's last heartbeat; a process that exits cleanly is removed.", []string{"process", "node"}, nil)
+	descUp = prometheus.NewDesc("taskd_monitor_up",
+		"1 when the last snapshot of MySQL and Redis succeeded; the gauges above are missing otherwise.", nil, nil)
+)
+
+// SnapshotFunc takes a snapshot of the system.
+type SnapshotFunc func(ctx context.Context) (*monitor.Snapshot, error)
+
+// snapshotCollector turns snapshots into gauges at scrape time.
+type snapshotCollector struct {
+	take SnapshotFunc
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	last *monitor.Snapshot
+}
+
+// CollectSnapshots registers the system gauges, read through take.
+func (m *Metrics) CollectSnapshots(take SnapshotFunc, log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(&snapshotCollector{take: take, log: log})
+}
+
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSubmitted, descQueueTasks, descBacklog, descMessages, descOldest,
+		descConsumers, descBusy, descSlots, descBeatAge, descProcAge, descUp} {
+		ch <- d
+	}
+}
+
+func (c *snapshotCollector) snapshot() (*monitor.Snapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil && time.Since(c.last.At) < snapshotMaxAge {
+		return c.last, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.last = s
+	return s, nil
+}
+
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	s, err := c.snapshot()
+	if err != nil {
+		c.log.Warn("metrics snapshot failed", "err", err)
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descUp, 1)
+	ch <- prometheus.MustNewConstMetric(descSubmitted, prometheus.CounterValue, float64(s.MaxTaskID))
+	for _, name := range s.QueueNames() {
+		q := s.Queues[name]
+		gauge(descQueueTasks, float64(q.Pending), name, "pending")
+		gauge(descQueueTasks, float64(q.Failed), name, "failed")
+		gauge(descQueueTasks, float64(q.Dispatched), name, "dispatched")
+		gauge(descQueueTasks, float64(q.Running), name, "running")
+		gauge(descBacklog, float64(q.Due), name)
+		gauge(descMessages, float64(q.Messages), name)
+		gauge(descOldest, q.OldestDue.Seconds(), name)
+		gauge(descConsumers, float64(q.Consumers), name)
+	}
+	for _, w := range s.Workers {
+		gauge(descBeatAge, s.At.Sub(w.LastBeat).Seconds(), w.ID)
+		if w.Alive() {
+			gauge(descBusy, float64(w.Heartbeat.Busy), w.ID, w.Heartbeat.Node)
+			gauge(descSlots, float64(w.Heartbeat.Capacity), w.ID, w.Heartbeat.Node)
+		}
+	}
+	for _, p := range s.Processes {
+		gauge(descProcAge, s.At.Sub(p.LastBeat).Seconds(), p.ID, p.Node)
+	}
+}

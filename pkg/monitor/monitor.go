@@ -1,0 +1,102 @@
+// Package monitor takes snapshots of the whole system, read from the task
+// center and Redis: queue depths, backlog and its age, workers with their
+// heartbeats and per-minute throughput, processes. The metrics endpoint and
+// the alert rules read the same snapshot.
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/store"
+)
+
+// Minutes of per-minute throughput a snapshot reads.
+const Minutes = 60
+
+// Queue is one queue in a snapshot.
+type Queue struct {
+	store.QueueDepth
+	// Messages waiting in Redis (all shards).
+	Messages int64
+	// Consumers is the number of live workers that consume the queue.
+	Consumers int
+}
+
+// Snapshot is the state of the system at one moment.
+type Snapshot struct {
+	At     time.Time
+	Queues map[string]*Queue
+	// MaxTaskID is the highest task id: tasks submitted so far.
+	MaxTaskID int64
+	Workers   []broker.WorkerStatus
+	// Processes seen in the last hour, with their last heartbeat.
+	Processes []broker.Process
+}
+
+// Take reads a snapshot. queues are queues to report even when they hold
+// nothing (the configured ones).
+func Take(ctx context.Context, st *store.Store, br *broker.Broker, queues []string) (*Snapshot, error) {
+	depths, maxID, err := st.QueueDepths(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{At: time.Now(), Queues: map[string]*Queue{}, MaxTaskID: maxID}
+	for q, d := range depths {
+		s.Queues[q] = &Queue{QueueDepth: *d}
+	}
+	for _, q := range queues {
+		if s.Queues[q] == nil {
+			s.Queues[q] = &Queue{QueueDepth: store.QueueDepth{Queue: q}}
+		}
+	}
+	if s.Workers, err = br.Workers(ctx, Minutes); err != nil {
+		return nil, err
+	}
+	if s.Processes, err = br.Processes(ctx, time.Hour); err != nil {
+		return nil, err
+	}
+	for _, w := range s.Workers {
+		if !w.Alive() {
+			continue
+		}
+		for _, q := range w.Heartbeat.Queues {
+			if s.Queues[q] == nil {
+				s.Queues[q] = &Queue{QueueDepth: store.QueueDepth{Queue: q}}
+			}
+			s.Queues[q].Consumers++
+		}
+	}
+	for q, v := range s.Queues {
+		if v.Messages, err = br.QueueLen(ctx, q); err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// QueueNames returns the snapshot's queues, sorted.
+func (s *Snapshot) QueueNames() []string {
+	out := make([]string, 0, len(s.Queues))
+	for q := range s.Queues {
+		out = append(out, q)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Throughput sums the live and dead workers' attempts over the last
+// minutes (the current, unfinished minute included).
+func (s *Snapshot) Throughput(minutes int) (processed, failed, dead int64) {
+	for _, w := range s.Workers {
+		for _, m := range w.Series[max(0, len(w.Series)-minutes):] {
+			processed += m.Processed
+			failed += m.Failed
+			dead += m.Dead
+		}
+	}
+	return processed, failed, dead
+}

@@ -1,0 +1,184 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// startNode runs a node with every role on env, with Go handlers reg and
+// extra configuration YAML.
+func startNode(t *testing.T, env *testenv.Env, reg *handler.Registry, extra string) *node.Node {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	yaml := env.ConfigYAML("worker:\n  heartbeat_interval: 100ms\n  heartbeat_ttl: 2s\nretry:\n  base: 50ms\n  max: 100ms\nscheduler:\n  poll_interval: 100ms\n" + extra)
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o644))
+	cfg, err := config.Load(config.NewViper(), path)
+	require.NoError(t, err)
+	n, err := node.Open(context.Background(), cfg, reg, quiet)
+	require.NoError(t, err)
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return fams
+}
+
+// sum adds the values of a family's series whose labels match.
+func sum(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	var v float64
+next:
+	for _, m := range f.GetMetric() {
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			v += m.Counter.GetValue()
+		case m.Gauge != nil:
+			v += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			v += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return v
+}
+
+// The endpoint is scraped during a run: the names and types are those
+// documented, and at the end the counters add up to the task center.
+func TestMetricsAddUpToTheTaskCenter(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	reg := handler.NewRegistry()
+	release := make(chan struct{})
+	reg.Register("ok", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "", nil
+	}))
+	reg.Register("flaky", handler.Func(func(_ context.Context, r *handler.Request) (string, error) {
+		if r.Attempt < 2 {
+			return "", errors.New("first attempt fails")
+		}
+		return "", nil
+	}))
+	reg.Register("bad", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", errors.New("always") }))
+	n := startNode(t, env, reg, "metrics:\n  addr: 127.0.0.1:0\nqueues:\n  q: { concurrency: 4 }\n")
+	addr := n.MetricsAddr()
+
+	for _, path := range []string{"/livez", "/readyz"} {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path+": "+string(body))
+	}
+
+	prod := producer.New(env.Store, env.Broker, producer.Options{})
+	submit := func(code string, retries, count int) {
+		for range count {
+			_, err := prod.Submit(context.Background(), producer.Submission{Code: code, Queue: "q", MaxRetry: &retries})
+			require.NoError(t, err)
+		}
+	}
+	submit("ok", 3, 20)
+	submit("flaky", 3, 10)
+	submit("bad", 1, 5)
+
+	// During the run: handlers of "ok" hold their slots.
+	require.Eventually(t, func() bool {
+		f := scrape(t, addr)
+		return sum(f, "taskd_worker_busy_slots") == 4 && sum(f, "taskd_queue_tasks", "queue", "q", "state", "running") == 4
+	}, 20*time.Second, 50*time.Millisecond)
+	f := scrape(t, addr)
+	require.Equal(t, 35.0, sum(f, "taskd_tasks_submitted_total"))
+	require.Equal(t, 1.0, sum(f, "taskd_queue_consumers", "queue", "q"))
+	require.Equal(t, 1.0, sum(f, "taskd_build_info", "version", node.Version))
+
+	close(release)
+	require.Eventually(t, func() bool {
+		return env.Count(t, "SELECT COUNT(*) FROM task_center WHERE status IN (3, 5)") == 35
+	}, 30*time.Second, 50*time.Millisecond)
+
+	f = scrape(t, addr)
+	types := map[string]dto.MetricType{
+		"taskd_tasks_submitted_total": dto.MetricType_COUNTER, "taskd_tasks_dispatched_total": dto.MetricType_COUNTER,
+		"taskd_tasks_completed_total": dto.MetricType_COUNTER, "taskd_tasks_retried_total": dto.MetricType_COUNTER,
+		"taskd_stale_writes_rejected_total": dto.MetricType_COUNTER,
+		"taskd_task_duration_seconds":       dto.MetricType_HISTOGRAM, "taskd_task_start_delay_seconds": dto.MetricType_HISTOGRAM,
+		"taskd_queue_tasks": dto.MetricType_GAUGE, "taskd_queue_backlog_tasks": dto.MetricType_GAUGE,
+		"taskd_queue_messages": dto.MetricType_GAUGE, "taskd_queue_oldest_due_seconds": dto.MetricType_GAUGE,
+		"taskd_queue_consumers": dto.MetricType_GAUGE, "taskd_worker_busy_slots": dto.MetricType_GAUGE,
+		"taskd_worker_heartbeat_age_seconds": dto.MetricType_GAUGE, "taskd_process_heartbeat_age_seconds": dto.MetricType_GAUGE,
+		"taskd_build_info": dto.MetricType_GAUGE, "taskd_monitor_up": dto.MetricType_GAUGE,
+	}
+	for name, typ := range types {
+		require.Contains(t, f, name)
+		require.Equal(t, typ, f[name].GetType(), name)
+	}
+	runs := func(where string) float64 {
+		return float64(env.Count(t, "SELECT COUNT(*) FROM task_run WHERE "+where))
+	}
+	require.Equal(t, float64(env.Count(t, "SELECT COUNT(*) FROM task_center")), sum(f, "taskd_tasks_submitted_total"))
+	require.Equal(t, float64(env.Count(t, "SELECT SUM(attempt) FROM task_center")), sum(f, "taskd_tasks_dispatched_total"))
+	for _, outcome := range []string{"succeeded", "failed", "dead"} {
+		require.Equal(t, runs(fmt.Sprintf("outcome = '%s'", outcome)), sum(f, "taskd_tasks_completed_total", "result", outcome), outcome)
+	}
+	require.Equal(t, 30.0, sum(f, "taskd_tasks_completed_total", "result", "succeeded"))
+	require.Equal(t, 5.0, sum(f, "taskd_tasks_completed_total", "result", "dead"))
+	require.Equal(t, runs("1"), sum(f, "taskd_tasks_completed_total"))
+	require.Equal(t, runs("outcome = 'failed'"), sum(f, "taskd_tasks_retried_total"))
+	require.Equal(t, runs("1"), sum(f, "taskd_task_duration_seconds"))
+	require.Equal(t, runs("1"), sum(f, "taskd_task_start_delay_seconds"), "every attempt that ran started once")
+	// Gauges come from a snapshot shared by scrapes for a moment.
+	require.Eventually(t, func() bool {
+		f := scrape(t, addr)
+		return sum(f, "taskd_queue_backlog_tasks")+sum(f, "taskd_queue_tasks")+sum(f, "taskd_worker_busy_slots") == 0
+	}, 10*time.Second, 100*time.Millisecond)
+	require.True(t, strings.HasPrefix(addr, "127.0.0.1:"))
+}

@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// QueueDepth is how many tasks of one queue are in each unfinished state,
+// by the database clock.
+type QueueDepth struct {
+	Queue      string
+	Pending    int64 // status 0, due or not
+	Failed     int64 // status 4, waiting for their retry
+	Due        int64 // pending or failed and due now: the backlog
+	Dispatched int64
+	Running    int64
+	// OldestDue is how long the longest-waiting due task has been due (0
+	// when none is).
+	OldestDue time.Duration
+}
+
+// qQueueDepth reads the claim index one priority at a time (a bounded range
+// each, as the claim does) and the in-flight index: its cost follows the
+// unfinished tasks, never the finished ones.
+var qQueueDepth = func() string {
+	var b strings.Builder
+	b.WriteString(`SELECT q, code, status, COUNT(*), SUM(due), COALESCE(MAX(waited), 0) FROM (`)
+	for p := 0; p <= 9; p++ {
+		fmt.Fprintf(&b, `SELECT queue AS q, task_code AS code, status, claim_key <= NOW(3) AS due,
+  IF(claim_key <= NOW(3), TIMESTAMPDIFF(MICROSECOND, claim_key, NOW(3)), 0) AS waited
+FROM task_center WHERE priority = %d AND claim_key IS NOT NULL UNION ALL `, p)
+	}
+	b.WriteString(`SELECT queue, task_code, status, 0, 0 FROM task_center WHERE inflight_at IS NOT NULL
+) t GROUP BY q, code, status`)
+	return b.String()
+}()
+
+// QueueDepths returns the depth of every queue that has unfinished tasks,
+// and the highest task id (how many tasks were ever submitted, deleted ones
+// included).
+func (s *Store) QueueDepths(ctx context.Context) (map[string]*QueueDepth, int64, error) {
+	rows, err := s.db.QueryContext(ctx, qQueueDepth)
+	if err != nil {
+		return nil, 0, fmt.Errorf("queue depths: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]*QueueDepth{}
+	for rows.Next() {
+		var q, code string
+		var st task.Status
+		var n, due, waitedUS int64
+		if err := rows.Scan(&q, &code, &st, &n, &due, &waitedUS); err != nil {
+			return nil, 0, fmt.Errorf("queue depths: %w", err)
+		}
+		q = task.QueueOf(q, code)
+		d := out[q]
+		if d == nil {
+			d = &QueueDepth{Queue: q}
+			out[q] = d
+		}
+		switch st {
+		case task.Pending:
+			d.Pending += n
+		case task.Failed:
+			d.Failed += n
+		case task.Dispatched:
+			d.Dispatched += n
+		case task.Running:
+			d.Running += n
+		}
+		d.Due += due
+		d.OldestDue = max(d.OldestDue, time.Duration(waitedUS)*time.Microsecond)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("queue depths: %w", err)
+	}
+	var maxID int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM task_center`).Scan(&maxID); err != nil {
+		return nil, 0, fmt.Errorf("highest task id: %w", err)
+	}
+	return out, maxID, nil
+}
