@@ -303,7 +303,7 @@ func TestCancelDuringClaimStrandsNothing(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		return env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE DB = ? AND INFO LIKE 'UPDATE task_center%attempt = attempt + 1%'`, env.Database) == 1
+			WHERE DB = ? AND INFO LIKE 'UPDATE JSON_TABLE%t.attempt = t.attempt + 1%'`, env.Database) == 1
 	}, 5*time.Second, 10*time.Millisecond, "claim waiting on the row lock")
 	cancel() // Stop, or SIGTERM
 	require.NoError(t, lock.Rollback())
@@ -312,7 +312,7 @@ func TestCancelDuringClaimStrandsNothing(t *testing.T) {
 	// The server runs the UPDATE to its end now that the lock is free.
 	require.Eventually(t, func() bool {
 		return env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE DB = ? AND INFO LIKE 'UPDATE task_center%attempt = attempt + 1%'`, env.Database) == 0
+			WHERE DB = ? AND INFO LIKE 'UPDATE JSON_TABLE%t.attempt = t.attempt + 1%'`, env.Database) == 0
 	}, 10*time.Second, 10*time.Millisecond)
 	tk, err := env.Store.TaskGet(b.ctx, ids[0])
 	require.NoError(t, err)

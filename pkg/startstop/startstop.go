@@ -61,3 +61,16 @@ func Every(ctx context.Context, interval time.Duration, pass func(ctx context.Co
 		}
 	}
 }
+
+// Sleep waits for d or until ctx is done, and reports whether the whole d
+// passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,74 +1,131 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/taskd/taskd/pkg/task"
 )
 
 // TaskClaimDue claims up to limit due tasks for one dispatch and returns
-// their messages. claimID must be unique per call (node id and a counter):
-// it marks the rows this claim won so they can be read back.
+// their messages in priority, then due-time order. claimID must be unique
+// per call (node id and a counter): it marks the rows this claim won.
 //
-// Three short statements, no transaction and no row lock held across a
-// network call: select candidates, compare-and-set them 0/4 -> 1 with
-// attempt + 1, read back the winners.
+// Two short statements, no transaction and no row lock held across a
+// network call: read the candidates, compare-and-set them 0/4 -> 1 with
+// attempt + 1. Only when another scheduler won some of them is a third,
+// reading back the winners, needed.
 func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]*task.Message, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	args := make([]any, 0, claimCandidateArgs+1)
-	for range claimCandidateArgs {
+	for range claimCandidateArgs + 1 {
 		args = append(args, limit)
 	}
-	args = append(args, limit)
-	ids, err := queryIDs(ctx, s.db, qClaimCandidates, args...)
+	cands, err := s.claimCandidates(ctx, args)
 	if err != nil {
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
-	if len(ids) == 0 {
+	if len(cands) == 0 {
 		return nil, nil
 	}
-	idArgs := make([]any, 0, len(ids)+1)
-	idArgs = append(idArgs, claimID)
-	for _, id := range ids {
-		idArgs = append(idArgs, id)
+	fences := make([]Fence, len(cands))
+	for i, m := range cands {
+		fences[i] = Fence{ID: m.ID, Attempt: m.Attempt}
 	}
-	res, err := s.db.ExecContext(ctx, fmt.Sprintf(qClaimUpdate, placeholders(len(ids))), idArgs...)
+	q, qargs := claimSQL(fences, claimID)
+	res, err := s.db.ExecContext(ctx, q, qargs...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: compare-and-set: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil, nil
-	}
-	readArgs := append(idArgs[1:len(idArgs):len(idArgs)], claimID)
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(qClaimed, placeholders(len(ids))), readArgs...)
+	n, err := res.RowsAffected()
 	if err != nil {
-		// The rows are claimed but unread: recovery re-dispatches them
-		// after the dispatch window.
-		return nil, fmt.Errorf("claim: read back: %w", err)
+		return nil, fmt.Errorf("claim: compare-and-set: %w", err)
+	}
+	won := cands
+	if int(n) != len(cands) {
+		if won, err = s.claimed(ctx, cands, claimID); err != nil {
+			// The rows are claimed but unread: recovery re-dispatches them
+			// after the dispatch window.
+			return nil, fmt.Errorf("claim: read back: %w", err)
+		}
+	}
+	for _, m := range won {
+		m.Attempt++
+	}
+	return won, nil
+}
+
+// claimCandidates reads the due tasks a claim tries for, sorted by
+// priority, due time and id.
+func (s *Store) claimCandidates(ctx context.Context, args []any) ([]*task.Message, error) {
+	rows, err := s.db.QueryContext(ctx, qClaimCandidates, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []*task.Message
 	for rows.Next() {
 		var m task.Message
 		var payload []byte
-		var due, disp string
+		var due, now string
 		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
-			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &disp); err != nil {
-			return nil, fmt.Errorf("claim: read back: %w", err)
+			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &now); err != nil {
+			return nil, err
 		}
 		m.Payload = payload
 		m.Queue = task.QueueOf(m.Queue, m.Code)
 		m.DueUnixMS = parseUnix(due).UnixMilli()
-		m.DispatchedUnixMS = parseUnix(disp).UnixMilli()
+		m.DispatchedUnixMS = parseUnix(now).UnixMilli()
 		out = append(out, &m)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *task.Message) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.DueUnixMS, b.DueUnixMS), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// claimed returns the candidates this claim won: those now dispatched to
+// claimID at the attempt after the one they were read at.
+func (s *Store) claimed(ctx context.Context, cands []*task.Message, claimID string) ([]*task.Message, error) {
+	args := make([]any, 0, len(cands)+1)
+	for _, m := range cands {
+		args = append(args, m.ID)
+	}
+	args = append(args, claimID)
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(qClaimed, placeholders(len(cands))), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	now := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var attempt int
+		if err := rows.Scan(&id, &attempt); err != nil {
+			return nil, err
+		}
+		now[id] = attempt
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var won []*task.Message
+	for _, m := range cands {
+		if a, ok := now[m.ID]; ok && a == m.Attempt+1 {
+			won = append(won, m)
+		}
+	}
+	return won, nil
 }
 
 func queryIDs(ctx context.Context, db queryer, q string, args ...any) ([]int64, error) {
@@ -119,8 +176,15 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 	}
 	token := newToken()
 	q, args := markRunningSQL(fences, workerID, token)
-	if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
 		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
+	}
+	if allChanged(res, len(fences)) {
+		for i := range ok {
+			ok[i] = true
+		}
+		return ok, nil
 	}
 	won, err := wonBy(ctx, s.db, fences, token)
 	if err != nil {
@@ -128,6 +192,15 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 	}
 	markWon(ok, fences, won)
 	return ok, nil
+}
+
+// allChanged reports whether a batched write changed one row per batch
+// entry: then every entry won, and reading back which did is not needed.
+// Every fenced write sets a fresh claim token, so a matched row is always a
+// changed row; copies of one fence change their row once and fall short.
+func allChanged(res sql.Result, n int) bool {
+	got, err := res.RowsAffected()
+	return err == nil && int(got) == n
 }
 
 // markWon sets ok[i] for the fences in won; of copies of one fence (a
@@ -246,14 +319,21 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 		fences[i] = Fence{ID: ts[i].ID, Attempt: ts[i].Attempt}
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return err
-		}
-		won, err := wonBy(ctx, tx, fences, token)
+		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
-		markWon(applied, fences, won)
+		if allChanged(res, len(ts)) {
+			for i := range applied {
+				applied[i] = true
+			}
+		} else {
+			won, err := wonBy(ctx, tx, fences, token)
+			if err != nil {
+				return err
+			}
+			markWon(applied, fences, won)
+		}
 		runQ := []byte(qRunInsertHead)
 		var runArgs []any
 		for i := range ts {

@@ -92,15 +92,7 @@ func (e *Env) drop(base *mysql.Config) {
 		admin.Close()
 	}
 	if e.Broker != nil {
-		rdb := e.Broker.Client()
-		iter := rdb.Scan(ctx, 0, e.Prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			rdb.Del(ctx, keys...)
-		}
+		e.Broker.DeletePrefix(ctx)
 	}
 }
 

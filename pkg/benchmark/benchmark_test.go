@@ -1,0 +1,69 @@
+package benchmark_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/benchmark"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// TestRunSmall runs every scenario at a small size: each produces its
+// figures, and nothing is left behind on the servers.
+func TestRunSmall(t *testing.T) {
+	base, err := mysql.ParseDSN(testenv.BaseDSN())
+	require.NoError(t, err)
+	dsn := base.Clone()
+	dsn.DBName = "taskd_test_benchrun"
+	cfg, err := config.Load(config.NewViper(), "")
+	require.NoError(t, err)
+	cfg.MySQL.DSN = dsn.FormatDSN()
+	cfg.Redis.Addr = testenv.RedisAddr()
+	cfg.Redis.Prefix = "tbench:"
+
+	var ran []string
+	r := benchmark.Run(context.Background(), cfg, benchmark.Options{
+		Tasks: 300, Rate: 200, Duration: time.Second, Scheduled: 200, Window: time.Second,
+		SubmitTasks: 2000, SingleTasks: 200, ExecTasks: 30, IdleSlots: 100, LargeRows: 20000,
+		Progress: func(s string) { ran = append(ran, s) },
+	})
+	require.Empty(t, r.Errors)
+	require.Equal(t, benchmark.Scenarios, ran)
+	for _, name := range []string{"burn_down_tasks_per_s", "steady_p50_ms", "steady_p99_ms", "lateness_p99_ms",
+		"submit_batch_tasks_per_s", "submit_single_tasks_per_s", "exec_tasks_per_s", "burn_down_rss_mb", "idle_rss_mb",
+		"large_burn_down_tasks_per_s", "large_steady_p99_ms"} {
+		require.Contains(t, r.Figures, name)
+		require.Greater(t, r.Figures[name], 0.0, name)
+	}
+	require.Len(t, r.Rows, 12)
+
+	var table bytes.Buffer
+	r.WriteTable(&table)
+	require.Contains(t, table.String(), "burn-down of queued no-op tasks")
+	js, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.Contains(t, string(js), `"burn_down_tasks_per_s"`)
+
+	admin, err := sql.Open("mysql", base.FormatDSN())
+	require.NoError(t, err)
+	defer admin.Close()
+	var left int
+	require.NoError(t, admin.QueryRow(`SELECT COUNT(*) FROM information_schema.SCHEMATA
+		WHERE SCHEMA_NAME LIKE 'taskd\_test\_benchrun\_bench\_%'`).Scan(&left))
+	require.Zero(t, left, "benchmark databases left behind")
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	defer rdb.Close()
+	keys, err := rdb.Keys(context.Background(), "tbench:*").Result()
+	require.NoError(t, err)
+	require.Empty(t, keys, "benchmark keys left behind: %s", strings.Join(keys, " "))
+}

@@ -1,0 +1,416 @@
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/startstop"
+)
+
+// Figures are what one scenario measured, by name (see names in report.go).
+type Figures map[string]float64
+
+// counter is a no-op Go handler that counts its calls, so a scenario knows
+// when every handler ran without polling the task center.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Handle(context.Context, *handler.Request) (string, error) {
+	c.n.Add(1)
+	return "", nil
+}
+
+func noopRegistry(c *counter) *handler.Registry {
+	reg := handler.NewRegistry()
+	reg.Register("noop", c)
+	return reg
+}
+
+func subs(n int, s producer.Submission) []producer.Submission {
+	out := make([]producer.Submission, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// fill submits n no-op tasks in batches of 1,000; mod, when set, adjusts
+// submission i.
+func (e *Env) fill(ctx context.Context, n int, mod func(i int, s *producer.Submission)) error {
+	for done := 0; done < n; done += 1000 {
+		batch := subs(min(1000, n-done), producer.Submission{Code: "noop", Payload: []byte(`{"n":1}`)})
+		if mod != nil {
+			for i := range batch {
+				mod(done+i, &batch[i])
+			}
+		}
+		if _, err := e.Producer.SubmitBatch(ctx, batch); err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+	}
+	return nil
+}
+
+// waitSucceeded waits until n tasks have succeeded: first for the handler
+// count (free), then for the results to be written.
+func (e *Env) waitSucceeded(ctx context.Context, c *counter, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for c != nil && c.n.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d handlers ran within %s", c.n.Load(), n, limit)
+		}
+		if !startstop.Sleep(ctx, 2*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	for {
+		var done int
+		if err := e.Store.DB().QueryRowContext(ctx,
+			`SELECT COUNT(*) FROM task_center WHERE task_code = 'noop' AND status = 3`).Scan(&done); err != nil {
+			return err
+		}
+		if done >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d tasks succeeded within %s", done, n, limit)
+		}
+		if !startstop.Sleep(ctx, 5*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// latencies returns to - from of every succeeded task in milliseconds,
+// sorted, from the task center's own timestamps.
+func (e *Env) latencies(ctx context.Context, from, to string) ([]float64, error) {
+	rows, err := e.Store.DB().QueryContext(ctx, fmt.Sprintf(
+		`SELECT TIMESTAMPDIFF(MICROSECOND, %s, %s) / 1000 FROM task_center WHERE task_code = 'noop' AND status = 3`, from, to))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []float64
+	for rows.Next() {
+		var ms float64
+		if err := rows.Scan(&ms); err != nil {
+			return nil, err
+		}
+		out = append(out, ms)
+	}
+	slices.Sort(out)
+	return out, rows.Err()
+}
+
+// percentile of sorted values, nearest rank.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(float64(len(sorted))*p/100)) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// meter samples this process's resident memory and the CPU time of this
+// process and of the MySQL server (when it runs here) over a scenario.
+type meter struct {
+	server          string
+	cpu0, srv0      time.Duration
+	peakRSS         atomic.Int64
+	stop            chan struct{}
+	wg              sync.WaitGroup
+	questions0, rc0 int64
+	e               *Env
+}
+
+func (e *Env) startMeter(ctx context.Context) *meter {
+	debug.FreeOSMemory()
+	m := &meter{server: serverPID(ctx, e.Store.DB()), stop: make(chan struct{}), e: e}
+	m.cpu0, _ = cpuTime("self")
+	if m.server != "" {
+		m.srv0, _ = cpuTime(m.server)
+	}
+	m.questions0 = e.questions(ctx)
+	m.rc0 = e.redisCommands(ctx)
+	m.peakRSS.Store(rssBytes())
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+				if r := rssBytes(); r > m.peakRSS.Load() {
+					m.peakRSS.Store(r)
+				}
+			}
+		}
+	}()
+	return m
+}
+
+// done stops sampling and adds per-task costs for n tasks to f.
+func (m *meter) done(ctx context.Context, f Figures, prefix string, n int) {
+	close(m.stop)
+	m.wg.Wait()
+	f[prefix+"rss_mb"] = float64(m.peakRSS.Load()) / (1 << 20)
+	if n == 0 {
+		return
+	}
+	if c, ok := cpuTime("self"); ok {
+		f[prefix+"taskd_cpu_us_per_task"] = float64((c - m.cpu0).Microseconds()) / float64(n)
+	}
+	if m.server != "" {
+		if c, ok := cpuTime(m.server); ok {
+			f[prefix+"mysql_cpu_us_per_task"] = float64((c - m.srv0).Microseconds()) / float64(n)
+		}
+	}
+	// Server-wide counters: other clients of the same servers add to them.
+	if q := m.e.questions(ctx); q > 0 && m.questions0 > 0 {
+		f[prefix+"mysql_statements_per_task"] = float64(q-m.questions0) / float64(n)
+	}
+	if r := m.e.redisCommands(ctx); r > 0 && m.rc0 > 0 {
+		f[prefix+"redis_commands_per_task"] = float64(r-m.rc0) / float64(n)
+	}
+}
+
+func (e *Env) questions(ctx context.Context) int64 {
+	var name string
+	var v int64
+	if err := e.Store.DB().QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &v); err != nil {
+		return 0
+	}
+	return v
+}
+
+func (e *Env) redisCommands(ctx context.Context) int64 {
+	info, err := e.Broker.Client().Info(ctx, "stats").Result()
+	if err != nil {
+		return 0
+	}
+	var v int64
+	for _, line := range strings.Split(info, "\n") {
+		if _, err := fmt.Sscanf(line, "total_commands_processed:%d", &v); err == nil {
+			return v
+		}
+	}
+	return 0
+}
+
+// BurnDown queues n due no-op tasks, then starts a node (scheduler and a
+// worker with slots slots) and measures how fast it runs them all.
+func BurnDown(ctx context.Context, e *Env, n, slots int) (Figures, error) {
+	if err := e.fill(ctx, n, nil); err != nil {
+		return nil, err
+	}
+	c := &counter{}
+	m := e.startMeter(ctx)
+	start := time.Now()
+	nd, err := e.StartNode(ctx, map[string]int{"noop": slots}, noopRegistry(c), 1000)
+	if err != nil {
+		return nil, err
+	}
+	err = e.waitSucceeded(ctx, c, n, 30*time.Minute)
+	elapsed := time.Since(start)
+	f := Figures{}
+	m.done(ctx, f, "burn_down_", n)
+	nd.Close()
+	if err != nil {
+		return nil, err
+	}
+	f["burn_down_tasks_per_s"] = float64(n) / elapsed.Seconds()
+	return f, nil
+}
+
+// Steady submits tasks one per call, as web requests do, at rate per second
+// for d, with a node running, and measures submit-to-start latency
+// (created_at to started_at).
+func Steady(ctx context.Context, e *Env, rate int, d time.Duration) (Figures, error) {
+	c := &counter{}
+	nd, err := e.StartNode(ctx, map[string]int{"noop": 100}, noopRegistry(c), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer nd.Close()
+	n := int(float64(rate) * d.Seconds())
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range n {
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			wg.Wait()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.Producer.Submit(ctx, producer.Submission{Code: "noop"}); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	tick.Stop()
+	wg.Wait()
+	if k := failed.Load(); k > 0 {
+		return nil, fmt.Errorf("%d submissions failed", k)
+	}
+	if err := e.waitSucceeded(ctx, c, n, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	lat, err := e.latencies(ctx, "created_at", "started_at")
+	if err != nil {
+		return nil, err
+	}
+	disp, err := e.latencies(ctx, "created_at", "dispatched_at")
+	if err != nil {
+		return nil, err
+	}
+	return Figures{
+		"steady_p50_ms": percentile(lat, 50), "steady_p99_ms": percentile(lat, 99),
+		"steady_dispatch_p50_ms": percentile(disp, 50), "steady_dispatch_p99_ms": percentile(disp, 99),
+	}, nil
+}
+
+// Lateness submits n tasks due at evenly spread times within window,
+// starting a few seconds ahead, and measures how late each started
+// (plan_next_run_at to started_at).
+func Lateness(ctx context.Context, e *Env, n int, window time.Duration) (Figures, error) {
+	c := &counter{}
+	nd, err := e.StartNode(ctx, map[string]int{"noop": 100}, noopRegistry(c), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer nd.Close()
+	lead := 3 * time.Second
+	if err := e.fill(ctx, n, func(i int, s *producer.Submission) {
+		s.Delay = lead + time.Duration(i)*window/time.Duration(n)
+	}); err != nil {
+		return nil, err
+	}
+	if err := e.waitSucceeded(ctx, c, n, lead+window+5*time.Minute); err != nil {
+		return nil, err
+	}
+	late, err := e.latencies(ctx, "plan_next_run_at", "started_at")
+	if err != nil {
+		return nil, err
+	}
+	return Figures{"lateness_p50_ms": percentile(late, 50), "lateness_p99_ms": percentile(late, 99),
+		"lateness_max_ms": late[len(late)-1]}, nil
+}
+
+// SubmitBatch measures one client submitting n tasks in batches of 1,000.
+func SubmitBatch(ctx context.Context, e *Env, n int) (Figures, error) {
+	start := time.Now()
+	if err := e.fill(ctx, n, nil); err != nil {
+		return nil, err
+	}
+	return Figures{"submit_batch_tasks_per_s": float64(n) / time.Since(start).Seconds()}, nil
+}
+
+// SubmitSingle measures clients goroutines each submitting one task per
+// call (a statement and a wakeup each) until n are in.
+func SubmitSingle(ctx context.Context, e *Env, n, clients int) (Figures, error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if _, err := e.Producer.Submit(ctx, producer.Submission{Code: "noop"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	return Figures{"submit_single_tasks_per_s": float64(n) / elapsed.Seconds()}, nil
+}
+
+// Exec measures n tasks whose handler runs /bin/true as an exec handler
+// (a process each), with slots concurrent slots.
+func Exec(ctx context.Context, e *Env, n, slots int) (Figures, error) {
+	if err := e.fill(ctx, n, nil); err != nil {
+		return nil, err
+	}
+	reg := handler.NewRegistry()
+	reg.Register("noop", &handler.Exec{Argv: []string{"/bin/true"}, KillGrace: time.Second})
+	start := time.Now()
+	nd, err := e.StartNode(ctx, map[string]int{"noop": slots}, reg, 1000)
+	if err != nil {
+		return nil, err
+	}
+	defer nd.Close()
+	if err := e.waitSucceeded(ctx, nil, n, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	return Figures{"exec_tasks_per_s": float64(n) / time.Since(start).Seconds()}, nil
+}
+
+// IdleSlots measures resident memory of a node with slots idle worker
+// slots spread over ten queues, after it settled.
+func IdleSlots(ctx context.Context, e *Env, slots int) (Figures, error) {
+	queues := map[string]int{}
+	for i := range 10 {
+		queues[fmt.Sprintf("idle%d", i)] = slots / 10
+	}
+	m := e.startMeter(ctx)
+	nd, err := e.StartNode(ctx, queues, noopRegistry(&counter{}), 0)
+	if err != nil {
+		return nil, err
+	}
+	startstop.Sleep(ctx, 3*time.Second)
+	f := Figures{}
+	m.done(ctx, f, "idle_", 0)
+	nd.Close()
+	return f, nil
+}
+
+// FillLarge adds rows to the task center, half future (cron and delayed
+// tasks due within 30 days) and half finished history, as a busy
+// installation holds: the rows the hot path must not pay for.
+func FillLarge(ctx context.Context, e *Env, rows int) error {
+	const chunk = 10000
+	digits := `(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+		UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)`
+	seq := fmt.Sprintf(`(SELECT a.d + 10*b.d + 100*c.d + 1000*e.d AS n FROM %s a, %s b, %s c, %s e)`, digits, digits, digits, digits)
+	for done := 0; done < rows; done += chunk {
+		k := min(chunk, rows-done)
+		var q string
+		if (done/chunk)%2 == 0 {
+			q = `INSERT INTO task_center (task_code, task_type, payload, cron_expr, plan_next_run_at, priority)
+				SELECT 'future', IF(s.n % 2 = 0, 1, 2), '{}', IF(s.n % 2 = 0, '0 3 * * *', NULL),
+				NOW(3) + INTERVAL 1 HOUR + INTERVAL s.n * 250 SECOND, s.n % 10 FROM ` + seq + ` s WHERE s.n < ?`
+		} else {
+			q = `INSERT INTO task_center (task_code, payload, status, attempt, dispatched_at, started_at, finished_at, last_run_at)
+				SELECT 'history', '{}', 3, 1, NOW(3) - INTERVAL s.n SECOND, NOW(3) - INTERVAL s.n SECOND,
+				NOW(3) - INTERVAL s.n SECOND, NOW(3) - INTERVAL s.n SECOND FROM ` + seq + ` s WHERE s.n < ?`
+		}
+		if _, err := e.Store.DB().ExecContext(ctx, q, k); err != nil {
+			return fmt.Errorf("fill task center: %w", err)
+		}
+	}
+	return nil
+}
