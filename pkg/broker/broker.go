@@ -7,7 +7,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,6 +31,7 @@ type Options struct {
 type Broker struct {
 	rdb  redis.UniversalClient
 	Keys Keys
+	layoutHolder
 }
 
 // quiet drops go-redis's own log lines: every error it logs also reaches
@@ -105,6 +105,8 @@ func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Messag
 	cmds := make([]*redis.IntCmd, len(msgs))
 	var failed []*task.Message
 	var firstErr error
+	l := b.currentLayout()
+	perQueue := map[string]int{}
 	for i, m := range msgs {
 		raw, err := m.Encode()
 		if err != nil {
@@ -112,7 +114,11 @@ func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Messag
 			firstErr = orErr(firstErr, err)
 			continue
 		}
-		cmds[i] = pipe.LPush(ctx, b.Keys.Queue(m.Queue, 0), raw)
+		cmds[i] = pipe.LPush(ctx, b.laneOf(m, l), raw)
+		perQueue[m.Queue]++
+	}
+	for q, n := range perQueue {
+		b.notify(ctx, pipe, q, n)
 	}
 	_, err := pipe.Exec(ctx)
 	for i, c := range cmds {
@@ -133,42 +139,12 @@ func orErr(a, b error) error {
 	return b
 }
 
-// takeScript moves up to ARGV[1] messages from a queue to a processing
-// list, oldest first.
-//
-//	KEYS[1] queue list, KEYS[2] processing list
-//	ARGV[1] maximum number of messages
-//	returns the messages moved
-var takeScript = redis.NewScript(`
-local out = {}
-for i = 1, tonumber(ARGV[1]) do
-  local m = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
-  if not m then break end
-  out[#out + 1] = m
-end
-return out
-`)
-
-// Take moves up to max messages of queue q into worker w's processing list.
-// When the queue is empty it blocks up to wait for one message; it returns
-// no messages and no error when none arrived.
+// Take moves up to max messages of queue q into worker w's processing list,
+// higher priorities first, from every shard the layout says workers
+// consume. When there are none it blocks up to wait for a push; it returns
+// no messages and no error when none arrived, or while q is paused.
 func (b *Broker) Take(ctx context.Context, q, w string, max int, wait time.Duration) ([]string, error) {
-	src, dst := b.Keys.Queue(q, 0), b.Keys.Processing(q, w)
-	got, err := takeScript.Run(ctx, b.rdb, []string{src, dst}, max).StringSlice()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("take from %s: %w", q, err)
-	}
-	if len(got) > 0 || wait <= 0 {
-		return got, nil
-	}
-	m, err := b.rdb.BLMove(ctx, src, dst, "RIGHT", "LEFT", wait).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("wait on %s: %w", q, err)
-	}
-	return []string{m}, nil
+	return b.takeLanes(ctx, q, w, max, wait)
 }
 
 // Ack removes finished messages from worker w's processing lists.
@@ -198,13 +174,16 @@ func (b *Broker) Quarantine(ctx context.Context, q, w, raw string) error {
 	return nil
 }
 
-// QueueLen returns the number of queued messages of q.
+// QueueLen returns the number of queued messages of q, over its shards and
+// priorities.
 func (b *Broker) QueueLen(ctx context.Context, q string) (int64, error) {
-	n, err := b.rdb.LLen(ctx, b.Keys.Queue(q, 0)).Result()
-	if err != nil {
-		return 0, fmt.Errorf("queue length of %s: %w", q, err)
+	_, span := b.currentLayout().Shards(q)
+	per, err := b.QueueBacklog(ctx, q, span)
+	var n int64
+	for _, v := range per {
+		n += v
 	}
-	return n, nil
+	return n, err
 }
 
 // Wake tells schedulers that a task is due in d (zero: now).

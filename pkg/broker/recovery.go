@@ -117,22 +117,37 @@ func (b *Broker) Forget(ctx context.Context, w string) error {
 }
 
 // OldestDispatch returns the dispatch time of the oldest message waiting in
-// queue q, and false when the queue is empty. A dispatched task whose
-// dispatch is older than that cannot be waiting in the queue: queues are
-// first in, first out.
+// queue q, in any shard of its span and any priority, and false when the
+// queue is empty. A dispatched task whose dispatch is older than that
+// cannot be waiting in the queue: each list is first in, first out.
 func (b *Broker) OldestDispatch(ctx context.Context, q string) (time.Time, bool, error) {
-	raw, err := b.rdb.LIndex(ctx, b.Keys.Queue(q, 0), -1).Result()
-	if errors.Is(err, redis.Nil) {
-		return time.Time{}, false, nil
+	_, span := b.currentLayout().Shards(q)
+	pipe := b.rdb.Pipeline()
+	var cmds []*redis.StringCmd
+	for s := range max(span, 1) {
+		for p := 0; p <= task.MaxPriority; p++ {
+			cmds = append(cmds, pipe.LIndex(ctx, b.Keys.Lane(q, s, p), -1))
+		}
 	}
-	if err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return time.Time{}, false, fmt.Errorf("oldest message of %s: %w", q, err)
 	}
-	m, err := task.DecodeMessage([]byte(raw))
-	if err != nil {
-		// A poison message at the head: the worker quarantines it soon;
-		// treat the queue as holding nothing older.
-		return time.Time{}, false, nil
+	var oldest time.Time
+	found := false
+	for _, c := range cmds {
+		raw, err := c.Result()
+		if err != nil {
+			continue // redis.Nil: an empty list
+		}
+		m, err := task.DecodeMessage([]byte(raw))
+		if err != nil {
+			// A poison message at the head: the worker quarantines it
+			// soon; it holds nothing older.
+			continue
+		}
+		if t := time.UnixMilli(m.DispatchedUnixMS); !found || t.Before(oldest) {
+			oldest, found = t, true
+		}
 	}
-	return time.UnixMilli(m.DispatchedUnixMS), true, nil
+	return oldest, found, nil
 }

@@ -152,7 +152,9 @@ func (a *App) Root() *cobra.Command {
 	a.v.BindPFlag("redis.addr", pf.Lookup("redis-addr"))
 	a.v.BindPFlag("redis.prefix", pf.Lookup("redis-prefix"))
 
-	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.retryCmd(), a.killCmd(), a.lockCmd(), a.benchCmd(), a.versionCmd())
+	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.retryCmd(), a.killCmd(),
+		a.runNowCmd(), a.deleteCmd(), a.enableCmd(), a.disableCmd(), a.pauseCmd(), a.resumeCmd(), a.reshardCmd(), a.auditCmd(), a.statsCmd(),
+		a.lockCmd(), a.benchCmd(), a.versionCmd())
 	markRunErrors(root)
 	return root
 }

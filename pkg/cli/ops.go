@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -27,35 +28,35 @@ func (s *selection) register(cmd *cobra.Command) {
 	fl.BoolVarP(&s.yes, "yes", "y", false, "do not ask for confirmation")
 }
 
-// ids resolves the arguments or the filter to task ids.
-func (s *selection) ids(cmd *cobra.Command, o *ops.Ops, args []string) ([]int64, error) {
+// target resolves the arguments or the filter to what an action applies to.
+func (s *selection) target(args []string) (ops.Target, error) {
 	filtered := s.status != "" || s.queue != "" || s.code != ""
 	if len(args) > 0 && filtered {
-		return nil, task.Invalidf("give task ids or a filter (--status, --queue, --code), not both")
+		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code), not both")
 	}
 	if len(args) == 0 && !filtered {
-		return nil, task.Invalidf("give task ids or a filter (--status, --queue, --code)")
+		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code)")
 	}
 	if len(args) > 0 {
 		ids := make([]int64, len(args))
 		for i, a := range args {
 			id, err := strconv.ParseInt(a, 10, 64)
 			if err != nil || id <= 0 {
-				return nil, task.Invalidf("task id %q is not a positive number", a)
+				return ops.Target{}, task.Invalidf("task id %q is not a positive number", a)
 			}
 			ids[i] = id
 		}
-		return ids, nil
+		return ops.Target{IDs: ids}, nil
 	}
 	f := ops.Filter{Queue: s.queue, Code: s.code}
 	if s.status != "" {
 		st, err := task.ParseStatus(s.status)
 		if err != nil {
-			return nil, err
+			return ops.Target{}, err
 		}
 		f.Status = &st
 	}
-	return o.Select(cmd.Context(), f)
+	return ops.Target{Filter: &f}, nil
 }
 
 // confirm asks on a terminal; elsewhere it requires --yes.
@@ -91,7 +92,12 @@ func (a *App) ops(cmd *cobra.Command) (*ops.Ops, func(), error) {
 		st.Close()
 		return nil, nil, err
 	}
-	return ops.New(st, br), func() { st.Close(); br.Close() }, nil
+	c, _ := a.config() // loaded by openStore
+	o := ops.New(st, br)
+	shards := c.QueueShards()
+	o.Configured = func(q string) int { return shards[q] }
+	o.Timezone = c.Cron.Timezone
+	return o, func() { st.Close(); br.Close() }, nil
 }
 
 func (a *App) printChange(c ops.Change) error {
@@ -117,23 +123,35 @@ func joinIDs(ids []int64) string {
 // bulkAction is the body of a command acting on task ids or a filter.
 // destructive actions always ask; others ask only for a filter.
 func (a *App) bulkAction(sel *selection, verb string, destructive bool,
-	act func(o *ops.Ops, cmd *cobra.Command, ids []int64) (ops.Change, error)) func(*cobra.Command, []string) error {
+	act func(o *ops.Ops, ctx context.Context, t ops.Target) (ops.Change, error)) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		t, err := sel.target(args)
+		if err != nil {
+			return err
+		}
 		o, closeFn, err := a.ops(cmd)
 		if err != nil {
 			return err
 		}
 		defer closeFn()
-		ids, err := sel.ids(cmd, o, args)
-		if err != nil {
-			return err
+		if t.Filter != nil {
+			// Resolve the filter first: the question says how many, and the
+			// action applies to exactly the tasks confirmed.
+			if t.IDs, err = o.IDs(cmd.Context(), t); err != nil {
+				return err
+			}
+			t.IDs = nonNil(t.IDs)
 		}
-		if destructive || len(args) == 0 {
-			if err := a.confirm(sel.yes, fmt.Sprintf("%s %d tasks", verb, len(ids))); err != nil {
+		if destructive || t.Filter != nil {
+			prompt := fmt.Sprintf("%s %d tasks", verb, len(t.IDs))
+			if t.Filter != nil {
+				prompt += " (" + t.String() + ")"
+			}
+			if err := a.confirm(sel.yes, prompt); err != nil {
 				return err
 			}
 		}
-		c, err := act(o, cmd, ids)
+		c, err := act(o, cmd.Context(), t)
 		if err != nil {
 			return err
 		}
@@ -141,32 +159,41 @@ func (a *App) bulkAction(sel *selection, verb string, destructive bool,
 	}
 }
 
-func (a *App) retryCmd() *cobra.Command {
+// taskCmd is a command acting on task ids or a filter.
+func (a *App) taskCmd(use, short, example, verb string, destructive bool,
+	act func(o *ops.Ops, ctx context.Context, t ops.Target) (ops.Change, error)) *cobra.Command {
 	var sel selection
-	cmd := &cobra.Command{
-		Use:   "retry [ID...]",
-		Short: "Send dead, failed or cancelled tasks back to pending (retry count reset)",
-		Example: `  taskd retry 42 43
-  taskd retry --status dead --queue send_email --yes`,
-		RunE: a.bulkAction(&sel, "retry", false, func(o *ops.Ops, cmd *cobra.Command, ids []int64) (ops.Change, error) {
-			return o.Retry(cmd.Context(), ids)
-		}),
-	}
+	cmd := &cobra.Command{Use: use, Short: short, Example: example, RunE: a.bulkAction(&sel, verb, destructive, act)}
 	sel.register(cmd)
 	return cmd
 }
 
+func (a *App) runNowCmd() *cobra.Command {
+	return a.taskCmd("run-now [ID...]", "Make pending or failed tasks due now (run once)",
+		"  taskd run-now 42\n  taskd run-now --status failed --queue reports --yes", "run", false, (*ops.Ops).RunNow)
+}
+
+func (a *App) deleteCmd() *cobra.Command {
+	return a.taskCmd("delete [ID...]", "Delete pending tasks; asks first",
+		"  taskd delete 42 --yes\n  taskd delete --status pending --code report --yes", "delete", true, (*ops.Ops).Delete)
+}
+
+func (a *App) disableCmd() *cobra.Command {
+	return a.taskCmd("disable [ID...]", "Stop periodic tasks from running until enabled; asks first",
+		"  taskd disable 42 --yes", "disable", true, (*ops.Ops).Disable)
+}
+
+func (a *App) enableCmd() *cobra.Command {
+	return a.taskCmd("enable [ID...]", "Put disabled periodic tasks back on their schedules",
+		"  taskd enable 42", "enable", false, (*ops.Ops).Enable)
+}
+
+func (a *App) retryCmd() *cobra.Command {
+	return a.taskCmd("retry [ID...]", "Send dead, failed or cancelled tasks back to pending (retry count reset)",
+		"  taskd retry 42 43\n  taskd retry --status dead --queue send_email --yes", "retry", false, (*ops.Ops).Retry)
+}
+
 func (a *App) killCmd() *cobra.Command {
-	var sel selection
-	cmd := &cobra.Command{
-		Use:   "kill [ID...]",
-		Short: "Cancel tasks; a running one is stopped wherever it runs",
-		Example: `  taskd kill 42
-  taskd kill --status pending --code report --yes`,
-		RunE: a.bulkAction(&sel, "kill", true, func(o *ops.Ops, cmd *cobra.Command, ids []int64) (ops.Change, error) {
-			return o.Kill(cmd.Context(), ids)
-		}),
-	}
-	sel.register(cmd)
-	return cmd
+	return a.taskCmd("kill [ID...]", "Cancel tasks; a running one is stopped wherever it runs",
+		"  taskd kill 42\n  taskd kill --status pending --code report --yes", "kill", true, (*ops.Ops).Kill)
 }

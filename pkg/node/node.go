@@ -19,6 +19,7 @@ import (
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/retention"
@@ -43,6 +44,7 @@ type Node struct {
 	Worker    *worker.Worker       // nil without the worker role
 	Recoverer *recovery.Recoverer  // nil without the recovery role
 	Retention *retention.Retention // nil without the retention role
+	Queues    *queues.Cache        // queue state (paused, shards) every role follows
 
 	// Metrics are this process's Prometheus collectors.
 	Metrics    *metrics.Metrics
@@ -78,6 +80,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	n := &Node{ID: worker.NewID(), cfg: cfg, log: log, Store: st, Broker: br, Metrics: metrics.New(Version)}
 	n.beat = &processBeat{broker: br, p: broker.Process{ID: n.ID, Node: cfg.Node.ID, Version: Version, Roles: cfg.Node.Roles},
 		interval: cfg.Worker.HeartbeatInterval, ttl: cfg.Worker.HeartbeatTTL, log: log}
+	n.Queues = openQueues(ctx, cfg, st, br, log)
 	if cfg.HasRole("scheduler") {
 		n.Scheduler = scheduler.New(scheduler.Config{
 			Node: cfg.Node.ID, BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval, Logger: log,
@@ -181,6 +184,9 @@ func (n *Node) Start(ctx context.Context) error {
 		n.stopMetrics()
 		return err
 	}
+	if err := n.Queues.Start(ctx); err != nil {
+		return err
+	}
 	if n.Worker != nil {
 		if err := n.Worker.Start(ctx); err != nil {
 			return err
@@ -222,6 +228,7 @@ func (n *Node) Stop() {
 	if n.Worker != nil {
 		n.Worker.Stop()
 	}
+	n.Queues.Stop()
 	n.beat.Stop()
 	n.stopMetrics()
 }

@@ -5,6 +5,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/cronspec"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -25,12 +27,18 @@ type Ops struct {
 	// KillWait is how long Kill waits for the worker running a task to
 	// cancel it before taking the task from it (a dead or hung worker).
 	KillWait time.Duration
+	// Configured returns a queue's configured shard count (0: none), in
+	// force until the queue is resharded.
+	Configured func(queue string) int
+	// Timezone is the zone of periodic tasks that name none (cron.timezone).
+	Timezone string
 }
 
 // New returns the operator actions, attributed to the current OS user and
 // SSH client.
 func New(s *store.Store, b *broker.Broker) *Ops {
-	return &Ops{store: s, broker: b, actor: CurrentActor(), KillWait: 3 * time.Second}
+	return &Ops{store: s, broker: b, actor: CurrentActor(), KillWait: 3 * time.Second,
+		Configured: func(string) int { return 0 }}
 }
 
 // CurrentActor identifies the operator: OS user, and the SSH client's
@@ -40,8 +48,8 @@ func CurrentActor() store.Actor {
 	if u, err := user.Current(); err == nil {
 		a.User = u.Username
 	}
-	if c := os.Getenv("SSH_CONNECTION"); c != "" {
-		a.Origin = "ssh " + strings.Fields(c)[0]
+	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) > 0 {
+		a.Origin = "ssh " + f[0]
 	} else if h, err := os.Hostname(); err == nil {
 		a.Origin = h
 	}
@@ -55,12 +63,63 @@ type Filter struct {
 	Code   string
 }
 
-// Change is what an action did.
+// Target is what a task action applies to: the tasks IDs, or when Filter
+// is set every task matching it (IDs, when also set, are the tasks the
+// filter was resolved to, and the audit log names the filter).
+type Target struct {
+	IDs    []int64
+	Filter *Filter
+}
+
+// String names the target for the audit log.
+func (t Target) String() string {
+	if t.Filter == nil {
+		return ""
+	}
+	var parts []string
+	if t.Filter.Status != nil {
+		parts = append(parts, "status="+t.Filter.Status.String())
+	}
+	if t.Filter.Queue != "" {
+		parts = append(parts, "queue="+t.Filter.Queue)
+	}
+	if t.Filter.Code != "" {
+		parts = append(parts, "code="+t.Filter.Code)
+	}
+	return "filter " + strings.Join(parts, " ")
+}
+
+// IDs resolves a target to task ids.
+func (o *Ops) IDs(ctx context.Context, t Target) ([]int64, error) {
+	if t.Filter == nil || t.IDs != nil {
+		return t.IDs, nil
+	}
+	return o.Select(ctx, *t.Filter)
+}
+
+// Change is what an action on tasks did.
 type Change struct {
 	Action    string  `json:"action"`
 	Requested int     `json:"requested"`
 	Changed   int     `json:"changed"`
 	IDs       []int64 `json:"ids"`
+	// Unchanged are the requested tasks the action did not apply to (not
+	// in a state it changes, or gone).
+	Unchanged []int64 `json:"unchanged"`
+}
+
+func newChange(action string, requested, changed []int64) Change {
+	done := make(map[int64]bool, len(changed))
+	for _, id := range changed {
+		done[id] = true
+	}
+	c := Change{Action: action, Requested: len(requested), Changed: len(changed), IDs: nonNil(changed), Unchanged: []int64{}}
+	for _, id := range requested {
+		if !done[id] {
+			c.Unchanged = append(c.Unchanged, id)
+		}
+	}
+	return c
 }
 
 // Select returns the ids of tasks matching f (all pages).
@@ -82,58 +141,125 @@ func (o *Ops) Select(ctx context.Context, f Filter) ([]int64, error) {
 	}
 }
 
-// Retry moves dead, failed or cancelled tasks back to pending, due now,
-// with their retry counts reset.
-func (o *Ops) Retry(ctx context.Context, ids []int64) (Change, error) {
-	done, err := o.store.TaskRetry(ctx, o.actor, ids)
-	c := Change{Action: "retry", Requested: len(ids), Changed: len(done), IDs: nonNil(done)}
+func (o *Ops) action(name string, t Target) store.TaskAction {
+	return store.TaskAction{Actor: o.actor, Action: name, Target: t.String()}
+}
+
+// taskAction resolves t and applies one store action to it.
+func (o *Ops) taskAction(ctx context.Context, name string, t Target, wake bool,
+	apply func(context.Context, store.TaskAction, []int64) ([]int64, error)) (Change, error) {
+	ids, err := o.IDs(ctx, t)
 	if err != nil {
-		return c, err
+		return Change{Action: name, IDs: []int64{}, Unchanged: []int64{}}, err
 	}
-	if len(done) > 0 && o.broker != nil {
+	done, err := apply(ctx, o.action(name, t), ids)
+	c := newChange(name, ids, done)
+	if err == nil && wake && len(done) > 0 && o.broker != nil {
 		o.broker.Wake(ctx, 0) // best effort: the next poll finds them anyway
 	}
-	return c, nil
+	return c, err
+}
+
+// Retry moves dead, failed or cancelled tasks back to pending, due now,
+// with their retry counts reset.
+func (o *Ops) Retry(ctx context.Context, t Target) (Change, error) {
+	return o.taskAction(ctx, "retry", t, true, o.store.TaskRetry)
+}
+
+// RunNow makes pending or failed tasks due now ("run once"); a periodic
+// task then goes on with its schedule.
+func (o *Ops) RunNow(ctx context.Context, t Target) (Change, error) {
+	return o.taskAction(ctx, "run", t, true, o.store.TaskRunNow)
+}
+
+// Delete deletes pending tasks. Tasks in any other state are left alone.
+func (o *Ops) Delete(ctx context.Context, t Target) (Change, error) {
+	return o.taskAction(ctx, "delete", t, false, o.store.TaskDeletePending)
+}
+
+// Disable stops periodic tasks from running (they wait in cancelled until
+// Enable). A periodic task that is running now is left alone: kill it, or
+// disable it once it ended.
+func (o *Ops) Disable(ctx context.Context, t Target) (Change, error) {
+	return o.taskAction(ctx, "disable", t, false, o.store.TaskDisable)
+}
+
+// Enable puts disabled periodic tasks back on their schedules: each runs
+// next at its first occurrence after now (by the database clock).
+func (o *Ops) Enable(ctx context.Context, t Target) (Change, error) {
+	return o.taskAction(ctx, "enable", t, true, func(ctx context.Context, a store.TaskAction, ids []int64) ([]int64, error) {
+		now, err := o.store.Now(ctx)
+		if err != nil {
+			return nil, err
+		}
+		next := map[int64]time.Time{}
+		for _, id := range ids {
+			tk, err := o.store.TaskGet(ctx, id)
+			if task.ErrorCode(err) == task.CodeNotFound {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if tk.Type != task.Periodic || tk.Status != task.Cancelled {
+				continue
+			}
+			at, err := cronspec.NextRun(tk.CronExpr, cmp.Or(tk.Timezone, o.Timezone), now, now)
+			if err != nil {
+				return nil, fmt.Errorf("enable task %d: %w", id, err)
+			}
+			next[id] = at
+		}
+		return o.store.TaskEnable(ctx, a, next)
+	})
 }
 
 // Kill cancels tasks. A running task is cancelled wherever it runs (an
 // exec handler's process group is terminated) and becomes cancelled; if its
 // worker does not answer within KillWait, the task is taken from it with a
 // fenced write, so a late result is rejected. Pending, dispatched and
-// failed tasks are cancelled directly.
-func (o *Ops) Kill(ctx context.Context, ids []int64) (Change, error) {
-	c := Change{Action: "kill", Requested: len(ids), IDs: []int64{}}
+// failed tasks are cancelled directly. One audit row records it all,
+// written with the cancellation of the idle ones.
+func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
+	ids, err := o.IDs(ctx, t)
+	if err != nil {
+		return newChange("kill", nil, nil), err
+	}
 	var idle []int64
 	running := map[int64]*task.Task{}
 	for _, id := range ids {
-		t, err := o.store.TaskGet(ctx, id)
-		if err != nil {
-			return c, err
+		tk, err := o.store.TaskGet(ctx, id)
+		if task.ErrorCode(err) == task.CodeNotFound {
+			continue
 		}
-		if t.Status == task.Running {
-			running[id] = t
+		if err != nil {
+			return newChange("kill", ids, nil), err
+		}
+		if tk.Status == task.Running {
+			running[id] = tk
 		} else {
 			idle = append(idle, id)
 		}
 	}
-	if len(idle) > 0 {
-		done, err := o.store.TaskCancel(ctx, o.actor, idle)
-		c.IDs = append(c.IDs, done...)
-		if err != nil {
-			return c, err
-		}
-	}
+	var killed []int64
+	var killErr error
 	if len(running) > 0 {
-		done, err := o.killRunning(ctx, running)
-		c.IDs = append(c.IDs, done...)
-		if err != nil {
-			return c, err
-		}
+		killed, killErr = o.killRunning(ctx, running)
 	}
-	c.Changed = len(c.IDs)
-	return c, nil
+	a := o.action("kill", t)
+	a.Also = killed
+	if t.Filter == nil {
+		a.Target = store.IDsTarget(ids) // idle is only part of them
+	}
+	done, err := o.store.TaskCancel(ctx, a, idle)
+	if killErr != nil {
+		err = killErr
+	}
+	return newChange("kill", ids, done), err
 }
 
+// killRunning asks the workers of running tasks to cancel them, and takes
+// those whose worker does not answer. It returns the tasks it cancelled.
 func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]int64, error) {
 	for id, t := range running {
 		if _, err := o.broker.Kill(ctx, broker.KillRequest{ID: id, Attempt: t.Attempt}); err != nil {
@@ -178,8 +304,82 @@ func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]
 			}
 		}
 	}
-	err := o.store.Audit(ctx, o.actor, "kill", fmt.Sprintf("%d running tasks", len(done)), len(done), map[string]any{"ids": done})
-	return done, err
+	return done, nil
+}
+
+// QueueChange is what an action on a queue did.
+type QueueChange struct {
+	Action  string      `json:"action"`
+	Queue   string      `json:"queue"`
+	Changed bool        `json:"changed"`
+	Before  store.Queue `json:"before"`
+	After   store.Queue `json:"after"`
+}
+
+// queueAction changes one queue's state, audited, and announces it so
+// every node follows at once.
+func (o *Ops) queueAction(ctx context.Context, action, q string, fn func(*store.Queue) error) (QueueChange, error) {
+	if err := task.ValidateName("queue", q); err != nil {
+		return QueueChange{Action: action, Queue: q}, err
+	}
+	c, changed, err := o.store.QueueUpdate(ctx, o.actor, action, q, o.Configured(q), fn)
+	res := QueueChange{Action: action, Queue: q, Changed: changed, Before: c.Before, After: c.After}
+	if err != nil {
+		return res, err
+	}
+	if changed && o.broker != nil {
+		// Best effort: nodes re-read the state within a second anyway.
+		o.broker.NudgeQueues(ctx)
+		if !c.After.Paused {
+			o.broker.Wake(ctx, 0)
+		}
+	}
+	return res, nil
+}
+
+// Pause stops dispatching and starting tasks of queue q. Running tasks
+// finish; queued messages wait in Redis and pending tasks in the task
+// center until Resume.
+func (o *Ops) Pause(ctx context.Context, q string) (QueueChange, error) {
+	return o.queueAction(ctx, "pause", q, func(s *store.Queue) error { s.Paused = true; return nil })
+}
+
+// Resume lets queue q run again.
+func (o *Ops) Resume(ctx context.Context, q string) (QueueChange, error) {
+	return o.queueAction(ctx, "resume", q, func(s *store.Queue) error { s.Paused = false; return nil })
+}
+
+// MaxShards bounds a queue's shards.
+const MaxShards = 256
+
+// Reshard changes the number of shards of queue q online. New messages go
+// to the new shards at once; workers keep consuming every shard that may
+// still hold messages (the span) until recovery has moved what is left in
+// retired shards and retires them, so nothing queued is lost or taken
+// twice.
+func (o *Ops) Reshard(ctx context.Context, q string, n int) (QueueChange, error) {
+	if n < 1 || n > MaxShards {
+		return QueueChange{Action: "reshard", Queue: q}, task.Invalidf("shards must be between 1 and %d, not %d", MaxShards, n)
+	}
+	return o.queueAction(ctx, "reshard", q, func(s *store.Queue) error {
+		s.Span = max(s.Span, s.Shards, n)
+		s.Shards = n
+		return nil
+	})
+}
+
+// Store is the task center the actions change (tasktop and stats read it).
+func (o *Ops) Store() *store.Store { return o.store }
+
+// Broker is the Redis the actions use.
+func (o *Ops) Broker() *broker.Broker { return o.broker }
+
+// Queues returns the state of every queue that has a row.
+func (o *Ops) Queues(ctx context.Context) ([]store.Queue, error) { return o.store.QueueList(ctx) }
+
+// Audit returns audit rows newest first, before id beforeID (0: newest).
+func (o *Ops) Audit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error) {
+	return o.store.AuditList(ctx, beforeID, limit)
 }
 
 func nonNil(ids []int64) []int64 {

@@ -81,7 +81,7 @@ func TestRetryDeadFailedCancelled(t *testing.T) {
 	b.setStatus(t, cancelled, task.Cancelled)
 	b.setStatus(t, running, task.Running)
 
-	c, err := b.ops.Retry(context.Background(), []int64{dead, failed, cancelled, running})
+	c, err := b.ops.Retry(context.Background(), ops.Target{IDs: []int64{dead, failed, cancelled, running}})
 	require.NoError(t, err)
 	require.Equal(t, 4, c.Requested)
 	require.Equal(t, 3, c.Changed)
@@ -125,7 +125,7 @@ func TestCancelIdleTasks(t *testing.T) {
 	pending, failed, done := b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x")
 	b.setStatus(t, failed, task.Failed)
 	b.setStatus(t, done, task.Succeeded)
-	c, err := b.ops.Kill(context.Background(), []int64{pending, failed, done})
+	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{pending, failed, done}})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []int64{pending, failed}, c.IDs)
 	require.Equal(t, task.Cancelled, b.get(t, pending).Status)
@@ -156,7 +156,7 @@ func TestKillRunningExec(t *testing.T) {
 	require.NoError(t, err)
 
 	start := time.Now()
-	c, err := b.ops.Kill(context.Background(), []int64{id})
+	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{id}})
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), 2*time.Second)
 	require.Equal(t, []int64{id}, c.IDs)
@@ -176,7 +176,7 @@ func TestKillRunningWithoutWorker(t *testing.T) {
 	b.ops.KillWait = 200 * time.Millisecond
 	id := b.submit(t, "x")
 	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1, worker_id = 'gone' WHERE id = ?`, id)
-	c, err := b.ops.Kill(context.Background(), []int64{id})
+	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{id}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{id}, c.IDs)
 	require.Equal(t, task.Cancelled, b.get(t, id).Status)

@@ -10,7 +10,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +51,17 @@ type Scheduler struct {
 	seq        atomic.Uint64
 	dispatched atomic.Int64
 	runner     startstop.Runner
+
+	// filter leaves paused queues out of claims while any is paused.
+	filterMu    sync.Mutex
+	filter      *store.ClaimFilter
+	filterSet   map[string]bool
+	filterSince time.Time
 }
+
+// filterReset is how often a filtered claim starts its windows over, for
+// rows inserted with a due time behind a window's cursor.
+const filterReset = 10 * time.Second
 
 // New returns a scheduler.
 func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
@@ -82,12 +94,17 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 	defer timer.Stop()
 	errDelay := 100 * time.Millisecond
 	for {
-		n, err := s.RunOnce(ctx)
+		n, more, filtered, err := s.runOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		wait := s.cfg.PollInterval
 		switch {
+		case err == nil && more:
+			continue // a window was full: look further at once
+		case err == nil && filtered && n == 0:
+			// Due rows may all be paused: wait for a wakeup or a poll
+			// instead of spinning on them.
 		case err != nil:
 			s.log.Error("dispatch failed; retrying", "err", err, "in", errDelay)
 			wait = errDelay
@@ -144,6 +161,13 @@ func (s *Scheduler) untilNextDue(ctx context.Context, claimed int) time.Duration
 // RunOnce claims one batch of due tasks and pushes it. It returns the
 // number of tasks claimed.
 func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
+	n, _, _, err := s.runOnce(ctx)
+	return n, err
+}
+
+// runOnce is RunOnce, also reporting whether paused queues were filtered
+// out and whether a filtered claim's window was full.
+func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, err error) {
 	// A claim is not abandoned half way by a shutdown: the server finishes
 	// a statement whose client went away, so a cancelled claim could leave
 	// tasks dispatched with no message. Claim and push run to their end
@@ -151,12 +175,19 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	claimID := s.cfg.Node + "/d" + strconv.FormatUint(s.seq.Add(1), 36)
-	msgs, err := s.store.TaskClaimDue(pctx, claimID, s.cfg.BatchSize)
+	var msgs []*task.Message
+	if f := s.claimFilter(); f != nil {
+		filtered = true
+		msgs, more, err = s.store.TaskClaimDueFiltered(pctx, claimID, s.cfg.BatchSize, f)
+		s.filterMu.Unlock()
+	} else {
+		msgs, err = s.store.TaskClaimDue(pctx, claimID, s.cfg.BatchSize)
+	}
 	if err != nil {
-		return 0, err
+		return 0, false, filtered, err
 	}
 	if len(msgs) == 0 {
-		return 0, nil
+		return 0, more, filtered, nil
 	}
 	failed, perr := s.broker.Push(pctx, msgs)
 	if len(failed) > 0 {
@@ -164,9 +195,30 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	}
 	s.dispatched.Add(int64(len(msgs) - len(failed)))
 	if perr != nil && len(failed) == len(msgs) {
-		return len(msgs), fmt.Errorf("push: %w", perr)
+		return len(msgs), more, filtered, fmt.Errorf("push: %w", perr)
 	}
-	return len(msgs), nil
+	return len(msgs), more, filtered, nil
+}
+
+// claimFilter returns the filter of paused queues, locked (the caller
+// unlocks it), or nil when no queue is paused.
+func (s *Scheduler) claimFilter() *store.ClaimFilter {
+	ps, ok := s.broker.Layout().(interface{ PausedSet() map[string]bool })
+	if !ok {
+		return nil
+	}
+	paused := ps.PausedSet()
+	s.filterMu.Lock()
+	if len(paused) == 0 {
+		s.filter, s.filterSet = nil, nil
+		s.filterMu.Unlock()
+		return nil
+	}
+	if s.filter == nil || !maps.Equal(paused, s.filterSet) || time.Since(s.filterSince) > filterReset {
+		s.filter = &store.ClaimFilter{Paused: func(q string) bool { return paused[q] }}
+		s.filterSet, s.filterSince = paused, time.Now()
+	}
+	return s.filter
 }
 
 // handBack returns tasks whose push failed to pending, due now. The

@@ -5,9 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // Actor identifies who made an operator action.
@@ -25,65 +29,231 @@ type AuditEntry struct {
 	Action    string    `json:"action"`
 	Target    string    `json:"target"`
 	Affected  int       `json:"affected"`
-	Detail    string    `json:"detail,omitempty"`
+	// Detail is JSON: requested, ids, before (counts by status), after.
+	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
-// TaskRetry moves dead, failed or cancelled tasks back to pending, due now,
-// and audits it in the same transaction. It returns the ids that changed.
-func (s *Store) TaskRetry(ctx context.Context, a Actor, ids []int64) ([]int64, error) {
-	return s.taskAction(ctx, a, "retry", qRetry, ids)
+// TaskAction is an operator action on tasks, for the audit log.
+type TaskAction struct {
+	Actor  Actor
+	Action string // audit action name
+	// Target says what the operator selected ("": the ids).
+	Target string
+	// Detail is added to the audit row's detail.
+	Detail map[string]any
+	// Also counts changes made outside this call (running tasks a kill
+	// cancelled through their workers): they join the audit row.
+	Also []int64
+}
+
+// TaskRetry moves dead, failed or cancelled tasks back to pending, due now.
+func (s *Store) TaskRetry(ctx context.Context, a TaskAction, ids []int64) ([]int64, error) {
+	return s.taskAction(ctx, a, "pending", ids, stmtAction(qRetry))
 }
 
 // TaskCancel cancels tasks that no worker holds (pending, dispatched or
-// failed) and audits it. A dispatched task's message is then stale and is
-// dropped by the worker that takes it. Running tasks are killed through
-// their worker instead.
-func (s *Store) TaskCancel(ctx context.Context, a Actor, ids []int64) ([]int64, error) {
-	return s.taskAction(ctx, a, "cancel", qCancel, ids)
+// failed). A dispatched task's message is then stale and is dropped by the
+// worker that takes it. Running tasks are killed through their worker.
+func (s *Store) TaskCancel(ctx context.Context, a TaskAction, ids []int64) ([]int64, error) {
+	return s.taskAction(ctx, a, "cancelled", ids, stmtAction(qCancel))
 }
 
-func (s *Store) taskAction(ctx context.Context, a Actor, action, q string, ids []int64) ([]int64, error) {
-	var changed []int64
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), 1000)]
-		ids = ids[len(chunk):]
-		token := newToken()
+// TaskRunNow makes pending or failed tasks due now.
+func (s *Store) TaskRunNow(ctx context.Context, a TaskAction, ids []int64) ([]int64, error) {
+	return s.taskAction(ctx, a, "pending", ids, stmtAction(qRunNow))
+}
+
+// TaskDisable parks periodic tasks that no worker holds (pending, failed
+// or dead) in cancelled, until TaskEnable.
+func (s *Store) TaskDisable(ctx context.Context, a TaskAction, ids []int64) ([]int64, error) {
+	return s.taskAction(ctx, a, "cancelled", ids, stmtAction(qDisable))
+}
+
+// TaskEnable puts disabled (cancelled) periodic tasks back on their
+// schedules, next run at next[id].
+func (s *Store) TaskEnable(ctx context.Context, a TaskAction, next map[int64]time.Time) ([]int64, error) {
+	ids := make([]int64, 0, len(next))
+	for id := range next {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return s.taskAction(ctx, a, "pending", ids, func(ctx context.Context, tx *sql.Tx, token uint64, chunk []int64, _ map[int64]int) ([]int64, error) {
+		var done []int64
+		for _, id := range chunk {
+			res, err := tx.ExecContext(ctx, qEnable, unixArg(next[id]), token, id)
+			if err != nil {
+				return nil, err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				done = append(done, id)
+			}
+		}
+		return done, nil
+	})
+}
+
+// TaskDeletePending deletes pending tasks.
+func (s *Store) TaskDeletePending(ctx context.Context, a TaskAction, ids []int64) ([]int64, error) {
+	return s.taskAction(ctx, a, "deleted", ids, func(ctx context.Context, tx *sql.Tx, _ uint64, chunk []int64, before map[int64]int) ([]int64, error) {
+		var done []int64
+		for _, id := range chunk {
+			if st, ok := before[id]; ok && st == 0 {
+				done = append(done, id)
+			}
+		}
+		if len(done) == 0 {
+			return nil, nil
+		}
+		args := make([]any, len(done))
+		for i, id := range done {
+			args[i] = id
+		}
+		_, err := tx.ExecContext(ctx, fmt.Sprintf(qDeletePending, placeholders(len(done))), args...)
+		return done, err
+	})
+}
+
+// actionFunc changes one chunk of tasks inside the action's transaction and
+// returns the ids it changed. before holds each locked task's status.
+type actionFunc func(ctx context.Context, tx *sql.Tx, token uint64, chunk []int64, before map[int64]int) ([]int64, error)
+
+// stmtAction is an action of one UPDATE marking the rows it changed with
+// the token (q has the token first, then the id list).
+func stmtAction(q string) actionFunc {
+	return func(ctx context.Context, tx *sql.Tx, token uint64, chunk []int64, _ map[int64]int) ([]int64, error) {
 		args := make([]any, 0, len(chunk)+1)
 		args = append(args, token)
 		for _, id := range chunk {
 			args = append(args, id)
 		}
+		in := placeholders(len(chunk))
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(q, in), args...); err != nil {
+			return nil, err
+		}
+		return queryIDs(ctx, tx, fmt.Sprintf(qChangedBy, in), append(args[1:len(args):len(args)], token)...)
+	}
+}
+
+// auditIDsMax bounds the ids kept in an audit row's detail.
+const auditIDsMax = 1000
+
+// taskAction applies an action in chunks of 1000 tasks. Each chunk locks
+// its rows (reading their status before), changes those in the right
+// state, and writes the action's one audit row in the same transaction:
+// inserted with the first chunk, brought up to date by the next ones, so it
+// always says exactly what is committed. It returns the ids that changed.
+func (s *Store) taskAction(ctx context.Context, a TaskAction, after string, ids []int64, act actionFunc) ([]int64, error) {
+	changed := slices.Clone(a.Also)
+	before := map[string]int{}
+	target := a.Target
+	if target == "" {
+		target = IDsTarget(ids)
+	}
+	var auditID int64
+	requested := len(ids)
+	for first := true; first || len(ids) > 0; first = false {
+		chunk := ids[:min(len(ids), 1000)]
+		ids = ids[len(chunk):]
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			in := placeholders(len(chunk))
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf(q, in), args...); err != nil {
-				return err
-			}
-			done, err := queryIDs(ctx, tx, fmt.Sprintf(qChangedBy, in), append(args[1:len(args):len(args)], token)...)
+			was, err := lockStatus(ctx, tx, chunk)
 			if err != nil {
 				return err
 			}
-			detail, _ := json.Marshal(map[string]any{"ids": done, "requested": len(chunk)})
-			if _, err := tx.ExecContext(ctx, qAuditInsert, a.User, a.Origin, action, idsTarget(chunk), len(done), string(detail)); err != nil {
-				return err
+			var done []int64
+			if len(chunk) > 0 {
+				if done, err = act(ctx, tx, newToken(), chunk, was); err != nil {
+					return err
+				}
 			}
-			changed = append(changed, done...)
+			counts := maps.Clone(before)
+			for _, id := range done {
+				counts[task.Status(was[id]).String()]++
+			}
+			all := append(slices.Clone(changed), done...)
+			detail := maps.Clone(a.Detail)
+			if detail == nil {
+				detail = map[string]any{}
+			}
+			detail["requested"], detail["before"], detail["after"] = requested, counts, after
+			detail["ids"] = all[:min(len(all), auditIDsMax)]
+			if len(all) > auditIDsMax {
+				detail["ids_truncated"] = true
+			}
+			d, _ := json.Marshal(detail)
+			if auditID == 0 {
+				if auditID, err = insertAudit(ctx, tx, a.Actor, a.Action, target, len(all), string(d)); err != nil {
+					return err
+				}
+			} else if _, err := tx.ExecContext(ctx, qAuditUpdate, len(all), string(d), auditID); err != nil {
+				return fmt.Errorf("audit: %w", err)
+			}
+			changed, before = all, counts
 			return nil
 		})
 		if err != nil {
-			return changed, fmt.Errorf("%s %d tasks: %w", action, len(chunk), err)
+			return changed, fmt.Errorf("%s %d tasks: %w", a.Action, len(chunk), err)
 		}
 	}
 	return changed, nil
+}
+
+// lockStatus locks tasks and returns their status by id.
+func lockStatus(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]int, error) {
+	out := make(map[int64]int, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(qActionLock, placeholders(len(ids))), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var st int
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, err
+		}
+		out[id] = st
+	}
+	return out, rows.Err()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // Audit records an action that changed nothing in the task center itself
 // (a kill request carried by Redis, for example).
 func (s *Store) Audit(ctx context.Context, a Actor, action, target string, affected int, detail any) error {
 	d, _ := json.Marshal(detail)
-	if _, err := s.db.ExecContext(ctx, qAuditInsert, a.User, a.Origin, action, target, affected, string(d)); err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
+	_, err := insertAudit(ctx, s.db, a, action, target, affected, string(d))
+	return err
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertAudit writes one task_audit row (the database clock stamps it) and
+// returns its id.
+func insertAudit(ctx context.Context, db execer, a Actor, action, target string, affected int, detail string) (int64, error) {
+	res, err := db.ExecContext(ctx, qAuditInsert, truncate(a.User, 128), truncate(a.Origin, 128), action, truncate(target, 255), affected, detail)
+	if err != nil {
+		return 0, fmt.Errorf("audit %s: %w", action, err)
 	}
-	return nil
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("audit %s: %w", action, err)
+	}
+	return id, nil
 }
 
 // AuditList returns audit rows newest first, before id beforeID (0: from
@@ -100,9 +270,12 @@ func (s *Store) AuditList(ctx context.Context, beforeID int64, limit int) ([]Aud
 	var out []AuditEntry
 	for rows.Next() {
 		var e AuditEntry
-		var at string
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Origin, &e.Action, &e.Target, &e.Affected, &e.Detail); err != nil {
+		var at, detail string
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Origin, &e.Action, &e.Target, &e.Affected, &detail); err != nil {
 			return nil, fmt.Errorf("list audit log: %w", err)
+		}
+		if json.Valid([]byte(detail)) {
+			e.Detail = json.RawMessage(detail)
 		}
 		e.CreatedAt = parseUnix(at)
 		out = append(out, e)
@@ -110,8 +283,8 @@ func (s *Store) AuditList(ctx context.Context, beforeID int64, limit int) ([]Aud
 	return out, rows.Err()
 }
 
-// idsTarget names a set of task ids for the audit log, shortened.
-func idsTarget(ids []int64) string {
+// IDsTarget names a set of task ids for the audit log, shortened.
+func IDsTarget(ids []int64) string {
 	var b strings.Builder
 	b.WriteString("tasks ")
 	for i, id := range ids {

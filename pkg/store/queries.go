@@ -247,3 +247,107 @@ const qAuditInsert = `INSERT INTO task_audit (actor, origin, action, target, aff
 const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, action, target, affected, COALESCE(detail, '')
 	FROM task_audit WHERE id < ? ORDER BY id DESC LIMIT ?`
 
+// qClaimWindow is the claim's candidate select while some queue is paused:
+// per priority, one bounded window of idx_claim (the batch size) starting
+// at a keyset cursor, with each row's queue so the caller drops paused
+// ones. The queue is not in idx_claim, so filtering in SQL would make the
+// range scan walk the whole paused backlog (unbounded); reading a window
+// and moving the cursor past a leading run of paused rows keeps every claim
+// bounded, and a paused backlog cannot starve the queues due behind it.
+// Unpaused claims keep the index-only qClaimCandidates.
+var qClaimWindow = func() string {
+	var b strings.Builder
+	for p := 0; p <= 9; p++ {
+		if p > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		fmt.Fprintf(&b, "(SELECT id, priority, CAST(claim_key AS CHAR), queue, task_code FROM task_center FORCE INDEX (idx_claim)"+
+			" WHERE priority = %d AND claim_key <= NOW(3) AND (claim_key > ? OR (claim_key = ? AND id >= ?))"+
+			" ORDER BY claim_key, id LIMIT ?)", p)
+	}
+	return b.String()
+}()
+
+// qActionLock locks the tasks of an operator action and reads their state
+// before it.
+const qActionLock = `SELECT id, status FROM task_center WHERE id IN (%s) FOR UPDATE`
+
+// qRunNow makes pending or failed tasks due now.
+const qRunNow = `UPDATE task_center SET status = 0, plan_next_run_at = NOW(3), claim_token = ?
+	WHERE id IN (%s) AND status IN (0, 4)`
+
+// qDeletePending deletes pending tasks (their rows are locked by
+// qActionLock, so exactly those read as pending go).
+const qDeletePending = `DELETE FROM task_center WHERE id IN (%s) AND status = 0`
+
+// qDisable parks periodic tasks that no worker holds in cancelled. Their
+// finished_at stays NULL, so retention keeps them until they are enabled.
+const qDisable = `UPDATE task_center SET status = 6, worker_id = '', last_result = 'disabled by operator', claim_token = ?
+	WHERE id IN (%s) AND task_type = 1 AND status IN (0, 4, 5)`
+
+// qEnable puts a disabled periodic task back on its schedule.
+const qEnable = `UPDATE task_center SET status = 0, retry_count = 0, crash_count = 0, finished_at = NULL,
+	plan_next_run_at = FROM_UNIXTIME(?), claim_token = ? WHERE id = ? AND task_type = 1 AND status = 6`
+
+const qAuditUpdate = `UPDATE task_audit SET affected = ?, detail = ? WHERE id = ?`
+
+const qQueueList = `SELECT name, paused, shards, span, UNIX_TIMESTAMP(updated_at) FROM task_queue ORDER BY name`
+
+const qQueueLock = `SELECT paused, shards, span FROM task_queue WHERE name = ? FOR UPDATE`
+
+const qQueueUpsert = `INSERT INTO task_queue (name, paused, shards, span) VALUES (?, ?, ?, ?)
+	ON DUPLICATE KEY UPDATE paused = VALUES(paused), shards = VALUES(shards), span = VALUES(span)`
+
+const qQueueSeed = `INSERT IGNORE INTO task_queue (name, shards, span) VALUES (?, ?, ?)`
+
+// qQueueShrinkSpan retires the shard lists beyond shards once a reshard is
+// older than a grace (every node's cache has followed it); the caller has
+// emptied them.
+const qQueueShrinkSpan = `UPDATE task_queue SET span = shards
+	WHERE name = ? AND span = ? AND shards = ? AND updated_at < NOW(3) - INTERVAL ? MICROSECOND`
+
+// qClaimIDs is the compare-and-set of a filtered claim, by primary key (so
+// it locks only its candidates).
+const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = ?
+	WHERE id IN (%s) AND status IN (0, 4) AND plan_next_run_at <= NOW(3)`
+
+// qClaimedRows reads back the messages a filtered claim won.
+const qClaimedRows = `SELECT id, attempt, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
+	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), UNIX_TIMESTAMP(plan_next_run_at),
+	UNIX_TIMESTAMP(dispatched_at)
+	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?
+	ORDER BY priority, plan_next_run_at, id`
+
+// unionPriorities joins one branch per priority (0-9) of format, which
+// takes the priority: a range per priority stays a bounded index range,
+// where one range over all priorities would read every row's entry.
+func unionPriorities(format string) string {
+	var b strings.Builder
+	for p := 0; p <= 9; p++ {
+		if p > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		fmt.Fprintf(&b, format, p)
+	}
+	return b.String()
+}
+
+// Stats queries read only the index entries of tasks in the states they
+// count (idx_claim: waiting; idx_inflight: in flight; idx_held: dead and
+// cancelled), never the succeeded rows that make up most of the table.
+var qStatsWaiting = `SELECT q, status, COUNT(*), UNIX_TIMESTAMP(NOW(3)) - UNIX_TIMESTAMP(MIN(IF(claim_key <= NOW(3), claim_key, NULL)))
+	FROM (` + unionPriorities(`(SELECT IF(queue = '', task_code, queue) q, status, claim_key FROM task_center FORCE INDEX (idx_claim)
+	WHERE priority = %d AND claim_key IS NOT NULL)`) + `) w GROUP BY q, status`
+
+const qStatsInflight = `SELECT IF(queue = '', task_code, queue) q, status, worker_id, id FROM task_center FORCE INDEX (idx_inflight)
+	WHERE inflight_at IS NOT NULL`
+
+const qStatsHeld = `SELECT IF(queue = '', task_code, queue) q, held_status, COUNT(*) FROM task_center FORCE INDEX (idx_held)
+	WHERE held_status IS NOT NULL GROUP BY q, held_status`
+
+// qStatsRuns counts the attempts that ended in the last ten minutes per
+// queue and worker: its cost follows the throughput, not the table.
+const qStatsRuns = `SELECT queue, worker_id, SUM(finished_at >= NOW(3) - INTERVAL 1 MINUTE),
+	SUM(finished_at >= NOW(3) - INTERVAL 1 MINUTE AND outcome IN ('failed', 'dead', 'timeout', 'crashed')),
+	SUM(outcome = 'succeeded'), SUM(outcome <> 'interrupted')
+	FROM task_run FORCE INDEX (idx_run_finished) WHERE finished_at >= NOW(3) - INTERVAL 10 MINUTE GROUP BY queue, worker_id`

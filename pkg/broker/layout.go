@@ -1,0 +1,273 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// A queue's messages live in shards, and each shard in priority lanes:
+//
+//	{prefix}queue:{Q}              shard 0, priority 5 (the default): the whole
+//	                               queue while it has one shard and one priority
+//	{prefix}queue:{Q}:N            shard N > 0, priority 5
+//	{prefix}queue:{Q}[:N]:pP       shard N, priority P != 5
+//	{prefix}notify:{Q}             list of wake tokens: a push adds some, a
+//	                               worker with nothing to take blocks on it
+//	{prefix}queues                 pub/sub channel: a queue's state changed
+//
+// Workers take lanes in priority order (0 first), and within a lane the
+// shards round robin from a rotating start, so no shard starves another
+// and a priority-0 message never waits behind a backlog of lower ones.
+
+// Lane is the list of queue q's shard holding messages of priority prio.
+func (k Keys) Lane(q string, shard, prio int) string {
+	if prio == task.DefaultPriority {
+		return k.Queue(q, shard)
+	}
+	return k.Queue(q, shard) + ":p" + strconv.Itoa(prio)
+}
+
+// Notify is queue q's list of wake tokens.
+func (k Keys) Notify(q string) string { return k.Prefix + "notify:{" + q + "}" }
+
+// QueuesChannel is where a change of queue state is announced.
+func (k Keys) QueuesChannel() string { return k.Prefix + "queues" }
+
+// Layout is the state of queues the broker follows (pkg/queues keeps it in
+// step with the task center).
+type Layout interface {
+	// Shards returns the number of shards new messages go to, and the
+	// number of shards workers consume (span >= shards).
+	Shards(q string) (shards, span int)
+	// Paused reports whether nothing of q may be started.
+	Paused(q string) bool
+	// Changed is closed at the next change of any queue's state.
+	Changed() <-chan struct{}
+}
+
+// single is the layout of a broker that follows none: one shard, never
+// paused.
+type single struct{}
+
+func (single) Shards(string) (int, int) { return 1, 1 }
+func (single) Paused(string) bool       { return false }
+func (single) Changed() <-chan struct{} { return nil }
+func (b *Broker) currentLayout() Layout {
+	if l := b.layout.Load(); l != nil {
+		return *l
+	}
+	return single{}
+}
+
+// layoutHolder is embedded in Broker.
+type layoutHolder struct {
+	layout atomic.Pointer[Layout]
+	rotate atomic.Uint64
+}
+
+// SetLayout makes the broker follow l (nil: one shard, never paused).
+func (b *Broker) SetLayout(l Layout) {
+	if l == nil {
+		b.layout.Store(nil)
+		return
+	}
+	b.layout.Store(&l)
+}
+
+// Layout returns the layout the broker follows.
+func (b *Broker) Layout() Layout { return b.currentLayout() }
+
+// notifyTokens bounds the wake tokens one push adds and a queue keeps.
+const notifyTokens = 64
+
+// laneOf is the list m goes to: its priority's lane of a shard chosen by
+// task id, which spreads a batch evenly.
+func (b *Broker) laneOf(m *task.Message, l Layout) string {
+	shards, _ := l.Shards(m.Queue)
+	shard := 0
+	if shards > 1 {
+		shard = int(uint64(m.ID) % uint64(shards))
+	}
+	prio := min(max(m.Priority, 0), task.MaxPriority)
+	return b.Keys.Lane(m.Queue, shard, prio)
+}
+
+// notify adds wake tokens for n new messages of q to pipe.
+func (b *Broker) notify(ctx context.Context, pipe redis.Pipeliner, q string, n int) {
+	tokens := make([]any, min(n, notifyTokens))
+	for i := range tokens {
+		tokens[i] = "1"
+	}
+	pipe.LPush(ctx, b.Keys.Notify(q), tokens...)
+	pipe.LTrim(ctx, b.Keys.Notify(q), 0, notifyTokens-1)
+}
+
+// lanes lists queue q's lists in consumption order: priority 0 first, and
+// in each priority the span shards from a rotating start.
+func (b *Broker) lanes(q string, span int) []string {
+	start := int(b.rotate.Add(1) % uint64(span))
+	keys := make([]string, 0, (task.MaxPriority+1)*span)
+	for p := 0; p <= task.MaxPriority; p++ {
+		for i := range span {
+			keys = append(keys, b.Keys.Lane(q, (start+i)%span, p))
+		}
+	}
+	return keys
+}
+
+// takeLanesScript moves up to ARGV[1] messages into a processing list,
+// lane by lane in KEYS order, round robin over the ARGV[2] shards of each
+// priority, oldest first.
+//
+//	KEYS lanes (priority-major, span shards each), then the processing list
+//	ARGV[1] maximum number of messages, ARGV[2] span
+//	returns the messages moved
+var takeLanesScript = redis.NewScript(`
+local dst = KEYS[#KEYS]
+local max = tonumber(ARGV[1])
+local span = tonumber(ARGV[2])
+local out = {}
+for base = 0, #KEYS - 2, span do
+  local live = {}
+  for s = 1, span do live[s] = true end
+  local any = true
+  while any and #out < max do
+    any = false
+    for s = 1, span do
+      if live[s] and #out < max then
+        local m = redis.call('LMOVE', KEYS[base + s], dst, 'RIGHT', 'LEFT')
+        if m then out[#out + 1] = m; any = true else live[s] = false end
+      end
+    end
+  end
+  if #out >= max then break end
+end
+return out
+`)
+
+// takeLanes moves up to max messages of q into worker w's processing
+// list. With nothing to take it blocks up to wait on the queue's wake
+// tokens, then tries once more; while q is paused it takes nothing and
+// waits for a change of state (at most wait).
+func (b *Broker) takeLanes(ctx context.Context, q, w string, limit int, wait time.Duration) ([]string, error) {
+	l := b.currentLayout()
+	if l.Paused(q) {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-l.Changed():
+		case <-t.C:
+		}
+		return nil, nil
+	}
+	_, span := l.Shards(q)
+	span = max(span, 1)
+	keys := append(b.lanes(q, span), b.Keys.Processing(q, w))
+	take := func() ([]string, error) {
+		got, err := takeLanesScript.Run(ctx, b.rdb, keys, limit, span).StringSlice()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("take from %s: %w", q, err)
+		}
+		return got, nil
+	}
+	got, err := take()
+	if err != nil || len(got) > 0 || wait <= 0 {
+		return got, err
+	}
+	if err := b.rdb.BLPop(ctx, wait, b.Keys.Notify(q)).Err(); err != nil {
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("wait on %s: %w", q, err)
+	}
+	return take()
+}
+
+// QueueBacklog returns the number of queued messages of q in each shard
+// of its span (all priorities).
+func (b *Broker) QueueBacklog(ctx context.Context, q string, span int) ([]int64, error) {
+	span = max(span, 1)
+	pipe := b.rdb.Pipeline()
+	cmds := make([][]*redis.IntCmd, span)
+	for s := range span {
+		for p := 0; p <= task.MaxPriority; p++ {
+			cmds[s] = append(cmds[s], pipe.LLen(ctx, b.Keys.Lane(q, s, p)))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("backlog of %s: %w", q, err)
+	}
+	out := make([]int64, span)
+	for s, cs := range cmds {
+		for _, c := range cs {
+			out[s] += c.Val()
+		}
+	}
+	return out, nil
+}
+
+// NudgeQueues announces a change of queue state to every node.
+func (b *Broker) NudgeQueues(ctx context.Context) error {
+	if err := b.rdb.Publish(ctx, b.Keys.QueuesChannel(), "1").Err(); err != nil {
+		return fmt.Errorf("announce queue change: %w", err)
+	}
+	return nil
+}
+
+// QueueNudges subscribes to announcements of queue state changes until the
+// returned close function is called.
+func (b *Broker) QueueNudges(ctx context.Context) (<-chan struct{}, func() error) {
+	sub := b.rdb.Subscribe(ctx, b.Keys.QueuesChannel())
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range sub.Channel() {
+			select {
+			case out <- struct{}{}:
+			default: // one pending refresh covers it
+			}
+		}
+	}()
+	return out, sub.Close
+}
+
+// retireScript moves every message of retired lists into their successor
+// lists, keeping their order (the oldest is taken first).
+//
+//	KEYS pairs of (retired list, successor list)
+//	returns the number of messages moved
+var retireScript = redis.NewScript(`
+local n = 0
+for i = 1, #KEYS, 2 do
+  while redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'LEFT', 'RIGHT') do n = n + 1 end
+end
+return n
+`)
+
+// RetireShards moves the messages of q's shards from shards to span-1 into
+// shard s % shards, lane by lane. It returns how many it moved.
+func (b *Broker) RetireShards(ctx context.Context, q string, shards, span int) (int64, error) {
+	var keys []string
+	for s := shards; s < span; s++ {
+		for p := 0; p <= task.MaxPriority; p++ {
+			keys = append(keys, b.Keys.Lane(q, s, p), b.Keys.Lane(q, s%shards, p))
+		}
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	n, err := retireScript.Run(ctx, b.rdb, keys).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("retire shards %d-%d of %s: %w", shards, span-1, q, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,28 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/queues"
+	"github.com/taskd/taskd/pkg/store"
+)
+
+// openQueues builds the queue state every role of the node follows and
+// makes the broker follow it. Configured shard counts are recorded for
+// queues that have none yet, so nodes agree on one layout even if their
+// configurations differ; `taskd reshard` changes it afterwards.
+func openQueues(ctx context.Context, cfg *config.Config, st *store.Store, br *broker.Broker, log *slog.Logger) *queues.Cache {
+	shards := cfg.QueueShards()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := st.QueueSeed(sctx, shards); err != nil {
+		log.Warn("record configured shards", "err", err)
+	}
+	c := queues.New(queues.Config{Configured: shards, Logger: log}, st, br)
+	br.SetLayout(c)
+	return c
+}

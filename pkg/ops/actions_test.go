@@ -1,0 +1,253 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/queues"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/worker"
+)
+
+// auditOne returns the only audit row of action, failing unless there is
+// exactly one.
+func (b *testBundle) auditOne(t *testing.T, action string) store.AuditEntry {
+	t.Helper()
+	es, err := b.env.Store.AuditList(context.Background(), 0, 1000)
+	require.NoError(t, err)
+	var got []store.AuditEntry
+	for _, e := range es {
+		if e.Action == action {
+			got = append(got, e)
+		}
+	}
+	require.Len(t, got, 1, "audit rows of %s", action)
+	return got[0]
+}
+
+type auditDetail struct {
+	Requested int            `json:"requested"`
+	IDs       []int64        `json:"ids"`
+	Before    map[string]int `json:"before"`
+	After     string         `json:"after"`
+}
+
+func detailOf(t *testing.T, e store.AuditEntry) auditDetail {
+	t.Helper()
+	var d auditDetail
+	require.NoError(t, json.Unmarshal(e.Detail, &d))
+	return d
+}
+
+// Every task action leaves exactly one audit row, in the transaction of
+// its change, with the right counts and the status before and after.
+func TestTaskActionsAudited(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p1, p2, failed, dead := b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x")
+	b.setStatus(t, failed, task.Failed)
+	b.setStatus(t, dead, task.Dead)
+	b.env.Exec(t, `UPDATE task_center SET plan_next_run_at = NOW(3) + INTERVAL 1 HOUR WHERE id = ?`, p1)
+
+	c, err := b.ops.RunNow(ctx, ops.Target{IDs: []int64{p1, failed, dead}})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{p1, failed}, c.IDs)
+	require.Equal(t, []int64{dead}, c.Unchanged)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND plan_next_run_at <= NOW(3)`, p1))
+	d := detailOf(t, b.auditOne(t, "run"))
+	require.Equal(t, map[string]int{"pending": 1, "failed": 1}, d.Before)
+	require.Equal(t, 3, d.Requested)
+
+	c, err = b.ops.Delete(ctx, ops.Target{IDs: []int64{p2, dead, 999999}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{p2}, c.IDs)
+	require.Equal(t, 0, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, p2))
+	e := b.auditOne(t, "delete")
+	require.Equal(t, 1, e.Affected)
+	require.Equal(t, "deleted", detailOf(t, e).After)
+
+	// By filter: the audit row names the filter, not the ids.
+	st := task.Dead
+	c, err = b.ops.Retry(ctx, ops.Target{Filter: &ops.Filter{Status: &st}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{dead}, c.IDs)
+	e = b.auditOne(t, "retry")
+	require.Equal(t, "filter status=dead", e.Target)
+	require.Equal(t, map[string]int{"dead": 1}, detailOf(t, e).Before)
+	require.NotEmpty(t, e.Actor)
+	require.WithinDuration(t, time.Now(), e.CreatedAt, time.Minute)
+}
+
+// A filter that matches thousands of tasks is applied in chunks, each in
+// its own transaction, and still leaves exactly one audit row whose count
+// is the total.
+func TestBulkActionOneAuditRow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	subs := make([]producer.Submission, 2500)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "bulk", Delay: time.Hour}
+	}
+	_, err := b.prod.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	c, err := b.ops.Delete(ctx, ops.Target{Filter: &ops.Filter{Code: "bulk"}})
+	require.NoError(t, err)
+	require.Equal(t, 2500, c.Changed)
+	e := b.auditOne(t, "delete")
+	require.Equal(t, 2500, e.Affected)
+	require.Equal(t, 2500, detailOf(t, e).Before["pending"])
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center`))
+}
+
+func TestDisableEnablePeriodic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	oneoff := b.submit(t, "x")
+
+	c, err := b.ops.Disable(ctx, ops.Target{IDs: []int64{r.ID, oneoff}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{r.ID}, c.IDs, "only periodic tasks are disabled")
+	require.Equal(t, task.Cancelled, b.get(t, r.ID).Status)
+	// Disabled is not finished: retention keeps it.
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND finished_at IS NULL`, r.ID))
+
+	c, err = b.ops.Enable(ctx, ops.Target{IDs: []int64{r.ID, oneoff}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{r.ID}, c.IDs)
+	tk := b.get(t, r.ID)
+	require.Equal(t, task.Pending, tk.Status)
+	require.Equal(t, 3, tk.PlanNextRun.Hour(), "back on its schedule, not due now")
+	require.True(t, tk.PlanNextRun.After(time.Now()))
+	b.auditOne(t, "disable")
+	b.auditOne(t, "enable")
+}
+
+// runFleet runs a scheduler and a worker (Go handler counting runs per
+// task) that follow the queue state, until the test ends.
+func (b *testBundle) runFleet(t *testing.T, queue string, slots int, h handler.Func) *queues.Cache {
+	t.Helper()
+	cache := queues.New(queues.Config{Refresh: 200 * time.Millisecond}, b.env.Store, b.env.Broker)
+	require.NoError(t, cache.Start(context.Background()))
+	t.Cleanup(cache.Stop)
+	b.env.Broker.SetLayout(cache)
+	reg := handler.NewRegistry()
+	reg.Register(queue, h)
+	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{queue: slots}, Handlers: reg}, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	s := scheduler.New(scheduler.Config{Node: "n", PollInterval: 100 * time.Millisecond}, b.env.Store, b.env.Broker)
+	require.NoError(t, s.Start(context.Background()))
+	t.Cleanup(s.Stop)
+	return cache
+}
+
+type runCounter struct {
+	mu   sync.Mutex
+	runs map[int64]int
+}
+
+func (c *runCounter) handler(d time.Duration) handler.Func {
+	return func(ctx context.Context, r *handler.Request) (string, error) {
+		c.mu.Lock()
+		c.runs[r.ID]++
+		c.mu.Unlock()
+		time.Sleep(d)
+		return "", nil
+	}
+}
+
+func (c *runCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.runs)
+}
+
+// Pause while tasks flow: running tasks finish, nothing new starts (or is
+// dispatched) while paused, another queue keeps running, and after resume
+// everything runs exactly once.
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rc := &runCounter{runs: map[int64]int{}}
+	cache := b.runFleet(t, "pq", 4, rc.handler(20*time.Millisecond))
+	subs := make([]producer.Submission, 200)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "pq"}
+	}
+	_, err := b.prod.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return rc.count() >= 10 }, 10*time.Second, 10*time.Millisecond)
+
+	c, err := b.ops.Pause(ctx, "pq")
+	require.NoError(t, err)
+	require.True(t, c.Changed)
+	require.True(t, c.After.Paused)
+	require.Eventually(t, func() bool { return cache.Paused("pq") }, 5*time.Second, 10*time.Millisecond)
+	// Let what was taken before the pause finish, then nothing moves.
+	time.Sleep(500 * time.Millisecond)
+	before := rc.count()
+	_, err = b.prod.SubmitBatch(ctx, subs[:50])
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond)
+	require.Equal(t, before, rc.count(), "nothing starts on a paused queue")
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 2`), "running tasks finished")
+	require.Less(t, before, 250)
+	// Of the new tasks none was dispatched: the schedulers skip the queue.
+	require.Equal(t, 50, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0 AND id > (SELECT MAX(id) - 50 FROM task_center)`))
+
+	_, err = b.ops.Resume(ctx, "pq")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return rc.count() == 250 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 3`) == 250
+	}, 10*time.Second, 20*time.Millisecond)
+	rc.mu.Lock()
+	for id, n := range rc.runs {
+		require.Equal(t, 1, n, "task %d", id)
+	}
+	rc.mu.Unlock()
+	require.Equal(t, 1, b.auditOne(t, "pause").Affected)
+	b.auditOne(t, "resume")
+	// Pausing twice changes nothing (and says so).
+	c, err = b.ops.Resume(ctx, "pq")
+	require.NoError(t, err)
+	require.False(t, c.Changed)
+}
+
+// A paused queue's due backlog in front of another queue's tasks of the
+// same priority does not starve them: the claim's window moves past it.
+func TestPausedBacklogDoesNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.ops.Pause(ctx, "held")
+	require.NoError(t, err)
+	subs := make([]producer.Submission, 1200)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "held"}
+	}
+	_, err = b.prod.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond)
+	other := b.submit(t, "free")
+	rc := &runCounter{runs: map[int64]int{}}
+	b.runFleet(t, "free", 1, rc.handler(0))
+	require.Eventually(t, func() bool { return b.get(t, other).Status == task.Succeeded }, 15*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1200, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0 AND task_code = 'held'`))
+}

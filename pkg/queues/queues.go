@@ -1,0 +1,185 @@
+// Package queues follows the state of queues (paused, shards) that the
+// task center holds, for the schedulers and workers of one process: it
+// reads the small task_queue table about once a second, and at once when a
+// change is announced on Redis, so an operator's pause or reshard reaches
+// every node within milliseconds, and within a second if the announcement
+// is lost. It is the broker's Layout.
+package queues
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/startstop"
+	"github.com/taskd/taskd/pkg/store"
+)
+
+// RefreshDefault is how often the state is read without an announcement.
+const RefreshDefault = time.Second
+
+// Config configures a Cache.
+type Config struct {
+	// Configured is each queue's configured shard count
+	// (queues.<name>.shards), in force while the queue has no row.
+	Configured map[string]int
+	// Refresh is the time between reads of the task center.
+	Refresh time.Duration
+	Logger  *slog.Logger
+}
+
+// Cache is the state of every queue as last read.
+type Cache struct {
+	cfg    Config
+	store  *store.Store
+	broker *broker.Broker
+	log    *slog.Logger
+	runner startstop.Runner
+
+	mu      sync.RWMutex
+	rows    map[string]store.Queue
+	changed chan struct{}
+}
+
+var _ broker.Layout = (*Cache)(nil)
+
+// New returns a cache; Refresh or Start load it.
+func New(cfg Config, s *store.Store, b *broker.Broker) *Cache {
+	cfg.Refresh = cmp.Or(cfg.Refresh, RefreshDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Cache{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "queues"),
+		rows: map[string]store.Queue{}, changed: make(chan struct{})}
+}
+
+// Start loads the state and keeps it fresh until Stop.
+func (c *Cache) Start(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := c.Refresh(rctx)
+	cancel()
+	if err != nil {
+		c.log.Warn("read queue state; retrying", "err", err)
+	}
+	return c.runner.Start(ctx, func(ctx context.Context) {
+		nudges, closeSub := c.broker.QueueNudges(ctx)
+		defer closeSub()
+		t := time.NewTicker(c.cfg.Refresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case _, ok := <-nudges:
+				if !ok {
+					nudges = nil
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := c.Refresh(rctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("read queue state", "err", err)
+			}
+			cancel()
+		}
+	})
+}
+
+// Stop stops refreshing. Safe to call twice or without Start.
+func (c *Cache) Stop() { c.runner.Stop() }
+
+// Refresh reads the state now.
+func (c *Cache) Refresh(ctx context.Context) error {
+	list, err := c.store.QueueList(ctx)
+	if err != nil {
+		return err
+	}
+	rows := make(map[string]store.Queue, len(list))
+	for _, q := range list {
+		q.UpdatedAt = time.Time{} // compared below: only the state counts
+		rows[q.Name] = q
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !sameRows(rows, c.rows) {
+		c.rows = rows
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+	return nil
+}
+
+func sameRows(a, b map[string]store.Queue) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// State is one queue's state in force.
+type State struct {
+	Paused bool
+	Shards int // new messages go to this many shards
+	Span   int // workers consume this many (>= Shards)
+}
+
+// Get returns queue q's state.
+func (c *Cache) Get(q string) State {
+	c.mu.RLock()
+	row, ok := c.rows[q]
+	c.mu.RUnlock()
+	st := State{Shards: max(1, c.cfg.Configured[q])}
+	if ok {
+		st.Paused = row.Paused
+		if row.Shards > 0 {
+			st.Shards = row.Shards
+		}
+		st.Span = row.Span
+	}
+	st.Span = max(st.Span, st.Shards)
+	return st
+}
+
+// Shards implements broker.Layout.
+func (c *Cache) Shards(q string) (shards, span int) {
+	st := c.Get(q)
+	return st.Shards, st.Span
+}
+
+// Paused implements broker.Layout.
+func (c *Cache) Paused(q string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rows[q].Paused
+}
+
+// PausedSet returns the paused queues (nil when none).
+func (c *Cache) PausedSet() map[string]bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out map[string]bool
+	for name, r := range c.rows {
+		if r.Paused {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// Changed implements broker.Layout.
+func (c *Cache) Changed() <-chan struct{} {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.changed
+}

@@ -1,0 +1,146 @@
+// Package stats gathers what `taskd stats` and tasktop show: per queue,
+// the task center's counts, the Redis backlog of each shard, throughput,
+// success rate, the oldest due task's wait and the queue's state; per
+// worker, its heartbeat and what it runs. It is cheap enough to call every
+// second on a task center of millions of rows: every count reads a bounded
+// index range (see store.StatsCounts) and Redis answers in one pipeline
+// per queue.
+package stats
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Queue is one queue's figures.
+type Queue struct {
+	Name       string `json:"queue"`
+	Pending    int64  `json:"pending"`
+	Dispatched int64  `json:"dispatched"`
+	Running    int64  `json:"running"`
+	Failed     int64  `json:"failed"`
+	Dead       int64  `json:"dead"`
+	Cancelled  int64  `json:"cancelled"`
+	// Backlog is the number of queued messages in Redis, per shard.
+	Backlog         []int64 `json:"backlog"`
+	ProcessedPerMin int64   `json:"processed_per_min"`
+	FailedPerMin    int64   `json:"failed_per_min"`
+	// SuccessRate10m is succeeded / ended attempts over ten minutes (null
+	// when none ended).
+	SuccessRate10m *float64 `json:"success_rate_10m"`
+	// OldestDueSeconds is the wait of the oldest due task not dispatched.
+	OldestDueSeconds float64 `json:"oldest_due_seconds"`
+	Paused           bool    `json:"paused"`
+	Shards           int     `json:"shards"`
+	LiveWorkers      int     `json:"live_workers"`
+}
+
+// Worker is one live worker's figures.
+type Worker struct {
+	ID                  string   `json:"id"`
+	Host                string   `json:"host"`
+	PID                 int      `json:"pid"`
+	Queues              []string `json:"queues"`
+	HeartbeatAgeSeconds float64  `json:"heartbeat_age_seconds"`
+	ProcessedPerMin     int64    `json:"processed_per_min"`
+	Busy                int      `json:"busy"`
+	// Current are the ids of the tasks it runs.
+	Current []int64 `json:"current"`
+}
+
+// Stats is one snapshot.
+type Stats struct {
+	At      time.Time `json:"at"`
+	Queues  []Queue   `json:"queues"`
+	Workers []Worker  `json:"workers"`
+}
+
+// Source is where figures come from.
+type Source struct {
+	Store  *store.Store
+	Broker *broker.Broker
+	// Queues are queues to show even when nothing of them is in the task
+	// center (the configured ones).
+	Queues []string
+	// Configured returns a queue's configured shard count (0: none).
+	Configured func(queue string) int
+}
+
+// Collect takes a snapshot.
+func Collect(ctx context.Context, src Source) (*Stats, error) {
+	qc, wc, err := src.Store.StatsCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	states, err := src.Store.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live, err := src.Broker.LiveWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now, err := src.Store.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := slices.Clone(src.Queues)
+	for q := range qc {
+		names = append(names, q)
+	}
+	state := map[string]store.Queue{}
+	for _, s := range states {
+		state[s.Name] = s
+		names = append(names, s.Name)
+	}
+	for _, w := range live {
+		names = append(names, w.Queues...)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+
+	out := &Stats{At: now, Queues: []Queue{}, Workers: []Worker{}}
+	for _, name := range names {
+		q := Queue{Name: name}
+		if c := qc[name]; c != nil {
+			q.Pending, q.Dispatched, q.Running = c.ByStatus[task.Pending], c.ByStatus[task.Dispatched], c.ByStatus[task.Running]
+			q.Failed, q.Dead, q.Cancelled = c.ByStatus[task.Failed], c.ByStatus[task.Dead], c.ByStatus[task.Cancelled]
+			q.ProcessedPerMin, q.FailedPerMin, q.OldestDueSeconds = c.Processed1m, c.Failed1m, c.OldestDueSeconds
+			if c.Ended10m > 0 {
+				r := float64(c.Succeeded10m) / float64(c.Ended10m)
+				q.SuccessRate10m = &r
+			}
+		}
+		st := state[name]
+		q.Paused, q.Shards = st.Paused, st.Shards
+		if q.Shards == 0 && src.Configured != nil {
+			q.Shards = src.Configured(name)
+		}
+		q.Shards = max(q.Shards, 1)
+		if q.Backlog, err = src.Broker.QueueBacklog(ctx, name, max(st.Span, q.Shards)); err != nil {
+			return nil, err
+		}
+		for _, w := range live {
+			if slices.Contains(w.Queues, name) {
+				q.LiveWorkers++
+			}
+		}
+		out.Queues = append(out.Queues, q)
+	}
+	for _, w := range live {
+		sw := Worker{ID: w.ID, Host: w.Host, PID: w.PID, Queues: w.Queues, Busy: w.Busy,
+			HeartbeatAgeSeconds: max(0, time.Since(w.LastBeat).Seconds()), Current: []int64{}}
+		if c := wc[w.ID]; c != nil {
+			sw.ProcessedPerMin = c.Processed1m
+			sw.Current = append(sw.Current, c.Running...)
+			slices.Sort(sw.Current)
+		}
+		out.Workers = append(out.Workers, sw)
+	}
+	return out, nil
+}
