@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +42,20 @@ func (a *App) runCmd() *cobra.Command {
 			if err := n.Start(ctx); err != nil {
 				return fmt.Errorf("start: %w", err)
 			}
-			<-ctx.Done()
+			select {
+			case <-ctx.Done():
+			case err := <-n.Fatal():
+				// The watchdog gave up on this process: withdraw its
+				// heartbeat so recovery elsewhere takes its tasks now, kill
+				// running handlers, and exit for the supervisor to restart.
+				var ee *node.ExitError
+				errors.As(err, &ee)
+				log.Error("exiting for a restart", "exit_code", ee.Code, "reason", ee.Reason)
+				if n.Worker != nil {
+					n.Worker.Abort(c.Worker.KillGrace + 2*time.Second)
+				}
+				return exitError{code: ee.Code, msg: err.Error()}
+			}
 			log.Info("shutting down: draining running tasks", "grace", c.Worker.ShutdownGrace)
 			n.Stop()
 			log.Info("stopped")

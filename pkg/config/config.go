@@ -33,6 +33,7 @@ type Config struct {
 	Cron      CronConfig             `mapstructure:"cron"`
 	Log       LogConfig              `mapstructure:"log"`
 	Metrics   MetricsConfig          `mapstructure:"metrics"`
+	Watchdog  WatchdogConfig         `mapstructure:"watchdog"`
 	Handlers  map[string]HandlerSpec `mapstructure:"handlers"`
 	Queues    map[string]QueueConfig `mapstructure:"queues"`
 
@@ -169,13 +170,13 @@ type QueueConfig struct {
 }
 
 // Roles are the parts `taskd run` can run.
-var Roles = []string{"scheduler", "worker", "recovery", "retention"}
+var Roles = []string{"scheduler", "worker", "recovery", "retention", "watchdog"}
 
 // defaults are every scalar key with its default; they also make viper
 // honour TASKD_* variables for keys absent from the file.
 var defaults = map[string]any{
 	"node.id":                   "",
-	"node.roles":                []string{"scheduler", "worker", "recovery", "retention"},
+	"node.roles":                []string{"scheduler", "worker", "recovery", "retention", "watchdog"},
 	"mysql.dsn":                 "root:@tcp(127.0.0.1:3306)/taskd",
 	"mysql.max_open_conns":      32,
 	"mysql.lock_wait_timeout":   "5s",
@@ -206,6 +207,9 @@ var defaults = map[string]any{
 	"log.format":                "auto",
 	"log.level":                 "info",
 	"metrics.addr":              "",
+	"watchdog.interval":         "5s",
+	"watchdog.idle_window":      "2m",
+	"watchdog.grace":            "30s",
 }
 
 // Keys lists every configuration key with its default, sorted: the
@@ -355,6 +359,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retry.Base <= 0 || c.Retry.Max < c.Retry.Base {
 		return task.Invalidf("config retry: base must be positive and max at least base")
+	}
+	if err := c.validateObserve(); err != nil {
+		return err
 	}
 	if _, err := task.ValidateTimezone(c.Cron.Timezone); err != nil {
 		return fmt.Errorf("config cron.timezone: %w", err)

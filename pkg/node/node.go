@@ -2,7 +2,7 @@
 // Redis from the configuration, builds the roles the node runs, and starts
 // and stops them in order.
 //
-// Start order: store and broker (checked), the metrics listener, the process heartbeat, worker (so tasks dispatched by
+// Start order: store and broker (checked), the metrics listener, the process heartbeat, worker and its watchdog (so tasks dispatched by
 // this node find a consumer), scheduler, recovery, retention. Stop order is the
 // reverse: retention, recovery and the scheduler stop first, then the worker drains
 // within its grace period, the process heartbeat is withdrawn, the metrics
@@ -19,12 +19,13 @@ import (
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/lock"
-	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/metrics"
+	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/retention"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/watchdog"
 	"github.com/taskd/taskd/pkg/worker"
 )
 
@@ -49,6 +50,8 @@ type Node struct {
 	// Metrics are this process's Prometheus collectors.
 	Metrics    *metrics.Metrics
 	metricsSrv *metrics.Server
+	Watchdog   *watchdog.Watchdog // nil without the watchdog or the worker role
+	fatal      chan error         // see Fatal
 }
 
 // Open connects to MySQL and Redis and builds the roles. Go handlers
@@ -108,6 +111,10 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		n.Retention = retention.New(retention.Config{
 			Interval: cfg.Retention.Interval, TaskAge: cfg.Retention.TaskAge, RunAge: cfg.Retention.RunAge, Logger: log,
 		}, st, lock.NewRedis(br.Client(), cfg.Redis.Prefix))
+	}
+	n.fatal = make(chan error, 1)
+	if cfg.HasRole("watchdog") && n.Worker != nil {
+		n.Watchdog = n.newWatchdog()
 	}
 	n.observe()
 	return n, nil
@@ -192,6 +199,12 @@ func (n *Node) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if n.Watchdog != nil {
+		if err := n.Watchdog.Start(ctx); err != nil {
+			n.Stop()
+			return err
+		}
+	}
 	if n.Scheduler != nil {
 		if err := n.Scheduler.Start(ctx); err != nil {
 			n.Stop()
@@ -224,6 +237,9 @@ func (n *Node) Stop() {
 	}
 	if n.Scheduler != nil {
 		n.Scheduler.Stop()
+	}
+	if n.Watchdog != nil {
+		n.Watchdog.Stop()
 	}
 	if n.Worker != nil {
 		n.Worker.Stop()

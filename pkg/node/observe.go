@@ -5,6 +5,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/monitor"
+	"github.com/taskd/taskd/pkg/watchdog"
 )
 
 // observe registers what the node's roles count and the system gauges.
@@ -58,4 +59,33 @@ func (n *Node) stopMetrics() {
 		n.metricsSrv.Close()
 		n.metricsSrv = nil
 	}
+}
+
+// ExitError asks `taskd run` to exit with Code: the watchdog gave up on
+// this process.
+type ExitError struct {
+	Code   int
+	Reason string
+}
+
+func (e *ExitError) Error() string { return "watchdog: " + e.Reason }
+
+// Fatal yields at most one error after which the process must exit
+// (an *ExitError).
+func (n *Node) Fatal() <-chan error { return n.fatal }
+
+// newWatchdog builds the watchdog of the node's worker.
+func (n *Node) newWatchdog() *watchdog.Watchdog {
+	c := n.cfg
+	return watchdog.New(watchdog.Config{
+		Interval: c.Watchdog.Interval, IdleWindow: c.Watchdog.IdleWindow, Grace: c.Watchdog.Grace,
+		CrashLimit: c.Recovery.CrashLimit, DefaultTimezone: c.Cron.Timezone, Node: c.Node.ID,
+		Logger: n.log, Metrics: n.Metrics,
+		Exit: func(code int, reason string) {
+			select {
+			case n.fatal <- &ExitError{Code: code, Reason: reason}:
+			default:
+			}
+		},
+	}, n.Worker, n.Store, n.Broker)
 }

@@ -290,13 +290,21 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 }
 
 func (r *Recoverer) crashTransition(t *store.RunningTask, why string) store.Transition {
+	return CrashTransition(t, why, r.cfg.CrashLimit, r.cfg.DefaultTimezone, r.clock.Now())
+}
+
+// CrashTransition takes running task t from a worker that died or hung:
+// back to pending, due now, crash_count + 1; at crashLimit a one-off task
+// is dead (poison) and a periodic one moves to its next occurrence after
+// now (the database clock).
+func CrashTransition(t *store.RunningTask, why string, crashLimit int, defaultTZ string, now time.Time) store.Transition {
 	zero := time.Duration(0)
 	tr := store.Transition{
 		ID: t.ID, Attempt: t.Attempt, From: task.Running, To: task.Pending, NextIn: &zero,
 		Crash: store.RetryInc, SetResult: true, Result: "recovered: " + why,
 		Run: &store.RunRecord{Code: t.Code, Queue: t.Queue, WorkerID: t.WorkerID, Outcome: task.OutcomeCrashed, Result: "recovered: " + why},
 	}
-	if t.CrashCount+1 < r.cfg.CrashLimit {
+	if t.CrashCount+1 < crashLimit {
 		return tr
 	}
 	tr.Result = fmt.Sprintf("poison task: its worker died or hung %d times; last: %s", t.CrashCount+1, why)
@@ -306,7 +314,7 @@ func (r *Recoverer) crashTransition(t *store.RunningTask, why string) store.Tran
 		return tr
 	}
 	// Periodic tasks never die: move on to the next occurrence.
-	next, err := cronspec.NextRun(t.CronExpr, cmp.Or(t.Timezone, r.cfg.DefaultTimezone), t.PlanNextRun, r.clock.Now())
+	next, err := cronspec.NextRun(t.CronExpr, cmp.Or(t.Timezone, defaultTZ), t.PlanNextRun, now)
 	if err != nil {
 		tr.To, tr.NextIn = task.Dead, nil
 		return tr

@@ -1,0 +1,263 @@
+// Package watchdog heals a worker that is alive but does no work: its
+// heartbeat is fresh, so recovery leaves it alone, yet a slot holds a task
+// far past its timeout (a handler that ignores cancellation), or a queue
+// with a backlog and free slots sees nothing start or end for a window
+// (the fetcher wedged, e.g. on a connection that silently stopped
+// answering).
+//
+// It heals in steps. A slot held past its task's timeout plus Grace is
+// abandoned: its attempt is cancelled, its slot handed to a new task, and
+// the task recovered in the task center at once (crash_count + 1, the
+// fence rejects the frozen attempt's late result). If the abandoned
+// handler still has not returned Grace later, or a queue stays idle for
+// IdleWindow plus Grace, nothing inside the process can heal it: the
+// process exits with ExitCode so that Supervisor or systemd restarts it;
+// recovery elsewhere takes its tasks at once, as it withdraws its
+// heartbeat first. Every step is logged, counted and recorded as an event
+// that the watchdog-heal alert reports.
+package watchdog
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/metrics"
+	"github.com/taskd/taskd/pkg/recovery"
+	"github.com/taskd/taskd/pkg/startstop"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/worker"
+)
+
+// ExitCode is the exit status of a process the watchdog gives up on:
+// EX_TEMPFAIL, "try again", so the supervisor restarts it.
+const ExitCode = 75
+
+// Defaults of Config.
+const (
+	IntervalDefault   = 5 * time.Second
+	IdleWindowDefault = 2 * time.Minute
+	GraceDefault      = 30 * time.Second
+)
+
+// Event kinds.
+const (
+	KindAbandoned = "slot_abandoned"
+	KindIdle      = "idle"
+	KindExit      = "exit"
+)
+
+// Config configures a Watchdog.
+type Config struct {
+	// Interval between checks.
+	Interval time.Duration
+	// IdleWindow: a queue with a backlog and a free slot on which no task
+	// started or ended for this long is idle.
+	IdleWindow time.Duration
+	// Grace: a slot held this long past its task's timeout is abandoned;
+	// an abandoned handler that has not returned this long after, or an
+	// idle queue still idle this long after, makes the process exit.
+	Grace time.Duration
+	// CrashLimit and DefaultTimezone are recovery's (poison tasks, next
+	// occurrence of periodic ones).
+	CrashLimit      int
+	DefaultTimezone string
+	Node            string
+	// Exit is called once when the process must exit with code. Required.
+	Exit    func(code int, reason string)
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+}
+
+// Result counts what one check did.
+type Result struct {
+	Abandoned int  // slots abandoned
+	Recovered int  // their tasks recovered in the task center
+	Idle      int  // queues found idle
+	Exit      bool // the process was told to exit
+}
+
+// Watchdog watches one worker.
+type Watchdog struct {
+	cfg    Config
+	w      *worker.Worker
+	store  *store.Store
+	broker *broker.Broker
+	clock  *store.Clock
+	log    *slog.Logger
+	runner startstop.Runner
+
+	mu        sync.Mutex
+	abandoned map[fence]time.Time // abandoned attempt -> exit deadline
+	idle      map[string]bool     // queues reported idle
+	exitOnce  sync.Once
+}
+
+type fence struct {
+	id      int64
+	attempt int
+}
+
+// New returns a watchdog of w.
+func New(cfg Config, w *worker.Worker, s *store.Store, b *broker.Broker) *Watchdog {
+	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
+	cfg.IdleWindow = cmp.Or(cfg.IdleWindow, IdleWindowDefault)
+	cfg.Grace = cmp.Or(cfg.Grace, GraceDefault)
+	cfg.CrashLimit = cmp.Or(cfg.CrashLimit, recovery.CrashLimitDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Watchdog{
+		cfg: cfg, w: w, store: s, broker: b, clock: store.NewClock(s),
+		log:       cfg.Logger.With("component", "watchdog", "worker_id", w.ID()),
+		abandoned: map[fence]time.Time{}, idle: map[string]bool{},
+	}
+}
+
+// Start checks every Interval until Stop.
+func (d *Watchdog) Start(ctx context.Context) error {
+	return d.runner.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, d.cfg.Interval, func(ctx context.Context) {
+			if _, err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				d.log.Error("watchdog check failed", "err", err)
+			}
+		})
+	})
+}
+
+// Stop stops the checks. Safe to call twice or without Start.
+func (d *Watchdog) Stop() { d.runner.Stop() }
+
+// RunOnce makes one check and heals what it finds.
+func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
+	var res Result
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	busy := map[string]int{}
+	for _, r := range d.w.RunningAttempts() {
+		f := fence{r.TaskID, r.Attempt}
+		if r.Abandoned {
+			if deadline, ok := d.abandoned[f]; ok && now.After(deadline) && !returned(r) {
+				d.exit(ctx, &res, fmt.Sprintf("the handler of task %d attempt %d did not return %s after it was abandoned", r.TaskID, r.Attempt, d.cfg.Grace))
+			}
+			continue
+		}
+		busy[r.Queue]++
+		if held := now.Sub(r.Since); held > r.Timeout+d.cfg.Grace {
+			d.heal(ctx, &res, r, held)
+		}
+	}
+	for f, deadline := range d.abandoned {
+		if now.After(deadline.Add(time.Hour)) {
+			delete(d.abandoned, f) // returned long ago
+		}
+	}
+	for _, q := range d.w.Queues() {
+		quiet := now.Sub(d.w.Progress(q))
+		if quiet <= d.cfg.IdleWindow || busy[q] >= d.w.QueueCapacity(q) {
+			delete(d.idle, q)
+			continue
+		}
+		backlog, err := d.broker.QueueLen(ctx, q)
+		if err != nil {
+			return res, fmt.Errorf("watchdog: %w", err)
+		}
+		if backlog == 0 {
+			delete(d.idle, q)
+			continue
+		}
+		if !d.idle[q] {
+			d.idle[q] = true
+			res.Idle++
+			d.cfg.Metrics.Heal(KindIdle)
+			detail := fmt.Sprintf("queue %s: %d messages waiting, %d of %d slots free, nothing started or ended for %s",
+				q, backlog, d.w.QueueCapacity(q)-busy[q], d.w.QueueCapacity(q), quiet.Round(time.Second))
+			d.log.Error("worker alive but idle", "queue", q, "backlog", backlog, "quiet", quiet)
+			d.record(ctx, &broker.Event{Kind: KindIdle, Queue: q, Detail: detail})
+		}
+		if quiet > d.cfg.IdleWindow+d.cfg.Grace {
+			d.exit(ctx, &res, fmt.Sprintf("queue %s idle with a backlog for %s", q, quiet.Round(time.Second)))
+		}
+	}
+	return res, nil
+}
+
+func returned(r worker.Running) bool {
+	select {
+	case <-r.Returned:
+		return true
+	default:
+		return false
+	}
+}
+
+// heal abandons a slot held past its timeout and recovers its task.
+func (d *Watchdog) heal(ctx context.Context, res *Result, r worker.Running, held time.Duration) {
+	if !d.w.Abandon(r) {
+		return
+	}
+	res.Abandoned++
+	d.cfg.Metrics.Heal(KindAbandoned)
+	d.abandoned[fence{r.TaskID, r.Attempt}] = time.Now().Add(d.cfg.Grace)
+	why := fmt.Sprintf("watchdog: held %s past its timeout of %s on worker %s; slot abandoned", (held - r.Timeout).Round(time.Second), r.Timeout, d.w.ID())
+	ok, err := d.recover(ctx, r, why)
+	switch {
+	case err != nil:
+		// The task stays running; if the slot does not let go the process
+		// exits and recovery elsewhere takes it.
+		d.log.Error("recover the task of an abandoned slot", "task_id", r.TaskID, "task_code", r.Code, "attempt", r.Attempt, "err", err)
+	case ok:
+		res.Recovered++
+		d.cfg.Metrics.Recovered("watchdog", 1)
+		if err := d.w.AckAbandoned(ctx, r); err != nil {
+			d.log.Warn("drop the message of an abandoned slot", "task_id", r.TaskID, "err", err)
+		}
+	}
+	d.record(ctx, &broker.Event{Kind: KindAbandoned, Queue: r.Queue, TaskID: r.TaskID, Code: r.Code, Attempt: r.Attempt, Detail: why})
+}
+
+// recover takes the task from the abandoned attempt, fenced on it.
+func (d *Watchdog) recover(ctx context.Context, r worker.Running, why string) (bool, error) {
+	t, err := d.store.TaskGet(ctx, r.TaskID)
+	if err != nil {
+		return false, err
+	}
+	if err := d.clock.Sync(ctx); err != nil {
+		return false, err
+	}
+	rt := &store.RunningTask{ID: t.ID, Attempt: r.Attempt, Code: t.Code, Queue: r.Queue, Type: t.Type, CronExpr: t.CronExpr,
+		Timezone: t.Timezone, WorkerID: d.w.ID(), CrashCount: t.CrashCount, PlanNextRun: t.PlanNextRun}
+	tr := recovery.CrashTransition(rt, why, d.cfg.CrashLimit, d.cfg.DefaultTimezone, d.clock.Now())
+	tr.Run.Node = d.cfg.Node
+	tr.Run.Duration = time.Since(r.Since)
+	applied, err := d.store.TaskTransition(ctx, []store.Transition{tr})
+	if err != nil {
+		return false, err
+	}
+	return applied[0], nil
+}
+
+// exit records why and tells the process to exit, once.
+func (d *Watchdog) exit(ctx context.Context, res *Result, reason string) {
+	d.exitOnce.Do(func() {
+		res.Exit = true
+		d.cfg.Metrics.Heal(KindExit)
+		d.log.Error("watchdog: exiting so that the supervisor restarts this process", "reason", reason, "exit_code", ExitCode)
+		d.record(ctx, &broker.Event{Kind: KindExit, Detail: reason})
+		d.cfg.Exit(ExitCode, reason)
+	})
+}
+
+func (d *Watchdog) record(ctx context.Context, e *broker.Event) {
+	e.At, e.Node, e.WorkerID = time.Now(), d.cfg.Node, d.w.ID()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := d.broker.RecordEvent(rctx, e); err != nil {
+		d.log.Warn("record watchdog event", "err", err)
+	}
+}

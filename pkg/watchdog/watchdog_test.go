@@ -1,0 +1,108 @@
+package watchdog_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/metrics"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+	"github.com/taskd/taskd/pkg/watchdog"
+	"github.com/taskd/taskd/pkg/worker"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// A Go handler that ignores its context hangs its slot: the watchdog
+// abandons the slot past timeout + grace, a new task runs in its place
+// (the queue has one slot), the hung task is recovered and succeeds on its
+// next attempt, and when the handler still has not returned a grace later
+// the process is told to exit with ExitCode. The hung attempt's late
+// result is rejected by the fence.
+func TestHungHandlerIsHealed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	reg := handler.NewRegistry()
+	unblock := make(chan struct{})
+	started := make(chan time.Time, 1)
+	reg.Register("hang", handler.Func(func(_ context.Context, r *handler.Request) (string, error) {
+		if r.Attempt == 1 {
+			started <- time.Now()
+			<-unblock // ignores its context
+		}
+		return "ok", nil
+	}))
+	reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	m := metrics.New("test")
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"q": 1}, Handlers: reg, Logger: quiet,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Metrics: m}, env.Store, env.Broker)
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	sched := scheduler.New(scheduler.Config{Node: "n1", PollInterval: 50 * time.Millisecond, Logger: quiet}, env.Store, env.Broker)
+	require.NoError(t, sched.Start(ctx))
+	defer sched.Stop()
+	exits := make(chan int, 1)
+	const grace = time.Second
+	wd := watchdog.New(watchdog.Config{Interval: 50 * time.Millisecond, IdleWindow: time.Hour, Grace: grace, Node: "n1",
+		Logger: quiet, Metrics: m, Exit: func(code int, _ string) { exits <- code }}, w, env.Store, env.Broker)
+	require.NoError(t, wd.Start(ctx))
+	defer wd.Stop()
+
+	prod := producer.New(env.Store, env.Broker, producer.Options{})
+	hung, err := prod.Submit(ctx, producer.Submission{Code: "hang", Queue: "q", Timeout: time.Second})
+	require.NoError(t, err)
+	hangAt := <-started
+	next, err := prod.Submit(ctx, producer.Submission{Code: "ok", Queue: "q"})
+	require.NoError(t, err)
+
+	get := func(id int64) *task.Task {
+		tk, err := env.Store.TaskGet(ctx, id)
+		require.NoError(t, err)
+		return tk
+	}
+	var healedAt, recoveredAt time.Time
+	require.Eventually(t, func() bool {
+		if healedAt.IsZero() && get(hung.ID).Attempt >= 2 {
+			healedAt = time.Now()
+		}
+		return get(hung.ID).Status == task.Succeeded && get(next.ID).Status == task.Succeeded
+	}, 20*time.Second, 10*time.Millisecond)
+	recoveredAt = time.Now()
+	require.Equal(t, 2, get(hung.ID).Attempt)
+
+	var exitAt time.Time
+	select {
+	case code := <-exits:
+		exitAt = time.Now()
+		require.Equal(t, watchdog.ExitCode, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after the abandoned handler kept its slot")
+	}
+	t.Logf("timeout 1s, grace %s: hang to healed %s, to recovered (attempt 2 succeeded) %s, to exit %s",
+		grace, healedAt.Sub(hangAt).Round(10*time.Millisecond), recoveredAt.Sub(hangAt).Round(10*time.Millisecond),
+		exitAt.Sub(hangAt).Round(10*time.Millisecond))
+	require.GreaterOrEqual(t, healedAt.Sub(hangAt), time.Second+grace, "not before timeout + grace")
+
+	// The frozen attempt finally returns: its result is fenced out.
+	close(unblock)
+	require.Eventually(t, func() bool { return w.Stats().Stale == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, env.Count(t, "SELECT COUNT(*) FROM task_run WHERE task_id = ? AND attempt = 1 AND outcome = 'crashed'", hung.ID))
+	require.Equal(t, 2, env.Count(t, "SELECT COUNT(*) FROM task_run WHERE task_id = ?", hung.ID))
+	require.Equal(t, task.Succeeded, get(hung.ID).Status)
+
+	events, err := env.Broker.Events(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	require.Equal(t, watchdog.KindExit, events[0].Kind)
+	require.Equal(t, watchdog.KindAbandoned, events[1].Kind)
+	require.Equal(t, hung.ID, events[1].TaskID)
+	require.Equal(t, 1, events[1].Attempt)
+}
