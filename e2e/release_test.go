@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+// goreleaserConfig is the part of .goreleaser.yaml the tests read.
+type goreleaserConfig struct {
+	Version int `yaml:"version"`
+	Builds  []struct {
+		ID      string   `yaml:"id"`
+		Main    string   `yaml:"main"`
+		Binary  string   `yaml:"binary"`
+		Goos    []string `yaml:"goos"`
+		Goarch  []string `yaml:"goarch"`
+		Ldflags []string `yaml:"ldflags"`
+	} `yaml:"builds"`
+	Nfpms []struct {
+		IDs      []string `yaml:"ids"`
+		Formats  []string `yaml:"formats"`
+		Bindir   string   `yaml:"bindir"`
+		Contents []struct {
+			Src  string `yaml:"src"`
+			Dst  string `yaml:"dst"`
+			Type string `yaml:"type"`
+		} `yaml:"contents"`
+	} `yaml:"nfpms"`
+}
+
+func readGoreleaser(t *testing.T) goreleaserConfig {
+	t.Helper()
+	raw, err := os.ReadFile("../.goreleaser.yaml")
+	require.NoError(t, err)
+	var c goreleaserConfig
+	require.NoError(t, yaml.Unmarshal(raw, &c))
+	return c
+}
+
+// The release configuration builds both binaries for linux and darwin,
+// amd64 and arm64, and packages what a host needs; its ldflags stamp
+// variables that exist (a -X naming a missing variable is silently
+// ignored by the linker), so `taskd version` and `tasktop --version` print
+// what the release build stamped.
+func TestReleaseStamp(t *testing.T) {
+	t.Parallel()
+	c := readGoreleaser(t)
+	require.Equal(t, 2, c.Version)
+	mains := map[string]string{}
+	for _, b := range c.Builds {
+		mains[b.ID] = b.Main
+		require.ElementsMatch(t, []string{"linux", "darwin"}, b.Goos, b.ID)
+		require.ElementsMatch(t, []string{"amd64", "arm64"}, b.Goarch, b.ID)
+	}
+	require.Equal(t, map[string]string{"taskd": "./cmd/taskd", "tasktop": "./cmd/tasktop"}, mains)
+
+	require.Len(t, c.Nfpms, 1)
+	p := c.Nfpms[0]
+	require.ElementsMatch(t, []string{"deb", "rpm"}, p.Formats)
+	require.ElementsMatch(t, []string{"taskd", "tasktop"}, p.IDs)
+	require.Equal(t, "/usr/bin", p.Bindir)
+	installs := map[string]string{}
+	for _, f := range p.Contents {
+		installs[f.Dst] = f.Type
+		if f.Src != "" {
+			matches, err := filepath.Glob(filepath.Join("..", f.Src))
+			require.NoError(t, err)
+			require.NotEmpty(t, matches, "the package's source %s exists", f.Src)
+		}
+	}
+	for dst, typ := range map[string]string{
+		"/etc/taskd/taskd.yaml":                         "config|noreplace",
+		"/usr/lib/systemd/system/taskd.service":         "",
+		"/usr/share/taskd/supervisor/taskd.conf":        "",
+		"/usr/share/taskd/supervisor/taskd-groups.conf": "",
+		"/var/log/taskd":                                "dir",
+	} {
+		got, ok := installs[dst]
+		require.True(t, ok, "the package installs %s", dst)
+		require.Equal(t, typ, got, dst)
+	}
+
+	stamp := strings.NewReplacer("{{.Version}}", "9.8.7", "{{.Commit}}", "0123abc", "{{.Date}}", "2026-01-02T03:04:05Z")
+	dir := t.TempDir()
+	for _, b := range c.Builds {
+		ldflags := stamp.Replace(strings.Join(b.Ldflags, " "))
+		require.NotContains(t, ldflags, "{{", "a template this test does not stamp: %s", ldflags)
+		require.NotEmpty(t, ldflags)
+		out, err := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags,
+			"-o", filepath.Join(dir, b.Binary), "github.com/taskd/taskd/"+strings.TrimPrefix(b.Main, "./")).CombinedOutput()
+		require.NoError(t, err, "go build %s: %s", b.ID, out)
+	}
+
+	out, err := exec.Command(filepath.Join(dir, "taskd"), "-o", "json", "version").Output()
+	require.NoError(t, err)
+	var info map[string]string
+	require.NoError(t, json.Unmarshal(out, &info), "%s", out)
+	require.Equal(t, "9.8.7", info["version"])
+	require.Equal(t, "0123abc", info["commit"])
+	require.Equal(t, "2026-01-02T03:04:05Z", info["date"])
+	out, err = exec.Command(filepath.Join(dir, "taskd"), "version").Output()
+	require.NoError(t, err)
+	require.Regexp(t, `^taskd 9\.8\.7 \(commit 0123abc, built 2026-01-02T03:04:05Z, go1\.\d+`, string(out))
+	out, err = exec.Command(filepath.Join(dir, "tasktop"), "--version").Output()
+	require.NoError(t, err)
+	require.Regexp(t, `^tasktop 9\.8\.7 \(commit 0123abc, built 2026-01-02T03:04:05Z, go1\.\d+`, string(out))
+}
