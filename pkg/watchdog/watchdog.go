@@ -159,7 +159,8 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 	}
 	for _, q := range d.w.Queues() {
 		quiet := now.Sub(d.w.Progress(q))
-		if quiet <= d.cfg.IdleWindow || busy[q] >= d.w.QueueCapacity(q) {
+		// A paused queue keeps its backlog on purpose.
+		if quiet <= d.cfg.IdleWindow || busy[q] >= d.w.QueueCapacity(q) || d.broker.Layout().Paused(q) {
 			delete(d.idle, q)
 			continue
 		}
