@@ -199,8 +199,9 @@ func startDocDaemon(t *testing.T, where, dir string, env []string, script string
 	logPath := filepath.Join(t.TempDir(), "daemon.log")
 	logf, err := os.Create(logPath)
 	require.NoError(t, err)
-	// exec: the signal reaches taskd itself, as Supervisor's would.
-	cmd := exec.Command("bash", "-e", "-c", "exec "+strings.TrimSpace(script))
+	// exec env: the signal reaches taskd itself, as Supervisor's would,
+	// and VAR=value words before the command still work.
+	cmd := exec.Command("bash", "-e", "-c", "exec env "+strings.TrimSpace(script))
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, logf, logf
 	require.NoError(t, cmd.Start())
 	d := &docDaemon{where: where, cmd: cmd, log: logPath, done: make(chan struct{})}
