@@ -139,21 +139,26 @@ func TestDisableEnablePeriodic(t *testing.T) {
 
 // runFleet runs a scheduler and a worker (Go handler counting runs per
 // task) that follow the queue state, until the test ends.
-func (b *testBundle) runFleet(t *testing.T, queue string, slots int, h handler.Func) *queues.Cache {
+func (b *testBundle) runFleet(t *testing.T, queue string, slots int, h handler.Handler) *queues.Cache {
 	t.Helper()
 	cache := queues.New(queues.Config{Refresh: 200 * time.Millisecond}, b.env.Store, b.env.Broker)
 	require.NoError(t, cache.Start(context.Background()))
 	t.Cleanup(cache.Stop)
 	b.env.Broker.SetLayout(cache)
+	b.startWorker(t, queue, slots, h)
+	s := scheduler.New(scheduler.Config{Node: "n", PollInterval: 100 * time.Millisecond}, b.env.Store, b.env.Broker)
+	require.NoError(t, s.Start(context.Background()))
+	t.Cleanup(s.Stop)
+	return cache
+}
+
+func (b *testBundle) startWorker(t *testing.T, queue string, slots int, h handler.Handler) {
+	t.Helper()
 	reg := handler.NewRegistry()
 	reg.Register(queue, h)
 	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{queue: slots}, Handlers: reg}, b.env.Store, b.env.Broker)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
-	s := scheduler.New(scheduler.Config{Node: "n", PollInterval: 100 * time.Millisecond}, b.env.Store, b.env.Broker)
-	require.NoError(t, s.Start(context.Background()))
-	t.Cleanup(s.Stop)
-	return cache
 }
 
 type runCounter struct {

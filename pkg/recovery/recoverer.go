@@ -143,6 +143,9 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 	if err := r.redispatchLost(ctx, window, created, &res); err != nil {
 		return res, err
 	}
+	if _, err := r.retireShards(ctx); err != nil {
+		return res, err
+	}
 	if err := r.recoverRunning(ctx, trustHeartbeats, &res); err != nil {
 		return res, err
 	}
