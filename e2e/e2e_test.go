@@ -95,10 +95,16 @@ type daemon struct {
 
 func (b *testBundle) startDaemon(t *testing.T, node string) *daemon {
 	t.Helper()
+	return b.startDaemonArgs(t, node, "run", "--node-id", node, "--roles", "scheduler,worker")
+}
+
+// startDaemonArgs starts taskd with args as a daemon named node.
+func (b *testBundle) startDaemonArgs(t *testing.T, node string, args ...string) *daemon {
+	t.Helper()
 	logPath := filepath.Join(b.dir, node+".log")
 	logf, err := os.Create(logPath)
 	require.NoError(t, err)
-	cmd := exec.Command(taskdBin, "--config", b.config, "run", "--node-id", node, "--roles", "scheduler,worker")
+	cmd := exec.Command(taskdBin, append([]string{"--config", b.config}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	require.NoError(t, cmd.Start())
 	d := &daemon{node: node, cmd: cmd, log: logPath, done: make(chan struct{})}

@@ -7,7 +7,9 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,13 +20,34 @@ import (
 	"github.com/taskd/taskd/pkg/task"
 )
 
-// Options configure the Redis connection.
+// Options configure the Redis connection: one server, a Sentinel-managed
+// master, or a Cluster.
 type Options struct {
-	Addr     string
+	// Addr is host:port, or several separated by commas.
+	Addr string
+	// Addrs are more addresses; with Addr they are the seeds: the server,
+	// the Sentinels when MasterName is set, else the Cluster's nodes (two
+	// or more addresses mean a Cluster).
+	Addrs []string
+	// MasterName selects Sentinel: the name of the master they watch.
+	MasterName string
+	// Cluster forces Cluster mode with a single seed address.
+	Cluster  bool
 	Password string
 	DB       int
 	Prefix   string
 	PoolSize int
+}
+
+// Seeds returns every address of o, without blanks or repeats.
+func (o Options) Seeds() []string {
+	var out []string
+	for _, a := range append(strings.Split(o.Addr, ","), o.Addrs...) {
+		if a = strings.TrimSpace(a); a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Broker is a handle on Redis.
@@ -49,14 +72,27 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 	if pool <= 0 {
 		pool = 64
 	}
-	rdb := redis.NewClient(&redis.Options{
-		Addr:         o.Addr,
-		Password:     o.Password,
-		DB:           o.DB,
-		PoolSize:     pool,
-		DialTimeout:  5 * time.Second,
-		ReadTimeout:  5 * time.Second,
-		WriteTimeout: 5 * time.Second,
+	seeds := o.Seeds()
+	if len(seeds) == 0 {
+		return nil, errors.New("connect to redis: no address")
+	}
+	if (o.Cluster || (len(seeds) > 1 && o.MasterName == "")) && o.DB != 0 {
+		return nil, fmt.Errorf("connect to redis: a Cluster has only database 0, not %d", o.DB)
+	}
+	// UniversalClient: a master name means Sentinel, several addresses or
+	// Cluster mean a Cluster client, else one server. Every key of a queue
+	// shares a hash tag and every script names its keys, so the same calls
+	// work on all three.
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:         seeds,
+		MasterName:    o.MasterName,
+		IsClusterMode: o.Cluster && o.MasterName == "",
+		Password:      o.Password,
+		DB:            o.DB,
+		PoolSize:      pool,
+		DialTimeout:   5 * time.Second,
+		ReadTimeout:   5 * time.Second,
+		WriteTimeout:  5 * time.Second,
 		// Blocking takes carry their own timeout; the pool must not give
 		// up on a connection while one waits.
 		ContextTimeoutEnabled: true,
@@ -66,7 +102,7 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()
-		return nil, fmt.Errorf("connect to redis %s: %w", o.Addr, err)
+		return nil, fmt.Errorf("connect to redis %s: %w", strings.Join(seeds, ","), err)
 	}
 	return b, nil
 }

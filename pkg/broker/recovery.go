@@ -108,7 +108,9 @@ func (b *Broker) Forget(ctx context.Context, w string) error {
 	for _, q := range queues {
 		pipe.Del(ctx, b.Keys.Processing(q, w))
 	}
-	pipe.Del(ctx, b.Keys.WorkerQueues(w), b.Keys.Worker(w))
+	// One key per DEL: on a Cluster the keys may live in different slots.
+	pipe.Del(ctx, b.Keys.WorkerQueues(w))
+	pipe.Del(ctx, b.Keys.Worker(w))
 	pipe.ZRem(ctx, b.Keys.Workers(), w)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("forget worker %s: %w", w, err)

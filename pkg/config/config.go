@@ -34,6 +34,7 @@ type Config struct {
 	Log       LogConfig              `mapstructure:"log"`
 	Metrics   MetricsConfig          `mapstructure:"metrics"`
 	Watchdog  WatchdogConfig         `mapstructure:"watchdog"`
+	Alerts    AlertsConfig           `mapstructure:"alerts"`
 	Handlers  map[string]HandlerSpec `mapstructure:"handlers"`
 	Queues    map[string]QueueConfig `mapstructure:"queues"`
 
@@ -361,6 +362,9 @@ func (c *Config) Validate() error {
 		return task.Invalidf("config retry: base must be positive and max at least base")
 	}
 	if err := c.validateObserve(); err != nil {
+		return err
+	}
+	if err := c.validateAlerts(); err != nil {
 		return err
 	}
 	if _, err := task.ValidateTimezone(c.Cron.Timezone); err != nil {

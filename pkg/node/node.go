@@ -3,8 +3,8 @@
 // and stops them in order.
 //
 // Start order: store and broker (checked), the metrics listener, the process heartbeat, worker and its watchdog (so tasks dispatched by
-// this node find a consumer), scheduler, recovery, retention. Stop order is the
-// reverse: retention, recovery and the scheduler stop first, then the worker drains
+// this node find a consumer), scheduler, recovery, retention, the alerter. Stop order is the
+// reverse: the alerter (releasing its lock), retention, recovery and the scheduler stop first, then the worker drains
 // within its grace period, the process heartbeat is withdrawn, the metrics
 // listener closes, then the connections close.
 package node
@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/taskd/taskd/pkg/alert"
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
@@ -51,6 +52,7 @@ type Node struct {
 	Metrics    *metrics.Metrics
 	metricsSrv *metrics.Server
 	Watchdog   *watchdog.Watchdog // nil without the watchdog or the worker role
+	Alerter    *alert.Alerter     // nil unless alerts.enabled
 	fatal      chan error         // see Fatal
 }
 
@@ -115,6 +117,9 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	n.fatal = make(chan error, 1)
 	if cfg.HasRole("watchdog") && n.Worker != nil {
 		n.Watchdog = n.newWatchdog()
+	}
+	if cfg.Alerts.Enabled {
+		n.Alerter = n.newAlerter()
 	}
 	n.observe()
 	return n, nil
@@ -223,12 +228,21 @@ func (n *Node) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if n.Alerter != nil {
+		if err := n.Alerter.Start(ctx); err != nil {
+			n.Stop()
+			return err
+		}
+	}
 	n.log.Info("taskd node started", "version", Version, "scheduler", n.Scheduler != nil, "worker", n.Worker != nil, "recovery", n.Recoverer != nil)
 	return nil
 }
 
 // Stop stops the roles in reverse order and waits for them.
 func (n *Node) Stop() {
+	if n.Alerter != nil {
+		n.Alerter.Stop()
+	}
 	if n.Retention != nil {
 		n.Retention.Stop()
 	}

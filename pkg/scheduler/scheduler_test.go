@@ -48,7 +48,7 @@ func openHandles(t *testing.T, env *testenv.Env) (*store.Store, *broker.Broker) 
 	st, err := store.Open(ctx, env.DSN, store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	br, err := broker.Open(ctx, broker.Options{Addr: env.RedisAddr, Prefix: env.Prefix})
+	br, err := broker.Open(ctx, env.BrokerOptions())
 	require.NoError(t, err)
 	t.Cleanup(func() { br.Close() })
 	return st, br

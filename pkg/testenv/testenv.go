@@ -38,12 +38,29 @@ func BaseDSN() string {
 	return "root:@tcp(127.0.0.1:3306)/"
 }
 
-// RedisAddr is the Redis tests use.
+// RedisAddr is the Redis tests use: TASKD_TEST_REDIS_ADDR (several
+// addresses, comma-separated, are a Cluster), or the Sentinels of
+// TASKD_TEST_REDIS_SENTINEL (master@addr,addr...).
 func RedisAddr() string {
+	if _, addrs, ok := strings.Cut(os.Getenv("TASKD_TEST_REDIS_SENTINEL"), "@"); ok {
+		return addrs
+	}
 	if a := os.Getenv("TASKD_TEST_REDIS_ADDR"); a != "" {
 		return a
 	}
 	return "127.0.0.1:6379"
+}
+
+// RedisMaster is the Sentinel master name of TASKD_TEST_REDIS_SENTINEL,
+// or "" for a plain server or Cluster.
+func RedisMaster() string {
+	name, _, _ := strings.Cut(os.Getenv("TASKD_TEST_REDIS_SENTINEL"), "@")
+	return name
+}
+
+// BrokerOptions are the options of this environment's broker.
+func (e *Env) BrokerOptions() broker.Options {
+	return broker.Options{Addr: e.RedisAddr, MasterName: RedisMaster(), Prefix: e.Prefix}
 }
 
 // New creates a migrated database and a fresh prefix for t.
@@ -77,7 +94,7 @@ func New(t testing.TB) *Env {
 	if _, err := e.Store.Migrate(ctx); err != nil {
 		t.Fatalf("testenv: migrate: %v", err)
 	}
-	e.Broker, err = broker.Open(ctx, broker.Options{Addr: e.RedisAddr, Prefix: e.Prefix})
+	e.Broker, err = broker.Open(ctx, e.BrokerOptions())
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -119,7 +136,8 @@ func (e *Env) Count(t testing.TB, q string, args ...any) int {
 // ConfigYAML returns a minimal configuration pointing at this environment,
 // followed by extra YAML.
 func (e *Env) ConfigYAML(extra string) string {
-	return fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s", e.DSN, e.RedisAddr, e.Prefix, extra)
+	return fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  master_name: %q\n  prefix: %q\n%s",
+		e.DSN, e.RedisAddr, RedisMaster(), e.Prefix, extra)
 }
 
 func randomID() string {

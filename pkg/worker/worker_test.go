@@ -281,9 +281,11 @@ func TestShutdownHandsBackWithoutRetry(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "processing list drained")
 	rdb, keys := b.env.Broker.Client(), b.env.Broker.Keys
-	n, err = rdb.Exists(context.Background(), keys.Worker(w.ID()), keys.WorkerQueues(w.ID())).Result()
-	require.NoError(t, err)
-	require.Zero(t, n, "a stopped worker leaves no heartbeat or registration")
+	for _, k := range []string{keys.Worker(w.ID()), keys.WorkerQueues(w.ID())} {
+		n, err = rdb.Exists(context.Background(), k).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "a stopped worker leaves no heartbeat or registration: %s", k)
+	}
 	require.Zero(t, rdb.ZScore(context.Background(), keys.Workers(), w.ID()).Val())
 }
 

@@ -1,0 +1,309 @@
+package alert
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/monitor"
+	"github.com/taskd/taskd/pkg/startstop"
+	"github.com/taskd/taskd/pkg/stats"
+	"github.com/taskd/taskd/pkg/store"
+)
+
+// Defaults of Config.
+const (
+	IntervalDefault = 15 * time.Second
+	CooldownDefault = 30 * time.Minute
+	// LockName is the lock the evaluating node holds.
+	LockName = "alerts"
+	// eventsRead bounds the watchdog events one evaluation reads.
+	eventsRead = 1000
+	// sendTimeout bounds one notifier's delivery.
+	sendTimeout = 10 * time.Second
+)
+
+// Config configures an Alerter.
+type Config struct {
+	// Interval between evaluations.
+	Interval time.Duration
+	// Cooldown: an alert is not notified as firing again within this long
+	// of its last firing notification.
+	Cooldown time.Duration
+	Rules    Rules
+	// Notifiers receive every notification (none: alerts are evaluated
+	// and kept in Redis only).
+	Notifiers []Notifier
+	// Queues are the configured queues, reported even when empty, and
+	// Configured their configured shard counts (see stats.Source).
+	Queues     []string
+	Configured func(queue string) int
+	Logger     *slog.Logger
+}
+
+// Result is what one evaluation did.
+type Result struct {
+	// Leader: this alerter held the lock and evaluated.
+	Leader   bool
+	Firing   int // alerts firing after the evaluation
+	Notified int // notifications handed to the notifiers
+}
+
+// Alerter evaluates the rules and notifies, on the one node that holds
+// the alerts lock.
+type Alerter struct {
+	cfg    Config
+	store  *store.Store
+	broker *broker.Broker
+	locker lock.Locker
+	log    *slog.Logger
+	runner startstop.Runner
+
+	mu    sync.Mutex
+	lease *lock.Lease
+}
+
+// New returns an alerter reading s and b, coordinating through l.
+func New(cfg Config, s *store.Store, b *broker.Broker, l lock.Locker) *Alerter {
+	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
+	cfg.Cooldown = cmp.Or(cfg.Cooldown, CooldownDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Alerter{cfg: cfg, store: s, broker: b, locker: l, log: cfg.Logger.With("component", "alerter")}
+}
+
+// Start evaluates every Interval until Stop.
+func (a *Alerter) Start(ctx context.Context) error {
+	return a.runner.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, a.cfg.Interval, func(ctx context.Context) {
+			if _, err := a.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("alert evaluation failed", "err", err)
+			}
+		})
+	})
+}
+
+// Stop stops evaluating and releases the lock, so another node takes over
+// at once. Safe to call twice or without Start.
+func (a *Alerter) Stop() {
+	a.runner.Stop()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lease != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), lock.CallTimeout)
+		defer cancel()
+		if err := a.lease.Release(ctx); err != nil {
+			a.log.Warn("release the alerts lock", "err", err)
+		}
+		a.lease = nil
+	}
+}
+
+// lockTTL is long enough that a holder renewing every TTL/3 keeps the lock
+// across evaluations, short enough that a vanished holder is replaced
+// within a few intervals.
+func (a *Alerter) lockTTL() time.Duration { return max(3*a.cfg.Interval, lock.MinTTL) }
+
+// RunOnce evaluates once if this alerter holds, or can take, the lock.
+func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lease != nil && !a.lease.Valid() {
+		a.log.Warn("alerts lock lost", "err", a.lease.Err())
+		_ = a.lease.Release(context.WithoutCancel(ctx))
+		a.lease = nil
+	}
+	if a.lease == nil {
+		lease, err := a.locker.Acquire(ctx, LockName, a.lockTTL())
+		if errors.Is(err, lock.ErrNotAcquired) {
+			return Result{}, nil // another node evaluates
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		a.log.Info("this node evaluates and sends alerts")
+		a.lease = lease
+	}
+	// Work stops when the lease is lost.
+	lctx, cancel := context.WithCancel(a.lease.Context())
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	res, err := a.evaluate(lctx)
+	res.Leader = true
+	return res, err
+}
+
+// gather reads the rules' input.
+func (a *Alerter) gather(ctx context.Context) (*Input, error) {
+	snap, err := monitor.Take(ctx, a.store, a.broker, a.cfg.Queues)
+	if err != nil {
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
+	st, err := stats.Collect(ctx, stats.Source{Store: a.store, Broker: a.broker, Queues: a.cfg.Queues, Configured: a.cfg.Configured})
+	if err != nil {
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
+	events, err := a.broker.Events(ctx, eventsRead)
+	if err != nil {
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
+	return &Input{Now: st.At, Local: time.Now(), Snapshot: snap, Stats: st, Events: events}, nil
+}
+
+// state is one alert's state in Redis.
+type state struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Active: since when the condition holds (zero: it does not).
+	Active time.Time `json:"active,omitzero"`
+	// Firing since StartsAt.
+	Firing   bool      `json:"firing,omitempty"`
+	StartsAt time.Time `json:"starts_at,omitzero"`
+	// Notified is the time of the last firing notification; Sent says it
+	// belongs to the current firing, so its resolve is notified too.
+	Notified time.Time `json:"notified,omitzero"`
+	Sent     bool      `json:"sent,omitempty"`
+	// Dead-tasks memory: seen, count at the last evaluation, baseline and
+	// time of the last rise.
+	Seen bool      `json:"seen,omitempty"`
+	Last int64     `json:"last,omitempty"`
+	Base int64     `json:"base,omitempty"`
+	Rise time.Time `json:"rise,omitzero"`
+}
+
+// evaluate reads the input and the states, applies the rules, sends what
+// changed and saves the states.
+func (a *Alerter) evaluate(ctx context.Context) (Result, error) {
+	var res Result
+	in, err := a.gather(ctx)
+	if err != nil {
+		return res, err
+	}
+	raw, err := a.broker.AlertStates(ctx)
+	if err != nil {
+		return res, err
+	}
+	states := make(map[string]*state, len(raw))
+	for fp, doc := range raw {
+		s := &state{}
+		if json.Unmarshal([]byte(doc), s) == nil {
+			states[fp] = s
+		}
+	}
+	obs := a.cfg.Rules.evaluate(in, states)
+	var out []Alert
+	prev := map[string]state{} // before the step, for the alerts notified
+	for fp, s := range states {
+		o := obs[fp]
+		if o == nil { // its queue, process or worker is gone
+			o = &observation{labels: s.Labels, annotations: s.Annotations}
+		}
+		before := *s
+		if n := s.step(fp, o, in.Now, a.cfg.Cooldown); n != nil {
+			out = append(out, *n)
+			prev[fp] = before
+		}
+	}
+	for fp, o := range obs {
+		if states[fp] == nil {
+			s := &state{}
+			states[fp] = s
+			if n := s.step(fp, o, in.Now, a.cfg.Cooldown); n != nil {
+				out = append(out, *n)
+				prev[fp] = state{}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Fingerprint < out[j].Fingerprint })
+	sent := a.notify(ctx, out)
+	set, del := map[string]string{}, []string{}
+	for fp, s := range states {
+		if p, ok := prev[fp]; ok && !sent {
+			// No notifier took it: send it again next time.
+			s.Notified, s.Sent, s.Firing = p.Notified, p.Sent, p.Firing || s.Firing
+		}
+		if s.Firing {
+			res.Firing++
+		}
+		if s.idle(in.Now, a.cfg.Cooldown) && obs[fp] == nil {
+			del = append(del, fp)
+			continue
+		}
+		b, err := json.Marshal(s)
+		if err != nil {
+			return res, fmt.Errorf("alert state: %w", err)
+		}
+		set[fp] = string(b)
+	}
+	if sent {
+		res.Notified = len(out)
+	}
+	return res, a.broker.SaveAlertStates(ctx, set, del)
+}
+
+// step advances one alert by an observation at now and returns the
+// notification to send, if any.
+func (s *state) step(fp string, o *observation, now time.Time, cooldown time.Duration) *Alert {
+	s.Labels, s.Annotations = o.labels, o.annotations
+	if !o.active {
+		s.Active = time.Time{}
+		if !s.Firing {
+			return nil
+		}
+		s.Firing = false
+		if !s.Sent {
+			return nil
+		}
+		s.Sent = false
+		return &Alert{Status: StatusResolved, Fingerprint: fp, Labels: s.Labels, Annotations: s.Annotations, StartsAt: s.StartsAt, EndsAt: now}
+	}
+	if s.Active.IsZero() {
+		s.Active = now
+	}
+	if !s.Firing && now.Sub(s.Active) >= o.rule.For {
+		s.Firing, s.StartsAt = true, now
+	}
+	if !s.Firing || (!s.Notified.IsZero() && now.Sub(s.Notified) < cooldown) {
+		return nil
+	}
+	s.Notified, s.Sent = now, true
+	return &Alert{Status: StatusFiring, Fingerprint: fp, Labels: s.Labels, Annotations: s.Annotations, StartsAt: s.StartsAt}
+}
+
+// idle reports whether the state holds nothing worth keeping.
+func (s *state) idle(now time.Time, cooldown time.Duration) bool {
+	return !s.Firing && s.Active.IsZero() && !s.Seen && now.Sub(s.Notified) >= cooldown
+}
+
+// notify hands the alerts to every notifier; it reports whether at least
+// one took them (none configured counts as taken).
+func (a *Alerter) notify(ctx context.Context, alerts []Alert) bool {
+	if len(a.cfg.Notifiers) == 0 {
+		return true
+	}
+	ok := false
+	for _, n := range a.cfg.Notifiers {
+		nctx, cancel := context.WithTimeout(ctx, sendTimeout)
+		err := n.Notify(nctx, alerts)
+		cancel()
+		if err != nil {
+			a.log.Error("send alerts", "notifier", n.Name(), "alerts", len(alerts), "err", err)
+			continue
+		}
+		ok = true
+	}
+	for _, al := range alerts {
+		a.log.Info("alert "+al.Status, "alert", al.Name(), "fingerprint", al.Fingerprint, "summary", al.Annotations["summary"])
+	}
+	return ok
+}

@@ -1,0 +1,352 @@
+package alert_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/alert"
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+	"github.com/taskd/taskd/pkg/worker"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// off is a switched-off rule.
+var off = alert.Rule{Threshold: -1}
+
+// allOff has every rule off; each test switches on the ones it checks.
+var allOff = alert.Rules{Backlog: off, SuccessRate: off, HeartbeatStale: off, NoConsumer: off, OldestDue: off, DeadTasks: off, WatchdogHeal: off}
+
+type testBundle struct {
+	env  *testenv.Env
+	recv *receiver
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	return &testBundle{env: testenv.New(t), recv: newReceiver(t, "")}
+}
+
+// alerter returns an alerter of the bundle's system posting to its
+// receiver; it is stopped when the test ends.
+func (b *testBundle) alerter(t *testing.T, rules alert.Rules, cooldown time.Duration) *alert.Alerter {
+	a := alert.New(alert.Config{Interval: 50 * time.Millisecond, Cooldown: cooldown, Rules: rules, Queues: []string{"q"},
+		Notifiers: []alert.Notifier{&alert.Webhook{URL: b.recv.URL}}, Logger: quiet},
+		b.env.Store, b.env.Broker, lock.NewRedis(b.env.Broker.Client(), b.env.Prefix))
+	t.Cleanup(a.Stop)
+	return a
+}
+
+// sent are the notifications received so far, in order.
+func (b *testBundle) sent(t *testing.T) []alert.WebhookAlert {
+	var out []alert.WebhookAlert
+	for _, body := range b.recv.received() {
+		var m alert.WebhookMessage
+		require.NoError(t, json.Unmarshal(body, &m))
+		out = append(out, m.Alerts...)
+	}
+	return out
+}
+
+// count counts the notifications of rule with status.
+func (b *testBundle) count(t *testing.T, rule, status string) int {
+	n := 0
+	for _, a := range b.sent(t) {
+		if a.Labels["alertname"] == rule && a.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// evalUntil evaluates until cond holds.
+func evalUntil(t *testing.T, a *alert.Alerter, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, err := a.RunOnce(context.Background())
+		require.NoError(t, err)
+		return cond()
+	}, 20*time.Second, 20*time.Millisecond)
+}
+
+// Tasks wait in a queue no worker consumes: backlog, no-consumer and
+// oldest-due alerts are pending at first, fire once their duration has
+// passed, are not repeated within the cooldown, and resolve when a worker
+// drains the queue.
+func TestQueueRulesFireAndResolve(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const hold = 300 * time.Millisecond
+	rules := allOff
+	rules.Backlog = alert.Rule{Threshold: 2, For: hold}
+	rules.NoConsumer = alert.Rule{Threshold: 1, For: hold}
+	rules.OldestDue = alert.Rule{Threshold: 0.2, For: hold}
+	a := b.alerter(t, rules, time.Hour)
+
+	prod := producer.New(b.env.Store, b.env.Broker, producer.Options{})
+	for range 3 {
+		_, err := prod.Submit(ctx, producer.Submission{Code: "job", Queue: "q"})
+		require.NoError(t, err)
+	}
+	res, err := a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.True(t, res.Leader)
+	require.Zero(t, res.Notified, "the conditions hold, but not yet for their duration")
+	first := time.Now()
+
+	names := []string{alert.RuleBacklog, alert.RuleNoConsumer, alert.RuleOldestDue}
+	evalUntil(t, a, func() bool {
+		return b.count(t, alert.RuleBacklog, alert.StatusFiring) == 1 && b.count(t, alert.RuleNoConsumer, alert.StatusFiring) == 1 &&
+			b.count(t, alert.RuleOldestDue, alert.StatusFiring) == 1
+	})
+	require.GreaterOrEqual(t, time.Since(first), hold)
+	for _, n := range b.sent(t) {
+		require.Equal(t, "q", n.Labels["queue"])
+		require.NotEmpty(t, n.Annotations["summary"])
+	}
+	// Within the cooldown: evaluated again, not notified again.
+	for range 5 {
+		res, err := a.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, res.Firing)
+		require.Zero(t, res.Notified)
+	}
+	require.Len(t, b.sent(t), 3)
+
+	// A worker drains the queue: every alert resolves, once.
+	reg := handler.NewRegistry()
+	reg.Register("job", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"q": 2}, Handlers: reg, Logger: quiet,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	sched := scheduler.New(scheduler.Config{Node: "n1", PollInterval: 50 * time.Millisecond, Logger: quiet}, b.env.Store, b.env.Broker)
+	require.NoError(t, sched.Start(ctx))
+	defer sched.Stop()
+	evalUntil(t, a, func() bool {
+		for _, n := range names {
+			if b.count(t, n, alert.StatusResolved) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range b.sent(t)[3:] {
+		require.Equal(t, alert.StatusResolved, n.Status)
+		require.False(t, n.EndsAt.Before(n.StartsAt))
+	}
+}
+
+// A failing task drives the success rate under its threshold (fires after
+// its duration) and raises the dead tasks (fires at once); successes bring
+// the rate back and a window without new dead tasks resolves the other.
+func TestFailureRulesFireAndResolve(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const hold, window = 300 * time.Millisecond, time.Second
+	rules := allOff
+	rules.SuccessRate = alert.Rule{Threshold: 0.5, For: hold}
+	rules.DeadTasks = alert.Rule{Threshold: 0, For: window}
+	a := b.alerter(t, rules, time.Hour)
+
+	reg := handler.NewRegistry()
+	reg.Register("bad", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", task.Invalidf("no") }))
+	reg.Register("good", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"q": 2}, Handlers: reg, Logger: quiet,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	sched := scheduler.New(scheduler.Config{Node: "n1", PollInterval: 50 * time.Millisecond, Logger: quiet}, b.env.Store, b.env.Broker)
+	require.NoError(t, sched.Start(ctx))
+	defer sched.Stop()
+
+	_, err := a.RunOnce(ctx) // the baseline: no dead task yet
+	require.NoError(t, err)
+	prod := producer.New(b.env.Store, b.env.Broker, producer.Options{})
+	zero := 0
+	bad, err := prod.Submit(ctx, producer.Submission{Code: "bad", Queue: "q", MaxRetry: &zero})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		tk, err := b.env.Store.TaskGet(ctx, bad.ID)
+		require.NoError(t, err)
+		return tk.Status == task.Dead
+	}, 20*time.Second, 10*time.Millisecond)
+
+	res, err := a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, alert.RuleDeadTasks, alert.StatusFiring), "a rise fires at once")
+	require.Zero(t, b.count(t, alert.RuleSuccessRate, alert.StatusFiring), "not yet for its duration")
+	require.Equal(t, 1, res.Firing)
+	evalUntil(t, a, func() bool { return b.count(t, alert.RuleSuccessRate, alert.StatusFiring) == 1 })
+
+	for range 2 {
+		_, err := prod.Submit(ctx, producer.Submission{Code: "good", Queue: "q"})
+		require.NoError(t, err)
+	}
+	evalUntil(t, a, func() bool {
+		return b.count(t, alert.RuleSuccessRate, alert.StatusResolved) == 1 && b.count(t, alert.RuleDeadTasks, alert.StatusResolved) == 1
+	})
+	require.Equal(t, 1, b.count(t, alert.RuleDeadTasks, alert.StatusFiring))
+	require.Equal(t, 1, b.count(t, alert.RuleSuccessRate, alert.StatusFiring))
+}
+
+// A process that stops beating fires the stale-heartbeat alert and
+// resolves when it beats again; a recorded watchdog heal fires and
+// resolves after its window.
+func TestHeartbeatAndWatchdogRules(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rules := allOff
+	rules.HeartbeatStale = alert.Rule{Threshold: 0.3}
+	rules.WatchdogHeal = alert.Rule{Threshold: 0, For: time.Second}
+	a := b.alerter(t, rules, time.Hour)
+
+	p := &broker.Process{ID: "h1-42-abcd", Node: "n1", Host: "h1", PID: 42}
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
+	evalUntil(t, a, func() bool { return b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring) == 1 })
+	n := b.sent(t)[0]
+	require.Equal(t, "h1-42-abcd", n.Labels["process"])
+	require.Equal(t, "h1", n.Labels["host"])
+	require.Equal(t, "critical", n.Labels["severity"])
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
+	_, err := a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
+
+	healAt := time.Now()
+	require.NoError(t, b.env.Broker.RecordEvent(ctx, &broker.Event{At: healAt, Kind: "slot_abandoned", Node: "n1",
+		WorkerID: "w1", Queue: "q", TaskID: 7, Code: "job", Attempt: 1, Detail: "held 1s past its timeout"}))
+	_, err = a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, alert.RuleWatchdogHeal, alert.StatusFiring), "a heal fires at once")
+	evalUntil(t, a, func() bool { return b.count(t, alert.RuleWatchdogHeal, alert.StatusResolved) == 1 })
+	require.GreaterOrEqual(t, time.Since(healAt), time.Second, "resolved after its window")
+	for _, n := range b.sent(t) {
+		if n.Labels["alertname"] == alert.RuleWatchdogHeal {
+			require.Equal(t, "w1", n.Labels["worker"])
+			require.Contains(t, n.Annotations["summary"], "slot_abandoned: held 1s past its timeout")
+		}
+	}
+}
+
+// Within the cooldown an alert is not notified as firing again, even when
+// it resolves and fires again; past it, a still-firing alert is notified
+// again.
+func TestCooldown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const cooldown = 2 * time.Second
+	rules := allOff
+	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
+	a := b.alerter(t, rules, cooldown)
+	p := &broker.Process{ID: "h1-42-abcd", Node: "n1", Host: "h1"}
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
+	evalUntil(t, a, func() bool { return b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring) == 1 })
+	firstAt := time.Now()
+
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute)) // resolves
+	_, err := a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
+	time.Sleep(300 * time.Millisecond) // stale again, within the cooldown
+	for range 3 {
+		res, err := a.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Firing)
+	}
+	if time.Since(firstAt) < cooldown {
+		require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "not again within the cooldown")
+	}
+	evalUntil(t, a, func() bool { return b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring) == 2 })
+	require.GreaterOrEqual(t, time.Since(firstAt), cooldown-100*time.Millisecond, "again once the cooldown passed")
+}
+
+// Three nodes evaluate at once: one holds the lock and notifies, once;
+// when it stops, another takes over from the state in Redis and neither
+// repeats the firing nor forgets to resolve.
+func TestOneNotificationWithThreeNodes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rules := allOff
+	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
+	nodes := []*alert.Alerter{b.alerter(t, rules, time.Hour), b.alerter(t, rules, time.Hour), b.alerter(t, rules, time.Hour)}
+	p := &broker.Process{ID: "h1-42-abcd", Node: "n1", Host: "h1"}
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
+	time.Sleep(300 * time.Millisecond)
+
+	round := func() (leaders []int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i, a := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := a.RunOnce(ctx)
+				require.NoError(t, err)
+				if res.Leader {
+					mu.Lock()
+					leaders = append(leaders, i)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return leaders
+	}
+	var leader int
+	for range 5 {
+		l := round()
+		require.Len(t, l, 1, "one node evaluates")
+		leader = l[0]
+	}
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring))
+
+	nodes[leader].Stop() // releases the lock
+	nodes = append(nodes[:leader], nodes[leader+1:]...)
+	for range 3 {
+		require.Len(t, round(), 1)
+	}
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "the new holder does not repeat it")
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
+	require.Len(t, round(), 1)
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
+	require.Len(t, b.sent(t), 2)
+}
+
+// Started, an alerter evaluates on its own every interval; Stop ends it
+// and frees the lock for another node.
+func TestStartStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rules := allOff
+	rules.HeartbeatStale = alert.Rule{Threshold: 0.1}
+	a := b.alerter(t, rules, time.Hour)
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "h1-1-ab", Host: "h1"}, time.Minute))
+	require.NoError(t, a.Start(ctx))
+	require.Eventually(t, func() bool { return b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring) == 1 }, 10*time.Second, 10*time.Millisecond)
+	a.Stop()
+	a.Stop()
+	other := b.alerter(t, rules, time.Hour)
+	res, err := other.RunOnce(ctx)
+	require.NoError(t, err)
+	require.True(t, res.Leader, "the lock was released")
+	require.Equal(t, 1, res.Firing)
+}

@@ -1,0 +1,194 @@
+package alert
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/monitor"
+	"github.com/taskd/taskd/pkg/stats"
+)
+
+// Input is what one evaluation reads.
+type Input struct {
+	// Now is the database clock (stats' time): durations, windows and
+	// cooldowns are counted on it, whichever node evaluates.
+	Now time.Time
+	// Local is this host's clock, for ages stamped by other hosts' clocks
+	// (heartbeats, events), as the metrics compute them.
+	Local    time.Time
+	Snapshot *monitor.Snapshot
+	Stats    *stats.Stats
+	// Events are the watchdog's recorded events, newest first.
+	Events []broker.Event
+}
+
+// observation is what a rule sees of one alert in one evaluation.
+type observation struct {
+	labels      map[string]string
+	annotations map[string]string
+	active      bool
+	rule        Rule
+}
+
+// evaluate applies the rules to in. st holds the previous states, for the
+// dead-tasks rule, which compares with the past; it updates their memory.
+func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observation {
+	out := map[string]*observation{}
+	add := func(rule Rule, name, severity string, active bool, summary string, labels ...string) {
+		l := map[string]string{"alertname": name, "severity": severity}
+		for i := 0; i+1 < len(labels); i += 2 {
+			l[labels[i]] = labels[i+1]
+		}
+		out[fingerprint(l)] = &observation{labels: l, active: active, rule: rule,
+			annotations: map[string]string{"summary": summary, "description": describe(name, r)}}
+	}
+	for _, q := range in.Stats.Queues {
+		sq := in.Snapshot.Queues[q.Name]
+		var waiting, consumers int64
+		var oldest time.Duration
+		if sq != nil {
+			waiting, consumers, oldest = sq.Due+sq.Messages, int64(sq.Consumers), sq.OldestDue
+		}
+		// A paused queue keeps its backlog on purpose.
+		if !r.Backlog.Off() && !q.Paused {
+			add(r.Backlog, RuleBacklog, "warning", float64(waiting) > r.Backlog.Threshold,
+				fmt.Sprintf("queue %s: %d tasks waiting (threshold %g)", q.Name, waiting, r.Backlog.Threshold), "queue", q.Name)
+		}
+		if !r.NoConsumer.Off() && !q.Paused {
+			add(r.NoConsumer, RuleNoConsumer, "critical", waiting > 0 && float64(waiting) >= r.NoConsumer.Threshold && consumers == 0,
+				fmt.Sprintf("queue %s: %d tasks waiting and no live worker consumes it", q.Name, waiting), "queue", q.Name)
+		}
+		if !r.OldestDue.Off() && !q.Paused {
+			add(r.OldestDue, RuleOldestDue, "warning", oldest.Seconds() > r.OldestDue.Threshold,
+				fmt.Sprintf("queue %s: the oldest due task has waited %s to be dispatched (threshold %s)",
+					q.Name, oldest.Round(time.Second), seconds(r.OldestDue.Threshold)), "queue", q.Name)
+		}
+		if !r.SuccessRate.Off() && q.SuccessRate10m != nil {
+			add(r.SuccessRate, RuleSuccessRate, "warning", *q.SuccessRate10m < r.SuccessRate.Threshold,
+				fmt.Sprintf("queue %s: %.2f%% of attempts succeeded over 10 minutes (threshold %g%%)",
+					q.Name, 100**q.SuccessRate10m, 100*r.SuccessRate.Threshold), "queue", q.Name)
+		}
+		if !r.DeadTasks.Off() {
+			labels := map[string]string{"alertname": RuleDeadTasks, "queue": q.Name}
+			s := st[fingerprint(labels)]
+			if s == nil {
+				s = &state{}
+				st[fingerprint(labels)] = s
+			}
+			rose := s.deadRise(q.Dead, in.Now, r.DeadTasks)
+			add(Rule{Threshold: r.DeadTasks.Threshold}, RuleDeadTasks, "warning", rose,
+				fmt.Sprintf("queue %s: %d dead tasks, %d more than %s ago",
+					q.Name, q.Dead, q.Dead-s.Base, r.DeadTasks.For), "queue", q.Name)
+		}
+	}
+	if !r.HeartbeatStale.Off() {
+		fresh := map[string]time.Time{} // host -> newest beat
+		for _, p := range in.Snapshot.Processes {
+			h := processHost(p)
+			if p.LastBeat.After(fresh[h]) {
+				fresh[h] = p.LastBeat
+			}
+		}
+		for _, p := range in.Snapshot.Processes {
+			age := in.Local.Sub(p.LastBeat)
+			// A stale process that a newer one on its host replaced (its
+			// supervisor restarted it) is over.
+			replaced := fresh[processHost(p)].After(p.LastBeat) && in.Local.Sub(fresh[processHost(p)]).Seconds() <= r.HeartbeatStale.Threshold
+			add(r.HeartbeatStale, RuleHeartbeatStale, "critical", age.Seconds() > r.HeartbeatStale.Threshold && !replaced,
+				fmt.Sprintf("process %s on %s: last heartbeat %s ago (threshold %s)",
+					p.ID, processHost(p), age.Round(time.Second), seconds(r.HeartbeatStale.Threshold)),
+				"process", p.ID, "host", processHost(p))
+		}
+	}
+	if !r.WatchdogHeal.Off() {
+		type heals struct {
+			n    int
+			node string
+			last broker.Event
+		}
+		by := map[string]*heals{}
+		for _, e := range in.Events { // newest first
+			if in.Local.Sub(e.At) > r.WatchdogHeal.For {
+				break
+			}
+			h := by[e.WorkerID]
+			if h == nil {
+				h = &heals{node: e.Node, last: e}
+				by[e.WorkerID] = h
+			}
+			h.n++
+		}
+		for w, h := range by {
+			add(Rule{Threshold: r.WatchdogHeal.Threshold}, RuleWatchdogHeal, "critical", float64(h.n) > r.WatchdogHeal.Threshold,
+				fmt.Sprintf("worker %s on node %s: %d watchdog heals in %s, the last: %s: %s",
+					w, h.node, h.n, r.WatchdogHeal.For, h.last.Kind, h.last.Detail), "worker", w, "node", h.node)
+		}
+	}
+	return out
+}
+
+// deadRise updates the dead-tasks memory with the queue's dead count now
+// and reports whether it rose by more than the threshold within the
+// window: the baseline moves up after a window without a rise, and down
+// when an operator retried or deleted dead tasks.
+func (s *state) deadRise(dead int64, now time.Time, r Rule) bool {
+	if !s.Seen {
+		s.Seen, s.Base, s.Last = true, dead, dead
+		return false
+	}
+	if dead > s.Last {
+		s.Rise = now
+	}
+	s.Last = dead
+	s.Base = min(s.Base, dead)
+	if now.Sub(s.Rise) >= r.For {
+		s.Base = dead
+	}
+	return float64(dead-s.Base) > r.Threshold
+}
+
+// processHost is the host of a process; an expired heartbeat no longer
+// says, but process ids start with it (host-pid-random).
+func processHost(p broker.Process) string {
+	if p.Host != "" {
+		return p.Host
+	}
+	if i := strings.LastIndexByte(p.ID, '-'); i > 0 {
+		if j := strings.LastIndexByte(p.ID[:i], '-'); j > 0 {
+			return p.ID[:j]
+		}
+	}
+	return p.ID
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// describe says what a rule means, for the notification's description.
+func describe(name string, rules *Rules) string {
+	switch name {
+	case RuleBacklog:
+		r := rules.Backlog
+		return fmt.Sprintf("More than %g tasks due and not started for %s: workers do not keep up.", r.Threshold, r.For)
+	case RuleSuccessRate:
+		r := rules.SuccessRate
+		return fmt.Sprintf("Fewer than %g%% of the attempts of the last 10 minutes succeeded (for %s).", 100*r.Threshold, r.For)
+	case RuleHeartbeatStale:
+		r := rules.HeartbeatStale
+		return fmt.Sprintf("A taskd process stopped publishing its heartbeat %s ago without exiting cleanly: crashed, frozen or cut off.", seconds(r.Threshold))
+	case RuleNoConsumer:
+		r := rules.NoConsumer
+		return fmt.Sprintf("Tasks wait and no live worker consumes the queue (for %s): nothing will run them.", r.For)
+	case RuleOldestDue:
+		r := rules.OldestDue
+		return fmt.Sprintf("A due task has not been dispatched for more than %s: schedulers are down or behind.", seconds(r.Threshold))
+	case RuleDeadTasks:
+		r := rules.DeadTasks
+		return fmt.Sprintf("Tasks exhausted their retries within %s and wait for an operator (taskd retry).", r.For)
+	case RuleWatchdogHeal:
+		r := rules.WatchdogHeal
+		return fmt.Sprintf("The watchdog healed a worker that was alive but idle or held a hung handler (within %s); see {prefix}events.", r.For)
+	}
+	return ""
+}
