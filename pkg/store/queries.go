@@ -247,7 +247,6 @@ const qAuditInsert = `INSERT INTO task_audit (actor, origin, action, target, aff
 const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, action, target, affected, COALESCE(detail, '')
 	FROM task_audit WHERE id < ? ORDER BY id DESC LIMIT ?`
 
-
 // qClaimWindow is the claim's candidate select while some queue is paused:
 // per priority, one bounded window of idx_claim (the batch size) starting
 // at a keyset cursor, with each row's queue so the caller drops paused
