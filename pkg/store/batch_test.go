@@ -53,3 +53,61 @@ func TestTransitionSameTaskTwiceInBatch(t *testing.T) {
 	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_run`))
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_run WHERE task_id = ? AND attempt = 2`, a))
 }
+
+// The two batch forms (JSON_TABLE, and UNION ALL for servers without it)
+// write the same: a claim, a mark-running batch with a duplicate, and
+// transitions carrying text, an instant, a delay and NULLs.
+func TestBatchFormsAgree(t *testing.T) {
+	t.Parallel()
+	for _, form := range []string{"json_table", "union"} {
+		t.Run(form, func(t *testing.T) {
+			st, b := setup(t)
+			if form == "union" {
+				st.UseUnionBatches()
+			}
+			var ids []int64
+			for range 3 {
+				ids = append(ids, insertRaw(t, b.env, "x", 5, task.Pending, -time.Second))
+			}
+			msgs, err := st.TaskClaimDue(b.ctx, "c-"+form, 10)
+			require.NoError(t, err)
+			require.Len(t, msgs, 3)
+			fences := []store.Fence{}
+			for _, m := range msgs {
+				require.Equal(t, 1, m.Attempt)
+				fences = append(fences, store.Fence{ID: m.ID, Attempt: m.Attempt})
+			}
+			ok, err := st.TaskMarkRunning(b.ctx, "w", append(fences, fences[0]))
+			require.NoError(t, err)
+			require.Equal(t, []bool{true, true, true, false}, ok)
+
+			at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+			later := 90 * time.Second
+			result := "quote ' \" back\\slash \u00e9 \U0001F600 <tag> & {json}"
+			applied, err := st.TaskTransition(b.ctx, []store.Transition{
+				{ID: ids[0], Attempt: 1, From: task.Running, To: task.Succeeded, SetResult: true, Result: result,
+					Run: &store.RunRecord{Code: "x", Queue: "x", Outcome: task.OutcomeSucceeded, Result: result}},
+				{ID: ids[1], Attempt: 1, From: task.Running, To: task.Failed, Retry: store.RetryInc, NextAt: at},
+				{ID: ids[2], Attempt: 1, From: task.Running, To: task.Pending, Crash: store.RetryInc, NextIn: &later},
+			})
+			require.NoError(t, err)
+			require.Equal(t, []bool{true, true, true}, applied)
+
+			t0, err := st.TaskGet(b.ctx, ids[0])
+			require.NoError(t, err)
+			require.Equal(t, task.Succeeded, t0.Status)
+			require.Equal(t, result, t0.LastResult)
+			require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_run WHERE task_id = ? AND result = ?`, ids[0], result))
+			t1, err := st.TaskGet(b.ctx, ids[1])
+			require.NoError(t, err)
+			require.Equal(t, task.Failed, t1.Status)
+			require.Equal(t, 1, t1.RetryCount)
+			require.True(t, t1.PlanNextRun.Equal(at), "next run %s, want %s", t1.PlanNextRun, at)
+			t2, err := st.TaskGet(b.ctx, ids[2])
+			require.NoError(t, err)
+			require.Equal(t, task.Pending, t2.Status)
+			require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND crash_count = 1
+				AND plan_next_run_at BETWEEN NOW(3) + INTERVAL 80 SECOND AND NOW(3) + INTERVAL 91 SECOND`, ids[2]))
+		})
+	}
+}

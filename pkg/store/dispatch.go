@@ -39,7 +39,7 @@ func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]
 	for i, m := range cands {
 		fences[i] = Fence{ID: m.ID, Attempt: m.Attempt}
 	}
-	q, qargs := claimSQL(fences, claimID)
+	q, qargs := claimSQL(s.values, fences, claimID)
 	res, err := s.db.ExecContext(ctx, q, qargs...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: compare-and-set: %w", err)
@@ -175,7 +175,7 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 		return ok, nil
 	}
 	token := newToken()
-	q, args := markRunningSQL(fences, workerID, token)
+	q, args := markRunningSQL(s.values, fences, workerID, token)
 	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
@@ -313,7 +313,7 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 		return applied, nil
 	}
 	token := newToken()
-	q, args := transitionSQL(ts, token)
+	q, args := transitionSQL(s.values, ts, token)
 	fences := make([]Fence, len(ts))
 	for i := range ts {
 		fences[i] = Fence{ID: ts[i].ID, Attempt: ts[i].Attempt}

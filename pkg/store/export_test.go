@@ -6,3 +6,7 @@ var (
 	ClaimCandidateLimits = claimCandidateArgs + 1
 	NextDueSQL           = qNextDue
 )
+
+// UseUnionBatches switches s to the batch form of servers without
+// JSON_TABLE.
+func (s *Store) UseUnionBatches() { s.values = unionValues }

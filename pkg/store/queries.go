@@ -70,7 +70,7 @@ const claimCandidateArgs = 10
 // wins, and attempt + 1 is the new fencing token. When every candidate
 // moved, the caller knows each new attempt without reading the rows back.
 //
-// Joined by primary key from the batch (as markRunningSQL): with few due
+// Joined by primary key from the batch (see batchValues): with few due
 // rows the optimizer may otherwise prefer a range of a status index, whose
 // next-key locks (REPEATABLE READ) reach the first dispatched row beyond the
 // range. A worker's open mark-running transaction on that row then blocks
@@ -78,8 +78,8 @@ const claimCandidateArgs = 10
 // behind the claim: one stalled worker (SIGSTOP, GC pause, slow network)
 // froze dispatch for the whole fleet. By primary key the claim locks only
 // its candidates.
-func claimSQL(fences []Fence, claimID string) (string, []any) {
-	v, args := valuesTable(len(fences), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED"}, func(i int) []any {
+func claimSQL(values batchValues, fences []Fence, claimID string) (string, []any) {
+	v, args := values(len(fences), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED"}, func(i int) []any {
 		return []any{fences[i].ID, fences[i].Attempt}
 	})
 	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t ON t.id = v.id
@@ -108,16 +108,19 @@ var qNextDue = func() string {
 	return b.String()
 }()
 
-// valuesTable builds a table of n rows from one JSON parameter, for joining
-// a batch of per-task values to task_center by primary key. JSON_TABLE
-// (MySQL 8, MariaDB 10.6+) keeps the statement text and its parse cost the
-// same whatever the batch size: a UNION ALL of n SELECTs spent most of the
-// server's time in the parser and optimizer, CASE id WHEN ... per column is
-// quadratic, and a row-constructor IN costs MariaDB's range optimizer a
-// second for 500 rows. Joined STRAIGHT_JOIN from the table, so each row is
-// one primary-key lookup. cols are "name TYPE"; row(i) returns the values of
-// row i in cols order (JSON null is SQL NULL).
-func valuesTable(n int, cols []string, row func(i int) []any) (string, []any) {
+// batchValues builds a table v of n rows for joining a batch of per-task
+// values to task_center by primary key, joined STRAIGHT_JOIN from the table
+// so each row is one primary-key lookup: one statement for the whole batch,
+// linear in its size (CASE id WHEN ... per column is quadratic, and a
+// row-constructor IN costs MariaDB's range optimizer a second for 500
+// rows). cols are "name TYPE"; row(i) returns the values of row i in cols
+// order, nil for NULL.
+type batchValues func(n int, cols []string, row func(i int) []any) (string, []any)
+
+// jsonValues passes the batch as one JSON parameter to JSON_TABLE (MySQL 8,
+// MariaDB 10.6+): the statement text and its parse cost stay the same
+// whatever the batch size.
+func jsonValues(n int, cols []string, row func(i int) []any) (string, []any) {
 	var b strings.Builder
 	b.WriteString("JSON_TABLE(?, '$[*]' COLUMNS (")
 	for j, c := range cols {
@@ -140,9 +143,45 @@ func valuesTable(n int, cols []string, row func(i int) []any) (string, []any) {
 	return b.String(), []any{doc.String()}
 }
 
+// unionValues is a derived table of n SELECTs joined by UNION ALL, for
+// servers without JSON_TABLE (TiDB): portable, but the server parses and
+// plans one SELECT per row.
+func unionValues(n int, cols []string, row func(i int) []any) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, n*len(cols))
+	b.WriteString("(")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString("SELECT ")
+		for j, c := range cols {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("?")
+			if i == 0 {
+				name, _, _ := strings.Cut(c, " ")
+				b.WriteString(" AS " + name)
+			}
+		}
+		for _, v := range row(i) {
+			if n, ok := v.(json.Number); ok {
+				v = string(n)
+			}
+			args = append(args, v)
+		}
+	}
+	b.WriteString(") v")
+	return b.String(), args
+}
+
+// qHasJSONTable probes for JSON_TABLE.
+const qHasJSONTable = `SELECT COUNT(*) FROM JSON_TABLE('[1]', '$[*]' COLUMNS (x INT PATH '$')) t`
+
 // markRunningSQL is the fenced 1 -> 2 transition of a batch of tasks.
-func markRunningSQL(fences []Fence, workerID string, token uint64) (string, []any) {
-	v, args := valuesTable(len(fences), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED"}, func(i int) []any {
+func markRunningSQL(values batchValues, fences []Fence, workerID string, token uint64) (string, []any) {
+	v, args := values(len(fences), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED"}, func(i int) []any {
 		return []any{fences[i].ID, fences[i].Attempt}
 	})
 	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t ON t.id = v.id
@@ -153,9 +192,9 @@ func markRunningSQL(fences []Fence, workerID string, token uint64) (string, []an
 
 // transitionSQL is one statement applying a batch of fenced transitions.
 // Counter modes: 0 keep, 1 increment, 2 reset.
-func transitionSQL(ts []Transition, token uint64) (string, []any) {
+func transitionSQL(values batchValues, ts []Transition, token uint64) (string, []any) {
 	mode := map[RetryMode]int{RetryKeep: 0, "": 0, RetryInc: 1, RetryReset: 2}
-	v, args := valuesTable(len(ts), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED", "fr TINYINT", "st TINYINT", "rmode TINYINT",
+	v, args := values(len(ts), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED", "fr TINYINT", "st TINYINT", "rmode TINYINT",
 		"cmode TINYINT", "next_at DECIMAL(20,6)", "next_in BIGINT", "set_res BOOLEAN",
 		"res LONGTEXT CHARACTER SET utf8mb4", "fin BOOLEAN", "clr BOOLEAN"},
 		func(i int) []any {

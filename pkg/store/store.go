@@ -36,7 +36,8 @@ type Options struct {
 
 // Store is a handle on the task center.
 type Store struct {
-	db *sql.DB
+	db     *sql.DB
+	values batchValues
 }
 
 // Open connects to the task center described by a go-sql-driver DSN and
@@ -64,6 +65,15 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
+	}
+	s.values = jsonValues
+	var one int
+	if err := db.QueryRowContext(pctx, qHasJSONTable).Scan(&one); err != nil {
+		if !IsRejected(err) {
+			db.Close()
+			return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
+		}
+		s.values = unionValues // TiDB, or MySQL before 8.0.4
 	}
 	return s, nil
 }
