@@ -13,7 +13,8 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-have_php() { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -qi '^pdo_mysql$'; }
+# grep without -q: it must read all of php's output, or pipefail sees SIGPIPE.
+have_php() { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -i '^pdo_mysql$' >/dev/null; }
 have_supervisor() { command -v supervisord >/dev/null 2>&1 && command -v supervisorctl >/dev/null 2>&1; }
 have_rpm() { command -v rpm >/dev/null 2>&1; }
 
