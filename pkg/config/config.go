@@ -35,6 +35,7 @@ type Config struct {
 	Metrics   MetricsConfig          `mapstructure:"metrics"`
 	Watchdog  WatchdogConfig         `mapstructure:"watchdog"`
 	Alerts    AlertsConfig           `mapstructure:"alerts"`
+	Tasktop   TasktopConfig          `mapstructure:"tasktop"`
 	Handlers  map[string]HandlerSpec `mapstructure:"handlers"`
 	Queues    map[string]QueueConfig `mapstructure:"queues"`
 
@@ -63,7 +64,16 @@ type MySQLConfig struct {
 
 // RedisConfig locates the transport.
 type RedisConfig struct {
-	Addr     string `mapstructure:"addr"`
+	// Addr is host:port, or several separated by commas (a Cluster).
+	Addr string `mapstructure:"addr"`
+	// Addrs, when set, are the seeds instead of Addr: the Sentinels with
+	// MasterName, else the nodes of a Cluster.
+	Addrs []string `mapstructure:"addrs"`
+	// MasterName selects Sentinel.
+	MasterName string `mapstructure:"master_name"`
+	// Cluster forces Cluster mode with a single seed address (a managed
+	// Cluster's configuration endpoint).
+	Cluster  bool   `mapstructure:"cluster"`
 	Password string `mapstructure:"password"`
 	DB       int    `mapstructure:"db"`
 	// Prefix starts every key (default "task:").
@@ -182,6 +192,9 @@ var defaults = map[string]any{
 	"mysql.max_open_conns":      32,
 	"mysql.lock_wait_timeout":   "5s",
 	"redis.addr":                "127.0.0.1:6379",
+	"redis.addrs":               []string{},
+	"redis.master_name":         "",
+	"redis.cluster":             false,
 	"redis.password":            "",
 	"redis.db":                  0,
 	"redis.prefix":              "task:",
@@ -208,6 +221,8 @@ var defaults = map[string]any{
 	"log.format":                "auto",
 	"log.level":                 "info",
 	"metrics.addr":              "",
+	"tasktop.readonly":          false,
+	"tasktop.refresh":           "2s",
 	"watchdog.interval":         "5s",
 	"watchdog.idle_window":      "2m",
 	"watchdog.grace":            "30s",
@@ -334,8 +349,21 @@ func (c *Config) Validate() error {
 	if c.MySQL.DSN == "" {
 		return task.Invalidf("config mysql.dsn is empty")
 	}
-	if c.Redis.Addr == "" {
+	if c.Redis.Addr == "" && len(c.Redis.Addrs) == 0 {
 		return task.Invalidf("config redis.addr is empty")
+	}
+	// TASKD_REDIS_ADDRS=a:1,b:2 arrives as one element.
+	var addrs []string
+	for _, a := range c.Redis.Addrs {
+		for _, part := range strings.Split(a, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				addrs = append(addrs, part)
+			}
+		}
+	}
+	c.Redis.Addrs = addrs
+	if c.Redis.MasterName != "" && c.Redis.Cluster {
+		return task.Invalidf("config redis.master_name (Sentinel) and redis.cluster exclude each other")
 	}
 	if c.Scheduler.BatchSize <= 0 || c.Scheduler.BatchSize > 10000 {
 		return task.Invalidf("config scheduler.batch_size %d is out of range 1-10000", c.Scheduler.BatchSize)
@@ -365,6 +393,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateAlerts(); err != nil {
+		return err
+	}
+	if err := c.validateTasktop(); err != nil {
 		return err
 	}
 	if _, err := task.ValidateTimezone(c.Cron.Timezone); err != nil {

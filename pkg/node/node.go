@@ -160,9 +160,18 @@ func OpenBroker(ctx context.Context, cfg *config.Config) (*broker.Broker, error)
 	// for everything else.
 	pool := max(cfg.Redis.PoolSize, 2*len(cfg.WorkerQueues())+32)
 	return broker.Open(ctx, broker.Options{
-		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
+		Addr: redisAddr(cfg), Addrs: cfg.Redis.Addrs, MasterName: cfg.Redis.MasterName, Cluster: cfg.Redis.Cluster,
+		Password: cfg.Redis.Password, DB: cfg.Redis.DB,
 		Prefix: cfg.Redis.Prefix, PoolSize: pool,
 	})
+}
+
+// redisAddr is redis.addr unless redis.addrs lists the seeds.
+func redisAddr(cfg *config.Config) string {
+	if len(cfg.Redis.Addrs) > 0 {
+		return ""
+	}
+	return cfg.Redis.Addr
 }
 
 // Handlers builds the handler registry: exec and http handlers from the
