@@ -1,20 +1,18 @@
-// Command tasktop is the operator's terminal UI.
+// Command tasktop is the operator's terminal UI (see package tui).
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
-	"runtime"
+	"os/signal"
+	"syscall"
 
-	"github.com/taskd/taskd/pkg/cli"
-	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/tui"
 )
 
 func main() {
-	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "version") {
-		fmt.Printf("tasktop %s (commit %s, built %s, %s)\n", node.Version, cli.Commit, cli.Date, runtime.Version())
-		return
-	}
-	fmt.Fprintln(os.Stderr, "tasktop: the terminal UI is not built yet; use `taskd list` and `taskd show`")
-	os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	code := tui.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

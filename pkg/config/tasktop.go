@@ -1,0 +1,24 @@
+package config
+
+import (
+	"time"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// TasktopConfig configures the terminal UI.
+type TasktopConfig struct {
+	// ReadOnly disables every action (`tasktop --readonly`), for screens
+	// that only watch.
+	ReadOnly bool `mapstructure:"readonly"`
+	// Refresh is the time between refreshes (`tasktop --refresh`).
+	Refresh time.Duration `mapstructure:"refresh"`
+}
+
+// validateTasktop checks the tasktop section.
+func (c *Config) validateTasktop() error {
+	if c.Tasktop.Refresh < 100*time.Millisecond {
+		return task.Invalidf("config tasktop.refresh must be at least 100ms")
+	}
+	return nil
+}

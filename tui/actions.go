@@ -1,0 +1,128 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/taskd/taskd/pkg/ops"
+)
+
+// actionFn runs one operator action and says what changed.
+type actionFn func(ctx context.Context) (string, error)
+
+// actionMsg is the outcome of an action, for the status line.
+type actionMsg struct {
+	text string
+	err  error
+}
+
+// canAct reports whether actions are allowed, and says so when not.
+func (m *Model) canAct() bool {
+	if m.opt.ReadOnly {
+		m.setStatus("read-only: actions are disabled", nil)
+		return false
+	}
+	return true
+}
+
+// act runs fn off the UI goroutine.
+func (m *Model) act(fn actionFn) tea.Cmd {
+	parent := m.opt.Context
+	m.setStatus("working…", nil)
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(parent, actionTimeout)
+		defer cancel()
+		text, err := fn(ctx)
+		return actionMsg{text: text, err: err}
+	}
+}
+
+// queueAction is a pause or resume of queue q.
+func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.QueueChange, error), q string) actionFn {
+	return func(ctx context.Context) (string, error) {
+		c, err := fn(m.opt.Actions, ctx, q)
+		if err != nil {
+			return c.Action + " " + q, err
+		}
+		return queueChangeText(c), nil
+	}
+}
+
+// queueChangeText says what a queue action changed.
+func queueChangeText(c ops.QueueChange) string {
+	if !c.Changed {
+		return fmt.Sprintf("%s %s: nothing changed", c.Action, c.Queue)
+	}
+	var parts []string
+	if c.Before.Paused != c.After.Paused {
+		parts = append(parts, map[bool]string{true: "paused", false: "running"}[c.After.Paused])
+	}
+	if c.Before.Shards != c.After.Shards {
+		parts = append(parts, fmt.Sprintf("shards %d → %d", c.Before.Shards, c.After.Shards))
+	}
+	return fmt.Sprintf("%s %s: %s", c.Action, c.Queue, strings.Join(parts, ", "))
+}
+
+// taskAction is one of the task actions on ids.
+func (m *Model) taskAction(fn func(Actions, context.Context, ops.Target) (ops.Change, error), ids []int64) actionFn {
+	return func(ctx context.Context) (string, error) {
+		c, err := fn(m.opt.Actions, ctx, ops.Target{IDs: ids})
+		if err != nil {
+			return c.Action, err
+		}
+		return changeText(c), nil
+	}
+}
+
+// changeText says what a task action changed.
+func changeText(c ops.Change) string {
+	s := fmt.Sprintf("%s: %d of %d tasks changed", c.Action, c.Changed, c.Requested)
+	if len(c.IDs) > 0 {
+		s += " (" + joinIDs(c.IDs, 8) + ")"
+	}
+	if len(c.Unchanged) > 0 {
+		s += "; not in a state it applies to: " + joinIDs(c.Unchanged, 8)
+	}
+	return s
+}
+
+// taskActions are the task action keys: name, whether it asks first, and
+// the ops call.
+var taskActions = map[string]struct {
+	name        string
+	destructive bool
+	fn          func(Actions, context.Context, ops.Target) (ops.Change, error)
+	explain     string
+}{
+	"r": {"Retry", false, Actions.Retry, ""},
+	"R": {"Run now", false, Actions.RunNow, ""},
+	"e": {"Enable", false, Actions.Enable, ""},
+	"x": {"Kill", true, Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled."},
+	"D": {"Delete", true, Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone."},
+	"d": {"Disable", true, Actions.Disable, "Periodic tasks stop running until enabled."},
+}
+
+// taskKey runs the task action of key k on ids; it reports whether k is
+// one.
+func (m *Model) taskKey(k string, ids []int64) (tea.Cmd, bool) {
+	a, ok := taskActions[k]
+	if !ok {
+		return nil, false
+	}
+	if len(ids) == 0 || !m.canAct() {
+		return nil, true
+	}
+	fn := m.taskAction(a.fn, ids)
+	if !a.destructive {
+		return m.act(fn), true
+	}
+	what := fmt.Sprintf("task %d", ids[0])
+	if len(ids) > 1 {
+		what = fmt.Sprintf("%d tasks (%s)", len(ids), joinIDs(ids, 6))
+	}
+	m.confirm(fmt.Sprintf("%s %s?", a.name, what), a.explain, a.name, fn)
+	return nil, true
+}

@@ -1,0 +1,122 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/taskd/taskd/pkg/cli"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Main runs tasktop with args on the terminal and returns the exit code:
+// 0, 1 when it could not start or failed, 2 on bad usage or configuration.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	v := config.NewViper()
+	var configPath string
+	var version bool
+	cmd := &cobra.Command{
+		Use:   "tasktop",
+		Short: "tasktop: the operator's terminal UI of taskd",
+		Long: "tasktop shows queues, workers, tasks, alerts and the audit log of a taskd cluster, read\n" +
+			"from MySQL and Redis, and runs the operator actions of `taskd` (retry, kill, pause, ...).\n" +
+			"Press ? in it for the keys.",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if version {
+				fmt.Fprintf(stdout, "tasktop %s (commit %s, built %s, %s)\n", node.Version, cli.Commit, cli.Date, runtime.Version())
+				return nil
+			}
+			cfg, err := config.Load(v, configPath)
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), cfg)
+		},
+	}
+	if len(args) == 1 && args[0] == "version" {
+		args = []string{"--version"}
+	}
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	fl := cmd.Flags()
+	fl.StringVar(&configPath, "config", "", "configuration file (default ./taskd.yaml, then /etc/taskd/taskd.yaml)")
+	fl.String("mysql-dsn", "", "task center DSN (overrides mysql.dsn)")
+	fl.String("redis-addr", "", "Redis address (overrides redis.addr)")
+	fl.String("redis-prefix", "", "Redis key prefix (overrides redis.prefix)")
+	fl.Bool("readonly", false, "watch only: every action is disabled (tasktop.readonly)")
+	fl.Duration("refresh", RefreshDefault, "time between refreshes (tasktop.refresh)")
+	fl.BoolVar(&version, "version", false, "print the version and exit")
+	for key, flag := range map[string]string{"mysql.dsn": "mysql-dsn", "redis.addr": "redis-addr",
+		"redis.prefix": "redis-prefix", "tasktop.readonly": "readonly", "tasktop.refresh": "refresh"} {
+		_ = v.BindPFlag(key, fl.Lookup(flag))
+	}
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "tasktop: %s\n", strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " "))
+	if task.ErrorCode(err) == task.CodeInvalid || !errors.As(err, new(runError)) {
+		return 2
+	}
+	return 1
+}
+
+// runError marks failures after the command line was read.
+type runError struct{ error }
+
+func (e runError) Unwrap() error { return e.error }
+
+// run connects and runs the UI until the operator quits.
+func run(ctx context.Context, cfg *config.Config) error {
+	st, err := node.OpenStore(ctx, cfg)
+	if err != nil {
+		return runError{err}
+	}
+	defer st.Close()
+	br, err := node.OpenBroker(ctx, cfg)
+	if err != nil {
+		return runError{err}
+	}
+	defer br.Close()
+
+	shards := cfg.QueueShards()
+	o := ops.New(st, br)
+	o.Configured = func(q string) int { return shards[q] }
+	o.Timezone = cfg.Cron.Timezone
+	var queues []string
+	for q := range cfg.WorkerQueues() {
+		queues = append(queues, q)
+	}
+	sort.Strings(queues)
+
+	// Cancelled when the program ends: queries still in flight stop.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opt := Options{
+		Source:   &Loader{Store: st, Broker: br, Queues: queues, Configured: o.Configured},
+		Actions:  o,
+		ReadOnly: cfg.Tasktop.ReadOnly,
+		Refresh:  cfg.Tasktop.Refresh,
+		Context:  ctx,
+	}
+	p := tea.NewProgram(New(opt), tea.WithContext(ctx), tea.WithOutput(os.Stdout))
+	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
+		return runError{fmt.Errorf("terminal: %w", err)}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package tui
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// detailView shows one task: every field, the payload as indented JSON,
+// the run history and the last result.
+type detailView struct {
+	id   int64
+	task *task.Task
+	runs []*task.Run
+	vp   viewport.Model
+}
+
+func (m *Model) openDetail(id int64) tea.Cmd {
+	m.detail = &detailView{id: id, vp: viewport.New()}
+	m.resizeDetail()
+	return m.refresh()
+}
+
+func (m *Model) resizeDetail() tea.Cmd {
+	if m.detail != nil {
+		m.detail.vp.SetWidth(m.w)
+		m.detail.vp.SetHeight(m.tableHeight())
+		if m.detail.task != nil {
+			m.detail.vp.SetContent(m.detailText(m.detail.task, m.detail.runs))
+		}
+	}
+	return nil
+}
+
+func (d *detailView) set(m *Model, t *task.Task, runs []*task.Run) {
+	d.task, d.runs = t, runs
+	d.vp.SetContent(m.detailText(t, runs))
+}
+
+func (m *Model) detailKey(s string) tea.Cmd {
+	d := m.detail
+	switch s {
+	case "esc", "q", "backspace":
+		m.detail = nil
+		return m.refresh()
+	case "up", "k":
+		d.vp.ScrollUp(1)
+	case "down", "j":
+		d.vp.ScrollDown(1)
+	case "pgup", "ctrl+u":
+		d.vp.PageUp()
+	case "pgdown", "ctrl+d", "space":
+		d.vp.PageDown()
+	case "home", "g":
+		d.vp.GotoTop()
+	case "end", "G":
+		d.vp.GotoBottom()
+	default:
+		cmd, _ := m.taskKey(s, []int64{d.id})
+		return cmd
+	}
+	return nil
+}
+
+// indentJSON indents a payload; what is not JSON is shown as it is.
+func indentJSON(raw []byte) string {
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return clean(string(raw))
+	}
+	return clean(b.String())
+}
+
+func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
+	now := m.opt.Now()
+	var b strings.Builder
+	kv := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "%-12s %s\n", k, v)
+		}
+	}
+	at := func(p *time.Time) string {
+		if p == nil {
+			return ""
+		}
+		return stamp(*p) + " (" + relative(*p, now) + ")"
+	}
+	b.WriteString(m.st.Title.Render(fmt.Sprintf("Task %d", t.ID)) + "  " + m.statusStyle(t.Status).Render(t.Status.String()) + "\n")
+	kv("code", t.Code)
+	kv("queue", t.QueueName())
+	kv("type", t.Type.String())
+	if t.CronExpr != "" {
+		kv("cron", strings.TrimSpace(t.CronExpr+" "+t.Timezone))
+	}
+	kv("unique key", t.UniqueKey)
+	kv("attempt", fmt.Sprintf("%d (retries %d of %d, crashes %d)", t.Attempt, t.RetryCount, t.MaxRetry, t.CrashCount))
+	kv("priority", fmt.Sprintf("%d · timeout %ds · delay %ds", t.Priority, t.Timeout, t.Delay))
+	kv("worker", t.WorkerID)
+	kv("due", at(&t.PlanNextRun))
+	kv("dispatched", at(t.Dispatched))
+	kv("started", at(t.StartedAt))
+	kv("last run", at(t.LastRunAt))
+	kv("created", at(&t.CreatedAt))
+	kv("updated", at(&t.UpdatedAt))
+
+	b.WriteString("\n" + m.st.Title.Render("Payload") + "\n")
+	b.WriteString(indentJSON(t.Payload) + "\n")
+
+	b.WriteString("\n" + m.st.Title.Render(fmt.Sprintf("Runs (%d, newest first)", len(runs))) + "\n")
+	if len(runs) == 0 {
+		b.WriteString("none yet\n")
+	}
+	for _, r := range runs {
+		line := fmt.Sprintf("#%-3d %-11s %s %8s  %s", r.Attempt, r.Outcome, stamp(r.FinishedAt),
+			age(time.Duration(r.DurationMS)*time.Millisecond), r.WorkerID)
+		style := m.st.Status
+		if r.Outcome != task.OutcomeSucceeded {
+			style = m.st.Warn
+		}
+		b.WriteString(style.Render(line) + "\n")
+		if res := oneLine(r.Result); res != "" {
+			b.WriteString("     " + res + "\n")
+		}
+	}
+	b.WriteString("\n" + m.st.Title.Render("Last result") + "\n")
+	if t.LastResult == "" {
+		b.WriteString("-\n")
+	} else {
+		b.WriteString(strings.TrimRight(clean(t.LastResult), "\n") + "\n")
+	}
+	return b.String()
+}

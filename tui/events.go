@@ -1,0 +1,153 @@
+package tui
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/taskd/taskd/pkg/store"
+)
+
+// eventsView lists the alerts, firing ones first, then the watchdog's
+// events, newest first.
+type eventsView struct {
+	cur    cursor
+	filter string
+}
+
+func (m *Model) eventsKey(s string) tea.Cmd {
+	if !m.events.cur.navigate(s, len(m.eventRows())) && s == "esc" {
+		m.events.filter = ""
+	}
+	return nil
+}
+
+var eventColumns = []column{
+	{title: "TIME", width: 8},
+	{title: "KIND", width: 10},
+	{title: "WHERE", width: 24, flex: 40},
+	{title: "TASK", width: 8, right: true, drop: 2},
+	{title: "DETAIL", width: 20, flex: 120},
+}
+
+func (m *Model) eventsTable(width, height int) string {
+	rows := m.eventRows()
+	if len(rows) == 0 {
+		return m.empty("no alerts and no watchdog events", width, height)
+	}
+	return renderTable(&m.st, eventColumns, rows, &m.events.cur, width, height)
+}
+
+// eventRows are the alerts, firing first, then the events.
+func (m *Model) eventRows() []row {
+	var rows []row
+	match := func(parts ...string) bool {
+		return m.events.filter == "" || strings.Contains(strings.Join(parts, " "), m.events.filter)
+	}
+	if m.ov != nil {
+		for _, firing := range []bool{true, false} {
+			for _, a := range m.ov.Alerts {
+				if a.Firing != firing || !match(a.Name, a.Summary) {
+					continue
+				}
+				r := row{style: m.st.Dim, cells: []string{clock(a.Since), "resolved", a.Name, "", clean(a.Summary)}}
+				if firing {
+					r = row{style: m.st.Bad, mark: "!", cells: []string{clock(a.Since), "FIRING", a.Name, "", clean(a.Summary)}}
+				}
+				rows = append(rows, r)
+			}
+		}
+		for _, e := range m.ov.Events {
+			where := strings.TrimSpace(cmp.Or(e.WorkerID, e.Node) + " " + e.Queue)
+			if !match(e.Kind, where, e.Code, e.Detail) {
+				continue
+			}
+			id := ""
+			if e.TaskID > 0 {
+				id = strconv.FormatInt(e.TaskID, 10)
+			}
+			rows = append(rows, row{style: m.st.Warn, cells: []string{clock(e.At), e.Kind, where, id, oneLine(e.Detail)}})
+		}
+	}
+	return rows
+}
+
+// auditView lists the audit log, newest first, one page at a time.
+type auditView struct {
+	cur    cursor
+	filter string
+	rows   []store.AuditEntry
+	loaded bool
+	pages  []int64
+}
+
+func (v *auditView) before() int64 {
+	if len(v.pages) == 0 {
+		return 0
+	}
+	return v.pages[len(v.pages)-1]
+}
+
+func (m *Model) auditKey(s string) tea.Cmd {
+	v := &m.audit
+	switch s {
+	case "]":
+		if len(v.rows) > 0 {
+			v.pages = append(v.pages, v.rows[len(v.rows)-1].ID)
+			v.cur = cursor{}
+			return m.refresh()
+		}
+	case "[":
+		if len(v.pages) > 0 {
+			v.pages = v.pages[:len(v.pages)-1]
+			v.cur = cursor{}
+			return m.refresh()
+		}
+	case "esc":
+		v.filter = ""
+	default:
+		v.cur.navigate(s, len(m.auditRows()))
+	}
+	return nil
+}
+
+var auditColumns = []column{
+	{title: "ID", width: 6, right: true, drop: 3},
+	{title: "TIME", width: 14, drop: 4},
+	{title: "WHO", width: 18, flex: 28},
+	{title: "ACTION", width: 8},
+	{title: "TARGET", width: 18, flex: 60},
+	{title: "CHANGED", width: 7, right: true},
+}
+
+func (m *Model) auditTable(width, height int) string {
+	rows := m.auditRows()
+	if len(rows) == 0 {
+		msg := "loading…"
+		if m.audit.loaded {
+			msg = "no operator actions recorded"
+		}
+		return m.empty(msg, width, height)
+	}
+	return renderTable(&m.st, auditColumns, rows, &m.audit.cur, width, height)
+}
+
+func (m *Model) auditRows() []row {
+	var rows []row
+	for _, e := range m.audit.rows {
+		who := e.Actor
+		if e.Origin != "" {
+			who += "@" + e.Origin
+		}
+		if m.audit.filter != "" && !strings.Contains(strings.Join([]string{who, e.Action, e.Target}, " "), m.audit.filter) {
+			continue
+		}
+		rows = append(rows, row{style: lipgloss.NewStyle(), cells: []string{strconv.FormatInt(e.ID, 10), e.CreatedAt.Local().Format("01-02 15:04:05"),
+			clean(who), e.Action, clean(e.Target), fmt.Sprint(e.Affected)}})
+	}
+	return rows
+}

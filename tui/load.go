@@ -1,0 +1,138 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+type loadKind int
+
+const (
+	loadOverview loadKind = iota
+	loadTasks
+	loadDetail
+	loadAudit
+)
+
+// loadedMsg carries the result of one load.
+type loadedMsg struct {
+	kind loadKind
+	seq  int // tasks: the query it answers
+	err  error
+
+	ov    *Overview
+	tasks []*task.Task
+	task  *task.Task
+	runs  []*task.Run
+	audit []store.AuditEntry
+}
+
+// load runs fn off the UI goroutine with the refresh deadline. A load of
+// a kind still in flight is not started again, so a slow server never
+// piles up queries.
+func (m *Model) load(kind loadKind, seq int, fn func(ctx context.Context, msg *loadedMsg) error) tea.Cmd {
+	if m.loading[kind] {
+		return nil
+	}
+	m.loading[kind] = true
+	parent, timeout := m.opt.Context, m.opt.Timeout
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(parent, timeout)
+		defer cancel()
+		msg := loadedMsg{kind: kind, seq: seq}
+		msg.err = fn(ctx, &msg)
+		if errors.Is(msg.err, context.DeadlineExceeded) {
+			msg.err = fmt.Errorf("no answer within %s: %w", timeout, msg.err)
+		}
+		return msg
+	}
+}
+
+// refresh reloads the overview and what the current view shows.
+func (m *Model) refresh() tea.Cmd {
+	src := m.opt.Source
+	cmds := []tea.Cmd{m.load(loadOverview, 0, func(ctx context.Context, msg *loadedMsg) (err error) {
+		msg.ov, err = src.Overview(ctx)
+		return err
+	})}
+	switch {
+	case m.detail != nil:
+		id := m.detail.id
+		cmds = append(cmds, m.load(loadDetail, int(id), func(ctx context.Context, msg *loadedMsg) (err error) {
+			msg.task, msg.runs, err = src.Task(ctx, id)
+			return err
+		}))
+	case m.view == viewTasks:
+		q, seq := m.tasks.query(m.tableHeight()), m.tasks.seq
+		cmds = append(cmds, m.load(loadTasks, seq, func(ctx context.Context, msg *loadedMsg) (err error) {
+			msg.tasks, err = src.Tasks(ctx, q)
+			return err
+		}))
+	case m.view == viewAudit:
+		before, limit := m.audit.before(), max(m.tableHeight(), 50)
+		cmds = append(cmds, m.load(loadAudit, 0, func(ctx context.Context, msg *loadedMsg) (err error) {
+			msg.audit, err = src.Audit(ctx, before, limit)
+			return err
+		}))
+	}
+	return tea.Batch(cmds...)
+}
+
+// loaded applies a load's result. On an error the last data stays.
+func (m *Model) loaded(msg loadedMsg) tea.Cmd {
+	m.loading[msg.kind] = false
+	if msg.err != nil {
+		if task.ErrorCode(msg.err) == task.CodeNotFound && msg.kind == loadDetail {
+			m.setStatus("", msg.err)
+			m.detail = nil
+			return nil
+		}
+		if len(m.errs) == 0 || m.errFrom.IsZero() {
+			m.errFrom = m.opt.Now()
+		}
+		m.errs[msg.kind] = msg.err
+		return nil
+	}
+	delete(m.errs, msg.kind)
+	if len(m.errs) == 0 {
+		m.errFrom = m.opt.Now()
+	}
+	switch msg.kind {
+	case loadOverview:
+		m.ov, m.ovAt = msg.ov, m.opt.Now()
+		m.queues.observe(msg.ov)
+	case loadTasks:
+		if msg.seq != m.tasks.seq {
+			return m.refresh() // the filter or page changed meanwhile
+		}
+		n := pageSize(m.tableHeight())
+		m.tasks.rows, m.tasks.more, m.tasks.loaded = msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n, true
+	case loadDetail:
+		if m.detail != nil && int64(msg.seq) == m.detail.id {
+			m.detail.set(m, msg.task, msg.runs)
+		}
+	case loadAudit:
+		m.audit.rows, m.audit.loaded = msg.audit, true
+	}
+	return nil
+}
+
+// errorText is the error bar's text ("" when everything answers).
+func (m *Model) errorText() string {
+	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit} {
+		if err := m.errs[k]; err != nil {
+			s := err.Error() + " · retrying every " + m.opt.Refresh.String()
+			if !m.ovAt.IsZero() {
+				s += " · showing data of " + clock(m.ovAt)
+			}
+			return s
+		}
+	}
+	return ""
+}

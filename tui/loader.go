@@ -1,0 +1,158 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/stats"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// eventsShown bounds the watchdog events read at each refresh.
+const eventsShown = 100
+
+// Loader is the production Source: it reads the task center and Redis
+// with the functions `taskd stats`, `taskd list` and `taskd show` use.
+type Loader struct {
+	Store  *store.Store
+	Broker *broker.Broker
+	// Queues are shown even when nothing of them is in the task center
+	// (the configured ones).
+	Queues []string
+	// Configured returns a queue's configured shard count (0: none).
+	Configured func(queue string) int
+	// Alerts reads the alert states (nil: none are shown).
+	Alerts func(ctx context.Context) ([]Alert, error)
+
+	mu sync.Mutex
+	// series caches ended attempts per queue and minute, so a refresh
+	// reads only the last two minutes of task_run.
+	series     map[string]map[int64]int64
+	seriesLast int64 // the minute that was current at the last read (0: none)
+}
+
+var _ Source = (*Loader)(nil)
+
+// Overview implements Source.
+func (l *Loader) Overview(ctx context.Context) (*Overview, error) {
+	// Tell which service does not answer before reading anything else.
+	if _, err := l.Store.Now(ctx); err != nil {
+		return nil, fmt.Errorf("MySQL: %w", err)
+	}
+	if err := l.Broker.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("Redis: %w", err)
+	}
+	st, err := stats.Collect(ctx, stats.Source{Store: l.Store, Broker: l.Broker, Queues: l.Queues, Configured: l.Configured})
+	if err != nil {
+		return nil, err
+	}
+	ov := &Overview{Stats: st}
+	if ov.Series, err = l.readSeries(ctx, st.At); err != nil {
+		return nil, err
+	}
+	if ov.Workers, err = l.Broker.Workers(ctx, SeriesMinutes); err != nil {
+		return nil, err
+	}
+	procs, err := l.Broker.Processes(ctx, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		if p.Node != "" { // the heartbeat document is there: alive
+			ov.NodesUp++
+		}
+	}
+	if ov.Events, err = l.Broker.Events(ctx, eventsShown); err != nil {
+		return nil, err
+	}
+	if l.Alerts != nil {
+		if ov.Alerts, err = l.Alerts(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return ov, nil
+}
+
+// readSeries brings the per-minute cache up to the database clock now and
+// returns the last SeriesMinutes of each queue.
+func (l *Loader) readSeries(ctx context.Context, now time.Time) (map[string][]int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := now.Unix() / 60
+	first := cur - SeriesMinutes + 1
+	from := first
+	if l.seriesLast >= first {
+		// The minute current at the last read was partial, and results
+		// are written in batches: read it and the one before again.
+		from = max(first, l.seriesLast-1)
+	}
+	rows, err := l.Store.RunSeries(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	if l.series == nil {
+		l.series = map[string]map[int64]int64{}
+	}
+	for _, m := range l.series {
+		for minute := range m {
+			if minute < first || minute >= from {
+				delete(m, minute)
+			}
+		}
+	}
+	for _, r := range rows {
+		if l.series[r.Queue] == nil {
+			l.series[r.Queue] = map[int64]int64{}
+		}
+		l.series[r.Queue][r.Minute] = r.Ended
+	}
+	l.seriesLast = cur
+	out := make(map[string][]int64, len(l.series))
+	for q, m := range l.series {
+		s := make([]int64, SeriesMinutes)
+		for i := range s {
+			s[i] = m[first+int64(i)]
+		}
+		out[q] = s
+	}
+	return out, nil
+}
+
+// Tasks implements Source.
+func (l *Loader) Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error) {
+	ts, err := l.Store.TaskList(ctx, &store.TaskListParams{Status: q.Status, Queue: q.Queue, Code: q.Code,
+		BeforeID: q.BeforeID, Limit: q.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("MySQL: %w", err)
+	}
+	return ts, nil
+}
+
+// runsShown bounds the run history of the detail view.
+const runsShown = 50
+
+// Task implements Source.
+func (l *Loader) Task(ctx context.Context, id int64) (*task.Task, []*task.Run, error) {
+	t, err := l.Store.TaskGet(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("MySQL: %w", err)
+	}
+	runs, err := l.Store.RunList(ctx, id, runsShown)
+	if err != nil {
+		return nil, nil, fmt.Errorf("MySQL: %w", err)
+	}
+	return t, runs, nil
+}
+
+// Audit implements Source.
+func (l *Loader) Audit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error) {
+	es, err := l.Store.AuditList(ctx, beforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("MySQL: %w", err)
+	}
+	return es, nil
+}

@@ -1,0 +1,398 @@
+package tui
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+type testBundle struct {
+	src  *fakeSource
+	acts *fakeActions
+	quit bool
+}
+
+// setup returns a model on the fixture, loaded, at 80×24.
+func setup(t *testing.T, readonly bool) (*Model, *testBundle) {
+	t.Helper()
+	b := &testBundle{src: fixture(), acts: &fakeActions{}}
+	m := New(Options{Source: b.src, Actions: b.acts, ReadOnly: readonly, Now: func() time.Time { return now }})
+	m.noTick = true
+	b.settle(t, m, m.Init())
+	return m, b
+}
+
+// settle runs cmd and feeds what it returns back to the model until
+// nothing is left, as the program would.
+func (b *testBundle) settle(t *testing.T, m *Model, cmd tea.Cmd) {
+	t.Helper()
+	if cmd == nil {
+		return
+	}
+	switch msg := cmd().(type) {
+	case tea.BatchMsg:
+		for _, c := range msg {
+			b.settle(t, m, c)
+		}
+	case tea.QuitMsg:
+		b.quit = true
+	case loadedMsg, actionMsg:
+		_, next := m.Update(msg)
+		b.settle(t, m, next)
+	}
+}
+
+// press sends keys: names as tea.KeyPressMsg.String() spells them.
+func (b *testBundle) press(t *testing.T, m *Model, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		_, cmd := m.Update(keyMsg(k))
+		b.settle(t, m, cmd)
+	}
+}
+
+func keyMsg(k string) tea.KeyPressMsg {
+	switch k {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "space":
+		return tea.KeyPressMsg{Code: tea.KeySpace, Text: " "}
+	case "right":
+		return tea.KeyPressMsg{Code: tea.KeyRight}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "ctrl+c":
+		return tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
+	case "ctrl+r":
+		return tea.KeyPressMsg{Code: 'r', Mod: tea.ModCtrl}
+	}
+	r := []rune(k)[0]
+	return tea.KeyPressMsg{Code: r, Text: k}
+}
+
+// typeText types s into an open prompt.
+func (b *testBundle) typeText(t *testing.T, m *Model, s string) {
+	t.Helper()
+	for _, r := range s {
+		_, cmd := m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
+		b.settle(t, m, cmd)
+	}
+}
+
+func screen(m *Model) string { return plain(m.render()) }
+
+func TestKeyNames(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{"enter", "esc", "tab", "space", "right", "down", "ctrl+c", "ctrl+r", "x", "S", "]", "/", "?"} {
+		require.Equal(t, k, keyMsg(k).String())
+	}
+}
+
+func TestQueuesAtAGlance(t *testing.T) {
+	t.Parallel()
+	m, _ := setup(t, false)
+	s := screen(m)
+	require.Contains(t, s, "1 ALERT · 2 nodes up · 2/3 workers · backlog 60 · 420/min · ok 100%")
+	require.Regexp(t, `(?m)^! build_report .* no worker, lagging$`, s)
+	require.Regexp(t, `(?m)^  reports_low .* PAUSED$`, s)
+	require.Regexp(t, `(?m)^  send_email .*20/4 .* ok$`, s)
+	require.NotContains(t, s, "READ-ONLY")
+}
+
+func TestBacklogGrowing(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	for i := range 4 {
+		b.src.mu.Lock()
+		b.src.ov.Stats.Queues[2].Backlog = []int64{int64(10 * (i + 1))}
+		b.src.mu.Unlock()
+		b.press(t, m, "ctrl+r")
+	}
+	require.Regexp(t, `(?m)^! send_email .* growing$`, screen(m))
+}
+
+func TestViewsSwitch(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "2")
+	s := screen(m)
+	require.Regexp(t, `(?m)^  node-a-w1 .* ok +#1003 \(\+1\) s.* +1m15s$`, s)
+	require.Regexp(t, `(?m)^  node-b-w1 .* idle`, s)
+	require.Regexp(t, `(?m)^! node-c-w1 .* dead`, s)
+	b.press(t, m, "tab")
+	require.Contains(t, screen(m), "[3 Tasks]")
+	b.press(t, m, "tab")
+	s = screen(m)
+	require.Regexp(t, `(?m)^! 09:58:00 FIRING +no_consumer build_report +40 queued`, s)
+	require.Contains(t, s, "abandoned")
+	b.press(t, m, "5")
+	require.Regexp(t, `(?m)alice@ssh 10.0.0.7 +retry +tasks 1008`, screen(m))
+	b.press(t, m, "tab")
+	require.Contains(t, screen(m), "[1 Queues]")
+}
+
+func TestQueueOpensItsTasks(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "G", "enter") // send_email, the last row
+	require.Equal(t, viewTasks, m.view)
+	last := b.src.queries[len(b.src.queries)-1]
+	require.Equal(t, "send_email", last.Queue)
+	require.Contains(t, screen(m), "[3 Tasks] 4 Events  5 Audit   queue:send_email")
+	for _, r := range m.tasks.rows {
+		require.Equal(t, "send_email", r.QueueName())
+	}
+}
+
+func TestTaskFilterAndSearch(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "/")
+	require.NotNil(t, m.input)
+	b.typeText(t, m, "dead code:build_report")
+	b.press(t, m, "enter")
+	last := b.src.queries[len(b.src.queries)-1]
+	require.NotNil(t, last.Status)
+	require.Equal(t, task.Dead, *last.Status)
+	require.Equal(t, "build_report", last.Code)
+	require.NotEmpty(t, m.tasks.rows)
+	for _, r := range m.tasks.rows {
+		require.Equal(t, task.Dead, r.Status)
+		require.Equal(t, "build_report", r.Code)
+	}
+	require.Contains(t, screen(m), "status:dead code:build_report")
+
+	b.press(t, m, "esc")
+	require.Empty(t, m.tasks.filterText())
+	require.Len(t, m.tasks.rows, 20) // a screenful: 24 lines less header, tabs, footer and table head
+
+	b.press(t, m, "s", "s", "s") // pending, dispatched, running
+	require.Equal(t, "status:running", m.tasks.filterText())
+
+	b.press(t, m, "esc", "/")
+	require.Empty(t, m.input.ti.Value())
+	b.typeText(t, m, "#1008")
+	b.press(t, m, "enter")
+	require.NotNil(t, m.detail)
+	require.Equal(t, int64(1008), m.detail.id)
+
+	b.press(t, m, "esc", "/")
+	b.typeText(t, m, "status:bogus")
+	b.press(t, m, "enter")
+	require.Contains(t, screen(m), `unknown status "bogus"`)
+}
+
+func TestParseTaskFilter(t *testing.T) {
+	t.Parallel()
+	q, id, err := parseTaskFilter(" failed q:mail c:x ")
+	require.NoError(t, err)
+	require.Zero(t, id)
+	require.Equal(t, task.Failed, *q.Status)
+	require.Equal(t, "mail", q.Queue)
+	require.Equal(t, "x", q.Code)
+	_, id, err = parseTaskFilter("42")
+	require.NoError(t, err)
+	require.Equal(t, int64(42), id)
+	q, _, err = parseTaskFilter("send_email")
+	require.NoError(t, err)
+	require.Equal(t, "send_email", q.Code)
+	_, _, err = parseTaskFilter("owner:me")
+	require.Error(t, err)
+}
+
+func TestKeysetPaging(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3")
+	first := m.tasks.rows
+	require.Len(t, first, 20)
+	b.press(t, m, "]")
+	last := b.src.queries[len(b.src.queries)-1]
+	require.Equal(t, first[len(first)-1].ID, last.BeforeID)
+	require.Equal(t, first[len(first)-1].ID-1, m.tasks.rows[0].ID)
+	require.Contains(t, screen(m), "page 2")
+	b.press(t, m, "]") // 40 tasks: page 2 was the last full one
+	b.press(t, m, "]")
+	require.Contains(t, screen(m), "page 2")
+	b.press(t, m, "[")
+	require.Equal(t, first[0].ID, m.tasks.rows[0].ID)
+	require.Zero(t, b.src.queries[len(b.src.queries)-1].BeforeID)
+}
+
+func TestConfirmDefaultsToCancel(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "x") // task 1010, running
+	require.NotNil(t, m.dialog)
+	require.Contains(t, screen(m), "Kill task 1010?")
+	b.press(t, m, "enter")
+	require.Nil(t, m.dialog)
+	require.Empty(t, b.acts.Calls())
+	require.Contains(t, screen(m), "cancelled: nothing changed")
+
+	b.press(t, m, "x", "esc")
+	require.Empty(t, b.acts.Calls())
+
+	b.press(t, m, "x", "right", "enter")
+	require.Equal(t, []string{"kill [1010]"}, b.acts.Calls())
+	require.Contains(t, screen(m), "10:00:00 kill: 1 of 1 tasks changed (1010)")
+
+	b.press(t, m, "down", "D", "y")
+	require.Equal(t, []string{"kill [1010]", "delete [1009]"}, b.acts.Calls())
+}
+
+func TestMultiSelectBulkRetry(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "down", "down", "space", "space")
+	require.Contains(t, screen(m), "2 selected")
+	require.Regexp(t, `(?m)^\* +1008 dead`, screen(m))
+	b.press(t, m, "r") // retry does not ask
+	require.Equal(t, []string{"retry [1008 1007]"}, b.acts.Calls())
+	require.Empty(t, m.tasks.selected)
+
+	b.press(t, m, "a", "d")
+	require.Contains(t, screen(m), "Disable 20 tasks")
+	b.press(t, m, "esc")
+	require.Len(t, b.acts.Calls(), 1)
+	b.press(t, m, "esc") // clears the selection
+	require.Empty(t, m.tasks.selected)
+}
+
+func TestQueueActions(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "G", "p")
+	require.Contains(t, screen(m), "Pause queue send_email?")
+	b.press(t, m, "y")
+	b.press(t, m, "k", "p") // reports_low is paused: resume does not ask
+	require.Nil(t, m.dialog)
+	b.press(t, m, "j", "S")
+	require.NotNil(t, m.input)
+	b.typeText(t, m, "0")
+	b.press(t, m, "enter")
+	require.Contains(t, screen(m), "not a number of shards from 1 to 256")
+	b.press(t, m, "S")
+	b.typeText(t, m, "8")
+	b.press(t, m, "enter")
+	require.Contains(t, screen(m), "Reshard queue send_email from 4 to 8 shards?")
+	b.press(t, m, "y")
+	require.Equal(t, []string{"pause send_email", "resume reports_low", "reshard 8 send_email"}, b.acts.Calls())
+	require.Contains(t, screen(m), "reshard 8 send_email: shards 1 → 8")
+}
+
+func TestReadOnly(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, true)
+	require.Contains(t, screen(m), " READ-ONLY  1 ALERT · 2 nodes up")
+	b.press(t, m, "3", "x", "space", "r")
+	b.press(t, m, "1", "p", "S")
+	require.Nil(t, m.dialog)
+	require.Nil(t, m.input)
+	require.Empty(t, b.acts.Calls())
+	require.Contains(t, screen(m), "read-only: actions are disabled")
+	b.press(t, m, "?")
+	s := screen(m)
+	require.Contains(t, s, "Read-only")
+	require.NotContains(t, s, "kill")
+	require.NotContains(t, s, "S reshard")
+
+	// No Actions at all is read-only too.
+	m2 := New(Options{Source: b.src})
+	require.True(t, m2.opt.ReadOnly)
+}
+
+func TestErrorBarKeepsDataAndRecovers(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.src.fail(errors.New("MySQL: dial tcp 127.0.0.1:3306: connect: connection refused"))
+	b.press(t, m, "ctrl+r")
+	s := screen(m)
+	require.Contains(t, s, "✖ MySQL: dial tcp 127.0.0.1:3306: connect: connection refused · retrying every\n2s · showing data of 10:00:00\n")
+	require.Contains(t, s, "build_report", "the last data stays")
+	require.Len(t, strings.Split(s, "\n"), 24)
+
+	b.press(t, m, "3") // the tasks view cannot load either
+	require.Contains(t, screen(m), "✖ MySQL")
+	b.src.fail(nil)
+	b.press(t, m, "ctrl+r")
+	require.NotContains(t, screen(m), "✖")
+	require.NotEmpty(t, m.tasks.rows)
+}
+
+func TestDetail(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "down", "down", "enter")
+	s := screen(m)
+	require.Contains(t, s, "Task 1008  dead")
+	require.Contains(t, s, "  \"to\": \"user1008@example.com\",")
+	b.press(t, m, "G")
+	s = screen(m)
+	require.Contains(t, s, "#3   dead")
+	require.Contains(t, s, "exit status 1: SMTP 451 try later")
+	require.Contains(t, s, "stack trace line")
+	b.press(t, m, "r")
+	require.Equal(t, []string{"retry [1008]"}, b.acts.Calls())
+	b.press(t, m, "q")
+	require.Nil(t, m.detail)
+	require.False(t, b.quit, "q leaves the detail first")
+	b.press(t, m, "q")
+	require.True(t, b.quit)
+
+	// A task that is gone says so and goes back.
+	b.press(t, m, "/")
+	b.typeText(t, m, "99999")
+	b.press(t, m, "enter")
+	require.Nil(t, m.detail)
+	require.Contains(t, screen(m), "task 99999 not found")
+}
+
+func TestResize(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	for _, size := range [][2]int{{120, 40}, {80, 24}, {60, 12}} {
+		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+		for _, v := range []string{"1", "2", "3", "4", "5"} {
+			b.press(t, m, v)
+			lines := strings.Split(m.render(), "\n")
+			require.Len(t, lines, size[1], "view %s at %v", v, size)
+			for _, l := range lines {
+				require.LessOrEqual(t, ansi.StringWidth(l), size[0], "view %s at %v: %q", v, size, l)
+			}
+		}
+	}
+}
+
+func TestCtrlCQuitsFromAnywhere(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "x") // a dialog is open
+	b.press(t, m, "ctrl+c")
+	require.True(t, b.quit)
+	require.Empty(t, b.acts.Calls())
+}
+
+func TestHandlerOutputCannotEscape(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "red bell", clean("\x1b[31mred\x1b[0m\t\abell"))
+	require.Equal(t, "a …", oneLine("a\n\x1b[2Jb"))
+}
+
+func TestSparkline(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "  ▁ ▄█", sparkline([]int64{1, 0, 4, 8}, 6))
+	require.Equal(t, "▄█", sparkline([]int64{1, 0, 4, 8}, 2))
+	require.Equal(t, "   ", sparkline(nil, 3))
+}

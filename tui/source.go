@@ -1,0 +1,79 @@
+package tui
+
+import (
+	"context"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/stats"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// SeriesMinutes is the length of a queue's throughput sparkline.
+const SeriesMinutes = 30
+
+// Source is where the model reads everything it shows. The production
+// one (Loader) reads MySQL and Redis; tests give fixed data.
+type Source interface {
+	// Overview is what the header and the queue, worker and event views
+	// show.
+	Overview(ctx context.Context) (*Overview, error)
+	// Tasks returns one page of tasks, newest first.
+	Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error)
+	// Task returns one task with its newest runs.
+	Task(ctx context.Context, id int64) (*task.Task, []*task.Run, error)
+	// Audit returns audit rows newest first, before id beforeID (0: newest).
+	Audit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error)
+}
+
+// Actions are the operator actions: *ops.Ops, the same code as the taskd
+// subcommands.
+type Actions interface {
+	Retry(ctx context.Context, t ops.Target) (ops.Change, error)
+	Kill(ctx context.Context, t ops.Target) (ops.Change, error)
+	RunNow(ctx context.Context, t ops.Target) (ops.Change, error)
+	Delete(ctx context.Context, t ops.Target) (ops.Change, error)
+	Enable(ctx context.Context, t ops.Target) (ops.Change, error)
+	Disable(ctx context.Context, t ops.Target) (ops.Change, error)
+	Pause(ctx context.Context, q string) (ops.QueueChange, error)
+	Resume(ctx context.Context, q string) (ops.QueueChange, error)
+	Reshard(ctx context.Context, q string, n int) (ops.QueueChange, error)
+}
+
+var _ Actions = (*ops.Ops)(nil)
+
+// TaskQuery selects a page of tasks.
+type TaskQuery struct {
+	Status   *task.Status
+	Queue    string
+	Code     string
+	BeforeID int64 // keyset paging: tasks with smaller ids
+	Limit    int
+}
+
+// Overview is one snapshot of the cluster.
+type Overview struct {
+	// Stats are the per-queue and per-worker figures of `taskd stats`
+	// (nil when the task center did not answer).
+	Stats *stats.Stats
+	// Series is each queue's ended attempts per minute, oldest first,
+	// SeriesMinutes long; the last is the current minute.
+	Series map[string][]int64
+	// Workers are the registered workers, dead ones included, with their
+	// per-minute counters.
+	Workers []broker.WorkerStatus
+	// NodesUp counts `taskd run` processes with a live heartbeat.
+	NodesUp int
+	Events  []broker.Event
+	Alerts  []Alert
+}
+
+// Alert is one alert rule's state.
+type Alert struct {
+	Name    string
+	Firing  bool
+	Since   time.Time
+	Summary string
+}

@@ -1,0 +1,160 @@
+package tui
+
+import (
+	"strings"
+
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// column describes one table column. Columns with the highest drop value
+// go first when the terminal is too narrow; a flex column takes the width
+// left over, up to max.
+type column struct {
+	title string
+	width int
+	right bool
+	drop  int // 0: never dropped
+	flex  int // >0: grows up to this width
+}
+
+// row is one table row: its cells and its style (problem rows stand out).
+type row struct {
+	cells []string
+	style lipgloss.Style
+	mark  string // first-column mark: "*" selected, "!" problem
+}
+
+// fit returns the indexes of the columns that fit in width and their
+// widths, flex columns widened into what is left.
+func fit(cols []column, width int) ([]int, []int) {
+	keep := make([]bool, len(cols))
+	total := 1 // the mark column
+	for i, c := range cols {
+		keep[i] = true
+		total += c.width + 1
+	}
+	for total > width {
+		worst := -1
+		for i, c := range cols {
+			if keep[i] && c.drop > 0 && (worst < 0 || c.drop > cols[worst].drop) {
+				worst = i
+			}
+		}
+		if worst < 0 {
+			break
+		}
+		keep[worst] = false
+		total -= cols[worst].width + 1
+	}
+	var idx, widths []int
+	for i, c := range cols {
+		if keep[i] {
+			idx = append(idx, i)
+			widths = append(widths, c.width)
+		}
+	}
+	// The rightmost flex columns (state, detail, result) grow first.
+	spare := max(0, width-total)
+	for k := len(idx) - 1; k >= 0 && spare > 0; k-- {
+		if c := cols[idx[k]]; c.flex > c.width {
+			grow := min(spare, c.flex-c.width)
+			widths[k] += grow
+			spare -= grow
+		}
+	}
+	return idx, widths
+}
+
+// cell pads or cuts s to w cells.
+func cell(s string, w int, right bool) string {
+	s = ansi.Truncate(s, w, "…")
+	pad := strings.Repeat(" ", max(0, w-ansi.StringWidth(s)))
+	if right {
+		return pad + s
+	}
+	return s + pad
+}
+
+// renderTable draws a header and the rows that fit in height, scrolled so
+// that the cursor row is visible; the cursor row is shown reversed.
+func renderTable(st *Styles, cols []column, rows []row, cur *cursor, width, height int) string {
+	idx, widths := fit(cols, width)
+	line := func(cells []string, mark string) string {
+		var b strings.Builder
+		b.WriteString(cell(mark, 1, false))
+		for k, i := range idx {
+			b.WriteByte(' ')
+			c := ""
+			if i < len(cells) {
+				c = cells[i]
+			}
+			b.WriteString(cell(c, widths[k], cols[i].right))
+		}
+		return cell(b.String(), width, false)
+	}
+	titles := make([]string, len(cols))
+	for i, c := range cols {
+		titles[i] = c.title
+	}
+	out := []string{st.TableHead.Render(line(titles, ""))}
+	body := max(1, height-1)
+	cur.fit(len(rows), body)
+	for i := cur.offset; i < len(rows) && i < cur.offset+body; i++ {
+		s := line(rows[i].cells, rows[i].mark)
+		style := rows[i].style
+		if i == cur.pos {
+			style = style.Inherit(st.Cursor).Reverse(true)
+		}
+		out = append(out, style.Render(s))
+	}
+	return strings.Join(out, "\n")
+}
+
+// cursor is a position in a list and the first row shown.
+type cursor struct {
+	pos, offset int
+	n, height   int
+}
+
+// fit clamps the cursor to n rows shown height at a time.
+func (c *cursor) fit(n, height int) {
+	c.n, c.height = n, max(1, height)
+	c.pos = min(max(c.pos, 0), max(0, n-1))
+	if c.pos < c.offset {
+		c.offset = c.pos
+	}
+	if c.pos >= c.offset+c.height {
+		c.offset = c.pos - c.height + 1
+	}
+	c.offset = min(max(c.offset, 0), max(0, n-c.height))
+}
+
+// move moves the cursor by d rows, within the list.
+func (c *cursor) move(d int) {
+	c.pos = min(max(c.pos+d, 0), max(0, c.n-1))
+	c.fit(c.n, c.height)
+}
+
+// navigate handles the movement keys in a list of n rows; it reports
+// whether k was one.
+func (c *cursor) navigate(k string, n int) bool {
+	c.n = n
+	switch k {
+	case "up", "k":
+		c.move(-1)
+	case "down", "j":
+		c.move(1)
+	case "home", "g":
+		c.move(-c.n)
+	case "end", "G":
+		c.move(c.n)
+	case "pgup", "ctrl+u":
+		c.move(-c.height)
+	case "pgdown", "ctrl+d":
+		c.move(c.height)
+	default:
+		return false
+	}
+	return true
+}

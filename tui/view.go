@@ -1,0 +1,215 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// View implements tea.Model.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	v.WindowTitle = "tasktop"
+	return v
+}
+
+// tableHeight is the number of lines left for the current view.
+func (m *Model) tableHeight() int {
+	return max(1, m.h-3-len(m.errorLines())) // header, tabs, footer
+}
+
+// errorLines is the error bar: at most two lines.
+func (m *Model) errorLines() []string {
+	e := m.errorText()
+	if e == "" {
+		return nil
+	}
+	lines := strings.Split(ansi.Wrap("✖ "+e, m.w, " "), "\n")
+	if len(lines) > 2 {
+		lines = lines[:2]
+	}
+	for i, l := range lines {
+		lines[i] = m.st.ErrorBar.Render(cell(l, m.w, false))
+	}
+	return lines
+}
+
+// render draws the whole screen, exactly m.w × m.h cells.
+func (m *Model) render() string {
+	lines := []string{m.header(), m.tabs()}
+	lines = append(lines, m.errorLines()...)
+	h := m.tableHeight()
+	var body string
+	switch {
+	case m.help:
+		body = helpText(&m.st, m.opt.ReadOnly)
+	case m.detail != nil && m.detail.task == nil:
+		body = m.empty(fmt.Sprintf("loading task %d…", m.detail.id), m.w, h)
+	case m.detail != nil:
+		body = m.detail.vp.View()
+	default:
+		body = m.table(m.w, h)
+	}
+	if m.dialog != nil {
+		body = lipgloss.Place(m.w, h, lipgloss.Center, lipgloss.Center, m.dialogView(m.w))
+	}
+	lines = append(lines, fitLines(body, m.w, h)...)
+	lines = append(lines, m.footer())
+	return strings.Join(lines, "\n")
+}
+
+// fitLines cuts or pads s to exactly h lines of at most w cells.
+func fitLines(s string, w, h int) []string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > h {
+		ls = ls[:h]
+	}
+	for i, l := range ls {
+		ls[i] = ansi.Truncate(l, w, "")
+	}
+	for len(ls) < h {
+		ls = append(ls, "")
+	}
+	return ls
+}
+
+func (m *Model) table(w, h int) string {
+	switch m.view {
+	case viewQueues:
+		return m.queuesTable(w, h)
+	case viewWorkers:
+		return m.workersTable(w, h)
+	case viewTasks:
+		return m.tasksTable(w, h)
+	case viewEvents:
+		return m.eventsTable(w, h)
+	default:
+		return m.auditTable(w, h)
+	}
+}
+
+func (m *Model) empty(msg string, w, h int) string {
+	return lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, m.st.Dim.Render(msg))
+}
+
+// header is the cluster at a glance.
+func (m *Model) header() string {
+	var parts []string
+	if m.opt.ReadOnly {
+		parts = append(parts, m.st.Badge.Render(" READ-ONLY "))
+	}
+	ov := m.ov
+	if ov == nil || ov.Stats == nil {
+		parts = append(parts, m.st.Header.Render("tasktop"), m.st.Dim.Render("connecting…"))
+		return cell(strings.Join(parts, " "), m.w, false)
+	}
+	var backlog, perMin int64
+	for _, q := range ov.Stats.Queues {
+		backlog += total(q.Backlog)
+		perMin += q.ProcessedPerMin
+	}
+	live := 0
+	var done, failed int64
+	for _, w := range ov.Workers {
+		if w.Alive() {
+			live++
+		}
+		for _, mi := range w.Series[max(0, len(w.Series)-10):] {
+			done += mi.Processed
+			failed += mi.Failed
+		}
+	}
+	nodes := fmt.Sprintf("%d nodes up", ov.NodesUp)
+	if ov.NodesUp == 1 {
+		nodes = "1 node up"
+	}
+	if ov.NodesUp == 0 {
+		nodes = m.st.Bad.Render("NO NODE UP")
+	}
+	workers := fmt.Sprintf("%d/%d workers", live, len(ov.Workers))
+	if live < len(ov.Workers) {
+		workers = m.st.Warn.Render(workers)
+	}
+	rate := "ok -"
+	if done > 0 {
+		r := float64(done-failed) / float64(done)
+		rate = strings.Replace(fmt.Sprintf("ok %.1f%%", 100*r), "100.0", "100", 1)
+		if r < 0.99 {
+			rate = m.st.Bad.Render(rate)
+		}
+	}
+	firing := 0
+	for _, a := range ov.Alerts {
+		if a.Firing {
+			firing++
+		}
+	}
+	figures := []string{nodes, workers, "backlog " + count(backlog), count(perMin) + "/min", rate}
+	switch {
+	case firing == 1:
+		figures = append([]string{m.st.ErrorBar.Render("1 ALERT")}, figures...)
+	case firing > 1:
+		figures = append([]string{m.st.ErrorBar.Render(fmt.Sprintf("%d ALERTS", firing))}, figures...)
+	}
+	parts = append(parts, strings.Join(figures, " · "))
+	return cell(strings.Join(parts, " "), m.w, false)
+}
+
+// tabs names the views, the current one highlighted, and the view's
+// filter.
+func (m *Model) tabs() string {
+	var b strings.Builder
+	for i, name := range viewNames {
+		t := fmt.Sprintf("%d %s", i+1, name)
+		if viewID(i) == m.view {
+			b.WriteString(m.st.ActiveTab.Render("[" + t + "]"))
+		} else {
+			b.WriteString(m.st.Tab.Render(" " + t + " "))
+		}
+	}
+	info := ""
+	switch {
+	case m.detail != nil:
+		info = fmt.Sprintf("task %d", m.detail.id)
+	case m.view == viewTasks:
+		info = m.tasksInfo()
+	case m.view == viewQueues && m.queues.filter != "":
+		info = "/" + m.queues.filter
+	case m.view == viewWorkers && m.workers.filter != "":
+		info = "/" + m.workers.filter
+	case m.view == viewEvents && m.events.filter != "":
+		info = "/" + m.events.filter
+	case m.view == viewAudit && m.audit.filter != "":
+		info = "/" + m.audit.filter
+	}
+	left := b.String()
+	if info != "" {
+		left += "  " + m.st.Filter.Render(info)
+	}
+	return cell(left, m.w, false)
+}
+
+// footer is the prompt when one is open, else the status line: what the
+// last action changed, or the keys of the view.
+func (m *Model) footer() string {
+	if m.input != nil {
+		return cell(m.input.ti.View(), m.w, false)
+	}
+	right := ""
+	if !m.ovAt.IsZero() {
+		right = "updated " + clock(m.ovAt)
+	}
+	left := m.st.Dim.Render(shortHelp(m.view, m.detail != nil, m.opt.ReadOnly))
+	if m.status != "" {
+		left = m.st.Status.Render(m.status)
+		if m.statusErr {
+			left = m.st.StatusErr.Render(m.status)
+		}
+	}
+	room := m.w - ansi.StringWidth(right) - 1
+	return cell(left, room, false) + " " + right
+}
