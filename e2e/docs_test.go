@@ -44,7 +44,6 @@ func TestDocs(t *testing.T) {
 	guides, err := filepath.Glob("../docs/*.md")
 	require.NoError(t, err)
 	require.NotEmpty(t, guides)
-	needTool(t, "php")
 	srv := startPrivateServers(t)
 	repo, err := filepath.Abs("..")
 	require.NoError(t, err)
@@ -122,6 +121,13 @@ func readBlocks(t *testing.T, path string) []block {
 
 func runGuide(t *testing.T, path, dir string, env []string, stubs string) {
 	name := filepath.Base(path)
+	blocks := readBlocks(t, path)
+	for _, b := range blocks {
+		if b.lang == "sh" && b.attrs != "manual" && strings.Contains(b.text, "php ") {
+			needTool(t, "php") // the PHP examples; skips only this guide where PHP cannot be had
+			break
+		}
+	}
 	var daemons []*docDaemon
 	defer func() {
 		for _, d := range daemons {
@@ -129,7 +135,7 @@ func runGuide(t *testing.T, path, dir string, env []string, stubs string) {
 		}
 	}()
 	ran := 0
-	for _, b := range readBlocks(t, path) {
+	for _, b := range blocks {
 		where := fmt.Sprintf("%s:%d", name, b.line)
 		switch {
 		case b.lang == "sh" && b.attrs == "":
