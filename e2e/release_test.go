@@ -112,3 +112,23 @@ func TestReleaseStamp(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `^tasktop 9\.8\.7 \(commit 0123abc, built 2026-01-02T03:04:05Z, go1\.\d+`, string(out))
 }
+
+// goreleaser check accepts .goreleaser.yaml. goreleaser takes many minutes
+// to install (scripts/package-check.sh does), so this runs where it is
+// installed already and is skipped elsewhere.
+func TestGoreleaserCheck(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("goreleaser")
+	if err != nil {
+		out, _ := exec.Command("go", "env", "GOPATH").Output()
+		bin = filepath.Join(strings.TrimSpace(string(out)), "bin", "goreleaser")
+		if _, err := os.Stat(bin); err != nil {
+			t.Skip("goreleaser is not installed (scripts/package-check.sh installs it)")
+		}
+	}
+	cmd := exec.Command(bin, "check")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "goreleaser check: %s", out)
+	require.Contains(t, string(out), "1 configuration file(s) validated")
+}
