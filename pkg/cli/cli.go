@@ -181,6 +181,15 @@ func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 	return node.OpenStore(ctx, c)
 }
 
+// openReadStore opens the task center for reads: mysql.read_dsn when set.
+func (a *App) openReadStore(ctx context.Context) (*store.Store, error) {
+	c, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	return node.OpenReadStore(ctx, c)
+}
+
 // openBroker opens Redis; commands that only need it to wake schedulers
 // treat a failure as a warning.
 func (a *App) openBroker(ctx context.Context) (*broker.Broker, error) {

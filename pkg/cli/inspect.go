@@ -35,7 +35,7 @@ func (a *App) listCmd() *cobra.Command {
 			if limit < 1 || limit > 10000 {
 				return task.Invalidf("--limit %d is out of range 1-10000", limit)
 			}
-			s, err := a.openStore(cmd.Context())
+			s, err := a.openReadStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ func (a *App) showCmd() *cobra.Command {
 			if err != nil || id <= 0 {
 				return task.Invalidf("task id %q is not a positive number", args[0])
 			}
-			s, err := a.openStore(cmd.Context())
+			s, err := a.openReadStore(cmd.Context())
 			if err != nil {
 				return err
 			}

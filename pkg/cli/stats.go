@@ -23,13 +23,18 @@ func (a *App) statsCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			rs, err := a.openReadStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer rs.Close()
 			c, _ := a.config()
 			var names []string
 			for q := range c.WorkerQueues() {
 				names = append(names, q)
 			}
 			sort.Strings(names)
-			s, err := stats.Collect(cmd.Context(), stats.Source{Store: o.Store(), Broker: o.Broker(), Queues: names, Configured: o.Configured})
+			s, err := stats.Collect(cmd.Context(), stats.Source{Store: rs, Broker: o.Broker(), Queues: names, Configured: o.Configured})
 			if err != nil {
 				return err
 			}

@@ -56,6 +56,9 @@ type NodeConfig struct {
 type MySQLConfig struct {
 	// DSN in go-sql-driver form: user:pass@tcp(host:3306)/taskd.
 	DSN string `mapstructure:"dsn"`
+	// ReadDSN, when set, serves what only reads (list, show, stats): a
+	// replica, so operators' queries stay off the primary.
+	ReadDSN string `mapstructure:"read_dsn"`
 	// MaxOpenConns bounds the connection pool.
 	MaxOpenConns int `mapstructure:"max_open_conns"`
 	// LockWaitTimeout is the session's innodb_lock_wait_timeout.
@@ -189,6 +192,7 @@ var defaults = map[string]any{
 	"node.id":                   "",
 	"node.roles":                []string{"scheduler", "worker", "recovery", "retention", "watchdog"},
 	"mysql.dsn":                 "root:@tcp(127.0.0.1:3306)/taskd",
+	"mysql.read_dsn":            "",
 	"mysql.max_open_conns":      32,
 	"mysql.lock_wait_timeout":   "5s",
 	"redis.addr":                "127.0.0.1:6379",

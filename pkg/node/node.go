@@ -154,6 +154,17 @@ func OpenStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	})
 }
 
+// OpenReadStore opens the task center for reads that may lag a little:
+// mysql.read_dsn when set, else the primary.
+func OpenReadStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	if cfg.MySQL.ReadDSN == "" {
+		return OpenStore(ctx, cfg)
+	}
+	return store.Open(ctx, cfg.MySQL.ReadDSN, store.Options{
+		MaxOpenConns: cfg.MySQL.MaxOpenConns, LockWaitTimeout: cfg.MySQL.LockWaitTimeout,
+	})
+}
+
 // OpenBroker opens the Redis of cfg.
 func OpenBroker(ctx context.Context, cfg *config.Config) (*broker.Broker, error) {
 	// Each consumed queue holds a connection in a blocking take; leave room
