@@ -216,7 +216,7 @@ func (d *Watchdog) heal(ctx context.Context, res *Result, r worker.Running, held
 		res.Recovered++
 		d.cfg.Metrics.Recovered("watchdog", 1)
 		if err := d.w.AckAbandoned(ctx, r); err != nil {
-			d.log.Warn("drop the message of an abandoned slot", "task_id", r.TaskID, "err", err)
+			d.log.Warn("drop the message of an abandoned slot", "task_id", r.TaskID, "task_code", r.Code, "attempt", r.Attempt, "err", err)
 		}
 	}
 	d.record(ctx, &broker.Event{Kind: KindAbandoned, Queue: r.Queue, TaskID: r.TaskID, Code: r.Code, Attempt: r.Attempt, Detail: why})

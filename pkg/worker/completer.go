@@ -18,8 +18,14 @@ const completerBatchMax = 500
 // completion is one finished attempt waiting to be written.
 type completion struct {
 	tr    store.Transition
+	code  string
 	queue string
 	raw   string
+}
+
+// attrs are the log fields of the completion's task.
+func (cp *completion) attrs(more ...any) []any {
+	return append([]any{"task_id", cp.tr.ID, "task_code", cp.code, "attempt", cp.tr.Attempt}, more...)
 }
 
 // completer writes results in batches: whatever has finished since the last
@@ -58,7 +64,7 @@ func (c *completer) add(cp completion) {
 	select {
 	case c.in <- cp:
 	case <-c.done:
-		c.log.Warn("result dropped after shutdown; recovery will re-run the task", "task_id", cp.tr.ID, "attempt", cp.tr.Attempt)
+		c.log.Warn("result dropped after shutdown; recovery will re-run the task", cp.attrs()...)
 	}
 }
 
@@ -145,7 +151,7 @@ func (c *completer) write(batch []completion) {
 	for i, ok := range applied {
 		if !ok {
 			c.stale.Add(1)
-			c.log.Warn("stale result rejected by the fence", "task_id", ts[i].ID, "attempt", ts[i].Attempt, "status", ts[i].To.String())
+			c.log.Warn("stale result rejected by the fence", batch[i].attrs("status", ts[i].To.String())...)
 		}
 		acks[batch[i].queue] = append(acks[batch[i].queue], batch[i].raw)
 	}
@@ -176,11 +182,10 @@ func (c *completer) rejected(batch []completion, err error) {
 	cp := batch[0]
 	note := "result not stored: " + handler.Truncate(err.Error(), 500)
 	if cp.tr.Result == note {
-		c.log.Error("result refused by the task center; recovery will re-run the task",
-			"task_id", cp.tr.ID, "attempt", cp.tr.Attempt, "err", err)
+		c.log.Error("result refused by the task center; recovery will re-run the task", cp.attrs("err", err)...)
 		return
 	}
-	c.log.Warn("result refused by the task center; storing a note instead", "task_id", cp.tr.ID, "err", err)
+	c.log.Warn("result refused by the task center; storing a note instead", cp.attrs("err", err)...)
 	cp.tr.Result = note
 	if cp.tr.Run != nil {
 		run := *cp.tr.Run

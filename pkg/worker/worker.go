@@ -508,7 +508,7 @@ func (w *Worker) run(j *job) {
 	}
 	run := &store.RunRecord{Code: m.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
 	if j.done.CompareAndSwap(false, true) {
-		w.comp.add(completion{tr: w.policy.transition(m, e, run), queue: j.queue, raw: j.raw})
+		w.comp.add(completion{tr: w.policy.transition(m, e, run), code: m.Code, queue: j.queue, raw: j.raw})
 	}
 }
 
@@ -544,7 +544,7 @@ func (w *Worker) forceHandBack() {
 		w.log.Error("handler ignored cancellation; task handed back", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
 		run := &store.RunRecord{Code: j.msg.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
 		e := &attemptEnd{interrupted: true, duration: time.Since(j.started)}
-		w.comp.add(completion{tr: w.policy.transition(j.msg, e, run), queue: j.queue, raw: j.raw})
+		w.comp.add(completion{tr: w.policy.transition(j.msg, e, run), code: j.msg.Code, queue: j.queue, raw: j.raw})
 	}
 }
 
