@@ -3,6 +3,7 @@
 #   php         PHP CLI with PDO MySQL (Debian: php-cli php-mysql): the PHP round trip
 #   supervisor  supervisord and supervisorctl: the Supervisor program
 #   rpm         rpm -qlp: listing the rpm package
+#   tmux        the terminal tasktop's end-to-end test drives
 # Missing ones are installed with apt-get when this runs as root on
 # Debian/Ubuntu. Elsewhere the script says what is missing and exits 3; the
 # tests that need a tool then skip, saying so. Any other failure exits 1.
@@ -17,9 +18,10 @@ set -euo pipefail
 have_php() { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -i '^pdo_mysql$' >/dev/null; }
 have_supervisor() { command -v supervisord >/dev/null 2>&1 && command -v supervisorctl >/dev/null 2>&1; }
 have_rpm() { command -v rpm >/dev/null 2>&1; }
+have_tmux() { command -v tmux >/dev/null 2>&1; }
 
 tools=("$@")
-[ "${#tools[@]}" -gt 0 ] || tools=(php supervisor rpm)
+[ "${#tools[@]}" -gt 0 ] || tools=(php supervisor rpm tmux)
 
 missing=() packages=()
 for tool in "${tools[@]}"; do
@@ -27,7 +29,8 @@ for tool in "${tools[@]}"; do
 	php) have_php || { missing+=(php) packages+=(php-cli php-mysql); } ;;
 	supervisor) have_supervisor || { missing+=(supervisor) packages+=(supervisor); } ;;
 	rpm) have_rpm || { missing+=(rpm) packages+=(rpm); } ;;
-	*) die "unknown tool '$tool' (php, supervisor, rpm)" ;;
+	tmux) have_tmux || { missing+=(tmux) packages+=(tmux); } ;;
+	*) die "unknown tool '$tool' (php, supervisor, rpm, tmux)" ;;
 	esac
 done
 if [ "${#missing[@]}" = 0 ]; then

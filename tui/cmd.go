@@ -108,7 +108,8 @@ func run(ctx context.Context, cfg *config.Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opt := Options{
-		Source:   &Loader{Store: st, Broker: br, Queues: queues, Configured: o.Configured},
+		Source: &Loader{Store: st, Broker: br, Queues: queues, Configured: o.Configured,
+			Alerts: BrokerAlerts(br)},
 		Actions:  o,
 		ReadOnly: cfg.Tasktop.ReadOnly,
 		Refresh:  cfg.Tasktop.Refresh,

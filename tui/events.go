@@ -55,6 +55,9 @@ func (m *Model) eventRows() []row {
 					continue
 				}
 				r := row{style: m.st.Dim, cells: []string{clock(a.Since), "resolved", a.Name, "", clean(a.Summary)}}
+				if a.Pending {
+					r = row{style: m.st.Warn, cells: []string{clock(a.Since), "pending", a.Name, "", clean(a.Summary)}}
+				}
 				if firing {
 					r = row{style: m.st.Bad, mark: "!", cells: []string{clock(a.Since), "FIRING", a.Name, "", clean(a.Summary)}}
 				}

@@ -74,6 +74,7 @@ type Overview struct {
 type Alert struct {
 	Name    string
 	Firing  bool
+	Pending bool // its condition holds, not yet for long enough
 	Since   time.Time
 	Summary string
 }

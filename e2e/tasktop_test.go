@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	tasktopOnce sync.Once
+	tasktopBin  string
+	tasktopErr  error
+)
+
+// buildTasktop builds the tasktop binary once, next to taskd.
+func buildTasktop(t *testing.T) string {
+	t.Helper()
+	tasktopOnce.Do(func() {
+		tasktopBin = filepath.Join(filepath.Dir(taskdBin), "tasktop")
+		out, err := exec.Command("go", "build", "-o", tasktopBin, "github.com/taskd/taskd/cmd/tasktop").CombinedOutput()
+		if err != nil {
+			tasktopErr = err
+			t.Logf("build tasktop: %s", out)
+		}
+	})
+	require.NoError(t, tasktopErr)
+	return tasktopBin
+}
+
+// screen is a tmux session of its own (a private server socket) running
+// one program in a 120×40 pane.
+type screen struct {
+	t      *testing.T
+	socket string
+}
+
+func newScreen(t *testing.T, argv ...string) *screen {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (scripts/test-tools.sh tmux)")
+	}
+	s := &screen{t: t, socket: "tasktop-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	args := append([]string{"-L", s.socket, "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", "--"}, argv...)
+	out, err := exec.Command("tmux", args...).CombinedOutput()
+	require.NoError(t, err, "tmux: %s", out)
+	// remain-on-exit keeps the pane after the program ends, so its last
+	// screen and exit can be read.
+	s.tmux("set-option", "-t", "t", "remain-on-exit", "on")
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", s.socket, "kill-server").Run() })
+	return s
+}
+
+func (s *screen) tmux(args ...string) string {
+	s.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", s.socket}, args...)...).CombinedOutput()
+	require.NoError(s.t, err, "tmux %v: %s", args, out)
+	return string(out)
+}
+
+// keys sends tmux key names (Enter, Escape, Right, ...) or single
+// characters.
+func (s *screen) keys(keys ...string) {
+	s.t.Helper()
+	for _, k := range keys {
+		s.tmux("send-keys", "-t", "t", k)
+		time.Sleep(50 * time.Millisecond) // one frame apart, as a person types
+	}
+}
+
+// text types s literally.
+func (s *screen) text(text string) {
+	s.t.Helper()
+	s.tmux("send-keys", "-t", "t", "-l", text)
+}
+
+func (s *screen) capture() string { return s.tmux("capture-pane", "-p", "-t", "t") }
+
+// waitFor polls the screen until it shows every one of want.
+func (s *screen) waitFor(want ...string) string {
+	s.t.Helper()
+	var last string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		last = s.capture()
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(last, w)
+		}
+		if ok {
+			return last
+		}
+	}
+	s.t.Fatalf("the screen does not show %q:\n%s", want, last)
+	return ""
+}
+
+// TestTasktop drives the built tasktop in tmux against a running daemon:
+// it navigates, filters, opens a task, retries a dead task, kills a
+// running one, pauses and reshards a queue, and checks the task center
+// after each action.
+func TestTasktop(t *testing.T) {
+	t.Parallel()
+	bin := buildTasktop(t)
+	b := setup(t, `handlers:
+  hello: { exec: ["sh", "-c", "echo hello"] }
+  fail: { exec: ["sh", "-c", "echo boom >&2; exit 3"] }
+  sleep: { exec: ["sleep", "300"] }
+`)
+	b.startDaemon(t, "node-a")
+	id := func(out string) string { return strings.TrimPrefix(strings.TrimSpace(out), "submitted task ") }
+	dead := id(b.taskd(t, "submit", "fail", "--payload", `{"to":"a@example.com"}`, "--max-retry", "0"))
+	running := id(b.taskd(t, "submit", "sleep", "--payload", `{}`))
+	b.taskd(t, "submit", "hello", "--payload", `{}`)
+	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 5`, dead)
+	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2`, running)
+
+	s := newScreen(t, bin, "--config", b.config, "--refresh", "500ms")
+	s.waitFor("1 node up", "[1 Queues]", "fail", "hello", "sleep")
+
+	// Tasks, filtered to the dead ones, then the dead task's detail.
+	s.keys("3")
+	s.waitFor("[3 Tasks]", dead, running)
+	s.keys("/")
+	s.text("dead")
+	s.keys("Enter")
+	scr := s.waitFor("status:dead", dead)
+	require.NotContains(t, scr, " "+running+" running", "the filter hides the running task")
+	s.keys("Enter")
+	s.waitFor("Task "+dead+"  dead", "Payload", `"to": "a@example.com"`, "exit status 3: boom")
+
+	// Retry does not ask; the task runs again (and dies again).
+	s.keys("r")
+	s.waitFor("retry: 1 of 1 tasks changed (" + dead + ")")
+	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND attempt = 2`, dead)
+	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+dead)
+
+	// Kill asks, Cancel first: enter alone changes nothing.
+	s.keys("Escape", "Escape") // back to the list, clear the filter
+	s.keys("/")
+	s.text("running")
+	s.keys("Enter")
+	s.waitFor("status:running", running)
+	s.keys("x")
+	s.waitFor("Kill task " + running + "?")
+	s.keys("Enter")
+	s.waitFor("cancelled: nothing changed")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2`, running))
+	s.keys("x")
+	s.waitFor("Kill task " + running + "?")
+	s.keys("Right", "Enter")
+	s.waitFor("kill: 1 of 1 tasks changed (" + running + ")")
+	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 6`, running)
+
+	// Pause the hello queue, then reshard it to 3 shards.
+	s.keys("1", "/")
+	s.text("hello")
+	s.keys("Enter", "p")
+	s.waitFor("Pause queue hello?")
+	s.keys("y")
+	s.waitFor("pause hello: paused", "PAUSED")
+	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_queue WHERE name = 'hello' AND paused = 1`)
+	s.keys("S")
+	s.waitFor("Shards for queue hello (now 1, 1-256):")
+	s.text("3")
+	s.keys("Enter")
+	s.waitFor("Reshard queue hello from 1 to 3 shards?")
+	s.keys("y")
+	s.waitFor("reshard hello: shards 1 → 3")
+	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_queue WHERE name = 'hello' AND shards = 3`)
+	require.Equal(t, 4, b.env.Count(t, `SELECT COUNT(*) FROM task_audit`), "retry, kill, pause, reshard")
+
+	// q at the top quits, and the program exits 0.
+	s.keys("q")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if strings.TrimSpace(s.tmux("display-message", "-p", "-t", "t", "#{pane_dead}")) == "1" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "tasktop did not exit on q")
+	}
+	require.Equal(t, "0", strings.TrimSpace(s.tmux("display-message", "-p", "-t", "t", "#{pane_dead_status}")))
+}

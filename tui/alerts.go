@@ -1,0 +1,45 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+)
+
+// alertDoc is the part of an alert's state (pkg/alert, kept in the
+// {prefix}alerts hash) that tasktop shows.
+type alertDoc struct {
+	Annotations map[string]string `json:"annotations"`
+	Active      time.Time         `json:"active"`
+	Firing      bool              `json:"firing"`
+	StartsAt    time.Time         `json:"starts_at"`
+}
+
+// BrokerAlerts reads the alert states the alerting node keeps in Redis:
+// firing ones, and those whose condition holds but not yet for long enough
+// (pending), or that resolved and are still remembered.
+func BrokerAlerts(br *broker.Broker) func(ctx context.Context) ([]Alert, error) {
+	return func(ctx context.Context) ([]Alert, error) {
+		raw, err := br.AlertStates(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Alert, 0, len(raw))
+		for fp, doc := range raw {
+			var d alertDoc
+			if json.Unmarshal([]byte(doc), &d) != nil {
+				continue
+			}
+			a := Alert{Name: fp, Firing: d.Firing, Since: d.StartsAt, Summary: d.Annotations["summary"]}
+			if !d.Firing && !d.Active.IsZero() {
+				a.Pending, a.Since = true, d.Active
+			}
+			out = append(out, a)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out, nil
+	}
+}

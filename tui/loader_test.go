@@ -1,0 +1,137 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// The production loader reads what the services hold: queue figures, the
+// per-minute series from task_run, workers, events, alerts, tasks by
+// keyset page, a task with its runs, and the audit log.
+func TestLoaderReadsTheServices(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	var ps []store.TaskInsertParams
+	for i := range 5 {
+		ps = append(ps, store.TaskInsertParams{Code: "mail", Payload: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`),
+			Timeout: 60, MaxRetry: 3, Delay: time.Hour})
+	}
+	res, err := env.Store.TaskInsert(ctx, ps)
+	require.NoError(t, err)
+	first := res[0].ID
+	// Three attempts ended a minute ago, one of them failed, and one now.
+	env.Exec(t, `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, finished_at, outcome, result)
+		VALUES (?, 1, 'mail', 'mail', 'w1', NOW(3) - INTERVAL 1 MINUTE, 'succeeded', ''),
+		       (?, 1, 'mail', 'mail', 'w1', NOW(3) - INTERVAL 1 MINUTE, 'succeeded', ''),
+		       (?, 2, 'mail', 'mail', 'w1', NOW(3) - INTERVAL 1 MINUTE, 'failed', 'exit status 1'),
+		       (?, 1, 'mail', 'mail', 'w1', NOW(3), 'succeeded', 'ok'),
+		       (?, 1, 'mail', 'mail', 'w1', NOW(3) - INTERVAL 2 HOUR, 'succeeded', 'too old')`,
+		first, first+1, first, first+2, first+3)
+	require.NoError(t, env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w1", Node: "n1", Host: "h1", PID: 42,
+		Queues: []string{"mail"}, Busy: 1, Slots: []broker.Slot{{Queue: "mail", TaskID: first, Code: "mail", Since: time.Now()}}}, time.Minute))
+	require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: "idle", WorkerID: "w1", Queue: "mail"}))
+	require.NoError(t, env.Broker.SaveAlertStates(ctx, map[string]string{
+		"taskd_backlog{queue=mail}": `{"firing":true,"starts_at":"2026-11-30T10:00:00Z","annotations":{"summary":"mail backlog 5"}}`,
+	}, nil))
+	o := ops.New(env.Store, env.Broker)
+	_, err = o.Pause(ctx, "mail")
+	require.NoError(t, err)
+
+	l := &Loader{Store: env.Store, Broker: env.Broker, Queues: []string{"other"}, Alerts: BrokerAlerts(env.Broker)}
+	ov, err := l.Overview(ctx)
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, q := range ov.Stats.Queues {
+		names[q.Name] = true
+		if q.Name == "mail" {
+			require.Equal(t, int64(5), q.Pending)
+			require.True(t, q.Paused)
+			require.Equal(t, 1, q.LiveWorkers)
+		}
+	}
+	require.Equal(t, map[string]bool{"mail": true, "other": true}, names)
+	s := ov.Series["mail"]
+	require.Len(t, s, SeriesMinutes)
+	require.Equal(t, int64(4), total(s[SeriesMinutes-3:]), "the last minutes")
+	require.Equal(t, int64(4), total(s), "older runs are outside the 30 minutes")
+	require.Len(t, ov.Workers, 1)
+	require.Equal(t, first, ov.Workers[0].Heartbeat.Slots[0].TaskID)
+	require.Len(t, ov.Events, 1)
+	require.Equal(t, []Alert{{Name: "taskd_backlog{queue=mail}", Firing: true,
+		Since: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), Summary: "mail backlog 5"}}, ov.Alerts)
+
+	// The next refresh reads only the last minutes and keeps the others.
+	env.Exec(t, `DELETE FROM task_run WHERE finished_at < NOW(3) - INTERVAL 90 SECOND`)
+	env.Exec(t, `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, outcome) VALUES (?, 1, 'mail', 'mail', 'w1', 'succeeded')`, first+4)
+	ov, err = l.Overview(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), total(ov.Series["mail"]))
+
+	page, err := l.Tasks(ctx, TaskQuery{Code: "mail", Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int64{first + 4, first + 3}, []int64{page[0].ID, page[1].ID})
+	page, err = l.Tasks(ctx, TaskQuery{Code: "mail", Limit: 2, BeforeID: page[1].ID})
+	require.NoError(t, err)
+	require.Equal(t, []int64{first + 2, first + 1}, []int64{page[0].ID, page[1].ID})
+
+	tk, runs, err := l.Task(ctx, first)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n":0}`, string(tk.Payload))
+	require.Len(t, runs, 2)
+	_, _, err = l.Task(ctx, first+100)
+	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
+
+	audit, err := l.Audit(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, audit, 1)
+	require.Equal(t, "pause", audit[0].Action)
+}
+
+// When Redis stops answering, a refresh fails within its deadline and
+// says it is Redis; once Redis is back the next refresh succeeds.
+func TestLoaderRedisDownAndBack(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	port := testenv.FreePort(t)
+	addr := testenv.PrivateRedis(t, port)
+	br, err := broker.Open(context.Background(), broker.Options{Addr: addr, Prefix: env.Prefix})
+	require.NoError(t, err)
+	defer br.Close()
+	l := &Loader{Store: env.Store, Broker: br}
+	_, err = l.Overview(context.Background())
+	require.NoError(t, err)
+
+	out, err := exec.Command("redis-cli", "-p", strconv.Itoa(port), "shutdown", "nosave").CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "connect") {
+		require.NoError(t, err, string(out))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	start := time.Now()
+	_, err = l.Overview(ctx)
+	cancel()
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "Redis: "), err.Error())
+	require.Less(t, time.Since(start), 3*time.Second)
+
+	testenv.PrivateRedis(t, port)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := l.Overview(ctx)
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond)
+}
