@@ -122,8 +122,8 @@ func percentile(sorted []float64, p float64) float64 {
 // meter samples this process's resident memory and the CPU time of this
 // process and of the MySQL server (when it runs here) over a scenario.
 type meter struct {
-	server          string
-	cpu0, srv0      time.Duration
+	server, redis   string
+	cpu0, srv0, rd0 time.Duration
 	peakRSS         atomic.Int64
 	stop            chan struct{}
 	wg              sync.WaitGroup
@@ -134,9 +134,13 @@ type meter struct {
 func (e *Env) startMeter(ctx context.Context) *meter {
 	debug.FreeOSMemory()
 	m := &meter{server: serverPID(ctx, e.Store.DB()), stop: make(chan struct{}), e: e}
+	m.redis = e.redisPID(ctx)
 	m.cpu0, _ = cpuTime("self")
 	if m.server != "" {
 		m.srv0, _ = cpuTime(m.server)
+	}
+	if m.redis != "" {
+		m.rd0, _ = cpuTime(m.redis)
 	}
 	m.questions0 = e.questions(ctx)
 	m.rc0 = e.redisCommands(ctx)
@@ -176,6 +180,11 @@ func (m *meter) done(ctx context.Context, f Figures, prefix string, n int) {
 			f[prefix+"mysql_cpu_us_per_task"] = float64((c - m.srv0).Microseconds()) / float64(n)
 		}
 	}
+	if m.redis != "" {
+		if c, ok := cpuTime(m.redis); ok {
+			f[prefix+"redis_cpu_us_per_task"] = float64((c - m.rd0).Microseconds()) / float64(n)
+		}
+	}
 	// Server-wide counters: other clients of the same servers add to them.
 	if q := m.e.questions(ctx); q > 0 && m.questions0 > 0 {
 		f[prefix+"mysql_statements_per_task"] = float64(q-m.questions0) / float64(n)
@@ -192,6 +201,23 @@ func (e *Env) questions(ctx context.Context) int64 {
 		return 0
 	}
 	return v
+}
+
+// redisPID is the Redis server's process id when it runs on this host
+// (a Cluster or Sentinel: none).
+func (e *Env) redisPID(ctx context.Context) string {
+	info, err := e.Broker.Client().Info(ctx, "server").Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if pid, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if _, ok := cpuTime(pid); ok {
+				return pid
+			}
+		}
+	}
+	return ""
 }
 
 func (e *Env) redisCommands(ctx context.Context) int64 {
