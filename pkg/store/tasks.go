@@ -253,6 +253,12 @@ func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, 
 	if p.Status != nil {
 		q += ` AND status = ?`
 		args = append(args, int(*p.Status))
+		if *p.Status == task.Dead || *p.Status == task.Cancelled {
+			// idx_held holds only dead and cancelled rows, in id order:
+			// the page reads those, not every row of a code.
+			q += ` AND held_status = ?`
+			args = append(args, int(*p.Status))
+		}
 	}
 	if p.Code != "" {
 		q += ` AND task_code = ?`
