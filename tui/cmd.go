@@ -93,6 +93,15 @@ func run(ctx context.Context, cfg *config.Config) error {
 		return runError{err}
 	}
 	defer br.Close()
+	// What the screens show may come from a replica (mysql.read_dsn);
+	// actions write the primary.
+	rs := st
+	if cfg.MySQL.ReadDSN != "" {
+		if rs, err = node.OpenReadStore(ctx, cfg); err != nil {
+			return runError{err}
+		}
+		defer rs.Close()
+	}
 
 	shards := cfg.QueueShards()
 	o := ops.New(st, br)
@@ -108,7 +117,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opt := Options{
-		Source: &Loader{Store: st, Broker: br, Queues: queues, Configured: o.Configured,
+		Source: &Loader{Store: rs, Broker: br, Queues: queues, Configured: o.Configured,
 			Alerts: BrokerAlerts(br)},
 		Actions:  o,
 		ReadOnly: cfg.Tasktop.ReadOnly,
