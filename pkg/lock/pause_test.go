@@ -2,9 +2,6 @@ package lock
 
 import (
 	"context"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,115 +13,19 @@ import (
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
-// freezeProxy forwards TCP connections to a server until it is frozen;
-// from then on it swallows every byte in both directions, like a network
-// partition or a paused server, while the connections stay open.
-type freezeProxy struct {
-	ln     net.Listener
-	target string
-	frozen atomic.Bool
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func newFreezeProxy(t *testing.T, target string) *freezeProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &freezeProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *freezeProxy) Addr() string { return p.ln.Addr().String() }
-
-// Freeze stops forwarding, for good.
-func (p *freezeProxy) Freeze() { p.frozen.Store(true) }
-
-func (p *freezeProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		if !p.track(c, up) {
-			return
-		}
-		p.wg.Add(2)
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
-}
-
-func (p *freezeProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		for _, c := range cs {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-// pipe copies src to dst until either fails, dropping what it reads while
-// frozen, then closes both.
-func (p *freezeProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !p.frozen.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *freezeProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // pausedHolder opens a Locker of backend tb that talks to its server
-// through a freezeProxy.
-func pausedHolder(t *testing.T, tb testBackend, env *testenv.Env) (Locker, *freezeProxy) {
+// through a testenv.FreezeProxy.
+func pausedHolder(t *testing.T, tb testBackend, env *testenv.Env) (Locker, *testenv.FreezeProxy) {
 	switch tb.name {
 	case "redis":
-		p := newFreezeProxy(t, env.RedisAddr)
+		p := testenv.NewFreezeProxy(t, env.RedisAddr)
 		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rdb.Close() })
 		return NewRedis(rdb, env.Prefix), p
 	case "mysql":
 		cfg, err := mysql.ParseDSN(env.DSN)
 		require.NoError(t, err)
-		p := newFreezeProxy(t, cfg.Addr)
+		p := testenv.NewFreezeProxy(t, cfg.Addr)
 		cfg.Addr = p.Addr()
 		st, err := store.Open(context.Background(), cfg.FormatDSN(), store.Options{})
 		require.NoError(t, err)
