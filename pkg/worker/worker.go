@@ -589,7 +589,13 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	sort.Strings(queues)
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	sync := 0
+	// The clock sync runs beside the beats: a database that hangs must not
+	// hold back the heartbeat (the watchdog judges a worker whose MySQL
+	// hangs by its fresh heartbeat).
+	var syncs sync.WaitGroup
+	defer syncs.Wait()
+	var syncing atomic.Bool
+	beats := 0
 	// Counts already added to the per-minute counters.
 	var sent broker.Counts
 	for {
@@ -608,12 +614,19 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		} else if ctx.Err() == nil {
 			w.log.Warn("heartbeat failed", "err", err)
 		}
-		if sync++; sync%12 == 0 {
-			if err := w.clock.Sync(bctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("database clock sync failed", "err", err)
-			}
-		}
 		cancel()
+		if beats++; beats%12 == 0 && syncing.CompareAndSwap(false, true) {
+			syncs.Add(1)
+			go func() {
+				defer syncs.Done()
+				defer syncing.Store(false)
+				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				if err := w.clock.Sync(sctx); err != nil && ctx.Err() == nil {
+					w.log.Warn("database clock sync failed", "err", err)
+				}
+			}()
+		}
 		select {
 		case <-ctx.Done():
 			return
