@@ -55,6 +55,9 @@ type Broker struct {
 	rdb  redis.UniversalClient
 	Keys Keys
 	layoutHolder
+	// endedLast is, per queue, the minute of the last AckEnded that
+	// counted some of its attempts.
+	endedLast sync.Map
 }
 
 // quiet drops go-redis's own log lines: every error it logs also reaches
@@ -185,17 +188,7 @@ func (b *Broker) Take(ctx context.Context, q, w string, max int, wait time.Durat
 
 // Ack removes finished messages from worker w's processing lists.
 func (b *Broker) Ack(ctx context.Context, w string, msgs map[string][]string) error {
-	pipe := b.rdb.Pipeline()
-	for q, raws := range msgs {
-		key := b.Keys.Processing(q, w)
-		for _, raw := range raws {
-			pipe.LRem(ctx, key, 1, raw)
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("ack messages: %w", err)
-	}
-	return nil
+	return b.AckEnded(ctx, w, msgs, time.Time{}, nil)
 }
 
 // Quarantine moves a message that cannot be decoded from a processing list

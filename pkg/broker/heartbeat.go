@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,30 +45,14 @@ func (b *Broker) BeatCounts(ctx context.Context, hb *Heartbeat, ttl time.Duratio
 		return err
 	}
 	if !at.IsZero() {
-		key := b.Keys.Throughput(hb.ID)
+		// A beat at least once a minute keeps the hash at ThroughputKeep.
 		m := at.Unix() / 60
-		pipe.HIncrBy(ctx, key, minuteField(m, 'p'), c.Processed)
-		pipe.HIncrBy(ctx, key, minuteField(m, 'f'), c.Failed)
-		pipe.HIncrBy(ctx, key, minuteField(m, 'd'), c.Dead)
-		// Fields age out one minute at a time: a beat at least once a
-		// minute keeps the hash at ThroughputKeep.
-		var old []string
-		for _, om := range []int64{m - int64(ThroughputKeep/time.Minute), m - int64(ThroughputKeep/time.Minute) - 1} {
-			for _, k := range []byte("pfd") {
-				old = append(old, minuteField(om, k))
-			}
-		}
-		pipe.HDel(ctx, key, old...)
-		pipe.Expire(ctx, key, ThroughputKeep)
+		addMinute(ctx, pipe, b.Keys.Throughput(hb.ID), ThroughputKeep, m, m-1, "pfd", c.Processed, c.Failed, c.Dead)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
-}
-
-func minuteField(m int64, kind byte) string {
-	return strconv.FormatInt(m, 10) + ":" + string(kind)
 }
 
 // Minute is one minute of a worker's throughput.
@@ -106,18 +89,18 @@ func (b *Broker) Workers(ctx context.Context, minutes int) ([]WorkerStatus, erro
 	minutes = min(max(minutes, 0), int(ThroughputKeep/time.Minute))
 	pipe := b.rdb.Pipeline()
 	beats := make([]*redis.StringCmd, len(zs))
-	series := make([]*redis.MapStringStringCmd, len(zs))
+	series := make([]*redis.SliceCmd, len(zs))
+	now := time.Now().Unix() / 60
 	for i, z := range zs {
 		id, _ := z.Member.(string)
 		beats[i] = pipe.Get(ctx, b.Keys.Worker(id))
 		if minutes > 0 {
-			series[i] = pipe.HGetAll(ctx, b.Keys.Throughput(id))
+			series[i] = readMinutes(ctx, pipe, b.Keys.Throughput(id), now-int64(minutes)+1, now, "pfd")
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read heartbeats: %w", err)
 	}
-	now := time.Now().Unix() / 60
 	out := make([]WorkerStatus, 0, len(zs))
 	for i, z := range zs {
 		id, _ := z.Member.(string)
@@ -129,7 +112,7 @@ func (b *Broker) Workers(ctx context.Context, minutes int) ([]WorkerStatus, erro
 			}
 		}
 		if minutes > 0 {
-			ws.Series = fillSeries(series[i].Val(), now, minutes)
+			ws.Series = fillSeries(series[i], now, minutes)
 		}
 		out = append(out, ws)
 	}
@@ -137,27 +120,16 @@ func (b *Broker) Workers(ctx context.Context, minutes int) ([]WorkerStatus, erro
 	return out, nil
 }
 
-// fillSeries turns throughput hash fields into the minutes up to now.
-func fillSeries(fields map[string]string, now int64, minutes int) []Minute {
-	out := make([]Minute, minutes)
+// fillSeries turns the counters read by readMinutes into the minutes up to
+// now.
+func fillSeries(cmd *redis.SliceCmd, now int64, minutes int) []Minute {
 	first := now - int64(minutes) + 1
+	out := make([]Minute, minutes)
+	counts := minuteCounts(cmd, "pfd")
 	for i := range out {
 		out[i].At = time.Unix((first+int64(i))*60, 0)
-	}
-	for f, v := range fields {
-		ms, kind, ok := strings.Cut(f, ":")
-		m, err := strconv.ParseInt(ms, 10, 64)
-		n, err2 := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil || err2 != nil || m < first || m > now {
-			continue
-		}
-		switch kind {
-		case "p":
-			out[m-first].Processed = n
-		case "f":
-			out[m-first].Failed = n
-		case "d":
-			out[m-first].Dead = n
+		if i < len(counts) {
+			out[i].Processed, out[i].Failed, out[i].Dead = counts[i][0], counts[i][1], counts[i][2]
 		}
 	}
 	return out

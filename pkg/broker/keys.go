@@ -21,6 +21,10 @@ import "strconv"
 //	                               Redis lost its data and in-flight work is rebuilt
 //	{prefix}throughput:W           hash of worker W's attempts per minute: fields
 //	                               <unix minute>:p (processed) and :f (failed)
+//	{prefix}qstats:{Q}             hash of queue Q's attempts whose results were
+//	                               written, per minute: fields <unix minute>:s
+//	                               (succeeded), :f (failed), :o (other), :i
+//	                               (interrupted)
 //	{prefix}process:P              heartbeat of `taskd run` process P (JSON, TTL)
 //	{prefix}processes              sorted set of process ids by last heartbeat;
 //	                               a clean exit removes its entry
@@ -66,6 +70,9 @@ func (k Keys) Kill() string { return k.Prefix + "kill" }
 
 // Throughput is worker w's per-minute counters.
 func (k Keys) Throughput(w string) string { return k.Prefix + "throughput:" + w }
+
+// QueueStats is queue q's per-minute counters of ended attempts.
+func (k Keys) QueueStats(q string) string { return k.Prefix + "qstats:{" + q + "}" }
 
 // Process is the heartbeat of `taskd run` process p.
 func (k Keys) Process(p string) string { return k.Prefix + "process:" + p }

@@ -349,6 +349,18 @@ func (r *Recoverer) applyEach(ctx context.Context, ts []store.Transition) ([]boo
 			return out, err
 		}
 		out = append(out, applied...)
+		// The queues' per-minute counters count the attempts ended here.
+		ended := map[string]broker.Ended{}
+		for i, ok := range applied {
+			if run := chunk[i].Run; ok && run != nil {
+				broker.CountEnded(ended, run.Queue, run.Outcome)
+			}
+		}
+		if len(ended) > 0 {
+			if err := r.broker.AckEnded(ctx, "", nil, r.clock.Now(), ended); err != nil {
+				r.log.Warn("count ended attempts", "err", err)
+			}
+		}
 	}
 	return out, nil
 }

@@ -3,12 +3,14 @@
 // success rate, the oldest due task's wait and the queue's state; per
 // worker, its heartbeat and what it runs. It is cheap enough to call every
 // second on a task center of millions of rows: every count reads a bounded
-// index range (see store.StatsCounts) and Redis answers in one pipeline
-// per queue.
+// index range (see store.StatsCounts), attempts per minute and success
+// rates come from Redis's per-minute counters, whatever the throughput,
+// and Redis answers in a few pipelines.
 package stats
 
 import (
 	"context"
+	"math"
 	"slices"
 	"time"
 
@@ -103,6 +105,18 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	runs, err := src.Broker.QueueRuns(ctx, names, now)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(live))
+	for i, w := range live {
+		ids[i] = w.ID
+	}
+	perMin, err := src.Broker.WorkersProcessed(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 
 	out := &Stats{At: now, Queues: []Queue{}, Workers: []Worker{}}
 	for _, name := range names {
@@ -110,11 +124,13 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 		if c := qc[name]; c != nil {
 			q.Pending, q.Dispatched, q.Running = c.ByStatus[task.Pending], c.ByStatus[task.Dispatched], c.ByStatus[task.Running]
 			q.Failed, q.Dead, q.Cancelled = c.ByStatus[task.Failed], c.ByStatus[task.Dead], c.ByStatus[task.Cancelled]
-			q.ProcessedPerMin, q.FailedPerMin, q.OldestDueSeconds = c.Processed1m, c.Failed1m, c.OldestDueSeconds
-			if c.Ended10m > 0 {
-				r := float64(c.Succeeded10m) / float64(c.Ended10m)
-				q.SuccessRate10m = &r
-			}
+			q.OldestDueSeconds = c.OldestDueSeconds
+		}
+		r := runs[name]
+		q.ProcessedPerMin, q.FailedPerMin = int64(math.Round(r.Processed1m)), int64(math.Round(r.Failed1m))
+		if r.Ended10m > 0 {
+			rate := r.Succeeded10m / r.Ended10m
+			q.SuccessRate10m = &rate
 		}
 		st := state[name]
 		q.Paused, q.Shards = st.Paused, st.Shards
@@ -134,9 +150,9 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 	}
 	for _, w := range live {
 		sw := Worker{ID: w.ID, Host: w.Host, PID: w.PID, Queues: w.Queues, Busy: w.Busy,
-			HeartbeatAgeSeconds: max(0, time.Since(w.LastBeat).Seconds()), Current: []int64{}}
+			HeartbeatAgeSeconds: max(0, time.Since(w.LastBeat).Seconds()), Current: []int64{},
+			ProcessedPerMin: int64(math.Round(perMin[w.ID]))}
 		if c := wc[w.ID]; c != nil {
-			sw.ProcessedPerMin = c.Processed1m
 			sw.Current = append(sw.Current, c.Running...)
 			slices.Sort(sw.Current)
 		}

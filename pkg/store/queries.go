@@ -383,10 +383,3 @@ const qStatsInflight = `SELECT IF(queue = '', task_code, queue) q, status, worke
 
 const qStatsHeld = `SELECT IF(queue = '', task_code, queue) q, held_status, COUNT(*) FROM task_center FORCE INDEX (idx_held)
 	WHERE held_status IS NOT NULL GROUP BY q, held_status`
-
-// qStatsRuns counts the attempts that ended in the last ten minutes per
-// queue and worker: its cost follows the throughput, not the table.
-const qStatsRuns = `SELECT queue, worker_id, SUM(finished_at >= NOW(3) - INTERVAL 1 MINUTE),
-	SUM(finished_at >= NOW(3) - INTERVAL 1 MINUTE AND outcome IN ('failed', 'dead', 'timeout', 'crashed')),
-	SUM(outcome = 'succeeded'), SUM(outcome <> 'interrupted')
-	FROM task_run FORCE INDEX (idx_run_finished) WHERE finished_at >= NOW(3) - INTERVAL 10 MINUTE GROUP BY queue, worker_id`

@@ -14,20 +14,17 @@ type QueueCounts struct {
 	// OldestDueSeconds is how long the oldest due task not yet
 	// dispatched has waited (0: none).
 	OldestDueSeconds float64
-	// Last minute, and last ten minutes, of ended attempts.
-	Processed1m, Failed1m  int64
-	Succeeded10m, Ended10m int64
 }
 
 // WorkerCounts are the task center's figures of one worker.
 type WorkerCounts struct {
-	Processed1m int64
-	Running     []int64 // ids of the tasks it runs
+	Running []int64 // ids of the tasks it runs
 }
 
 // StatsCounts returns per-queue and per-worker figures. Its cost follows
-// the number of tasks waiting, in flight, dead or cancelled and the
-// attempts of the last ten minutes, not the size of the task center.
+// the number of tasks waiting, in flight, dead or cancelled, not the size
+// of the task center nor the throughput: attempts per minute and success
+// rates come from Redis's per-minute counters (broker.QueueRuns).
 func (s *Store) StatsCounts(ctx context.Context) (map[string]*QueueCounts, map[string]*WorkerCounts, error) {
 	qs := map[string]*QueueCounts{}
 	ws := map[string]*WorkerCounts{}
@@ -82,24 +79,6 @@ func (s *Store) StatsCounts(ctx context.Context) (map[string]*QueueCounts, map[s
 				return err
 			}
 			queue(q).ByStatus[st&7] += n
-			return nil
-		})
-	}
-	if err == nil {
-		err = scanRows(ctx, s.db, qStatsRuns, func(r *sql.Rows) error {
-			var q, w string
-			var p1, f1, ok10, all10 int64
-			if err := r.Scan(&q, &w, &p1, &f1, &ok10, &all10); err != nil {
-				return err
-			}
-			c := queue(q)
-			c.Processed1m += p1
-			c.Failed1m += f1
-			c.Succeeded10m += ok10
-			c.Ended10m += all10
-			if w != "" {
-				worker(w).Processed1m += p1
-			}
 			return nil
 		})
 	}

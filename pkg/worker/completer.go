@@ -40,6 +40,9 @@ type completer struct {
 	stale    *atomic.Int64
 	// written is told which results of a batch were applied (metrics).
 	written func(batch []completion, applied []bool)
+	// now is the clock of the queues' per-minute counters (the database
+	// clock).
+	now func() time.Time
 
 	in      chan completion
 	quit    chan struct{} // closed by stop: flush and exit
@@ -51,7 +54,7 @@ type completer struct {
 
 func newCompleter(s *store.Store, b *broker.Broker, workerID string, log *slog.Logger, stale *atomic.Int64) *completer {
 	return &completer{
-		store: s, broker: b, workerID: workerID, log: log, stale: stale,
+		store: s, broker: b, workerID: workerID, log: log, stale: stale, now: time.Now,
 		in: make(chan completion, 4*completerBatchMax), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -148,10 +151,15 @@ func (c *completer) write(batch []completion) {
 		delay = min(delay*2, 5*time.Second)
 	}
 	acks := map[string][]string{}
+	// Attempts whose result was applied, for the queues' per-minute
+	// counters: a result the fence rejected is no run.
+	ended := map[string]broker.Ended{}
 	for i, ok := range applied {
 		if !ok {
 			c.stale.Add(1)
 			c.log.Warn("stale result rejected by the fence", batch[i].attrs("status", ts[i].To.String())...)
+		} else if run := ts[i].Run; run != nil {
+			broker.CountEnded(ended, batch[i].queue, run.Outcome)
 		}
 		acks[batch[i].queue] = append(acks[batch[i].queue], batch[i].raw)
 	}
@@ -160,9 +168,9 @@ func (c *completer) write(batch []completion) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.broker.Ack(ctx, c.workerID, acks); err != nil {
+	if err := c.broker.AckEnded(ctx, c.workerID, acks, c.now(), ended); err != nil {
 		// The results are durable; leftover messages are dropped by the
-		// fence when recovery looks at them.
+		// fence when recovery looks at them (and the counters miss them).
 		c.log.Warn("ack finished messages", "err", err)
 	}
 }

@@ -178,6 +178,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Worker {
 	}
 	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.stale)
 	w.comp.written = w.written
+	w.comp.now = w.clock.Now
 	return w
 }
 
@@ -320,7 +321,13 @@ func (w *Worker) fetch(ctx context.Context, q string, slots chan struct{}) {
 		}
 		errDelay = 100 * time.Millisecond
 		if len(raws) > 0 {
-			w.begin(ctx, q, raws, slots)
+			// Marking running is a round trip to the task center: the next
+			// take goes on meanwhile, as far as free slots allow.
+			w.fetchers.Add(1)
+			go func() {
+				defer w.fetchers.Done()
+				w.begin(ctx, q, raws, slots)
+			}()
 		}
 	}
 }

@@ -1,0 +1,97 @@
+package stats_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/stats"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+	"github.com/taskd/taskd/pkg/worker"
+)
+
+// Attempts per minute and the success rate of a queue, read from Redis's
+// per-minute counters, match the attempts the task center recorded in
+// task_run; a worker's per-minute figure matches its attempts too.
+func TestQueueFiguresMatchTaskRun(t *testing.T) {
+	t.Parallel()
+	// The figures of the last minute count the current minute whole and
+	// the one before pro rata: run everything within one minute.
+	if s := time.Now().Second(); s > 40 {
+		time.Sleep(time.Duration(61-s) * time.Second)
+	}
+	env := testenv.New(t)
+	ctx := context.Background()
+	reg := handler.NewRegistry()
+	reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	reg.Register("bad", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", errors.New("boom") }))
+	w := worker.New(worker.Config{
+		ID: "w1", Node: "test", Queues: map[string]int{"q": 4}, Handlers: reg,
+		RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+		ShutdownGrace: 5 * time.Second, HeartbeatInterval: 50 * time.Millisecond,
+	}, env.Store, env.Broker)
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(w.Stop)
+
+	prod := producer.New(env.Store, nil, producer.Options{})
+	one := 1
+	var subs []producer.Submission
+	for range 7 {
+		subs = append(subs, producer.Submission{Code: "ok", Queue: "q"})
+	}
+	for range 3 { // each fails, is retried once, and dies: 6 failed attempts
+		subs = append(subs, producer.Submission{Code: "bad", Queue: "q", MaxRetry: &one})
+	}
+	_, err := prod.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+
+	sched := scheduler.New(scheduler.Config{Node: "test"}, env.Store, env.Broker)
+	deadline := time.Now().Add(20 * time.Second)
+	for env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status IN (?, ?)`, task.Succeeded, task.Dead) < len(subs) {
+		require.True(t, time.Now().Before(deadline), "tasks did not finish")
+		_, err := sched.RunOnce(ctx)
+		require.NoError(t, err)
+		time.Sleep(10 * time.Millisecond)
+	}
+	runs := env.Count(t, `SELECT COUNT(*) FROM task_run WHERE queue = 'q'`)
+	failed := env.Count(t, `SELECT COUNT(*) FROM task_run WHERE queue = 'q' AND outcome IN ('failed', 'dead', 'timeout', 'crashed')`)
+	succeeded := env.Count(t, `SELECT COUNT(*) FROM task_run WHERE queue = 'q' AND outcome = 'succeeded'`)
+	require.Equal(t, 13, runs)
+	require.Equal(t, 6, failed)
+	require.Equal(t, 7, succeeded)
+
+	// The worker's own counters reach Redis with its next heartbeat.
+	var st *stats.Stats
+	require.Eventually(t, func() bool {
+		st, err = stats.Collect(ctx, stats.Source{Store: env.Store, Broker: env.Broker, Queues: []string{"q"}})
+		require.NoError(t, err)
+		return len(st.Workers) == 1 && st.Workers[0].ProcessedPerMin == int64(runs)
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, env.Count(t, `SELECT COUNT(*) FROM task_run WHERE finished_at >= ?`, st.At.Truncate(time.Minute)), runs,
+		"every attempt ended in the minute of the snapshot")
+	require.Len(t, st.Queues, 1)
+	q := st.Queues[0]
+	require.Equal(t, "q", q.Name)
+	require.EqualValues(t, runs, q.ProcessedPerMin)
+	require.EqualValues(t, failed, q.FailedPerMin)
+	require.NotNil(t, q.SuccessRate10m)
+	require.InDelta(t, float64(succeeded)/float64(runs), *q.SuccessRate10m, 1e-9)
+}
+
+// A queue with no ended attempt has no success rate, and none per minute.
+func TestQueueFiguresWithoutAttempts(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	st, err := stats.Collect(context.Background(), stats.Source{Store: env.Store, Broker: env.Broker, Queues: []string{"idle"}})
+	require.NoError(t, err)
+	require.Len(t, st.Queues, 1)
+	require.Nil(t, st.Queues[0].SuccessRate10m)
+	require.Zero(t, st.Queues[0].ProcessedPerMin)
+}
