@@ -2,7 +2,6 @@ package tui
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -29,19 +28,7 @@ func BenchmarkRefresh(b *testing.B) {
 	env := testenv.New(b)
 	ctx := context.Background()
 	start := time.Now()
-	for from := 1; from <= n; from += 100000 {
-		to := min(n, from+99999)
-		env.Exec(b, fmt.Sprintf(`INSERT INTO task_center (task_code, payload, status, plan_next_run_at, attempt, worker_id, finished_at, last_result)
-			SELECT CONCAT('code', seq %% 20), '{"n":1}',
-				CASE WHEN seq %% 200 = 0 THEN 5 WHEN seq %% 200 = 1 THEN 4 WHEN seq %% 200 = 2 THEN 0
-				     WHEN seq %% 5000 = 3 THEN 2 ELSE 3 END,
-				NOW(3) + INTERVAL (seq %% 200 IN (1, 2)) HOUR, 1, IF(seq %% 5000 = 3, CONCAT('w', seq %% 200), ''),
-				IF(seq %% 200 > 2, NOW(3) - INTERVAL (seq %% 3600) SECOND, NULL), 'ok'
-			FROM seq_%d_to_%d`, from, to))
-	}
-	env.Exec(b, `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, finished_at, outcome)
-		SELECT seq, 1, CONCAT('code', seq % 20), CONCAT('code', seq % 20), CONCAT('w', seq % 200),
-			NOW(3) - INTERVAL (seq % 1800) SECOND, IF(seq % 50 = 0, 'failed', 'succeeded') FROM seq_1_to_60000`)
+	env.FillLarge(b, n, 30*time.Minute)
 	for i := range 200 {
 		id := "w" + strconv.Itoa(i)
 		hb := &broker.Heartbeat{ID: id, Host: "host", PID: i, Queues: []string{"code" + strconv.Itoa(i%20)}}

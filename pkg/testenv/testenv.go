@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -144,4 +145,25 @@ func randomID() string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// FillLarge gives the task center n tasks shaped like a busy installation's
+// (97% finished, the rest pending in the future, failed, dead or running,
+// over 20 codes) and 60,000 runs that ended within the last runs, for
+// benchmarks of what reads must not pay for.
+func (e *Env) FillLarge(t testing.TB, n int, runs time.Duration) {
+	t.Helper()
+	for from := 1; from <= n; from += 100000 {
+		to := min(n, from+99999)
+		e.Exec(t, fmt.Sprintf(`INSERT INTO task_center (task_code, payload, status, plan_next_run_at, attempt, worker_id, finished_at, last_result)
+			SELECT CONCAT('code', seq %% 20), '{"n":1}',
+				CASE WHEN seq %% 200 = 0 THEN 5 WHEN seq %% 200 = 1 THEN 4 WHEN seq %% 200 = 2 THEN 0
+				     WHEN seq %% 5000 = 3 THEN 2 ELSE 3 END,
+				NOW(3) + INTERVAL (seq %% 200 IN (1, 2)) HOUR, 1, IF(seq %% 5000 = 3, CONCAT('w', seq %% 200), ''),
+				IF(seq %% 200 > 2, NOW(3) - INTERVAL (seq %% 3600) SECOND, NULL), 'ok'
+			FROM seq_%d_to_%d`, from, to))
+	}
+	e.Exec(t, `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, finished_at, outcome)
+		SELECT seq, 1, CONCAT('code', seq % 20), CONCAT('code', seq % 20), CONCAT('w', seq % 200),
+			NOW(3) - INTERVAL (seq % ?) SECOND, IF(seq % 50 = 0, 'failed', 'succeeded') FROM seq_1_to_60000`, int(runs.Seconds()))
 }
