@@ -27,6 +27,7 @@ import (
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/metrics"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -313,7 +314,7 @@ func (w *Worker) fetch(ctx context.Context, q string, slots chan struct{}) {
 		}
 		if err != nil {
 			w.log.Error("take failed; retrying", "queue", q, "err", err, "in", errDelay)
-			if !sleepCtx(ctx, errDelay) {
+			if !startstop.Sleep(ctx, errDelay) {
 				return
 			}
 			errDelay = min(errDelay*2, 5*time.Second)
@@ -329,17 +330,6 @@ func (w *Worker) fetch(ctx context.Context, q string, slots chan struct{}) {
 				w.begin(ctx, q, raws, slots)
 			}()
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
@@ -414,7 +404,7 @@ func (w *Worker) markRunning(ctx context.Context, fences []store.Fence) ([]bool,
 		}
 		retried = true
 		w.log.Error("mark running failed; retrying", "err", err, "in", delay)
-		if !sleepCtx(ctx, delay) {
+		if !startstop.Sleep(ctx, delay) {
 			return nil, err
 		}
 		delay = min(delay*2, 5*time.Second)

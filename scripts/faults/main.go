@@ -38,6 +38,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 )
 
@@ -481,7 +482,7 @@ func waitLog(ctx context.Context, p *proc, text string, within time.Duration) er
 		if !p.running() {
 			return fmt.Errorf("%s exited at start; its log %s ends:\n%s", p.name, p.log, tail(string(b), 2000))
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !startstop.Sleep(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -493,17 +494,6 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n:]
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // redisCmd sends one command in the inline protocol and returns the first
@@ -532,7 +522,7 @@ func (s *suite) waitRedis(ctx context.Context, within time.Duration) error {
 		if time.Now().After(deadline) || !s.redis.running() {
 			return fmt.Errorf("redis did not answer on :%d (log %s): %v %s", s.o.redisPort, s.redis.log, err, r)
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !startstop.Sleep(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -556,7 +546,7 @@ func (s *suite) waitMySQL(ctx context.Context, within time.Duration) error {
 			b, _ := os.ReadFile(s.mysql.log)
 			return fmt.Errorf("mariadb did not answer on :%d: %v; log:\n%s", s.o.mysqlPort, err, tail(string(b), 2000))
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
+		if !startstop.Sleep(ctx, 100*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -601,13 +591,13 @@ func (s *suite) submit(ctx context.Context) error {
 			if s.o.verbose {
 				s.say("submit failed, retrying: %v", err)
 			}
-			if !sleepCtx(ctx, 200*time.Millisecond) {
+			if !startstop.Sleep(ctx, 200*time.Millisecond) {
 				return ctx.Err()
 			}
 		}
 		i += n
 		next = next.Add(tick)
-		if d := time.Until(next); d > 0 && !sleepCtx(ctx, d) {
+		if d := time.Until(next); d > 0 && !startstop.Sleep(ctx, d) {
 			return ctx.Err()
 		}
 	}
@@ -627,7 +617,7 @@ func (s *suite) snapshot(ctx context.Context, name string) error {
 		if err == nil {
 			break
 		}
-		if attempt == 20 || !sleepCtx(ctx, 100*time.Millisecond) {
+		if attempt == 20 || !startstop.Sleep(ctx, 100*time.Millisecond) {
 			return fmt.Errorf("snapshot before %s: %w", name, err)
 		}
 	}
@@ -657,7 +647,7 @@ func (s *suite) queryIDs(ctx context.Context, q string, args ...any) ([]int64, e
 
 // at sleeps until offset after the start of the submission.
 func (s *suite) at(ctx context.Context, start time.Time, offset time.Duration) error {
-	if !sleepCtx(ctx, time.Until(start.Add(offset))) && ctx.Err() != nil {
+	if !startstop.Sleep(ctx, time.Until(start.Add(offset))) && ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return nil
@@ -700,7 +690,7 @@ func (s *suite) inject(ctx context.Context) error {
 	if err := frozen.signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
-	if !sleepCtx(ctx, heartbeatTTL+2*recoveryInterval+time.Second) {
+	if !startstop.Sleep(ctx, heartbeatTTL+2*recoveryInterval+time.Second) {
 		return ctx.Err()
 	}
 	if err := frozen.signal(syscall.SIGCONT); err != nil {
@@ -730,7 +720,7 @@ func (s *suite) inject(ctx context.Context) error {
 	if code := s.redis.terminate(10 * time.Second); code != 0 {
 		s.say("redis exited %d", code)
 	}
-	if !sleepCtx(ctx, time.Second) {
+	if !startstop.Sleep(ctx, time.Second) {
 		return ctx.Err()
 	}
 	if err := s.redis.start(); err != nil {
@@ -751,7 +741,7 @@ func (s *suite) inject(ctx context.Context) error {
 	if code := s.mysql.terminate(60 * time.Second); code != 0 {
 		s.say("mariadb exited %d", code)
 	}
-	if !sleepCtx(ctx, time.Second) {
+	if !startstop.Sleep(ctx, time.Second) {
 		return ctx.Err()
 	}
 	if err := s.mysql.start(); err != nil {
@@ -778,7 +768,7 @@ func (s *suite) waitBusy(ctx context.Context, p *proc) {
 		if err == nil && n > 0 {
 			return
 		}
-		if !sleepCtx(ctx, 10*time.Millisecond) {
+		if !startstop.Sleep(ctx, 10*time.Millisecond) {
 			return
 		}
 	}
@@ -792,7 +782,7 @@ func (s *suite) waitDispatched(ctx context.Context) {
 	for time.Now().Before(deadline) {
 		var n int
 		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_center WHERE status = 1`).Scan(&n)
-		if (err == nil && n > 0) || !sleepCtx(ctx, 5*time.Millisecond) {
+		if (err == nil && n > 0) || !startstop.Sleep(ctx, 5*time.Millisecond) {
 			return
 		}
 	}
@@ -814,7 +804,7 @@ func (s *suite) waitQuiescence(ctx context.Context) bool {
 			s.say("waiting: %d succeeded, %d not yet", done, open)
 			lastLog = time.Now()
 		}
-		if !sleepCtx(ctx, 200*time.Millisecond) {
+		if !startstop.Sleep(ctx, 200*time.Millisecond) {
 			return false
 		}
 	}
