@@ -59,7 +59,24 @@ func newCompleter(s *store.Store, b *broker.Broker, workerID string, log *slog.L
 	}
 }
 
-func (c *completer) start() { go c.loop() }
+// completerWriters is the number of transactions writing results at once:
+// while one waits for its commit, the next batch is already on its way.
+const completerWriters = 2
+
+func (c *completer) start() {
+	var wg sync.WaitGroup
+	for range completerWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.loop()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(c.done)
+	}()
+}
 
 // add queues a completion. After stop it is dropped: the task was handed
 // back already, or recovery will find it.
@@ -81,7 +98,6 @@ func (c *completer) stop(wait time.Duration) {
 }
 
 func (c *completer) loop() {
-	defer close(c.done)
 	batch := make([]completion, 0, completerBatchMax)
 	for {
 		batch = batch[:0]
