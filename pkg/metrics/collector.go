@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,7 +24,7 @@ var (
 	descBacklog = prometheus.NewDesc("taskd_queue_backlog_tasks",
 		"Tasks of the queue that are due and not dispatched yet (pending or failed).", []string{"queue"}, nil)
 	descMessages = prometheus.NewDesc("taskd_queue_messages",
-		"Messages waiting in the queue's Redis lists, over its shards.", []string{"queue"}, nil)
+		"Messages waiting in the queue's Redis lists, per shard.", []string{"queue", "shard"}, nil)
 	descOldest = prometheus.NewDesc("taskd_queue_oldest_due_seconds",
 		"How long the queue's longest-waiting due task has been due (database clock).", []string{"queue"}, nil)
 	descConsumers = prometheus.NewDesc("taskd_queue_consumers",
@@ -102,7 +103,9 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descQueueTasks, float64(q.Dispatched), name, "dispatched")
 		gauge(descQueueTasks, float64(q.Running), name, "running")
 		gauge(descBacklog, float64(q.Due), name)
-		gauge(descMessages, float64(q.Messages), name)
+		for shard, n := range q.Shards {
+			gauge(descMessages, float64(n), name, strconv.Itoa(shard))
+		}
 		gauge(descOldest, q.OldestDue.Seconds(), name)
 		gauge(descConsumers, float64(q.Consumers), name)
 	}

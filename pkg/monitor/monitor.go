@@ -20,8 +20,10 @@ const Minutes = 60
 // Queue is one queue in a snapshot.
 type Queue struct {
 	store.QueueDepth
-	// Messages waiting in Redis (all shards).
+	// Messages waiting in Redis (all shards), and per shard of the span
+	// workers consume.
 	Messages int64
+	Shards   []int64
 	// Consumers is the number of live workers that consume the queue.
 	Consumers int
 }
@@ -71,8 +73,13 @@ func Take(ctx context.Context, st *store.Store, br *broker.Broker, queues []stri
 		}
 	}
 	for q, v := range s.Queues {
-		if v.Messages, err = br.QueueLen(ctx, q); err != nil {
+		_, span := br.Layout().Shards(q)
+		if v.Shards, err = br.QueueBacklog(ctx, q, span); err != nil {
 			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		v.Messages = 0
+		for _, n := range v.Shards {
+			v.Messages += n
 		}
 	}
 	return s, nil
