@@ -2,6 +2,7 @@ package handler
 
 import (
 	"fmt"
+	"io"
 	"sync"
 	"unicode/utf8"
 )
@@ -68,4 +69,19 @@ func (b *tailBuffer) raw() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// copyBuffers are the buffers output is copied through: os/exec copies a
+// handler's stdout and stderr with io.Copy, which allocates 32 KiB per
+// stream and process unless the writer reads for itself.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// pooledWriter is a writer that copies from a reader through a pooled
+// buffer.
+type pooledWriter struct{ io.Writer }
+
+func (w pooledWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{w.Writer}, r, *buf)
 }
