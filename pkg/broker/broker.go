@@ -39,6 +39,9 @@ type Options struct {
 	PoolSize int
 }
 
+// clusterReload is how often a Cluster client rereads the slot map.
+const clusterReload = 2 * time.Second
+
 // Seeds returns every address of o, without blanks or repeats.
 func (o Options) Seeds() []string {
 	var out []string
@@ -86,7 +89,7 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 	// Cluster mean a Cluster client, else one server. Every key of a queue
 	// shares a hash tag and every script names its keys, so the same calls
 	// work on all three.
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+	uo := &redis.UniversalOptions{
 		Addrs:         seeds,
 		MasterName:    o.MasterName,
 		IsClusterMode: o.Cluster && o.MasterName == "",
@@ -99,7 +102,19 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 		// Blocking takes carry their own timeout; the pool must not give
 		// up on a connection while one waits.
 		ContextTimeoutEnabled: true,
-	})
+	}
+	var rdb redis.UniversalClient
+	if o.MasterName == "" && (o.Cluster || len(seeds) > 1) {
+		co := uo.Cluster()
+		// go-redis reloads the slot map every minute, and at once only on
+		// MOVED: after a master dies, pipelines to its slots fail with a
+		// refused connection until the next reload, so dispatch to those
+		// queues stalled for a minute after a failover.
+		co.ClusterStateReloadInterval = clusterReload
+		rdb = redis.NewClusterClient(co)
+	} else {
+		rdb = redis.NewUniversalClient(uo)
+	}
 	b := &Broker{rdb: rdb, Keys: Keys{Prefix: o.Prefix}}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
