@@ -37,8 +37,9 @@ func buildTasktop(t *testing.T) string {
 // screen is a tmux session of its own (a private server socket) running
 // one program in a 120×40 pane.
 type screen struct {
-	t      *testing.T
-	socket string
+	t        *testing.T
+	socket   string
+	exitFile string // holds the program's exit code once it ended
 }
 
 func newScreen(t *testing.T, argv ...string) *screen {
@@ -46,8 +47,13 @@ func newScreen(t *testing.T, argv ...string) *screen {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed (scripts/test-tools.sh tmux)")
 	}
-	s := &screen{t: t, socket: "tasktop-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
-	args := append([]string{"-L", s.socket, "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", "--"}, argv...)
+	s := &screen{t: t, socket: "tasktop-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		exitFile: filepath.Join(t.TempDir(), "exit")}
+	// The program's exit code goes to a file: tmux may report a pane dead
+	// without ever reporting its status.
+	wrap := []string{"sh", "-c", `"$@"; echo $? > "` + s.exitFile + `"`, "sh"}
+	args := append([]string{"-L", s.socket, "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", "-s", "t", "--"},
+		append(wrap, argv...)...)
 	out, err := exec.Command("tmux", args...).CombinedOutput()
 	require.NoError(t, err, "tmux: %s", out)
 	// remain-on-exit keeps the pane after the program ends, so its last
@@ -177,11 +183,13 @@ func TestTasktop(t *testing.T) {
 
 	// q at the top quits, and the program exits 0.
 	s.keys("q")
+	var status []byte
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if strings.TrimSpace(s.tmux("display-message", "-p", "-t", "t", "#{pane_dead}")) == "1" {
+		var err error
+		if status, err = os.ReadFile(s.exitFile); err == nil && len(status) > 0 {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "tasktop did not exit on q")
+		require.True(t, time.Now().Before(deadline), "tasktop did not exit on q:\n%s", s.capture())
 	}
-	require.Equal(t, "0", strings.TrimSpace(s.tmux("display-message", "-p", "-t", "t", "#{pane_dead_status}")))
+	require.Equal(t, "0", strings.TrimSpace(string(status)))
 }
