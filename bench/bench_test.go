@@ -30,7 +30,11 @@ func env(b *testing.B) *benchmark.Env {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(e.Close)
+	b.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			b.Error(err)
+		}
+	})
 	return e
 }
 

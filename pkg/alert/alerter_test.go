@@ -34,6 +34,20 @@ type testBundle struct {
 	recv *receiver
 }
 
+// run starts a worker consuming queue q with reg's handlers, and a
+// scheduler; both stop when the test ends.
+func (b *testBundle) run(t *testing.T, reg *handler.Registry) {
+	t.Helper()
+	ctx := context.Background()
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"q": 2}, Handlers: reg, Logger: quiet,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(w.Stop)
+	sched := scheduler.New(scheduler.Config{Node: "n1", PollInterval: 50 * time.Millisecond, Logger: quiet}, b.env.Store, b.env.Broker)
+	require.NoError(t, sched.Start(ctx))
+	t.Cleanup(sched.Stop)
+}
+
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	return &testBundle{env: testenv.New(t), recv: newReceiver(t, "")}
@@ -129,13 +143,7 @@ func TestQueueRulesFireAndResolve(t *testing.T) {
 	// A worker drains the queue: every alert resolves, once.
 	reg := handler.NewRegistry()
 	reg.Register("job", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
-	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"q": 2}, Handlers: reg, Logger: quiet,
-		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, b.env.Store, b.env.Broker)
-	require.NoError(t, w.Start(ctx))
-	defer w.Stop()
-	sched := scheduler.New(scheduler.Config{Node: "n1", PollInterval: 50 * time.Millisecond, Logger: quiet}, b.env.Store, b.env.Broker)
-	require.NoError(t, sched.Start(ctx))
-	defer sched.Stop()
+	b.run(t, reg)
 	evalUntil(t, a, func() bool {
 		for _, n := range names {
 			if b.count(t, n, alert.StatusResolved) != 1 {
@@ -166,13 +174,7 @@ func TestFailureRulesFireAndResolve(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("bad", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", task.Invalidf("no") }))
 	reg.Register("good", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
-	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"q": 2}, Handlers: reg, Logger: quiet,
-		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, b.env.Store, b.env.Broker)
-	require.NoError(t, w.Start(ctx))
-	defer w.Stop()
-	sched := scheduler.New(scheduler.Config{Node: "n1", PollInterval: 50 * time.Millisecond, Logger: quiet}, b.env.Store, b.env.Broker)
-	require.NoError(t, sched.Start(ctx))
-	defer sched.Stop()
+	b.run(t, reg)
 
 	_, err := a.RunOnce(ctx) // the baseline: no dead task yet
 	require.NoError(t, err)

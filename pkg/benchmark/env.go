@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,7 +40,7 @@ type Env struct {
 	Producer *producer.Client
 	Log      *slog.Logger
 
-	drop func() // removes the database and the keys; nil when borrowed
+	drop func() error // removes the database and the keys; nil when borrowed
 }
 
 // NewEnv creates a database named after base's (with a random suffix) on
@@ -68,12 +69,16 @@ func NewEnv(ctx context.Context, base *config.Config, log *slog.Logger) (*Env, e
 	own.DBName = name
 	cfg.MySQL.DSN = own.FormatDSN()
 	cfg.Redis.Prefix = base.Redis.Prefix + "bench-" + id + ":"
-	dropDB := func() {
+	dropDB := func() error {
 		a, err := sql.Open("mysql", server.FormatDSN())
-		if err == nil {
-			a.Exec("DROP DATABASE IF EXISTS `" + name + "`")
-			a.Close()
+		if err != nil {
+			return err
 		}
+		defer a.Close()
+		if _, err := a.Exec("DROP DATABASE IF EXISTS `" + name + "`"); err != nil {
+			return fmt.Errorf("drop benchmark database %s: %w", name, err)
+		}
+		return nil
 	}
 	env, err := Borrow(ctx, &cfg, log)
 	if err != nil {
@@ -85,11 +90,10 @@ func NewEnv(ctx context.Context, base *config.Config, log *slog.Logger) (*Env, e
 		dropDB()
 		return nil, fmt.Errorf("migrate benchmark database: %w", err)
 	}
-	env.drop = func() {
+	env.drop = func() error {
 		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		env.Broker.DeletePrefix(dctx)
-		dropDB()
+		return errors.Join(env.Broker.DeletePrefix(dctx), dropDB())
 	}
 	return env, nil
 }
@@ -112,13 +116,16 @@ func Borrow(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Env, er
 	return &Env{Config: cfg, Store: st, Broker: br, Producer: producer.New(st, br, producer.Options{Logger: log}), Log: log}, nil
 }
 
-// Close closes the connections and removes what NewEnv created.
-func (e *Env) Close() {
+// Close closes the connections and removes what NewEnv created; the error
+// says what could not be removed.
+func (e *Env) Close() error {
+	var err error
 	if e.drop != nil {
-		e.drop()
+		err = e.drop()
 	}
 	e.Broker.Close()
 	e.Store.Close()
+	return err
 }
 
 // StartNode starts a scheduler and a worker consuming queues (name to

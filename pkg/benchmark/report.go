@@ -131,7 +131,11 @@ func (r *Report) scenario(ctx context.Context, base *config.Config, name string)
 	if err != nil {
 		return nil, err
 	}
-	defer e.Close()
+	defer func() {
+		if err := e.Close(); err != nil {
+			r.Errors[name+" cleanup"] = err.Error()
+		}
+	}()
 	if r.Environment["mysql"] == "" {
 		var v string
 		if e.Store.DB().QueryRowContext(ctx, "SELECT VERSION()").Scan(&v) == nil {

@@ -1,0 +1,47 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/cli"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// taskd bench runs the scenarios it is told to, prints JSON with the
+// figures against their targets, exits 1 with --check when one is missed,
+// and refuses an unknown scenario as bad usage.
+func TestBenchCommand(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	cfg := writeConfig(t, env.ConfigYAML(""))
+
+	r := runCLI(t, cfg, "", "-o", "json", "bench", "--only", "submit", "--submit-tasks", "500", "--single-tasks", "50")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	var rep struct {
+		Targets []struct {
+			Name  string  `json:"name"`
+			Value float64 `json:"value"`
+			Met   bool    `json:"met"`
+		} `json:"targets"`
+		Figures map[string]float64 `json:"figures"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	require.Len(t, rep.Targets, 2)
+	require.Positive(t, rep.Figures["submit_batch_tasks_per_s"])
+	require.Positive(t, rep.Figures["submit_single_tasks_per_s"])
+	require.NotContains(t, rep.Figures, "burn_down_tasks_per_s", "only the scenario asked for runs")
+
+	// A burn-down of 20 tasks cannot reach 18,000 tasks/s (starting the
+	// node alone takes longer): a missed target, so --check fails.
+	r = runCLI(t, cfg, "", "bench", "--check", "--only", "burn_down", "--tasks", "20")
+	require.Equal(t, cli.ExitFailure, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+	require.Contains(t, r.stdout, "MISSED")
+	require.Contains(t, r.stderr, "targets missed")
+
+	r = runCLI(t, cfg, "", "bench", "--only", "nope")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, `unknown scenario "nope"`)
+}
