@@ -193,3 +193,40 @@ func TestTasktop(t *testing.T) {
 	}
 	require.Equal(t, "0", strings.TrimSpace(string(status)))
 }
+
+// TestTasktopIncident drives the built tasktop in tmux through an
+// incident: the sequences that once made a key act on tasks the operator
+// could not see, and the triage of many tasks at once. Every effect is
+// checked in the task center.
+func TestTasktopIncident(t *testing.T) {
+	t.Parallel()
+	bin := buildTasktop(t)
+	b := setup(t, `handlers:
+  later: { exec: ["true"] }
+`)
+	// Five tasks due in 30 minutes: nothing runs them meanwhile.
+	var ids []string
+	for range 5 {
+		out := b.taskd(t, "submit", "later", "--delay", "30m")
+		ids = append(ids, strings.TrimPrefix(strings.TrimSpace(out), "submitted task "))
+	}
+	newest, second, third := ids[4], ids[3], ids[2]
+
+	s := newScreen(t, bin, "--config", b.config, "--refresh", "500ms")
+	s.waitFor("[1 Queues]", "later")
+
+	// The stale selection: select the two newest, kill them, move to the
+	// third and retry. Only the third may be touched.
+	s.keys("3")
+	s.waitFor("[3 Tasks]", newest, third)
+	s.keys("Space", "Space", "x")
+	s.waitFor("Kill 2 selected: " + newest + ", " + second + "?")
+	s.keys("y")
+	s.waitFor("kill: 2 of 2 tasks changed")
+	b.waitCount(t, 2, 5*time.Second, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6`, newest, second)
+	s.keys("r") // the cursor is on the third, pending: retry changes nothing
+	s.waitFor("retry: 0 of 1 tasks changed; not in a state it applies to: " + third)
+	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6
+		AND plan_next_run_at > NOW(3) + INTERVAL 20 MINUTE`, newest, second), "the killed tasks were not retried")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+third))
+}

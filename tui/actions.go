@@ -106,8 +106,10 @@ var taskActions = map[string]struct {
 }
 
 // taskKey runs the task action of key k on ids; it reports whether k is
-// one.
-func (m *Model) taskKey(k string, ids []int64) (tea.Cmd, bool) {
+// one. An action on a selection always asks first, naming how many tasks
+// and the first of them, so a key never acts on more than the operator
+// meant.
+func (m *Model) taskKey(k string, ids []int64, selected bool) (tea.Cmd, bool) {
 	a, ok := taskActions[k]
 	if !ok {
 		return nil, false
@@ -116,13 +118,22 @@ func (m *Model) taskKey(k string, ids []int64) (tea.Cmd, bool) {
 		return nil, true
 	}
 	fn := m.taskAction(a.fn, ids)
-	if !a.destructive {
+	if !a.destructive && !selected {
 		return m.act(fn), true
 	}
 	what := fmt.Sprintf("task %d", ids[0])
-	if len(ids) > 1 {
-		what = fmt.Sprintf("%d tasks (%s)", len(ids), joinIDs(ids, 6))
+	if selected {
+		what = fmt.Sprintf("%d selected: %s", len(ids), listIDs(ids, 5))
 	}
 	m.confirm(fmt.Sprintf("%s %s?", a.name, what), a.explain, a.name, fn)
 	return nil, true
+}
+
+// listIDs writes the first most ids, "and N more" for the rest.
+func listIDs(ids []int64, most int) string {
+	s := strings.ReplaceAll(joinIDs(ids[:min(len(ids), most)], most), ",", ", ")
+	if len(ids) > most {
+		s += fmt.Sprintf(" and %d more", len(ids)-most)
+	}
+	return s
 }

@@ -63,7 +63,7 @@ func (m *Model) detailKey(s string) tea.Cmd {
 	case "end", "G":
 		d.vp.GotoBottom()
 	default:
-		cmd, _ := m.taskKey(s, []int64{d.id})
+		cmd, _ := m.taskKey(s, []int64{d.id}, false)
 		return cmd
 	}
 	return nil

@@ -112,7 +112,7 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 			return m.refresh() // the filter or page changed meanwhile
 		}
 		n := pageSize(m.tableHeight())
-		m.tasks.rows, m.tasks.more, m.tasks.loaded = msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n, true
+		m.tasks.setRows(msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n)
 	case loadDetail:
 		if m.detail != nil && int64(msg.seq) == m.detail.id {
 			m.detail.set(m, msg.task, msg.runs)

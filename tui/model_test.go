@@ -258,16 +258,63 @@ func TestMultiSelectBulkRetry(t *testing.T) {
 	b.press(t, m, "3", "down", "down", "space", "space")
 	require.Contains(t, screen(m), "2 selected")
 	require.Regexp(t, `(?m)^\* +1008 dead`, screen(m))
-	b.press(t, m, "r") // retry does not ask
+	b.press(t, m, "r") // on a selection even retry asks, naming the tasks
+	require.Contains(t, screen(m), "Retry 2 selected: 1008, 1007?")
+	b.press(t, m, "y")
 	require.Equal(t, []string{"retry [1008 1007]"}, b.acts.Calls())
 	require.Empty(t, m.tasks.selected)
 
 	b.press(t, m, "a", "d")
-	require.Contains(t, screen(m), "Disable 20 tasks")
+	require.Contains(t, screen(m), "Disable 20 selected: 1010, 1009, 1008, 1007, 1006 and 15 more?")
 	b.press(t, m, "esc")
 	require.Len(t, b.acts.Calls(), 1)
-	b.press(t, m, "esc") // clears the selection
+	require.Empty(t, m.tasks.selected, "a cancelled action used the selection too")
+	b.press(t, m, "space", "esc") // esc clears a selection
 	require.Empty(t, m.tasks.selected)
+}
+
+// TestStaleSelectionCannotHijack drives the sequence that once retried
+// two just-killed tasks instead of the one under the cursor: select two,
+// kill them, move to a third, retry. Then delete two and run a third.
+func TestStaleSelectionCannotHijack(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "space", "space") // 1010, 1009
+	b.press(t, m, "x")
+	require.Contains(t, screen(m), "Kill 2 selected: 1010, 1009?")
+	b.press(t, m, "right", "enter")
+	b.press(t, m, "down", "down", "down") // the cursor was on 1008: now 1005
+	b.press(t, m, "r")
+	require.Nil(t, m.dialog, "retry of the task under the cursor does not ask")
+	require.Equal(t, []string{"kill [1010 1009]", "retry [1005]"}, b.acts.Calls())
+
+	b.press(t, m, "g", "space", "space", "D", "y") // delete 1010, 1009
+	b.press(t, m, "down", "down", "R")             // run 1006 now
+	require.Equal(t, []string{"kill [1010 1009]", "retry [1005]", "delete [1010 1009]", "run [1006]"}, b.acts.Calls())
+}
+
+// TestSelectionOnlyWhileVisible: a selected task that leaves the page
+// (its state changed past the filter, or the page was turned) no longer
+// counts.
+func TestSelectionOnlyWhileVisible(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "space") // 1010 selected, the cursor on 1009
+	b.src.mu.Lock()
+	b.src.tasks = b.src.tasks[1:] // 1010 is gone
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	require.Empty(t, m.tasks.selected)
+	require.NotContains(t, screen(m), "selected")
+	b.press(t, m, "r")
+	require.Equal(t, []string{"retry [1009]"}, b.acts.Calls())
+
+	b.press(t, m, "space", "]") // a selection on page 1, then page 2
+	require.Empty(t, m.tasks.selected)
+	b.press(t, m, "r")
+	require.Nil(t, m.dialog)
+	require.Len(t, b.acts.Calls(), 2)
+	require.NotContains(t, b.acts.Calls()[1], "1008")
 }
 
 func TestQueueActions(t *testing.T) {

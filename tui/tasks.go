@@ -108,28 +108,47 @@ func (m *Model) applyTaskFilter(s string) tea.Cmd {
 	return m.refresh()
 }
 
-// targets are the selected tasks, else the one under the cursor.
-func (m *Model) targets() []int64 {
-	var ids []int64
-	for _, t := range m.tasks.rows {
-		if m.tasks.selected[t.ID] {
+// targets are the selected tasks shown on the page, else the one under
+// the cursor; selected reports which. A selection that is not on the
+// screen never counts: what a key acts on is always what the operator
+// sees marked.
+func (v *tasksView) targets() (ids []int64, selected bool) {
+	for _, t := range v.rows {
+		if v.selected[t.ID] {
 			ids = append(ids, t.ID)
 		}
 	}
-	// Selected tasks no longer on the page still count.
-	for id := range m.tasks.selected {
-		found := false
-		for _, x := range ids {
-			found = found || x == id
-		}
-		if !found {
-			ids = append(ids, id)
+	if len(ids) > 0 {
+		return ids, true
+	}
+	if v.cur.pos < len(v.rows) {
+		return []int64{v.rows[v.cur.pos].ID}, false
+	}
+	return nil, false
+}
+
+// setRows shows a newly read page. The cursor stays on the task it was
+// on when that task is still shown, and the selection keeps only the
+// tasks still shown (the others changed state past the filter, or were
+// deleted).
+func (v *tasksView) setRows(rows []*task.Task, more bool) {
+	var under int64
+	if v.cur.pos < len(v.rows) {
+		under = v.rows[v.cur.pos].ID
+	}
+	v.rows, v.more, v.loaded = rows, more, true
+	shown := make(map[int64]bool, len(rows))
+	for i, t := range rows {
+		shown[t.ID] = true
+		if t.ID == under {
+			v.cur.pos = i
 		}
 	}
-	if len(ids) == 0 && m.tasks.cur.pos < len(m.tasks.rows) {
-		ids = []int64{m.tasks.rows[m.tasks.cur.pos].ID}
+	for id := range v.selected {
+		if !shown[id] {
+			delete(v.selected, id)
+		}
 	}
-	return ids
 }
 
 func (m *Model) tasksKey(s string) tea.Cmd {
@@ -143,6 +162,7 @@ func (m *Model) tasksKey(s string) tea.Cmd {
 			v.pages = append(v.pages, v.rows[len(v.rows)-1].ID)
 			v.seq++
 			v.cur = cursor{}
+			clear(v.selected)
 			return m.refresh()
 		}
 		return nil
@@ -154,6 +174,7 @@ func (m *Model) tasksKey(s string) tea.Cmd {
 			v.pages = v.pages[:len(v.pages)-1]
 			v.seq++
 			v.cur = cursor{}
+			clear(v.selected)
 			return m.refresh()
 		}
 		return nil
@@ -161,10 +182,11 @@ func (m *Model) tasksKey(s string) tea.Cmd {
 	if v.cur.navigate(s, len(v.rows)) {
 		return nil
 	}
-	if cmd, ok := m.taskKey(s, m.targets()); ok {
-		if m.dialog == nil && cmd != nil {
-			clear(v.selected)
-		}
+	ids, selected := v.targets()
+	if cmd, ok := m.taskKey(s, ids, selected); ok {
+		// Whatever the outcome (done, asked and cancelled, refused), the
+		// selection was used: the next key starts from the cursor.
+		clear(v.selected)
 		return cmd
 	}
 	switch s {
