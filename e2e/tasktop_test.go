@@ -229,4 +229,26 @@ func TestTasktopIncident(t *testing.T) {
 	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6
 		AND plan_next_run_at > NOW(3) + INTERVAL 20 MINUTE`, newest, second), "the killed tasks were not retried")
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+third))
+
+	// Apply to all: 2,000 tasks found by a substring of their code, killed
+	// with one confirmation and one audit row.
+	b.env.Exec(t, `INSERT INTO task_center (task_code, task_type, payload, plan_next_run_at)
+		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50)
+		SELECT 'nightly_bulk', 0, '{}', NOW(3) + INTERVAL 1 HOUR FROM n a, n b WHERE b.i <= 40`)
+	s.keys("/")
+	s.text("ly_bu")
+	s.keys("Enter")
+	s.waitFor("ly_bu", "nightly_bulk")
+	require.NotContains(t, s.capture(), " later ", "the search hides the other tasks")
+	s.keys("A")
+	s.waitFor("ALL 2000 matching selected")
+	s.keys("x")
+	s.waitFor("Kill all 2000 matching tasks ly_bu?")
+	s.keys("y")
+	s.waitFor("kill: 2000 of 2000 tasks changed")
+	require.Equal(t, 2000, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'nightly_bulk' AND status = 6`))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'kill' AND target = ? AND affected = 2000`,
+		`filter search="ly_bu"`))
+	require.Equal(t, 3, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'later' AND status = 0`),
+		"the tasks outside the search are untouched")
 }

@@ -59,12 +59,29 @@ func (f *fakeSource) Tasks(_ context.Context, q TaskQuery) ([]*task.Task, error)
 	}
 	var out []*task.Task
 	for _, t := range f.tasks {
-		if (q.Status == nil || *q.Status == t.Status) && (q.Queue == "" || q.Queue == t.QueueName()) &&
-			(q.Code == "" || q.Code == t.Code) && (q.BeforeID == 0 || t.ID < q.BeforeID) && len(out) < q.Limit {
+		if matches(q, t) && (q.BeforeID == 0 || t.ID < q.BeforeID) && len(out) < q.Limit {
 			out = append(out, t)
 		}
 	}
 	return out, nil
+}
+
+func matches(q TaskQuery, t *task.Task) bool {
+	return (q.Status == nil || *q.Status == t.Status) && (q.Queue == "" || q.Queue == t.QueueName()) &&
+		(q.Code == "" || q.Code == t.Code) && (q.Search == "" ||
+		strings.Contains(strings.Join([]string{t.Code, t.QueueName(), t.UniqueKey, t.LastResult}, "\n"), q.Search))
+}
+
+func (f *fakeSource) Count(_ context.Context, q TaskQuery) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, t := range f.tasks {
+		if matches(q, t) {
+			n++
+		}
+	}
+	return n, f.err
 }
 
 func (f *fakeSource) Task(_ context.Context, id int64) (*task.Task, []*task.Run, error) {
@@ -106,6 +123,10 @@ func (a *fakeActions) Calls() []string {
 }
 
 func (a *fakeActions) task(name string, t ops.Target) (ops.Change, error) {
+	if t.Filter != nil {
+		a.record(name, t.String())
+		return ops.Change{Action: name, Requested: 7, Changed: 7}, nil
+	}
 	a.record(name, t.IDs)
 	return ops.Change{Action: name, Requested: len(t.IDs), Changed: len(t.IDs), IDs: t.IDs}, nil
 }

@@ -18,6 +18,7 @@ const (
 	loadTasks
 	loadDetail
 	loadAudit
+	loadCount
 )
 
 // loadedMsg carries the result of one load.
@@ -31,6 +32,7 @@ type loadedMsg struct {
 	task  *task.Task
 	runs  []*task.Run
 	audit []store.AuditEntry
+	count int
 }
 
 // load runs fn off the UI goroutine with the refresh deadline. A load of
@@ -119,13 +121,17 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 		}
 	case loadAudit:
 		m.audit.rows, m.audit.loaded = msg.audit, true
+	case loadCount:
+		if msg.seq == m.tasks.seq && m.tasks.all {
+			m.tasks.allCount = msg.count
+		}
 	}
 	return nil
 }
 
 // errorText is the error bar's text ("" when everything answers).
 func (m *Model) errorText() string {
-	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit} {
+	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount} {
 		if err := m.errs[k]; err != nil {
 			s := err.Error() + " · retrying every " + m.opt.Refresh.String()
 			if !m.ovAt.IsZero() {

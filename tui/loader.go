@@ -125,11 +125,20 @@ func (l *Loader) readSeries(ctx context.Context, now time.Time) (map[string][]in
 // Tasks implements Source.
 func (l *Loader) Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error) {
 	ts, err := l.Store.TaskList(ctx, &store.TaskListParams{Status: q.Status, Queue: q.Queue, Code: q.Code,
-		BeforeID: q.BeforeID, Limit: q.Limit})
+		Search: q.Search, BeforeID: q.BeforeID, Limit: q.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("MySQL: %w", err)
 	}
 	return ts, nil
+}
+
+// Count implements Source.
+func (l *Loader) Count(ctx context.Context, q TaskQuery) (int, error) {
+	n, err := l.Store.TaskCount(ctx, store.TaskListParams{Status: q.Status, Queue: q.Queue, Code: q.Code, Search: q.Search})
+	if err != nil {
+		return 0, fmt.Errorf("MySQL: %w", err)
+	}
+	return n, nil
 }
 
 // runsShown bounds the run history of the detail view.

@@ -149,7 +149,7 @@ func TestQueueOpensItsTasks(t *testing.T) {
 	require.Equal(t, viewTasks, m.view)
 	last := b.src.queries[len(b.src.queries)-1]
 	require.Equal(t, "send_email", last.Queue)
-	require.Contains(t, screen(m), "[3 Tasks] 4 Events  5 Audit   queue:send_email")
+	require.Contains(t, screen(m), "[3 Tasks] 4  5   queue:send_email")
 	for _, r := range m.tasks.rows {
 		require.Equal(t, "send_email", r.QueueName())
 	}
@@ -193,6 +193,46 @@ func TestTaskFilterAndSearch(t *testing.T) {
 	require.Contains(t, screen(m), `unknown status "bogus"`)
 }
 
+// TestSubstringSearch: a bare word finds tasks whose code, queue, unique
+// key or last result contains it.
+func TestSubstringSearch(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "/")
+	b.typeText(t, m, "mailbox")
+	b.press(t, m, "enter")
+	require.Equal(t, "mailbox", b.src.queries[len(b.src.queries)-1].Search)
+	require.NotEmpty(t, m.tasks.rows)
+	for _, r := range m.tasks.rows {
+		require.Equal(t, task.Dead, r.Status, "only the dead tasks have that result")
+	}
+	require.Contains(t, screen(m), "[3 Tasks] 4  5   mailbox")
+}
+
+// TestApplyToAllMatching: A selects every task matching the filter, an
+// action on it asks with the count and goes to the ops layer as one
+// filter target; then the selection is gone.
+func TestApplyToAllMatching(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "/")
+	b.typeText(t, m, "dead")
+	b.press(t, m, "enter", "A")
+	require.Contains(t, screen(m), "ALL 6 matching selected")
+	b.press(t, m, "r")
+	require.Contains(t, screen(m), "Retry all 6 matching tasks status:dead?")
+	b.press(t, m, "y")
+	require.Equal(t, []string{"retry filter status=dead"}, b.acts.Calls())
+	require.False(t, m.tasks.all)
+	require.Contains(t, screen(m), "retry: 7 of 7 tasks changed")
+
+	b.press(t, m, "esc", "A", "D") // no filter: it says so
+	require.Contains(t, screen(m), "Delete all EVERY task (40 matching, no filter)?")
+	b.press(t, m, "esc")
+	require.False(t, m.tasks.all)
+	require.Len(t, b.acts.Calls(), 1)
+}
+
 func TestParseTaskFilter(t *testing.T) {
 	t.Parallel()
 	q, id, err := parseTaskFilter(" failed q:mail c:x ")
@@ -204,9 +244,15 @@ func TestParseTaskFilter(t *testing.T) {
 	_, id, err = parseTaskFilter("42")
 	require.NoError(t, err)
 	require.Equal(t, int64(42), id)
-	q, _, err = parseTaskFilter("send_email")
+	q, _, err = parseTaskFilter("fail SMTP dead")
 	require.NoError(t, err)
-	require.Equal(t, "send_email", q.Code)
+	require.Empty(t, q.Code, "a bare word is searched, not an exact code")
+	require.Equal(t, "fail SMTP", q.Search)
+	require.Equal(t, task.Dead, *q.Status)
+	q, _, err = parseTaskFilter("search:dead")
+	require.NoError(t, err)
+	require.Equal(t, "dead", q.Search)
+	require.Nil(t, q.Status)
 	_, _, err = parseTaskFilter("owner:me")
 	require.Error(t, err)
 }

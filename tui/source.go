@@ -22,6 +22,9 @@ type Source interface {
 	Overview(ctx context.Context) (*Overview, error)
 	// Tasks returns one page of tasks, newest first.
 	Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error)
+	// Count counts the tasks matching q's filter (at most
+	// store.TaskCountMax): what an action on all of them would ask for.
+	Count(ctx context.Context, q TaskQuery) (int, error)
 	// Task returns one task with its newest runs.
 	Task(ctx context.Context, id int64) (*task.Task, []*task.Run, error)
 	// Audit returns audit rows newest first, before id beforeID (0: newest).
@@ -46,11 +49,19 @@ var _ Actions = (*ops.Ops)(nil)
 
 // TaskQuery selects a page of tasks.
 type TaskQuery struct {
-	Status   *task.Status
-	Queue    string
-	Code     string
+	Status *task.Status
+	Queue  string
+	Code   string
+	// Search is a substring of the code, queue, unique key or last result.
+	Search   string
 	BeforeID int64 // keyset paging: tasks with smaller ids
 	Limit    int
+}
+
+// filter is the query as the ops layer's filter: what an action on every
+// task it matches applies to.
+func (q TaskQuery) filter() ops.Filter {
+	return ops.Filter{Status: q.Status, Queue: q.Queue, Code: q.Code, Search: q.Search}
 }
 
 // Overview is one snapshot of the cluster.

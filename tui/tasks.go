@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
+	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -25,6 +28,10 @@ type tasksView struct {
 	loaded   bool
 	seq      int // changes with the query: older answers are dropped
 	selected map[int64]bool
+	// all: every task matching the filter is selected, allCount of them
+	// when counted (-1 while counting).
+	all      bool
+	allCount int
 }
 
 // pageSize is the number of tasks a page of height lines shows.
@@ -45,7 +52,13 @@ func (v *tasksView) query(height int) TaskQuery {
 func (v *tasksView) setQuery(q TaskQuery) {
 	v.q, v.pages, v.rows, v.loaded, v.cur = q, nil, nil, false, cursor{}
 	v.seq++
+	v.unselect()
+}
+
+// unselect clears the selection, all-matching included.
+func (v *tasksView) unselect() {
 	clear(v.selected)
+	v.all = false
 }
 
 func (v *tasksView) filterText() string {
@@ -59,12 +72,17 @@ func (v *tasksView) filterText() string {
 	if v.q.Code != "" {
 		parts = append(parts, "code:"+v.q.Code)
 	}
+	if v.q.Search != "" {
+		parts = append(parts, v.q.Search)
+	}
 	return strings.Join(parts, " ")
 }
 
-// parseTaskFilter reads "dead queue:Q code:C" (any order, any part), or a
-// task id ("42", "#42") to open.
+// parseTaskFilter reads "dead queue:Q code:C words" (any order, any
+// part), or a task id ("42", "#42") to open. Words that are not a status
+// are searched for in the code, queue, unique key and last result.
 func parseTaskFilter(s string) (q TaskQuery, id int64, err error) {
+	var words []string
 	for _, tok := range strings.Fields(s) {
 		key, val, ok := strings.Cut(tok, ":")
 		if !ok {
@@ -75,7 +93,8 @@ func parseTaskFilter(s string) (q TaskQuery, id int64, err error) {
 				q.Status = &st
 				continue
 			}
-			key, val = "code", tok
+			words = append(words, tok)
+			continue
 		}
 		switch key {
 		case "status", "s":
@@ -88,10 +107,13 @@ func parseTaskFilter(s string) (q TaskQuery, id int64, err error) {
 			q.Queue = val
 		case "code", "c":
 			q.Code = val
+		case "search", "text":
+			words = append(words, val)
 		default:
-			return q, 0, task.Invalidf("unknown filter %q (want status:, queue:, code: or a task id)", key)
+			return q, 0, task.Invalidf("unknown filter %q (want status:, queue:, code:, words to search or a task id)", key)
 		}
 	}
+	q.Search = strings.Join(words, " ")
 	return q, 0, nil
 }
 
@@ -182,11 +204,17 @@ func (m *Model) tasksKey(s string) tea.Cmd {
 	if v.cur.navigate(s, len(v.rows)) {
 		return nil
 	}
+	if v.all {
+		if cmd, ok := m.filterKey(s); ok {
+			v.unselect()
+			return cmd
+		}
+	}
 	ids, selected := v.targets()
 	if cmd, ok := m.taskKey(s, ids, selected); ok {
 		// Whatever the outcome (done, asked and cancelled, refused), the
 		// selection was used: the next key starts from the cursor.
-		clear(v.selected)
+		v.unselect()
 		return cmd
 	}
 	switch s {
@@ -234,9 +262,20 @@ func (m *Model) tasksKey(s string) tea.Cmd {
 		}
 		v.setQuery(q)
 		return m.refresh()
+	case "A":
+		if !m.canAct() {
+			return nil
+		}
+		if v.all {
+			v.unselect()
+			return nil
+		}
+		clear(v.selected)
+		v.all, v.allCount = true, -1
+		return m.count()
 	case "esc":
-		if len(v.selected) > 0 {
-			clear(v.selected)
+		if len(v.selected) > 0 || v.all {
+			v.unselect()
 		} else if v.filterText() != "" {
 			v.setQuery(TaskQuery{})
 			return m.refresh()
@@ -324,5 +363,60 @@ func (m *Model) tasksInfo() string {
 	if n := len(v.selected); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d selected", n))
 	}
+	if v.all {
+		parts = append(parts, "ALL "+v.allText()+" selected")
+	}
 	return strings.Join(parts, " · ")
+}
+
+// allText says how many tasks match the filter: "2,000 matching".
+func (v *tasksView) allText() string {
+	switch {
+	case v.allCount < 0:
+		return "matching (counting…)"
+	case v.allCount >= store.TaskCountMax:
+		return fmt.Sprintf("%d+ matching", store.TaskCountMax)
+	}
+	return fmt.Sprintf("%d matching", v.allCount)
+}
+
+// count counts the tasks matching the filter, for the all-matching
+// selection.
+func (m *Model) count() tea.Cmd {
+	q, seq, src := m.tasks.q, m.tasks.seq, m.opt.Source
+	return m.load(loadCount, seq, func(ctx context.Context, msg *loadedMsg) (err error) {
+		msg.count, err = src.Count(ctx, q)
+		return err
+	})
+}
+
+// filterKey runs the task action of key k on every task matching the
+// filter, through the ops layer's filter target (one audit row naming the
+// filter). It always asks, with the count.
+func (m *Model) filterKey(k string) (tea.Cmd, bool) {
+	a, ok := taskActions[k]
+	if !ok || !m.canAct() {
+		return nil, ok
+	}
+	v := &m.tasks
+	if v.allCount < 0 {
+		m.setStatus("still counting the matching tasks: press again in a moment", nil)
+		return nil, true
+	}
+	f := v.q.filter()
+	what := v.allText() + " tasks"
+	if t := v.filterText(); t != "" {
+		what += " " + t
+	} else {
+		what = fmt.Sprintf("EVERY task (%s, no filter)", v.allText())
+	}
+	fn := func(ctx context.Context) (string, error) {
+		c, err := a.fn(m.opt.Actions, ctx, ops.Target{Filter: &f})
+		if err != nil {
+			return c.Action, err
+		}
+		return changeText(c), nil
+	}
+	m.confirm(fmt.Sprintf("%s all %s?", a.name, what), a.explain, a.name, fn)
+	return nil, true
 }

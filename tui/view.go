@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -165,6 +166,9 @@ func (m *Model) tabs() string {
 	var b strings.Builder
 	for i, name := range viewNames {
 		t := fmt.Sprintf("%d %s", i+1, name)
+		if m.w < 100 && viewID(i) != m.view {
+			t = strconv.Itoa(i + 1) // narrow: room for the filter and selection
+		}
 		if viewID(i) == m.view {
 			b.WriteString(m.st.ActiveTab.Render("[" + t + "]"))
 		} else {

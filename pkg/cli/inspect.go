@@ -16,7 +16,7 @@ import (
 )
 
 func (a *App) listCmd() *cobra.Command {
-	var status, code, queue string
+	var status, code, queue, search string
 	var limit int
 	var before int64
 	cmd := &cobra.Command{
@@ -24,7 +24,7 @@ func (a *App) listCmd() *cobra.Command {
 		Short: "List tasks, newest first (page with --before ID)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p := &store.TaskListParams{Code: code, Queue: queue, Limit: limit, BeforeID: before}
+			p := &store.TaskListParams{Code: code, Queue: queue, Search: search, Limit: limit, BeforeID: before}
 			if status != "" {
 				st, err := task.ParseStatus(status)
 				if err != nil {
@@ -60,6 +60,7 @@ func (a *App) listCmd() *cobra.Command {
 	fl.StringVar(&status, "status", "", "only this status (pending, dispatched, running, succeeded, failed, dead, cancelled)")
 	fl.StringVar(&code, "code", "", "only this task code")
 	fl.StringVar(&queue, "queue", "", "only this queue")
+	fl.StringVar(&search, "search", "", "only tasks whose code, queue, unique key or last result contains this text")
 	fl.IntVar(&limit, "limit", 50, "number of tasks")
 	fl.Int64Var(&before, "before", 0, "only tasks with an id below this (next page)")
 	return cmd

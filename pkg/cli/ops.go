@@ -16,8 +16,8 @@ import (
 
 // selection is the "IDs or a filter" part of bulk actions.
 type selection struct {
-	status, queue, code string
-	yes                 bool
+	status, queue, code, search string
+	yes                         bool
 }
 
 func (s *selection) register(cmd *cobra.Command) {
@@ -25,17 +25,18 @@ func (s *selection) register(cmd *cobra.Command) {
 	fl.StringVar(&s.status, "status", "", "select tasks with this status")
 	fl.StringVar(&s.queue, "queue", "", "select tasks of this queue")
 	fl.StringVar(&s.code, "code", "", "select tasks with this code")
+	fl.StringVar(&s.search, "search", "", "select tasks whose code, queue, unique key or last result contains this text")
 	fl.BoolVarP(&s.yes, "yes", "y", false, "do not ask for confirmation")
 }
 
 // target resolves the arguments or the filter to what an action applies to.
 func (s *selection) target(args []string) (ops.Target, error) {
-	filtered := s.status != "" || s.queue != "" || s.code != ""
+	filtered := s.status != "" || s.queue != "" || s.code != "" || s.search != ""
 	if len(args) > 0 && filtered {
-		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code), not both")
+		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --search), not both")
 	}
 	if len(args) == 0 && !filtered {
-		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code)")
+		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --search)")
 	}
 	if len(args) > 0 {
 		ids := make([]int64, len(args))
@@ -48,7 +49,7 @@ func (s *selection) target(args []string) (ops.Target, error) {
 		}
 		return ops.Target{IDs: ids}, nil
 	}
-	f := ops.Filter{Queue: s.queue, Code: s.code}
+	f := ops.Filter{Queue: s.queue, Code: s.code, Search: s.search}
 	if s.status != "" {
 		st, err := task.ParseStatus(s.status)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +62,13 @@ type Filter struct {
 	Status *task.Status
 	Queue  string
 	Code   string
+	// Search is a substring of the code, queue, unique key or last result.
+	Search string
+}
+
+// params is the store listing of f.
+func (f Filter) params() store.TaskListParams {
+	return store.TaskListParams{Status: f.Status, Queue: f.Queue, Code: f.Code, Search: f.Search}
 }
 
 // Target is what a task action applies to: the tasks IDs, or when Filter
@@ -85,6 +93,12 @@ func (t Target) String() string {
 	}
 	if t.Filter.Code != "" {
 		parts = append(parts, "code="+t.Filter.Code)
+	}
+	if t.Filter.Search != "" {
+		parts = append(parts, "search="+strconv.Quote(t.Filter.Search))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "all")
 	}
 	return "filter " + strings.Join(parts, " ")
 }
@@ -122,10 +136,18 @@ func newChange(action string, requested, changed []int64) Change {
 	return c
 }
 
+// Count counts the tasks matching f, at most store.TaskCountMax: what a
+// bulk action on f would be asked for.
+func (o *Ops) Count(ctx context.Context, f Filter) (int, error) {
+	return o.store.TaskCount(ctx, f.params())
+}
+
 // Select returns the ids of tasks matching f (all pages).
 func (o *Ops) Select(ctx context.Context, f Filter) ([]int64, error) {
 	var ids []int64
-	p := &store.TaskListParams{Status: f.Status, Queue: f.Queue, Code: f.Code, Limit: 10000}
+	params := f.params()
+	p := &params
+	p.Limit = 10000
 	for {
 		ts, err := o.store.TaskList(ctx, p)
 		if err != nil {
@@ -247,7 +269,12 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		killed, killErr = o.killRunning(ctx, running)
 	}
 	a := o.action("kill", t)
-	a.Also = killed
+	// The running tasks were cancelled through their workers: the audit
+	// row counts them as requested, and running before.
+	a.Also, a.Requested = killed, len(ids)
+	if len(killed) > 0 {
+		a.AlsoBefore = map[string]int{task.Running.String(): len(killed)}
+	}
 	if t.Filter == nil {
 		a.Target = store.IDsTarget(ids) // idle is only part of them
 	}

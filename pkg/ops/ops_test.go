@@ -185,4 +185,40 @@ func TestKillRunningWithoutWorker(t *testing.T) {
 	require.Len(t, entries, 1)
 	require.Equal(t, "kill", entries[0].Action)
 	require.Equal(t, 1, entries[0].Affected)
+	d := detailOf(t, entries[0])
+	require.Equal(t, 1, d.Requested, "the running task was asked for")
+	require.Equal(t, map[string]int{"running": 1}, d.Before)
+	require.Equal(t, []int64{id}, d.IDs)
+}
+
+// A search filter matches a substring of the code, queue, unique key or
+// last result, literally (% and _ are not wildcards); Count and Select
+// agree, and a bulk action on it writes one audit row naming it.
+func TestSearchFilter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	byCode := b.submit(t, "always_fail")
+	byResult := b.submit(t, "mail")
+	b.env.Exec(t, `UPDATE task_center SET last_result = 'exit status 1: SMTP 550' WHERE id = ?`, byResult)
+	byKey := b.submit(t, "mail")
+	b.env.Exec(t, `UPDATE task_center SET unique_key = 'order_42%' WHERE id = ?`, byKey)
+	b.submit(t, "other")
+
+	for search, want := range map[string][]int64{
+		"fail": {byCode}, "SMTP 5": {byResult}, "smtp": {byResult}, "42%": {byKey}, "_4": {byKey}, "%": {byKey}, "zzz": nil,
+	} {
+		f := ops.Filter{Search: search}
+		ids, err := b.ops.Select(ctx, f)
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, ids, "search %q", search)
+		n, err := b.ops.Count(ctx, f)
+		require.NoError(t, err)
+		require.Equal(t, len(want), n, "count %q", search)
+	}
+	c, err := b.ops.Delete(ctx, ops.Target{Filter: &ops.Filter{Code: "mail", Search: "order"}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{byKey}, c.IDs)
+	e := b.auditOne(t, "delete")
+	require.Equal(t, `filter code=mail search="order"`, e.Target)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -42,8 +43,13 @@ type TaskAction struct {
 	// Detail is added to the audit row's detail.
 	Detail map[string]any
 	// Also counts changes made outside this call (running tasks a kill
-	// cancelled through their workers): they join the audit row.
-	Also []int64
+	// cancelled through their workers): they join the audit row, with
+	// AlsoBefore their statuses before by name.
+	Also       []int64
+	AlsoBefore map[string]int
+	// Requested is the number of tasks the operator asked for (0: the ids
+	// of this call).
+	Requested int
 }
 
 // TaskRetry moves dead, failed or cancelled tasks back to pending, due now.
@@ -144,13 +150,16 @@ const auditIDsMax = 1000
 // always says exactly what is committed. It returns the ids that changed.
 func (s *Store) taskAction(ctx context.Context, a TaskAction, after string, ids []int64, act actionFunc) ([]int64, error) {
 	changed := slices.Clone(a.Also)
-	before := map[string]int{}
+	before := maps.Clone(a.AlsoBefore)
+	if before == nil {
+		before = map[string]int{}
+	}
 	target := a.Target
 	if target == "" {
 		target = IDsTarget(ids)
 	}
 	var auditID int64
-	requested := len(ids)
+	requested := cmp.Or(a.Requested, len(ids))
 	for first := true; first || len(ids) > 0; first = false {
 		chunk := ids[:min(len(ids), 1000)]
 		ids = ids[len(chunk):]

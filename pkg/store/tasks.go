@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -238,17 +239,21 @@ func scanTask(r rowScanner) (*task.Task, error) {
 // tasks with smaller ids, newest first, so a page costs the same on a
 // million rows as on ten.
 type TaskListParams struct {
-	Status   *task.Status
-	Code     string
-	Queue    string
-	Type     *task.Type
+	Status *task.Status
+	Code   string
+	Queue  string
+	Type   *task.Type
+	// Search keeps tasks whose code, queue, unique key or last result
+	// contains it (a substring, case-insensitive under the table's
+	// collation). It reads rows until a page is full: no index serves it.
+	Search   string
 	BeforeID int64
 	Limit    int
 }
 
-// TaskList lists tasks, newest first.
-func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, error) {
-	q := `SELECT ` + taskColumns + ` FROM task_center WHERE 1 = 1`
+// where is the filter of p as SQL conditions and their arguments.
+func (p *TaskListParams) where() (string, []any) {
+	q := ` WHERE 1 = 1`
 	var args []any
 	if p.Status != nil {
 		q += ` AND status = ?`
@@ -272,10 +277,43 @@ func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, 
 		q += ` AND task_type = ?`
 		args = append(args, int(*p.Type))
 	}
+	if p.Search != "" {
+		like := "%" + likeEscaper.Replace(p.Search) + "%"
+		q += ` AND (task_code LIKE ? OR queue LIKE ? OR unique_key LIKE ? OR last_result LIKE ?)`
+		args = append(args, like, like, like, like)
+	}
 	if p.BeforeID > 0 {
 		q += ` AND id < ?`
 		args = append(args, p.BeforeID)
 	}
+	return q, args
+}
+
+// likeEscaper makes a search text match literally in LIKE (backslash is
+// MySQL's escape character).
+var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
+
+// TaskCountMax bounds TaskCount: a count past it is reported as it.
+const TaskCountMax = 100000
+
+// TaskCount counts the tasks matching p (BeforeID and Limit ignored), at
+// most TaskCountMax, so a count over a huge table costs a bounded scan.
+func (s *Store) TaskCount(ctx context.Context, p TaskListParams) (int, error) {
+	p.BeforeID = 0
+	where, args := p.where()
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM task_center`+where+` LIMIT ?) t`,
+		append(args, TaskCountMax)...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count tasks: %w", err)
+	}
+	return n, nil
+}
+
+// TaskList lists tasks, newest first.
+func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, error) {
+	where, args := p.where()
+	q := `SELECT ` + taskColumns + ` FROM task_center` + where
 	limit := p.Limit
 	if limit <= 0 || limit > 10000 {
 		limit = 50
