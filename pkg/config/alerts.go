@@ -3,8 +3,6 @@ package config
 import (
 	"net/url"
 	"time"
-
-	"github.com/taskd/taskd/pkg/task"
 )
 
 // AlertsConfig configures alerting. Each rule has a threshold (a negative
@@ -74,21 +72,30 @@ func init() {
 // validateAlerts checks the alerts section.
 func (c *Config) validateAlerts() error {
 	a := c.Alerts
-	if a.Interval <= 0 || a.Cooldown < 0 {
-		return task.Invalidf("config alerts: interval must be positive and cooldown not negative")
+	if a.Interval <= 0 {
+		return invalid("alerts.interval", a.Interval.String(), "a positive duration")
 	}
-	if a.BacklogFor < 0 || a.SuccessRateFor < 0 || a.HeartbeatStaleFor < 0 || a.NoConsumerFor < 0 || a.OldestDueFor < 0 {
-		return task.Invalidf("config alerts: a rule's _for must not be negative")
+	if a.Cooldown < 0 {
+		return invalid("alerts.cooldown", a.Cooldown.String(), "a duration not negative")
 	}
-	if a.DeadWindow <= 0 || a.WatchdogWindow <= 0 {
-		return task.Invalidf("config alerts: dead_window and watchdog_window must be positive")
+	for key, d := range map[string]time.Duration{"alerts.backlog_for": a.BacklogFor, "alerts.success_rate_for": a.SuccessRateFor,
+		"alerts.heartbeat_stale_for": a.HeartbeatStaleFor, "alerts.no_consumer_for": a.NoConsumerFor, "alerts.oldest_due_for": a.OldestDueFor} {
+		if d < 0 {
+			return invalid(key, d.String(), "a duration not negative")
+		}
+	}
+	if a.DeadWindow <= 0 {
+		return invalid("alerts.dead_window", a.DeadWindow.String(), "a positive duration")
+	}
+	if a.WatchdogWindow <= 0 {
+		return invalid("alerts.watchdog_window", a.WatchdogWindow.String(), "a positive duration")
 	}
 	for key, u := range map[string]string{"webhook_url": a.WebhookURL, "slack_url": a.SlackURL, "wecom_url": a.WeComURL} {
 		if u == "" {
 			continue
 		}
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return task.Invalidf("config alerts.%s: want an http or https URL", key)
+			return invalid("alerts."+key, u, "an http or https URL")
 		}
 	}
 	return nil

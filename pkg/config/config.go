@@ -6,13 +6,13 @@ package config
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
@@ -257,7 +257,10 @@ func NewViper() *viper.Viper {
 }
 
 // Load reads the configuration file (path, else the search path) into v and
-// decodes it. A missing file is fine unless path was given explicitly.
+// decodes it. A missing file is fine unless path was given explicitly. An
+// unknown key in the file, a TASKD_* variable that names no key, or a value
+// its key cannot take is an error naming the key, where it came from and,
+// for a typo, the nearest known key.
 func Load(v *viper.Viper, path string) (*Config, error) {
 	file := path
 	if file == "" {
@@ -268,6 +271,10 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 			}
 		}
 	}
+	if err := checkEnv(os.Environ()); err != nil {
+		return nil, err
+	}
+	var raw map[string]any
 	if file != "" {
 		v.SetConfigFile(file)
 		if err := v.ReadInConfig(); err != nil {
@@ -277,19 +284,28 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 			}
 			return nil, task.Invalidf("config file %s: %v", file, err)
 		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, task.Invalidf("config file %s: %v", file, err)
+		}
+		if err := yaml.Unmarshal(b, &raw); err != nil {
+			return nil, task.Invalidf("config file %s: %v", file, err)
+		}
+		if err := checkFile(file, raw); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkEnvValues(); err != nil {
+		return nil, err
 	}
 	var c Config
 	if err := v.Unmarshal(&c); err != nil {
 		return nil, task.Invalidf("config: %v", err)
 	}
-	if file != "" {
-		if err := restoreKeyCase(file, &c); err != nil {
-			return nil, err
-		}
-	}
+	restoreKeyCase(raw, &c)
 	c.File = file
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, withSource(err, v, file)
 	}
 	return &c, nil
 }
@@ -297,21 +313,11 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 // restoreKeyCase gives handler codes and queue names back the case they
 // have in the file: viper lowercases every key, but task codes and queue
 // names are case-sensitive (SendEmail is not sendemail).
-func restoreKeyCase(file string, c *Config) error {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return task.Invalidf("config file %s: %v", file, err)
-	}
-	var raw struct {
-		Handlers map[string]any `yaml:"handlers"`
-		Queues   map[string]any `yaml:"queues"`
-	}
-	if err := yaml.Unmarshal(b, &raw); err != nil {
-		return task.Invalidf("config file %s: %v", file, err)
-	}
-	c.Handlers = rekey(c.Handlers, raw.Handlers)
-	c.Queues = rekey(c.Queues, raw.Queues)
-	return nil
+func restoreKeyCase(raw map[string]any, c *Config) {
+	handlers, _ := raw["handlers"].(map[string]any)
+	queues, _ := raw["queues"].(map[string]any)
+	c.Handlers = rekey(c.Handlers, handlers)
+	c.Queues = rekey(c.Queues, queues)
 }
 
 func rekey[V any](m map[string]V, raw map[string]any) map[string]V {
@@ -347,14 +353,19 @@ func (c *Config) Validate() error {
 	}
 	for _, r := range c.Node.Roles {
 		if !slices.Contains(Roles, r) {
-			return task.Invalidf("config node.roles: unknown role %q (want some of %s)", r, strings.Join(Roles, ", "))
+			return invalid("node.roles", r, "some of %s", strings.Join(Roles, ", "))
 		}
 	}
-	if c.MySQL.DSN == "" {
-		return task.Invalidf("config mysql.dsn is empty")
+	for key, dsn := range map[string]string{"mysql.dsn": c.MySQL.DSN, "mysql.read_dsn": c.MySQL.ReadDSN} {
+		if dsn == "" && key == "mysql.read_dsn" {
+			continue
+		}
+		if _, err := mysql.ParseDSN(dsn); err != nil || dsn == "" {
+			return invalid(key, dsn, "a DSN such as user:password@tcp(host:3306)/taskd")
+		}
 	}
 	if c.Redis.Addr == "" && len(c.Redis.Addrs) == 0 {
-		return task.Invalidf("config redis.addr is empty")
+		return invalid("redis.addr", "", "host:port")
 	}
 	// TASKD_REDIS_ADDRS=a:1,b:2 arrives as one element.
 	var addrs []string
@@ -370,28 +381,42 @@ func (c *Config) Validate() error {
 		return task.Invalidf("config redis.master_name (Sentinel) and redis.cluster exclude each other")
 	}
 	if c.Scheduler.BatchSize <= 0 || c.Scheduler.BatchSize > 10000 {
-		return task.Invalidf("config scheduler.batch_size %d is out of range 1-10000", c.Scheduler.BatchSize)
+		return invalid("scheduler.batch_size", c.Scheduler.BatchSize, "1 to 10000")
 	}
-	if c.Scheduler.PollInterval <= 0 {
-		return task.Invalidf("config scheduler.poll_interval must be positive")
+	positive := []struct {
+		key string
+		d   time.Duration
+	}{
+		{"scheduler.poll_interval", c.Scheduler.PollInterval},
+		{"recovery.interval", c.Recovery.Interval},
+		{"recovery.dispatch_window", c.Recovery.DispatchWindow},
+		{"retention.interval", c.Retention.Interval},
+		{"retention.task_age", c.Retention.TaskAge},
+		{"retention.run_age", c.Retention.RunAge},
+		{"retry.base", c.Retry.Base},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return invalid(p.key, p.d.String(), "a positive duration")
+		}
 	}
 	if c.Worker.OutputLimit < 0 || c.Worker.OutputLimit > 4<<20 {
-		return task.Invalidf("config worker.output_limit %d is out of range 0-4194304", c.Worker.OutputLimit)
+		return invalid("worker.output_limit", c.Worker.OutputLimit, "0 to 4194304 (bytes)")
 	}
 	if c.Worker.Concurrency <= 0 {
-		return task.Invalidf("config worker.concurrency must be positive")
+		return invalid("worker.concurrency", c.Worker.Concurrency, "a positive number")
 	}
-	if c.Recovery.Interval <= 0 || c.Recovery.DispatchWindow <= 0 || c.Recovery.RunningGrace < 0 || c.Recovery.CrashLimit < 1 {
-		return task.Invalidf("config recovery: interval and dispatch_window must be positive, crash_limit at least 1")
+	if c.Recovery.RunningGrace < 0 {
+		return invalid("recovery.running_grace", c.Recovery.RunningGrace.String(), "a duration not negative")
 	}
-	if c.Retention.Interval <= 0 || c.Retention.TaskAge <= 0 || c.Retention.RunAge <= 0 {
-		return task.Invalidf("config retention: interval, task_age and run_age must be positive")
+	if c.Recovery.CrashLimit < 1 {
+		return invalid("recovery.crash_limit", c.Recovery.CrashLimit, "at least 1")
 	}
 	if c.Worker.HeartbeatTTL <= c.Worker.HeartbeatInterval {
-		return task.Invalidf("config worker.heartbeat_ttl must be longer than worker.heartbeat_interval")
+		return invalid("worker.heartbeat_ttl", c.Worker.HeartbeatTTL.String(), "longer than worker.heartbeat_interval (%s)", c.Worker.HeartbeatInterval)
 	}
-	if c.Retry.Base <= 0 || c.Retry.Max < c.Retry.Base {
-		return task.Invalidf("config retry: base must be positive and max at least base")
+	if c.Retry.Max < c.Retry.Base {
+		return invalid("retry.max", c.Retry.Max.String(), "at least retry.base (%s)", c.Retry.Base)
 	}
 	if err := c.validateObserve(); err != nil {
 		return err
@@ -403,9 +428,10 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if _, err := task.ValidateTimezone(c.Cron.Timezone); err != nil {
-		return fmt.Errorf("config cron.timezone: %w", err)
+		return invalid("cron.timezone", c.Cron.Timezone, "an IANA time zone such as Asia/Shanghai, or empty for the host's")
 	}
-	for code, h := range c.Handlers {
+	for _, code := range sortedKeys(c.Handlers) {
+		h := c.Handlers[code]
 		if err := task.ValidateName("handler task code", code); err != nil {
 			return err
 		}
@@ -418,12 +444,16 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	for q, qc := range c.Queues {
+	for _, q := range sortedKeys(c.Queues) {
+		qc := c.Queues[q]
 		if err := task.ValidateName("queue", q); err != nil {
 			return err
 		}
-		if qc.Concurrency < 0 || qc.Shards < 0 {
-			return task.Invalidf("config queues.%s: concurrency and shards must not be negative", q)
+		if qc.Concurrency < 0 {
+			return invalid("queues."+q+".concurrency", qc.Concurrency, "a number not negative")
+		}
+		if qc.Shards < 0 {
+			return invalid("queues."+q+".shards", qc.Shards, "a number not negative")
 		}
 	}
 	return nil

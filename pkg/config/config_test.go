@@ -1,8 +1,10 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,4 +224,88 @@ func TestHandlerCodeCaseIsKept(t *testing.T) {
 	require.Contains(t, c.Handlers, "SendEmail")
 	require.Contains(t, c.WorkerQueues(), "SendEmail")
 	require.Contains(t, c.WorkerQueues(), "BulkMail")
+}
+
+// A misspelt key is an error naming the key, its file and the nearest
+// known key, never a default silently in force (FAULTS.md row 28).
+func TestUnknownKeys(t *testing.T) {
+	t.Parallel()
+
+	for name, tc := range map[string]struct{ body, want string }{
+		"misspelt leaf":          {"mysql: { dns: \"u:p@tcp(db:3306)/x\" }\n", `unknown key "mysql.dns" in %s (did you mean "mysql.dsn"?)`},
+		"misspelt section":       {"workr: { concurrency: 4 }\n", `unknown key "workr" in %s (did you mean "worker"?)`},
+		"capitalised typo":       {"Redis: { Adr: \"r:6379\" }\n", `unknown key "redis.adr" in %s (did you mean "redis.addr"?)`},
+		"handler field":          {"handlers:\n  mail: { exce: [\"true\"] }\n", `unknown key "handlers.mail.exce" in %s (did you mean "handlers.mail.exec"?)`},
+		"queue field":            {"queues:\n  mail: { shard: 2 }\n", `unknown key "queues.mail.shard" in %s (did you mean "queues.mail.shards"?)`},
+		"nothing near":           {"frobnicate: 1\n", `unknown key "frobnicate" in %s`},
+		"too deep":               {"mysql: { dsn: { host: db } }\n", `bad value`},
+		"leaf under a value key": {"log: { level: { debug: true } }\n", `bad value`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := writeConfig(t, tc.body)
+			c, err := config.Load(config.NewViper(), path)
+			requireInvalid(t, err)
+			require.Nil(t, c)
+			want := tc.want
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, path)
+			}
+			require.Contains(t, err.Error(), want)
+			if name == "nothing near" {
+				require.NotContains(t, err.Error(), "did you mean")
+			}
+		})
+	}
+}
+
+func TestUnknownVariable(t *testing.T) {
+	// t.Setenv: not parallel.
+	t.Setenv("TASKD_MYSQL_DNS", "u:p@tcp(db:3306)/x")
+	_, err := config.Load(config.NewViper(), writeConfig(t, ""))
+	requireInvalid(t, err)
+	require.Equal(t, "unknown variable TASKD_MYSQL_DNS in the environment (did you mean \"TASKD_MYSQL_DSN\"?)", err.Error())
+
+	os.Unsetenv("TASKD_MYSQL_DNS")
+	t.Setenv("TASKD_TEST_ANYTHING", "x") // the test suite's own
+	_, err = config.Load(config.NewViper(), writeConfig(t, ""))
+	require.NoError(t, err)
+}
+
+// A bad value names the value, the key and where it came from; a
+// password never appears.
+func TestBadValues(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		t.Parallel()
+		for body, want := range map[string]string{
+			"worker: { shutdown_grace: soon }\n":                      `bad value "soon" for worker.shutdown_grace in %s: want a duration`,
+			"worker: { concurrency: many }\n":                         `bad value "many" for worker.concurrency in %s: want a whole number`,
+			"worker: { concurrency: 0 }\n":                            `bad value 0 for worker.concurrency in %s: want a positive number`,
+			"scheduler: { batch_size: 20000 }\n":                      `bad value 20000 for scheduler.batch_size in %s: want 1 to 10000`,
+			"queues:\n  mail: { shards: -1 }\n":                       `bad value -1 for queues.mail.shards in %s`,
+			"queues:\n  mail: { shards: two }\n":                      `bad value "two" for queues.mail.shards in %s: want a whole number`,
+			"cron: { timezone: Mars/Base }\n":                         `bad value "Mars/Base" for cron.timezone in %s`,
+			"mysql: { dsn: \"root:s3cret@tcp(db:3306\" }\n":           `bad value "root:***@tcp(db:3306" for mysql.dsn in %s`,
+			"alerts: { slack_url: \"ftp://hooks/s3cret\" }\n":         `bad value (hidden) for alerts.slack_url in %s`,
+			"worker: { heartbeat_ttl: 1s, heartbeat_interval: 5s }\n": `bad value "1s" for worker.heartbeat_ttl in %s: want longer than worker.heartbeat_interval (5s)`,
+		} {
+			path := writeConfig(t, body)
+			_, err := config.Load(config.NewViper(), path)
+			requireInvalid(t, err)
+			require.Contains(t, err.Error(), fmt.Sprintf(want, path), body)
+			require.NotContains(t, err.Error(), "s3cret")
+		}
+	})
+	t.Run("environment", func(t *testing.T) {
+		t.Setenv("TASKD_WORKER_SHUTDOWN_GRACE", "30")
+		_, err := config.Load(config.NewViper(), writeConfig(t, "worker: { shutdown_grace: 10s }\n"))
+		requireInvalid(t, err)
+		require.Contains(t, err.Error(), `bad value "30" for worker.shutdown_grace in environment variable TASKD_WORKER_SHUTDOWN_GRACE: want a duration`)
+
+		os.Unsetenv("TASKD_WORKER_SHUTDOWN_GRACE")
+		t.Setenv("TASKD_SCHEDULER_BATCH_SIZE", "0")
+		_, err = config.Load(config.NewViper(), writeConfig(t, ""))
+		requireInvalid(t, err)
+		require.Contains(t, err.Error(), "bad value 0 for scheduler.batch_size in environment variable TASKD_SCHEDULER_BATCH_SIZE")
+	})
 }

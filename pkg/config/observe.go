@@ -2,8 +2,6 @@ package config
 
 import (
 	"time"
-
-	"github.com/taskd/taskd/pkg/task"
 )
 
 // WatchdogConfig tunes the watchdog of a worker (role watchdog).
@@ -23,8 +21,10 @@ type WatchdogConfig struct {
 // validateObserve checks the watchdog section.
 func (c *Config) validateObserve() error {
 	w := c.Watchdog
-	if w.Interval <= 0 || w.IdleWindow <= 0 || w.Grace <= 0 {
-		return task.Invalidf("config watchdog: interval, idle_window and grace must be positive")
+	for key, d := range map[string]time.Duration{"watchdog.interval": w.Interval, "watchdog.idle_window": w.IdleWindow, "watchdog.grace": w.Grace} {
+		if d <= 0 {
+			return invalid(key, d.String(), "a positive duration")
+		}
 	}
 	return nil
 }

@@ -2,8 +2,6 @@ package config
 
 import (
 	"time"
-
-	"github.com/taskd/taskd/pkg/task"
 )
 
 // TasktopConfig configures the terminal UI.
@@ -18,7 +16,7 @@ type TasktopConfig struct {
 // validateTasktop checks the tasktop section.
 func (c *Config) validateTasktop() error {
 	if c.Tasktop.Refresh < 100*time.Millisecond {
-		return task.Invalidf("config tasktop.refresh must be at least 100ms")
+		return invalid("tasktop.refresh", c.Tasktop.Refresh.String(), "at least 100ms")
 	}
 	return nil
 }

@@ -1,0 +1,362 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// A misspelt key must not be ignored: `mysql: { dns: ... }` would leave
+// the default DSN in force, and taskd would read and write another task
+// center without a word. So every key of the file and every TASKD_*
+// variable must name a known key, and every value must decode into its
+// key's type, before anything connects anywhere.
+
+// reservedEnvPrefix starts variables of the test suite, which are not
+// configuration keys.
+const reservedEnvPrefix = "TASKD_TEST_"
+
+// leafTypes maps every scalar key (mysql.dsn) to the Go type it decodes
+// into, from the mapstructure tags of Config.
+var leafTypes = func() map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	var walk func(prefix string, t reflect.Type)
+	walk = func(prefix string, t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("mapstructure")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			key := prefix + tag
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Duration]() {
+				walk(key+".", f.Type)
+				continue
+			}
+			out[key] = f.Type
+		}
+	}
+	walk("", reflect.TypeFor[Config]())
+	return out
+}()
+
+// entryFields are the keys of one entry of a map section (handlers.CODE,
+// queues.NAME) with their types.
+var entryFields = map[string]map[string]reflect.Type{
+	"handlers": fieldTypes(reflect.TypeFor[HandlerSpec]()),
+	"queues":   fieldTypes(reflect.TypeFor[QueueConfig]()),
+}
+
+func fieldTypes(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("mapstructure"); tag != "" && tag != "-" {
+			out[tag] = t.Field(i).Type
+		}
+	}
+	return out
+}
+
+// EnvVar is the environment variable that overrides key.
+func EnvVar(key string) string {
+	return "TASKD_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// checkFile rejects keys of the file that taskd does not know, and values
+// that do not decode into their key's type.
+func checkFile(file string, raw map[string]any) error {
+	for _, k := range sortedKeys(raw) {
+		if err := checkNode(file, strings.ToLower(k), raw[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNode checks the file's value at key (lower case, dotted).
+func checkNode(file, key string, val any) error {
+	if t, ok := leafTypes[key]; ok {
+		if fields, isMap := entryFields[key]; isMap {
+			return checkEntries(file, key, val, fields)
+		}
+		return checkValue(key, val, t, file)
+	}
+	m, isMap := val.(map[string]any)
+	if !isMap || !isSection(key) {
+		return unknownKey(key, file)
+	}
+	for _, k := range sortedKeys(m) {
+		if err := checkNode(file, key+"."+strings.ToLower(k), m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEntries checks handlers or queues: any name, known fields.
+func checkEntries(file, section string, val any, fields map[string]reflect.Type) error {
+	if val == nil {
+		return nil
+	}
+	m, ok := val.(map[string]any)
+	if !ok {
+		return badValue(section, val, "a map of names to settings", file)
+	}
+	for _, name := range sortedKeys(m) {
+		entry, ok := m[name].(map[string]any)
+		if !ok {
+			return badValue(section+"."+name, m[name], "a map of settings", file)
+		}
+		for _, f := range sortedKeys(entry) {
+			key := section + "." + name + "." + f
+			t, known := fields[strings.ToLower(f)]
+			if !known {
+				var cands []string
+				for k := range fields {
+					cands = append(cands, section+"."+name+"."+k)
+				}
+				return unknownKeyAmong(key, file, cands)
+			}
+			if err := checkValue(key, entry[f], t, file); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isSection reports whether key is a prefix of known keys (mysql, redis).
+func isSection(key string) bool {
+	for k := range leafTypes {
+		if strings.HasPrefix(k, key+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func unknownKey(key, source string) error {
+	// Suggest among keys at the same depth: "workr" is nearest "worker",
+	// "mysql.dns" nearest "mysql.dsn".
+	depth := strings.Count(key, ".")
+	var cands []string
+	seen := map[string]bool{}
+	for k := range leafTypes {
+		parts := strings.Split(k, ".")
+		if len(parts) <= depth {
+			continue
+		}
+		c := strings.Join(parts[:depth+1], ".")
+		if !seen[c] {
+			seen[c] = true
+			cands = append(cands, c)
+		}
+	}
+	return unknownKeyAmong(key, source, cands)
+}
+
+func unknownKeyAmong(key, source string, cands []string) error {
+	return task.Invalidf("unknown key %q in %s%s", key, source, didYouMean(key, cands))
+}
+
+// checkEnv rejects TASKD_* variables that name no key.
+func checkEnv(environ []string) error {
+	known := map[string]bool{}
+	var names []string
+	for k := range leafTypes {
+		if _, isMap := entryFields[k]; isMap {
+			continue
+		}
+		known[EnvVar(k)] = true
+		names = append(names, EnvVar(k))
+	}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "TASKD_") || strings.HasPrefix(name, reservedEnvPrefix) || known[name] {
+			continue
+		}
+		return task.Invalidf("unknown variable %s in the environment%s", name, didYouMean(name, names))
+	}
+	return nil
+}
+
+// checkEnvValues checks the value of every TASKD_* variable that is set.
+func checkEnvValues() error {
+	for _, key := range sortedKeys(leafTypes) {
+		if _, isMap := entryFields[key]; isMap {
+			continue
+		}
+		if val, ok := os.LookupEnv(EnvVar(key)); ok {
+			if err := checkValue(key, val, leafTypes[key], "environment variable "+EnvVar(key)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkValue decodes val into a value of type t the way viper does.
+func checkValue(key string, val any, t reflect.Type, source string) error {
+	out := reflect.New(t)
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		WeaklyTypedInput: true,
+		Result:           out.Interface(),
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+	})
+	if err != nil {
+		return fmt.Errorf("config %s: %w", key, err)
+	}
+	if err := dec.Decode(val); err != nil {
+		return badValue(key, val, want(t), source)
+	}
+	return nil
+}
+
+// want says what a value of type t looks like.
+func want(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[time.Duration]():
+		return "a duration such as 500ms, 30s or 5m"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "a whole number"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	case t.Kind() == reflect.Slice:
+		return "a list"
+	case t.Kind() == reflect.Map:
+		return "a map"
+	}
+	return "a " + t.String()
+}
+
+// badValue is the error for a value that key cannot take.
+func badValue(key string, val any, want, source string) error {
+	return task.Invalidf("bad value %s for %s in %s: want %s", quoteValue(key, val), key, source, want)
+}
+
+// quoteValue prints val for an error message about key, credentials
+// hidden.
+func quoteValue(key string, val any) string {
+	if secret(key) && val != nil && val != "" {
+		return "(hidden)"
+	}
+	switch v := val.(type) {
+	case string:
+		if strings.HasSuffix(key, "dsn") {
+			v = dsnPassword.ReplaceAllString(v, "$1:***@")
+		}
+		return fmt.Sprintf("%q", v)
+	case nil:
+		return "(empty)"
+	}
+	return fmt.Sprintf("%v", val)
+}
+
+// source names where key's value came from: its variable, the file, or
+// the default.
+func source(v *viper.Viper, key, file string) string {
+	if _, ok := os.LookupEnv(EnvVar(key)); ok {
+		return "environment variable " + EnvVar(key)
+	}
+	if file != "" && v.InConfig(key) {
+		return file
+	}
+	return "the defaults"
+}
+
+// didYouMean suggests the candidate nearest key, when it is near enough to
+// be a typo.
+func didYouMean(key string, cands []string) string {
+	best, bestD := "", -1
+	for _, c := range slices.Sorted(slices.Values(cands)) {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(c)); bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	// The last segment is what was mistyped; allow about a third of it.
+	last := key[strings.LastIndexAny(key, "._")+1:]
+	if best == "" || bestD > max(2, len(last)/3) {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the optimal string alignment distance: insertions,
+// deletions, substitutions and transpositions of neighbours cost one.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// keyError is a value Validate rejects; Load adds where it came from.
+type keyError struct {
+	key  string
+	val  any
+	want string
+}
+
+func (e *keyError) Error() string {
+	return fmt.Sprintf("bad value %s for %s: want %s", quoteValue(e.key, e.val), e.key, e.want)
+}
+
+func (e *keyError) Unwrap() error { return task.Invalidf("%s", e.Error()) }
+
+// invalid reports that key cannot take val.
+func invalid(key string, val any, want string, args ...any) error {
+	return &keyError{key: key, val: val, want: fmt.Sprintf(want, args...)}
+}
+
+// withSource names the source of the key a keyError is about.
+func withSource(err error, v *viper.Viper, file string) error {
+	var ke *keyError
+	if !errors.As(err, &ke) {
+		return err
+	}
+	return badValue(ke.key, ke.val, ke.want, source(v, ke.key, file))
+}
+
+// dsnPassword matches the password of a go-sql-driver DSN.
+var dsnPassword = regexp.MustCompile(`^([^:@/]*):[^@]*@`)
+
+// secret reports whether key holds a credential that errors must not print.
+func secret(key string) bool {
+	return strings.HasSuffix(key, "password") || strings.HasSuffix(key, "_url")
+}
