@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -98,7 +99,7 @@ func (a *App) auditCmd() *cobra.Command {
 			fmt.Fprintln(w, "ID\tTIME\tWHO\tFROM\tACTION\tTARGET\tAFFECTED\tDETAIL")
 			for _, e := range es {
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.CreatedAt.Local().Format(time.DateTime), e.Actor,
-					dash(e.Origin), e.Action, oneLine(e.Target, 40), e.Affected, oneLine(string(e.Detail), 60))
+					dash(strings.TrimSpace(e.Origin+" "+e.Key)), e.Action, oneLine(e.Target, 40), e.Affected, oneLine(string(e.Detail), 60))
 			}
 			return w.Flush()
 		},

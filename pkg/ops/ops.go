@@ -33,6 +33,9 @@ type Ops struct {
 	Configured func(queue string) int
 	// Timezone is the zone of periodic tasks that name none (cron.timezone).
 	Timezone string
+	// Changed, when set, is called after an action that changed something
+	// (tasktop serve's shared loader then reads afresh).
+	Changed func()
 }
 
 // New returns the operator actions, attributed to the current OS user and
@@ -55,6 +58,24 @@ func CurrentActor() store.Actor {
 		a.Origin = h
 	}
 	return a
+}
+
+// As returns the same actions attributed to a: one tasktop serve
+// session's SSH key and client.
+func (o *Ops) As(a store.Actor) *Ops {
+	c := *o
+	c.actor = a
+	return &c
+}
+
+// Actor is who the actions are attributed to.
+func (o *Ops) Actor() store.Actor { return o.actor }
+
+// changed tells Changed that an action changed something.
+func (o *Ops) changed(n int) {
+	if n > 0 && o.Changed != nil {
+		o.Changed()
+	}
 }
 
 // Filter selects tasks for a bulk action.
@@ -175,6 +196,7 @@ func (o *Ops) taskAction(ctx context.Context, name string, t Target, wake bool,
 		return Change{Action: name, IDs: []int64{}, Unchanged: []int64{}}, err
 	}
 	done, err := apply(ctx, o.action(name, t), ids)
+	o.changed(len(done))
 	c := newChange(name, ids, done)
 	if err == nil && wake && len(done) > 0 && o.broker != nil {
 		o.broker.Wake(ctx, 0) // best effort: the next poll finds them anyway
@@ -279,6 +301,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		a.Target = store.IDsTarget(ids) // idle is only part of them
 	}
 	done, err := o.store.TaskCancel(ctx, a, idle)
+	o.changed(len(done) + len(killed))
 	if killErr != nil {
 		err = killErr
 	}
@@ -351,6 +374,9 @@ func (o *Ops) queueAction(ctx context.Context, action, q string, fn func(*store.
 	}
 	c, changed, err := o.store.QueueUpdate(ctx, o.actor, action, q, o.Configured(q), fn)
 	res := QueueChange{Action: action, Queue: q, Changed: changed, Before: c.Before, After: c.After}
+	if changed {
+		o.changed(1)
+	}
 	if err != nil {
 		return res, err
 	}

@@ -72,7 +72,7 @@ func TestMigrateAdoptsSeedTable(t *testing.T) {
 	defer st.Close()
 	applied, err := st.Migrate(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2}, applied)
+	require.Equal(t, []int{1, 2, 3}, applied)
 	again, err := st.Migrate(ctx)
 	require.NoError(t, err)
 	require.Empty(t, again, "idempotent")

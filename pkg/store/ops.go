@@ -17,8 +17,15 @@ import (
 
 // Actor identifies who made an operator action.
 type Actor struct {
-	User   string // OS user
-	Origin string // SSH client address, host, or program
+	// User is the OS user, or the comment of the SSH key of a tasktop
+	// serve session.
+	User string
+	// Origin is the SSH client's address ("ssh 203.0.113.7:51234"), the
+	// host, or the program.
+	Origin string
+	// Key is the SHA256 fingerprint of the SSH key the operator logged in
+	// with ("": not a tasktop serve session).
+	Key string
 }
 
 // AuditEntry is one row of task_audit.
@@ -27,6 +34,7 @@ type AuditEntry struct {
 	CreatedAt time.Time `json:"created_at"`
 	Actor     string    `json:"actor"`
 	Origin    string    `json:"origin"`
+	Key       string    `json:"key,omitempty"` // Actor.Key
 	Action    string    `json:"action"`
 	Target    string    `json:"target"`
 	Affected  int       `json:"affected"`
@@ -254,7 +262,11 @@ type execer interface {
 // insertAudit writes one task_audit row (the database clock stamps it) and
 // returns its id.
 func insertAudit(ctx context.Context, db execer, a Actor, action, target string, affected int, detail string) (int64, error) {
-	res, err := db.ExecContext(ctx, qAuditInsert, truncate(a.User, 128), truncate(a.Origin, 128), action, truncate(target, 255), affected, detail)
+	q, args := qAuditInsert, []any{truncate(a.User, 128), truncate(a.Origin, 128), action, truncate(target, 255), affected, detail}
+	if a.Key != "" {
+		q, args = qAuditInsertKey, append(args, truncate(a.Key, 64))
+	}
+	res, err := db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("audit %s: %w", action, err)
 	}
@@ -280,7 +292,7 @@ func (s *Store) AuditList(ctx context.Context, beforeID int64, limit int) ([]Aud
 	for rows.Next() {
 		var e AuditEntry
 		var at, detail string
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Origin, &e.Action, &e.Target, &e.Affected, &detail); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Origin, &e.Key, &e.Action, &e.Target, &e.Affected, &detail); err != nil {
 			return nil, fmt.Errorf("list audit log: %w", err)
 		}
 		if json.Valid([]byte(detail)) {

@@ -283,7 +283,12 @@ const qCancel = `UPDATE task_center SET status = 6, finished_at = NOW(3), worker
 
 const qAuditInsert = `INSERT INTO task_audit (actor, origin, action, target, affected, detail) VALUES (?, ?, ?, ?, ?, ?)`
 
-const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, action, target, affected, COALESCE(detail, '')
+// qAuditInsertKey is qAuditInsert with the SSH key of a tasktop serve
+// session. Rows without a key use the other, so the CLI keeps working
+// between installing a release and running its migrations.
+const qAuditInsertKey = `INSERT INTO task_audit (actor, origin, action, target, affected, detail, key_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, key_fingerprint, action, target, affected, COALESCE(detail, '')
 	FROM task_audit WHERE id < ? ORDER BY id DESC LIMIT ?`
 
 // qClaimWindow is the claim's candidate select while some queue is paused:
