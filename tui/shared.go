@@ -116,16 +116,28 @@ func (s *Shared) Overview(ctx context.Context) (*Overview, error) {
 	return ov, err
 }
 
-// Tasks implements Source.
-func (s *Shared) Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error) {
+// queryKey names a task query (Status by its value, not its address).
+func queryKey(kind string, q TaskQuery) string {
 	status := "-"
 	if q.Status != nil {
 		status = q.Status.String()
 	}
-	key := fmt.Sprintf("tasks %s %q %q %d %d", status, q.Queue, q.Code, q.BeforeID, q.Limit)
-	v, err := s.read(ctx, key, func(ctx context.Context) (any, error) { return s.Source.Tasks(ctx, q) })
+	q.Status = nil
+	return fmt.Sprintf("%s %s %+v", kind, status, q)
+}
+
+// Tasks implements Source.
+func (s *Shared) Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error) {
+	v, err := s.read(ctx, queryKey("tasks", q), func(ctx context.Context) (any, error) { return s.Source.Tasks(ctx, q) })
 	ts, _ := v.([]*task.Task)
 	return ts, err
+}
+
+// Count implements Source.
+func (s *Shared) Count(ctx context.Context, q TaskQuery) (int, error) {
+	v, err := s.read(ctx, queryKey("count", q), func(ctx context.Context) (any, error) { return s.Source.Count(ctx, q) })
+	n, _ := v.(int)
+	return n, err
 }
 
 type taskWithRuns struct {

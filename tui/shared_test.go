@@ -95,8 +95,10 @@ func TestSharedReadsOnce(t *testing.T) {
 		require.NoError(t, err)
 		_, err = b.shared.Tasks(context.Background(), TaskQuery{Status: &dead, Limit: 50})
 		require.NoError(t, err)
+		_, err = b.shared.Tasks(context.Background(), TaskQuery{Status: &dead, Search: "boom", Limit: 50})
+		require.NoError(t, err)
 	}
-	require.EqualValues(t, 2, b.src.tasks.Load())
+	require.EqualValues(t, 3, b.src.tasks.Load())
 }
 
 // The session that started a read ends (its context is cancelled): the
