@@ -71,12 +71,18 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 var silence sync.Once
 
+// Defaults of Options.
+const (
+	PrefixDefault   = "task:"
+	PoolSizeDefault = 64
+)
+
 // Open connects to Redis and checks that it answers.
 func Open(ctx context.Context, o Options) (*Broker, error) {
 	silence.Do(func() { redis.SetLogger(quiet{}) })
 	pool := o.PoolSize
 	if pool <= 0 {
-		pool = 64
+		pool = PoolSizeDefault
 	}
 	seeds := o.Seeds()
 	if len(seeds) == 0 {

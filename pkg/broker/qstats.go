@@ -108,9 +108,9 @@ func (b *Broker) QueueRuns(ctx context.Context, queues []string, now time.Time) 
 }
 
 // WorkersProcessed returns the attempts each of workers finished over the
-// last minute, from their per-minute counters (the workers' clock).
-func (b *Broker) WorkersProcessed(ctx context.Context, workers []string) (map[string]float64, error) {
-	now := time.Now()
+// minute before now, from their per-minute counters (kept by the workers'
+// clocks).
+func (b *Broker) WorkersProcessed(ctx context.Context, workers []string, now time.Time) (map[string]float64, error) {
 	cur := now.Unix() / 60
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(workers))

@@ -98,6 +98,15 @@ func (b *Broker) Orphans(ctx context.Context, w string) (map[string][]string, er
 	return out, nil
 }
 
+// Withdraw deletes worker w's heartbeat, so recovery treats it as dead at
+// once instead of after the heartbeat's TTL.
+func (b *Broker) Withdraw(ctx context.Context, w string) error {
+	if err := b.rdb.Del(ctx, b.Keys.Worker(w)).Err(); err != nil {
+		return fmt.Errorf("withdraw heartbeat of %s: %w", w, err)
+	}
+	return nil
+}
+
 // Forget deletes dead worker w's processing lists and registry entries.
 func (b *Broker) Forget(ctx context.Context, w string) error {
 	queues, err := b.rdb.SMembers(ctx, b.Keys.WorkerQueues(w)).Result()

@@ -3,6 +3,8 @@ package config
 import (
 	"net/url"
 	"time"
+
+	"github.com/taskd/taskd/pkg/alert"
 )
 
 // AlertsConfig configures alerting. Each rule has a threshold (a negative
@@ -42,8 +44,8 @@ type AlertsConfig struct {
 // alertDefaults are the alerts.* keys with their defaults.
 var alertDefaults = map[string]any{
 	"alerts.enabled":                   false,
-	"alerts.interval":                  "15s",
-	"alerts.cooldown":                  "30m",
+	"alerts.interval":                  dur(alert.IntervalDefault),
+	"alerts.cooldown":                  dur(alert.CooldownDefault),
 	"alerts.webhook_url":               "",
 	"alerts.slack_url":                 "",
 	"alerts.wecom_url":                 "",

@@ -16,7 +16,15 @@ import (
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/recovery"
+	"github.com/taskd/taskd/pkg/retention"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/watchdog"
+	"github.com/taskd/taskd/pkg/worker"
 )
 
 // Config is the whole configuration. Field tags are the YAML keys.
@@ -193,43 +201,56 @@ var defaults = map[string]any{
 	"node.roles":                []string{"scheduler", "worker", "recovery", "retention", "watchdog"},
 	"mysql.dsn":                 "root:@tcp(127.0.0.1:3306)/taskd",
 	"mysql.read_dsn":            "",
-	"mysql.max_open_conns":      32,
-	"mysql.lock_wait_timeout":   "5s",
+	"mysql.max_open_conns":      store.MaxOpenConnsDefault,
+	"mysql.lock_wait_timeout":   dur(store.LockWaitTimeoutDefault),
 	"redis.addr":                "127.0.0.1:6379",
 	"redis.addrs":               []string{},
 	"redis.master_name":         "",
 	"redis.cluster":             false,
 	"redis.password":            "",
 	"redis.db":                  0,
-	"redis.prefix":              "task:",
-	"redis.pool_size":           64,
-	"scheduler.batch_size":      500,
-	"scheduler.poll_interval":   "1s",
+	"redis.prefix":              broker.PrefixDefault,
+	"redis.pool_size":           broker.PoolSizeDefault,
+	"scheduler.batch_size":      scheduler.BatchSizeDefault,
+	"scheduler.poll_interval":   dur(scheduler.PollIntervalDefault),
 	"worker.concurrency":        10,
-	"worker.shutdown_grace":     "30s",
-	"worker.kill_grace":         "5s",
-	"worker.output_limit":       65536,
-	"worker.heartbeat_interval": "5s",
-	"worker.heartbeat_ttl":      "30s",
-	"recovery.interval":         "5s",
-	"recovery.dispatch_window":  "1m",
-	"recovery.running_grace":    "1m",
-	"recovery.crash_limit":      3,
-	"retention.interval":        "10m",
-	"retention.task_age":        "168h",
-	"retention.run_age":         "720h",
-	"retry.base":                "10s",
-	"retry.max":                 "1h",
+	"worker.shutdown_grace":     dur(worker.ShutdownGraceDefault),
+	"worker.kill_grace":         dur(handler.KillGraceDefault),
+	"worker.output_limit":       worker.OutputLimitDefault,
+	"worker.heartbeat_interval": dur(worker.HeartbeatIntervalDefault),
+	"worker.heartbeat_ttl":      dur(worker.HeartbeatTTLDefault),
+	"recovery.interval":         dur(recovery.IntervalDefault),
+	"recovery.dispatch_window":  dur(recovery.DispatchWindowDefault),
+	"recovery.running_grace":    dur(recovery.RunningGraceDefault),
+	"recovery.crash_limit":      recovery.CrashLimitDefault,
+	"retention.interval":        dur(retention.IntervalDefault),
+	"retention.task_age":        dur(retention.TaskAgeDefault),
+	"retention.run_age":         dur(retention.RunAgeDefault),
+	"retry.base":                dur(worker.RetryBaseDefault),
+	"retry.max":                 dur(worker.RetryMaxDefault),
 	"submit.max_payload":        task.DefaultMaxPayload,
 	"cron.timezone":             "",
 	"log.format":                "auto",
 	"log.level":                 "info",
 	"metrics.addr":              "",
 	"tasktop.readonly":          false,
-	"tasktop.refresh":           "2s",
-	"watchdog.interval":         "5s",
-	"watchdog.idle_window":      "2m",
-	"watchdog.grace":            "30s",
+	"tasktop.refresh":           "2s", // tui.RefreshDefault (tui imports this package)
+	"watchdog.interval":         dur(watchdog.IntervalDefault),
+	"watchdog.idle_window":      dur(watchdog.IdleWindowDefault),
+	"watchdog.grace":            dur(watchdog.GraceDefault),
+}
+
+// dur writes a default duration as the configuration reference shows it:
+// 1m, not 1m0s.
+func dur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Keys lists every configuration key with its default, sorted: the

@@ -48,6 +48,17 @@ func (r *Runner) Stop() {
 	<-done
 }
 
+// Cancel cancels the loop without waiting for it to return: for a process
+// about to exit, which must not wait on a loop stuck in a call.
+func (r *Runner) Cancel() {
+	r.mu.Lock()
+	cancel := r.cancel
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
 // Every calls pass now and then every interval until ctx is done.
 func Every(ctx context.Context, interval time.Duration, pass func(ctx context.Context)) {
 	t := time.NewTicker(interval)

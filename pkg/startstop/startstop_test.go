@@ -27,3 +27,25 @@ func TestLifecycle(t *testing.T) {
 	require.Equal(t, n, passes.Load(), "no pass after Stop returned")
 	r.Stop() // twice
 }
+
+// Cancel returns while the loop still winds down; a Stop after it waits.
+func TestCancelDoesNotWait(t *testing.T) {
+	t.Parallel()
+	var r startstop.Runner
+	r.Cancel() // without Start
+	release, ended := make(chan struct{}), make(chan struct{})
+	require.NoError(t, r.Start(context.Background(), func(ctx context.Context) {
+		defer close(ended)
+		<-ctx.Done()
+		<-release
+	}))
+	r.Cancel()
+	select {
+	case <-ended:
+		t.Fatal("the loop ended before it was released")
+	default:
+	}
+	close(release)
+	r.Stop()
+	<-ended
+}

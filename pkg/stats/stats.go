@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -71,6 +72,9 @@ type Source struct {
 	Queues []string
 	// Configured returns a queue's configured shard count (0: none).
 	Configured func(queue string) int
+	// Clock, when set, gives the instant of the snapshot (tests pin it);
+	// default: the database clock.
+	Clock clock.Clock
 }
 
 // Collect takes a snapshot.
@@ -87,8 +91,10 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	now, err := src.Store.Now(ctx)
-	if err != nil {
+	var now time.Time
+	if src.Clock != nil {
+		now = src.Clock.Now()
+	} else if now, err = src.Store.Now(ctx); err != nil {
 		return nil, err
 	}
 	names := slices.Clone(src.Queues)
@@ -113,7 +119,7 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 	for i, w := range live {
 		ids[i] = w.ID
 	}
-	perMin, err := src.Broker.WorkersProcessed(ctx, ids)
+	perMin, err := src.Broker.WorkersProcessed(ctx, ids, now)
 	if err != nil {
 		return nil, err
 	}

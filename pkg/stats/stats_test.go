@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
@@ -23,10 +24,9 @@ import (
 func TestQueueFiguresMatchTaskRun(t *testing.T) {
 	t.Parallel()
 	// The figures of the last minute count the current minute whole and
-	// the one before pro rata: run everything within one minute.
-	if s := time.Now().Second(); s > 40 {
-		time.Sleep(time.Duration(61-s) * time.Second)
-	}
+	// the one before pro rata: the worker and the snapshot share a clock
+	// pinned to one instant, so every attempt counts in the same minute.
+	pinned := clock.NewManual(time.Now())
 	env := testenv.New(t)
 	ctx := context.Background()
 	reg := handler.NewRegistry()
@@ -35,7 +35,7 @@ func TestQueueFiguresMatchTaskRun(t *testing.T) {
 	w := worker.New(worker.Config{
 		ID: "w1", Node: "test", Queues: map[string]int{"q": 4}, Handlers: reg,
 		RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
-		ShutdownGrace: 5 * time.Second, HeartbeatInterval: 50 * time.Millisecond,
+		ShutdownGrace: 5 * time.Second, HeartbeatInterval: 50 * time.Millisecond, Clock: pinned,
 	}, env.Store, env.Broker)
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(w.Stop)
@@ -70,7 +70,7 @@ func TestQueueFiguresMatchTaskRun(t *testing.T) {
 	// The worker's own counters reach Redis with its next heartbeat.
 	var st *stats.Stats
 	require.Eventually(t, func() bool {
-		st, err = stats.Collect(ctx, stats.Source{Store: env.Store, Broker: env.Broker, Queues: []string{"q"}})
+		st, err = stats.Collect(ctx, stats.Source{Store: env.Store, Broker: env.Broker, Queues: []string{"q"}, Clock: pinned})
 		require.NoError(t, err)
 		return len(st.Workers) == 1 && st.Workers[0].ProcessedPerMin == int64(runs)
 	}, 5*time.Second, 20*time.Millisecond)

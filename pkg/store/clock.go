@@ -10,12 +10,17 @@ import (
 // between the local clock and NOW(3) and applies it, so instants a node
 // computes (the next cron occurrence) agree with the instants SQL compares.
 type Clock struct {
-	store  *Store
+	store  TimeSource
 	offset atomic.Int64 // nanoseconds to add to the local clock
 }
 
+// TimeSource tells the database's time: a *Store.
+type TimeSource interface {
+	Now(ctx context.Context) (time.Time, error)
+}
+
 // NewClock returns a clock with no offset until Sync.
-func NewClock(s *Store) *Clock { return &Clock{store: s} }
+func NewClock(s TimeSource) *Clock { return &Clock{store: s} }
 
 // Sync measures the offset, correcting for half the round trip.
 func (c *Clock) Sync(ctx context.Context) error {

@@ -21,6 +21,13 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
+// Defaults of Options.
+const (
+	MaxOpenConnsDefault     = 32
+	LockWaitTimeoutDefault  = 5 * time.Second
+	StatementTimeoutDefault = 30 * time.Second
+)
+
 // Options tune the connection pool and session.
 type Options struct {
 	// MaxOpenConns bounds the pool (default 32).
@@ -54,7 +61,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	db := sql.OpenDB(conn)
 	n := o.MaxOpenConns
 	if n <= 0 {
-		n = 32
+		n = MaxOpenConnsDefault
 	}
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
@@ -90,14 +97,14 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 	}
 	lw := o.LockWaitTimeout
 	if lw <= 0 {
-		lw = 5 * time.Second
+		lw = LockWaitTimeoutDefault
 	}
 	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
 		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(max(1, int(lw.Seconds())))
 	}
 	st := o.StatementTimeout
 	if st <= 0 {
-		st = 30 * time.Second
+		st = StatementTimeoutDefault
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/startstop"
@@ -68,7 +69,9 @@ type Config struct {
 	DefaultTimezone string
 	Node            string
 	// Exit is called once when the process must exit with code. Required.
-	Exit    func(code int, reason string)
+	Exit func(code int, reason string)
+	// Clock is the worker's clock (default: the system clock).
+	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
 }
@@ -81,10 +84,25 @@ type Result struct {
 	Exit      bool // the process was told to exit
 }
 
+// Slots is what the watchdog needs of a worker: what its slots run, its
+// queues' capacity and progress, and a way to give up on a slot.
+// *worker.Worker implements it.
+type Slots interface {
+	ID() string
+	Running() []worker.Running
+	QueueSlots() []worker.QueueSlots
+	// Abandon frees the slot of an attempt whose handler does not return;
+	// false when it no longer runs there.
+	Abandon(r worker.Running) bool
+	// AckAbandoned drops an abandoned attempt's message once its task was
+	// recovered.
+	AckAbandoned(ctx context.Context, r worker.Running) error
+}
+
 // Watchdog watches one worker.
 type Watchdog struct {
 	cfg    Config
-	w      *worker.Worker
+	w      Slots
 	store  *store.Store
 	broker *broker.Broker
 	clock  *store.Clock
@@ -103,11 +121,12 @@ type fence struct {
 }
 
 // New returns a watchdog of w.
-func New(cfg Config, w *worker.Worker, s *store.Store, b *broker.Broker) *Watchdog {
+func New(cfg Config, w Slots, s *store.Store, b *broker.Broker) *Watchdog {
 	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
 	cfg.IdleWindow = cmp.Or(cfg.IdleWindow, IdleWindowDefault)
 	cfg.Grace = cmp.Or(cfg.Grace, GraceDefault)
 	cfg.CrashLimit = cmp.Or(cfg.CrashLimit, recovery.CrashLimitDefault)
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -135,11 +154,11 @@ func (d *Watchdog) Stop() { d.runner.Stop() }
 // RunOnce makes one check and heals what it finds.
 func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 	var res Result
-	now := time.Now()
+	now := d.cfg.Clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	busy := map[string]int{}
-	for _, r := range d.w.RunningAttempts() {
+	for _, r := range d.w.Running() {
 		f := fence{r.TaskID, r.Attempt}
 		if r.Abandoned {
 			if deadline, ok := d.abandoned[f]; ok && now.After(deadline) && !returned(r) {
@@ -157,10 +176,11 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			delete(d.abandoned, f) // returned long ago
 		}
 	}
-	for _, q := range d.w.Queues() {
-		quiet := now.Sub(d.w.Progress(q))
+	for _, qs := range d.w.QueueSlots() {
+		q := qs.Name
+		quiet := now.Sub(qs.Progress)
 		// A paused queue keeps its backlog on purpose.
-		if quiet <= d.cfg.IdleWindow || busy[q] >= d.w.QueueCapacity(q) || d.broker.Layout().Paused(q) {
+		if quiet <= d.cfg.IdleWindow || busy[q] >= qs.Capacity || d.broker.Layout().Paused(q) {
 			delete(d.idle, q)
 			continue
 		}
@@ -177,7 +197,7 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			res.Idle++
 			d.cfg.Metrics.Heal(KindIdle)
 			detail := fmt.Sprintf("queue %s: %d messages waiting, %d of %d slots free, nothing started or ended for %s",
-				q, backlog, d.w.QueueCapacity(q)-busy[q], d.w.QueueCapacity(q), quiet.Round(time.Second))
+				q, backlog, qs.Capacity-busy[q], qs.Capacity, quiet.Round(time.Second))
 			d.log.Error("worker alive but idle", "queue", q, "backlog", backlog, "quiet", quiet)
 			d.record(ctx, &broker.Event{Kind: KindIdle, Queue: q, Detail: detail})
 		}
@@ -204,7 +224,7 @@ func (d *Watchdog) heal(ctx context.Context, res *Result, r worker.Running, held
 	}
 	res.Abandoned++
 	d.cfg.Metrics.Heal(KindAbandoned)
-	d.abandoned[fence{r.TaskID, r.Attempt}] = time.Now().Add(d.cfg.Grace)
+	d.abandoned[fence{r.TaskID, r.Attempt}] = d.cfg.Clock.Now().Add(d.cfg.Grace)
 	why := fmt.Sprintf("watchdog: held %s past its timeout of %s on worker %s; slot abandoned", (held - r.Timeout).Round(time.Second), r.Timeout, d.w.ID())
 	ok, err := d.recover(ctx, r, why)
 	switch {
@@ -235,7 +255,7 @@ func (d *Watchdog) recover(ctx context.Context, r worker.Running, why string) (b
 		Timezone: t.Timezone, WorkerID: d.w.ID(), CrashCount: t.CrashCount, PlanNextRun: t.PlanNextRun}
 	tr := recovery.CrashTransition(rt, why, d.cfg.CrashLimit, d.cfg.DefaultTimezone, d.clock.Now())
 	tr.Run.Node = d.cfg.Node
-	tr.Run.Duration = time.Since(r.Since)
+	tr.Run.Duration = d.cfg.Clock.Now().Sub(r.Since)
 	applied, err := d.store.TaskTransition(ctx, []store.Transition{tr})
 	if err != nil {
 		return false, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 )
 
@@ -33,8 +34,8 @@ func (cp *completion) attrs(more ...any) []any {
 // commit and when idle a result is written at once. A message is removed
 // from the processing list only after its result is durable.
 type completer struct {
-	store    *store.Store
-	broker   *broker.Broker
+	store    Store
+	broker   Broker
 	workerID string
 	log      *slog.Logger
 	stale    *atomic.Int64
@@ -44,18 +45,19 @@ type completer struct {
 	// clock).
 	now func() time.Time
 
-	in      chan completion
-	quit    chan struct{} // closed by stop: flush and exit
-	done    chan struct{}
-	giveUp  time.Time
-	stopped atomic.Bool
-	once    sync.Once
+	in     chan completion
+	runner startstop.Runner
+	done   chan struct{} // closed when the writers exited
+	// giveUp is when a stopping completer stops retrying (unix ns);
+	// discard drops what is queued (abort).
+	giveUp  atomic.Int64
+	discard atomic.Bool
 }
 
-func newCompleter(s *store.Store, b *broker.Broker, workerID string, log *slog.Logger, stale *atomic.Int64) *completer {
+func newCompleter(s Store, b Broker, workerID string, log *slog.Logger, stale *atomic.Int64) *completer {
 	return &completer{
 		store: s, broker: b, workerID: workerID, log: log, stale: stale, now: time.Now,
-		in: make(chan completion, 4*completerBatchMax), quit: make(chan struct{}), done: make(chan struct{}),
+		in: make(chan completion, 4*completerBatchMax), done: make(chan struct{}),
 	}
 }
 
@@ -63,24 +65,29 @@ func newCompleter(s *store.Store, b *broker.Broker, workerID string, log *slog.L
 // while one waits for its commit, the next batch is already on its way.
 const completerWriters = 2
 
-func (c *completer) start() {
-	var wg sync.WaitGroup
-	for range completerWriters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.loop()
-		}()
-	}
-	go func() {
+// Start runs the writers until stop.
+func (c *completer) Start(ctx context.Context) error {
+	return c.runner.Start(ctx, func(ctx context.Context) {
+		defer close(c.done)
+		var wg sync.WaitGroup
+		for range completerWriters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.loop(ctx)
+			}()
+		}
 		wg.Wait()
-		close(c.done)
-	}()
+	})
 }
 
 // add queues a completion. After stop it is dropped: the task was handed
 // back already, or recovery will find it.
 func (c *completer) add(cp completion) {
+	if c.discard.Load() {
+		c.log.Warn("result dropped on abort; recovery will re-run the task", cp.attrs()...)
+		return
+	}
 	select {
 	case c.in <- cp:
 	case <-c.done:
@@ -90,33 +97,38 @@ func (c *completer) add(cp completion) {
 
 // stop flushes what is queued, retrying failed writes for at most wait.
 func (c *completer) stop(wait time.Duration) {
-	c.once.Do(func() {
-		c.giveUp = time.Now().Add(wait)
-		close(c.quit)
-	})
-	<-c.done
+	c.giveUp.Store(time.Now().Add(wait).UnixNano())
+	c.runner.Stop()
 }
 
-func (c *completer) loop() {
+// abandon drops what is queued, and what is added later, and returns
+// without waiting for writes in flight: the process is about to exit, and
+// recovery re-runs what was not written.
+func (c *completer) abandon() {
+	c.discard.Store(true)
+	c.runner.Cancel()
+}
+
+// loop writes batches until ctx is done, then flushes what is left.
+func (c *completer) loop(ctx context.Context) {
 	batch := make([]completion, 0, completerBatchMax)
 	for {
 		batch = batch[:0]
 		select {
 		case cp := <-c.in:
 			batch = append(batch, cp)
-		case <-c.quit:
-			// Drain and flush what is left, then exit.
-			for {
-				batch = batch[:0]
-				batch = c.drain(batch)
+		case <-ctx.Done():
+			for !c.discard.Load() {
+				batch = c.drain(batch[:0])
 				if len(batch) == 0 {
 					return
 				}
-				c.write(batch)
+				c.write(ctx, batch)
 			}
+			return
 		}
 		batch = c.drain(batch)
-		c.write(batch)
+		c.write(ctx, batch)
 	}
 }
 
@@ -132,39 +144,41 @@ func (c *completer) drain(batch []completion) []completion {
 	return batch
 }
 
+// givingUp reports whether a failed write is to be given up: the completer
+// stops (ctx is done) and its flush deadline passed, or it aborts.
+func (c *completer) givingUp(ctx context.Context) bool {
+	return ctx.Err() != nil && (c.discard.Load() || time.Now().UnixNano() > c.giveUp.Load())
+}
+
 // write makes the batch durable, retrying while the task center is
 // unreachable (until the shutdown deadline), then acknowledges the
 // messages.
-func (c *completer) write(batch []completion) {
+func (c *completer) write(ctx context.Context, batch []completion) {
 	ts := make([]store.Transition, len(batch))
 	for i := range batch {
 		ts[i] = batch[i].tr
 	}
-	delay := 100 * time.Millisecond
+	delay := retryFirst
 	var applied []bool
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		wctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 		var err error
-		applied, err = c.store.TaskTransition(ctx, ts)
+		applied, err = c.store.TaskTransition(wctx, ts)
 		cancel()
 		if err == nil {
 			break
 		}
 		if store.IsRejected(err) {
-			c.rejected(batch, err)
+			c.rejected(ctx, batch, err)
 			return
 		}
-		select {
-		case <-c.quit:
-			if time.Now().After(c.giveUp) {
-				c.log.Error("giving up writing results at shutdown; recovery will re-run these tasks", "tasks", len(batch), "err", err)
-				return
-			}
-		default:
+		if c.givingUp(ctx) {
+			c.log.Error("giving up writing results at shutdown; recovery will re-run these tasks", "tasks", len(batch), "err", err)
+			return
 		}
 		c.log.Error("write results failed; retrying", "tasks", len(batch), "err", err, "in", delay)
 		time.Sleep(delay)
-		delay = min(delay*2, 5*time.Second)
+		delay = min(delay*2, retryMax)
 	}
 	acks := map[string][]string{}
 	// Attempts whose result was applied, for the queues' per-minute
@@ -182,9 +196,9 @@ func (c *completer) write(batch []completion) {
 	if c.written != nil {
 		c.written(batch, applied)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 	defer cancel()
-	if err := c.broker.AckEnded(ctx, c.workerID, acks, c.now(), ended); err != nil {
+	if err := c.broker.AckEnded(actx, c.workerID, acks, c.now(), ended); err != nil {
 		// The results are durable; leftover messages are dropped by the
 		// fence when recovery looks at them (and the counters miss them).
 		c.log.Warn("ack finished messages", "err", err)
@@ -196,10 +210,10 @@ func (c *completer) write(batch []completion) {
 // to find the culprit; the culprit is written once more with a short result
 // in place of its output, and given up on (recovery re-runs its task) if even
 // that is refused.
-func (c *completer) rejected(batch []completion, err error) {
+func (c *completer) rejected(ctx context.Context, batch []completion, err error) {
 	if len(batch) > 1 {
 		for _, cp := range batch {
-			c.write([]completion{cp})
+			c.write(ctx, []completion{cp})
 		}
 		return
 	}
@@ -216,5 +230,5 @@ func (c *completer) rejected(batch []completion, err error) {
 		run.Result = note
 		cp.tr.Run = &run
 	}
-	c.write([]completion{cp})
+	c.write(ctx, []completion{cp})
 }

@@ -40,7 +40,7 @@ func TestRefusedResultDoesNotJamTheBatch(t *testing.T) {
 			To: task.Succeeded, SetResult: true, Result: result,
 			Run: &store.RunRecord{Code: "x", Queue: "x", Outcome: task.OutcomeSucceeded, Result: result}}}
 	}
-	c.write([]completion{done(rs[0].ID, 1, "fine"), done(rs[1].ID, 1, "bad \xff\xfe")})
+	c.write(ctx, []completion{done(rs[0].ID, 1, "fine"), done(rs[1].ID, 1, "bad \xff\xfe")})
 
 	t0, err := env.Store.TaskGet(ctx, rs[0].ID)
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func TestStaleResultLogNamesTheTask(t *testing.T) {
 	var stale atomic.Int64
 	c := newCompleter(env.Store, env.Broker, "w", slog.New(slog.NewJSONHandler(&buf, nil)), &stale)
 	// Attempt 7 was never dispatched: the fence rejects it.
-	c.write([]completion{{code: "mail", queue: "mail", raw: "m", tr: store.Transition{ID: rs[0].ID, Attempt: 7,
+	c.write(ctx, []completion{{code: "mail", queue: "mail", raw: "m", tr: store.Transition{ID: rs[0].ID, Attempt: 7,
 		From: task.Running, To: task.Succeeded}}})
 	require.EqualValues(t, 1, stale.Load())
 

@@ -33,6 +33,6 @@ func TestOwnAlreadyAfterLostCommitReply(t *testing.T) {
 
 	fences := []store.Fence{{ID: mine, Attempt: 3}, {ID: mine, Attempt: 3}, {ID: other, Attempt: 3}, {ID: older, Attempt: 3}, {ID: waiting, Attempt: 3}}
 	ok := make([]bool, len(fences))
-	w.ownAlready(context.Background(), fences, ok)
+	w.pool.ownAlready(context.Background(), fences, ok)
 	require.Equal(t, []bool{true, false, false, false, false}, ok)
 }

@@ -44,7 +44,7 @@ func TestCompleterCountsAppliedAttempts(t *testing.T) {
 		return completion{queue: "x", raw: "m", tr: store.Transition{ID: id, Attempt: attempt, From: task.Running,
 			To: to, Run: &store.RunRecord{Code: "x", Queue: "x", Outcome: o}}}
 	}
-	c.write([]completion{
+	c.write(ctx, []completion{
 		end(rs[0].ID, 1, task.Succeeded, task.OutcomeSucceeded),
 		end(rs[1].ID, 1, task.Dead, task.OutcomeDead),
 		end(rs[2].ID, 7, task.Succeeded, task.OutcomeSucceeded), // never dispatched: fenced off

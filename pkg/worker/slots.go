@@ -5,15 +5,132 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
-	"github.com/taskd/taskd/pkg/metrics"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/task"
 )
 
+// errKilled is the cancel cause of an attempt killed by an operator.
+var errKilled = errors.New("killed by operator")
+
 // errAbandoned is the cancel cause of an attempt the watchdog gave up on.
 var errAbandoned = errors.New("abandoned by the watchdog")
+
+// job is one message being run.
+type job struct {
+	msg     *task.Message
+	raw     string
+	queue   string
+	started time.Time
+	// ctx is cancelled with errKilled when an operator kills the task.
+	ctx  context.Context
+	kill context.CancelCauseFunc
+	done atomic.Bool // its result was handed to the completer
+	// release frees the job's slot once: when its handler returns, or
+	// earlier when the watchdog abandons it.
+	release   func()
+	abandoned atomic.Bool
+	returned  chan struct{} // closed when the handler returned
+}
+
+// slotTable knows what every slot runs: the pool fills it, the kill
+// listener, the heartbeat and the watchdog read it.
+type slotTable struct {
+	queues map[string]int
+	clock  clock.Clock
+	busy   atomic.Int64
+	// progress holds, per queue, when a task of it last started or ended
+	// (unix ns): the watchdog's measure of an alive but idle worker.
+	progress map[string]*atomic.Int64
+
+	mu        sync.Mutex
+	inflight  map[int64]*job
+	abandoned map[*job]struct{} // given up on, handler not returned yet
+}
+
+func newSlotTable(queues map[string]int, c clock.Clock) *slotTable {
+	t := &slotTable{queues: queues, clock: c, progress: map[string]*atomic.Int64{},
+		inflight: map[int64]*job{}, abandoned: map[*job]struct{}{}}
+	for q := range queues {
+		t.progress[q] = &atomic.Int64{}
+	}
+	return t
+}
+
+func (t *slotTable) resetProgress(at time.Time) {
+	for _, p := range t.progress {
+		p.Store(at.UnixNano())
+	}
+}
+
+func (t *slotTable) markProgress(q string) {
+	if p, ok := t.progress[q]; ok {
+		p.Store(t.clock.Now().UnixNano())
+	}
+}
+
+// queueCapacity is the number of slots of queue q (0: not consumed).
+func (t *slotTable) queueCapacity(q string) int {
+	c, ok := t.queues[q]
+	if !ok {
+		return 0
+	}
+	return max(1, c)
+}
+
+func (t *slotTable) capacity() int {
+	n := 0
+	for q := range t.queues {
+		n += t.queueCapacity(q)
+	}
+	return n
+}
+
+// add records a started job.
+func (t *slotTable) add(j *job) {
+	t.mu.Lock()
+	t.inflight[j.msg.ID] = j
+	t.mu.Unlock()
+	t.busy.Add(1)
+}
+
+// remove forgets a job whose slot is released.
+func (t *slotTable) remove(j *job) {
+	t.mu.Lock()
+	if t.inflight[j.msg.ID] == j {
+		delete(t.inflight, j.msg.ID)
+	}
+	t.mu.Unlock()
+	t.busy.Add(-1)
+}
+
+// running returns the jobs the slots run (abandoned ones not included).
+func (t *slotTable) running() []*job {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*job, 0, len(t.inflight))
+	for _, j := range t.inflight {
+		out = append(out, j)
+	}
+	return out
+}
+
+// kill cancels attempt (id, attempt) if a slot runs it, and reports whether
+// one did.
+func (t *slotTable) kill(id int64, attempt int) *job {
+	t.mu.Lock()
+	j := t.inflight[id]
+	t.mu.Unlock()
+	if j == nil || j.msg.Attempt != attempt {
+		return nil
+	}
+	j.kill(errKilled)
+	return j
+}
 
 // Running is one attempt a slot runs, as the watchdog sees it.
 type Running struct {
@@ -24,56 +141,32 @@ type Running struct {
 	raw      string
 }
 
-// Capacity is the number of slots over all queues.
-func (w *Worker) Capacity() int {
-	n := 0
-	for _, c := range w.cfg.Queues {
-		n += max(1, c)
-	}
-	return n
+// QueueSlots is one consumed queue as the watchdog sees it.
+type QueueSlots struct {
+	Name     string
+	Capacity int
+	// Progress is when a task of the queue last started or ended (the
+	// start of the worker when none did yet).
+	Progress time.Time
 }
 
-// QueueCapacity is the number of slots of queue q.
-func (w *Worker) QueueCapacity(q string) int {
-	c, ok := w.cfg.Queues[q]
-	if !ok {
-		return 0
+// QueueSlots lists the consumed queues, sorted by name.
+func (w *Worker) QueueSlots() []QueueSlots {
+	out := make([]QueueSlots, 0, len(w.cfg.Queues))
+	for _, q := range w.Queues() {
+		out = append(out, QueueSlots{Name: q, Capacity: w.slots.queueCapacity(q),
+			Progress: time.Unix(0, w.slots.progress[q].Load())})
 	}
-	return max(1, c)
-}
-
-// Queues returns the queues the worker consumes, sorted.
-func (w *Worker) Queues() []string {
-	out := make([]string, 0, len(w.cfg.Queues))
-	for q := range w.cfg.Queues {
-		out = append(out, q)
-	}
-	sort.Strings(out)
 	return out
 }
 
-// Progress is when a task of queue q last started or ended (the start of
-// the worker when none did yet).
-func (w *Worker) Progress(q string) time.Time {
-	p, ok := w.progress[q]
-	if !ok {
-		return time.Time{}
-	}
-	return time.Unix(0, p.Load())
-}
-
-func (w *Worker) markProgress(q string) {
-	if p, ok := w.progress[q]; ok {
-		p.Store(time.Now().UnixNano())
-	}
-}
-
-// RunningAttempts lists the attempts the worker's slots run, abandoned ones
+// Running lists the attempts the worker's slots run, abandoned ones
 // included while their handlers have not returned.
-func (w *Worker) RunningAttempts() []Running {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]Running, 0, len(w.inflight)+len(w.abandoned))
+func (w *Worker) Running() []Running {
+	t := w.slots
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Running, 0, len(t.inflight)+len(t.abandoned))
 	add := func(j *job) {
 		out = append(out, Running{
 			Slot: broker.Slot{Queue: j.queue, TaskID: j.msg.ID, Code: j.msg.Code, Attempt: j.msg.Attempt,
@@ -82,19 +175,19 @@ func (w *Worker) RunningAttempts() []Running {
 			Returned: j.returned, raw: j.raw,
 		})
 	}
-	for _, j := range w.inflight {
+	for _, j := range t.inflight {
 		add(j)
 	}
-	for j := range w.abandoned {
+	for j := range t.abandoned {
 		add(j)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
 	return out
 }
 
-// Slots is what the busy slots do, for the heartbeat.
-func (w *Worker) Slots() []broker.Slot {
-	rs := w.RunningAttempts()
+// busySlots is what the busy slots do, for the heartbeat.
+func (w *Worker) busySlots() []broker.Slot {
+	rs := w.Running()
 	out := make([]broker.Slot, len(rs))
 	for i, r := range rs {
 		out[i] = r.Slot
@@ -108,25 +201,27 @@ func (w *Worker) Slots() []broker.Slot {
 // if it ever comes, is rejected by the fence. It returns false when the
 // attempt no longer runs here.
 func (w *Worker) Abandon(r Running) bool {
-	w.mu.Lock()
-	j := w.inflight[r.TaskID]
+	t := w.slots
+	t.mu.Lock()
+	j := t.inflight[r.TaskID]
 	if j == nil || j.msg.Attempt != r.Attempt || !j.abandoned.CompareAndSwap(false, true) {
-		w.mu.Unlock()
+		t.mu.Unlock()
 		return false
 	}
-	delete(w.inflight, r.TaskID)
-	w.abandoned[j] = struct{}{}
-	w.mu.Unlock()
+	delete(t.inflight, r.TaskID)
+	t.abandoned[j] = struct{}{}
+	t.mu.Unlock()
 	j.kill(errAbandoned)
 	j.release()
 	go func() {
 		<-j.returned
-		w.mu.Lock()
-		delete(w.abandoned, j)
-		w.mu.Unlock()
+		t.mu.Lock()
+		delete(t.abandoned, j)
+		t.mu.Unlock()
 	}()
 	w.log.Error("slot abandoned: its handler ignored cancellation; the slot is replaced",
-		"task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt, "queue", j.queue, "held", time.Since(j.started))
+		"task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt, "queue", j.queue,
+		"held", w.clock.Now().Sub(j.started))
 	return true
 }
 
@@ -134,56 +229,4 @@ func (w *Worker) Abandon(r Running) bool {
 // list once its task was recovered.
 func (w *Worker) AckAbandoned(ctx context.Context, r Running) error {
 	return w.broker.Ack(ctx, w.cfg.ID, map[string][]string{r.Queue: {r.raw}})
-}
-
-// Abort is the watchdog's last resort before the process exits: the
-// heartbeat is withdrawn at once (recovery elsewhere takes the running
-// tasks without waiting for the TTL), no more work is taken, running
-// attempts are cancelled (exec handlers' process groups are killed) and
-// given up to wait to return. Results are not waited for: recovery re-runs
-// what was not written. Stop after Abort returns at once.
-func (w *Worker) Abort(wait time.Duration) {
-	if !w.beginStop() {
-		return
-	}
-	w.beatCancel()
-	<-w.beatDone
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	if err := w.broker.Client().Del(ctx, w.broker.Keys.Worker(w.cfg.ID)).Err(); err != nil {
-		w.log.Warn("withdraw heartbeat", "err", err)
-	}
-	cancel()
-	w.stopFetch()
-	w.stopRuns()
-	waitTimeout(&w.runs, wait)
-	<-w.killsDone
-}
-
-// beginStop reports whether the caller is the one to stop the worker: it
-// was started and nobody stopped it yet.
-func (w *Worker) beginStop() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.started || w.stopped {
-		return false
-	}
-	w.stopped = true
-	return true
-}
-
-// written tallies a written batch: results by outcome for the metrics, and
-// dead ones for the per-minute counters.
-func (w *Worker) written(batch []completion, applied []bool) {
-	rs := make([]metrics.Result, 0, len(batch))
-	for i, ok := range applied {
-		r := batch[i].tr.Run
-		if !ok || r == nil {
-			continue
-		}
-		if r.Outcome == task.OutcomeDead {
-			w.dead.Add(1)
-		}
-		rs = append(rs, metrics.Result{Queue: batch[i].queue, Outcome: r.Outcome, Retry: batch[i].tr.To == task.Failed, Duration: r.Duration})
-	}
-	w.cfg.Metrics.Completed(rs)
 }

@@ -4,10 +4,16 @@
 // result back in batches. On shutdown it drains within a grace period and
 // hands back what did not finish, without counting a retry.
 //
-// Components, in start order: the heartbeat, the completer (batched result
-// writer), one fetcher per queue. Stop reverses it: fetchers stop taking,
-// running tasks finish or are handed back, the completer flushes, the
-// heartbeat is withdrawn.
+// A Worker is four components, each a startstop component in its own file:
+//
+//   - the heartbeater (heartbeat.go) publishes liveness, slots and counters;
+//   - the kill listener (kills.go) cancels attempts an operator killed;
+//   - the completer (completer.go) writes results in batches, then acks;
+//   - the pool (pool.go) fetches messages and runs them in bounded slots.
+//
+// They start in that order and stop in the reverse one (shutdown, below):
+// the pool stops taking and drains, the completer flushes, the listener and
+// the heartbeat go, and last the processing lists are swept.
 package worker
 
 import (
@@ -15,7 +21,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,7 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/startstop"
@@ -35,14 +40,32 @@ import (
 // Defaults of Config.
 const (
 	ShutdownGraceDefault     = 30 * time.Second
+	HandBackWaitDefault      = 10 * time.Second
+	FlushWaitDefault         = 15 * time.Second
 	HeartbeatIntervalDefault = 5 * time.Second
 	HeartbeatTTLDefault      = 30 * time.Second
 	OutputLimitDefault       = 64 << 10
-	// takeBatchMax bounds the messages taken per Redis round trip.
-	takeBatchMax = 256
+	RetryBaseDefault         = 10 * time.Second
+	RetryMaxDefault          = time.Hour
+)
+
+// Deadlines of the calls the components make; each network call has one.
+const (
 	// takeWait is how long a take blocks on an empty queue; it bounds how
 	// long a fetcher takes to notice shutdown.
-	takeWait = time.Second
+	takeWait    = time.Second
+	takeTimeout = takeWait + 5*time.Second
+	markTimeout = 10 * time.Second
+	// writeTimeout bounds one result transaction, ackTimeout the acks and
+	// counters that follow it.
+	writeTimeout = 15 * time.Second
+	ackTimeout   = 5 * time.Second
+	beatTimeout  = 5 * time.Second
+	sweepTimeout = 10 * time.Second
+	// retryFirst and retryMax shape the backoff of a failing take, mark or
+	// write.
+	retryFirst = 100 * time.Millisecond
+	retryMax   = 5 * time.Second
 )
 
 // Config configures a Worker.
@@ -61,6 +84,11 @@ type Config struct {
 	// ShutdownGrace is how long Stop lets running tasks finish before it
 	// cancels them and hands them back.
 	ShutdownGrace time.Duration
+	// HandBackWait is how long Stop waits for cancelled handlers to return
+	// before it hands their tasks back by force.
+	HandBackWait time.Duration
+	// FlushWait is how long Stop retries writing the last results.
+	FlushWait time.Duration
 	// OutputLimit is the number of bytes of output kept per attempt.
 	OutputLimit int
 	// RetryBase and RetryMax shape the backoff between attempts.
@@ -69,9 +97,33 @@ type Config struct {
 	DefaultTimezone   string
 	HeartbeatInterval time.Duration
 	HeartbeatTTL      time.Duration
-	Logger            *slog.Logger
+	// Clock, when set, is both the local and the database clock, so tests
+	// can pin or advance time. Default: the system clock, and the database
+	// clock followed from it.
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// Metrics, when set, receives start delays and written results.
 	Metrics *metrics.Metrics
+}
+
+// withDefaults fills what cfg leaves unset.
+func (cfg Config) withDefaults() Config {
+	cfg.ID = cmp.Or(cfg.ID, NewID())
+	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, ShutdownGraceDefault)
+	cfg.HandBackWait = cmp.Or(cfg.HandBackWait, HandBackWaitDefault)
+	cfg.FlushWait = cmp.Or(cfg.FlushWait, FlushWaitDefault)
+	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, HeartbeatIntervalDefault)
+	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, HeartbeatTTLDefault)
+	cfg.OutputLimit = cmp.Or(cfg.OutputLimit, OutputLimitDefault)
+	cfg.RetryBase = cmp.Or(cfg.RetryBase, RetryBaseDefault)
+	cfg.RetryMax = cmp.Or(cfg.RetryMax, RetryMaxDefault)
+	if cfg.Handlers == nil {
+		cfg.Handlers = handler.NewRegistry()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
 }
 
 // NewID returns a worker id: host-pid-bootid.
@@ -94,140 +146,107 @@ type Stats struct {
 	Poison    int64 // messages quarantined
 }
 
+// counters are shared by the components.
+type counters struct {
+	processed, failed, stale, poison atomic.Int64
+	dead                             atomic.Int64 // written results with no retry left
+}
+
 // Worker runs tasks from its queues.
 type Worker struct {
 	cfg    Config
-	store  *store.Store
-	broker *broker.Broker
-	clock  *store.Clock
+	store  Store
+	broker Broker
+	clock  clock.Clock // local: start times, durations, progress
+	db     dbClock     // the database clock: due times, per-minute counters
 	log    *slog.Logger
-	policy policy
-	comp   *completer
+	count  counters
+	slots  *slotTable
 
-	processed, failed, stale, poison atomic.Int64
-	dead                             atomic.Int64 // written results with no retry left
-	busy                             atomic.Int64
-	// progress holds, per queue, when a task of it last started or ended
-	// (unix ns): the watchdog's measure of an alive but idle worker.
-	progress map[string]*atomic.Int64
+	beat  *heartbeater
+	kills *killListener
+	comp  *completer
+	pool  *pool
 
-	mu         sync.Mutex
-	started    bool
-	stopped    bool
-	stopFetch  context.CancelFunc // stops taking new messages
-	stopRuns   context.CancelFunc // cancels running handlers (hand back)
-	runCtx     context.Context
-	fetchers   sync.WaitGroup
-	runs       sync.WaitGroup
-	inflight   map[int64]*job
-	abandoned  map[*job]struct{} // given up on, handler not returned yet
-	beatCancel context.CancelFunc
-	beatDone   chan struct{}
-	killsDone  chan struct{}
-	startedAt  time.Time
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	startedAt time.Time
 }
 
-// job is one message being run.
-type job struct {
-	msg     *task.Message
-	raw     string
-	queue   string
-	started time.Time
-	// ctx is cancelled with errKilled when an operator kills the task.
-	ctx  context.Context
-	kill context.CancelCauseFunc
-	done atomic.Bool // its result was handed to the completer
-	// release frees the job's slot once: when its handler returns, or
-	// earlier when the watchdog abandons it.
-	release   func()
-	abandoned atomic.Bool
-	returned  chan struct{} // closed when the handler returned
-}
-
-// errKilled is the cancel cause of an attempt killed by an operator.
-var errKilled = errors.New("killed by operator")
-
-// New returns a worker.
-func New(cfg Config, s *store.Store, b *broker.Broker) *Worker {
-	cfg.ID = cmp.Or(cfg.ID, NewID())
-	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, ShutdownGraceDefault)
-	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, HeartbeatIntervalDefault)
-	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, HeartbeatTTLDefault)
-	cfg.OutputLimit = cmp.Or(cfg.OutputLimit, OutputLimitDefault)
-	cfg.RetryBase = cmp.Or(cfg.RetryBase, 10*time.Second)
-	cfg.RetryMax = cmp.Or(cfg.RetryMax, time.Hour)
-	if cfg.Handlers == nil {
-		cfg.Handlers = handler.NewRegistry()
+// New returns a worker over the task center s and the broker b (a
+// *store.Store and a *broker.Broker, or wrappers of them).
+func New(cfg Config, s Store, b Broker) *Worker {
+	cfg = cfg.withDefaults()
+	w := &Worker{cfg: cfg, store: s, broker: b, clock: clock.Or(cfg.Clock)}
+	w.db = store.NewClock(s)
+	if cfg.Clock != nil {
+		w.db = fixedClock{cfg.Clock}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	w := &Worker{
-		cfg: cfg, store: s, broker: b, clock: store.NewClock(s),
-		log:      cfg.Logger.With("component", "worker", "worker_id", cfg.ID),
-		inflight: map[int64]*job{}, abandoned: map[*job]struct{}{},
-		progress: map[string]*atomic.Int64{},
-	}
-	for q := range cfg.Queues {
-		w.progress[q] = &atomic.Int64{}
-	}
-	w.policy = policy{
+	w.log = cfg.Logger.With("component", "worker", "worker_id", cfg.ID)
+	w.slots = newSlotTable(cfg.Queues, w.clock)
+	w.beat = &heartbeater{w: w}
+	w.kills = &killListener{broker: b, log: w.log, kill: w.slots.kill}
+	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.count.stale)
+	w.comp.written = w.written
+	w.comp.now = w.db.Now
+	pol := policy{
 		backoff:         func(r int) time.Duration { return Backoff(cfg.RetryBase, cfg.RetryMax, r) },
-		now:             w.clock.Now,
+		now:             w.db.Now,
 		defaultTimezone: cfg.DefaultTimezone,
 		outputLimit:     cfg.OutputLimit,
 	}
-	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.stale)
-	w.comp.written = w.written
-	w.comp.now = w.clock.Now
+	w.pool = &pool{w: w, policy: pol}
 	return w
 }
+
+// dbClock is the database clock: store.Clock, or a pinned test clock.
+type dbClock interface {
+	Now() time.Time
+	Sync(ctx context.Context) error
+}
+
+// fixedClock is a Config.Clock standing in for the database clock.
+type fixedClock struct{ clock.Clock }
+
+func (fixedClock) Sync(context.Context) error { return nil }
 
 // ID returns the worker id.
 func (w *Worker) ID() string { return w.cfg.ID }
 
 // Stats returns the counters.
 func (w *Worker) Stats() Stats {
-	return Stats{Processed: w.processed.Load(), Failed: w.failed.Load(), Stale: w.stale.Load(), Poison: w.poison.Load()}
+	return Stats{Processed: w.count.processed.Load(), Failed: w.count.failed.Load(),
+		Stale: w.count.stale.Load(), Poison: w.count.poison.Load()}
 }
 
-// Start starts consuming. The worker runs until Stop; ctx only carries
-// values and the initial clock sync.
+// components are the worker's parts in start order; shutdown stops them in
+// the reverse one.
+func (w *Worker) components() []interface {
+	Start(context.Context) error
+} {
+	return []interface{ Start(context.Context) error }{w.beat, w.kills, w.comp, w.pool}
+}
+
+// Start starts consuming. The worker runs until Stop or Abort; ctx only
+// carries values and the initial clock sync.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {
-		return errors.New("worker already started")
+		return fmt.Errorf("worker: %w", startstop.ErrStarted)
 	}
 	w.started = true
-	w.startedAt = time.Now()
-	for _, p := range w.progress {
-		p.Store(w.startedAt.UnixNano())
-	}
-	if err := w.clock.Sync(ctx); err != nil {
+	w.startedAt = w.clock.Now()
+	w.slots.resetProgress(w.startedAt)
+	if err := w.db.Sync(ctx); err != nil {
 		w.log.Warn("database clock sync failed; using the local clock until it succeeds", "err", err)
 	}
 	base := context.WithoutCancel(ctx)
-	w.runCtx, w.stopRuns = context.WithCancel(base)
-	var fetchCtx context.Context
-	fetchCtx, w.stopFetch = context.WithCancel(base)
-	var beatCtx context.Context
-	beatCtx, w.beatCancel = context.WithCancel(base)
-	w.beatDone = make(chan struct{})
-	go w.heartbeat(beatCtx)
-	kills, closeKills := w.broker.Kills(beatCtx)
-	w.killsDone = make(chan struct{})
-	go w.listenKills(beatCtx, kills, closeKills)
-	w.comp.start()
-	queues := make([]string, 0, len(w.cfg.Queues))
-	for q := range w.cfg.Queues {
-		queues = append(queues, q)
-	}
-	sort.Strings(queues)
-	for _, q := range queues {
-		n := max(1, w.cfg.Queues[q])
-		w.fetchers.Add(1)
-		go w.fetch(fetchCtx, q, make(chan struct{}, n))
+	for _, c := range w.components() {
+		if err := c.Start(base); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
 	}
 	w.log.Info("worker started", "queues", w.cfg.Queues)
 	return nil
@@ -238,318 +257,71 @@ func (w *Worker) Start(ctx context.Context) error {
 // It returns when everything is written or given up. Safe to call twice or
 // without Start.
 func (w *Worker) Stop() {
+	w.shutdown(shutdownPlan{grace: w.cfg.ShutdownGrace, handBack: w.cfg.HandBackWait, flush: w.cfg.FlushWait})
+}
+
+// Abort is the watchdog's last resort before the process exits: the
+// heartbeat is withdrawn at once (recovery elsewhere takes the running
+// tasks without waiting for the TTL), no more work is taken, running
+// attempts are cancelled (exec handlers' process groups are killed) and
+// given up to wait to return. Results are not written: recovery re-runs
+// what did not finish. Stop after Abort returns at once.
+func (w *Worker) Abort(wait time.Duration) {
+	w.shutdown(shutdownPlan{abort: true, handBack: wait})
+}
+
+// shutdownPlan says how a shutdown goes: a drain (Stop) or an abort.
+type shutdownPlan struct {
+	// abort: withdraw the heartbeat first, write nothing more, leave the
+	// processing lists to recovery.
+	abort bool
+	// grace lets running tasks finish; handBack waits for cancelled
+	// handlers to return; flush retries the last result writes.
+	grace, handBack, flush time.Duration
+}
+
+// shutdown stops the components in the reverse of their start order.
+func (w *Worker) shutdown(p shutdownPlan) {
 	if !w.beginStop() {
 		return
 	}
-
-	w.stopFetch()
-	w.fetchers.Wait()
-
-	if !waitTimeout(&w.runs, w.cfg.ShutdownGrace) {
-		w.log.Warn("shutdown grace over; handing back running tasks", "running", w.busy.Load())
-		w.stopRuns()
-		// Exec handlers get their kill grace; Go handlers should return
-		// on cancel. A handler that ignores its context is handed back
-		// by force: its late result is rejected by the fence.
-		if !waitTimeout(&w.runs, 10*time.Second) {
-			w.forceHandBack()
-		}
+	if p.abort {
+		// Recovery elsewhere takes over now; what is written from here on
+		// could only race it.
+		w.beat.withdraw()
+		w.comp.abandon()
 	}
-	w.stopRuns()
-	w.comp.stop(15 * time.Second)
+	w.pool.stop(p.grace, p.handBack, !p.abort)
+	if !p.abort {
+		w.comp.stop(p.flush)
+	}
+	w.kills.Stop()
 	// The heartbeat stops before the sweep so it cannot register the worker
 	// again after the sweep removed it.
-	w.beatCancel()
-	<-w.beatDone
-	<-w.killsDone
-	w.sweep()
-	w.log.Info("worker stopped", "processed", w.processed.Load())
+	w.beat.Stop()
+	if !p.abort {
+		w.sweep()
+	}
+	w.log.Info("worker stopped", "processed", w.count.processed.Load(), "aborted", p.abort)
 }
 
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
+// beginStop reports whether the caller is the one to stop the worker: it
+// was started and nobody stopped it yet.
+func (w *Worker) beginStop() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started || w.stopped {
 		return false
 	}
-}
-
-// fetch is the loop of one queue: take as many messages as there are free
-// slots, mark them running, run them.
-func (w *Worker) fetch(ctx context.Context, q string, slots chan struct{}) {
-	defer w.fetchers.Done()
-	errDelay := 100 * time.Millisecond
-	for {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		if ctx.Err() != nil { // select picks at random when both are ready
-			<-slots
-			return
-		}
-		n := 1
-	fill:
-		for n < takeBatchMax {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break fill
-			}
-		}
-		// The take is not cancelled mid-flight: a message moved by Redis
-		// must reach us. It blocks at most takeWait.
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeWait+5*time.Second)
-		raws, err := w.broker.Take(tctx, q, w.cfg.ID, n, takeWait)
-		cancel()
-		for range n - len(raws) {
-			<-slots
-		}
-		if err != nil {
-			w.log.Error("take failed; retrying", "queue", q, "err", err, "in", errDelay)
-			if !startstop.Sleep(ctx, errDelay) {
-				return
-			}
-			errDelay = min(errDelay*2, 5*time.Second)
-			continue
-		}
-		errDelay = 100 * time.Millisecond
-		if len(raws) > 0 {
-			// Marking running is a round trip to the task center: the next
-			// take goes on meanwhile, as far as free slots allow.
-			w.fetchers.Add(1)
-			go func() {
-				defer w.fetchers.Done()
-				w.begin(ctx, q, raws, slots)
-			}()
-		}
-	}
-}
-
-// begin decodes taken messages, claims them with the fenced 1 -> 2
-// compare-and-set, and starts the winners. Each message holds one slot.
-func (w *Worker) begin(ctx context.Context, q string, raws []string, slots chan struct{}) {
-	jobs := make([]*job, 0, len(raws))
-	fences := make([]store.Fence, 0, len(raws))
-	for _, raw := range raws {
-		m, err := task.DecodeMessage([]byte(raw))
-		if err != nil {
-			w.poison.Add(1)
-			w.log.Error("poison message moved aside", "queue", q, "err", err, "message", handler.Truncate(raw, 512))
-			if qerr := w.broker.Quarantine(context.WithoutCancel(ctx), q, w.cfg.ID, raw); qerr != nil {
-				w.log.Error("quarantine", "err", qerr)
-			}
-			<-slots
-			continue
-		}
-		jobs = append(jobs, &job{msg: m, raw: raw, queue: q})
-		fences = append(fences, store.Fence{ID: m.ID, Attempt: m.Attempt})
-	}
-	if len(jobs) == 0 {
-		return
-	}
-	ok, err := w.markRunning(ctx, fences)
-	if err != nil {
-		// Shutting down with the task center unreachable: the messages stay
-		// in the processing list and their tasks in dispatched; recovery
-		// re-dispatches them.
-		w.log.Error("mark running failed; leaving messages for recovery", "queue", q, "tasks", len(jobs), "err", err)
-		for range jobs {
-			<-slots
-		}
-		return
-	}
-	var stale map[string][]string
-	for i, j := range jobs {
-		if !ok[i] {
-			w.stale.Add(1)
-			w.log.Warn("stale message dropped", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
-			if stale == nil {
-				stale = map[string][]string{}
-			}
-			stale[q] = append(stale[q], j.raw)
-			<-slots
-			continue
-		}
-		w.launch(j, slots)
-	}
-	if stale != nil {
-		if err := w.broker.Ack(context.WithoutCancel(ctx), w.cfg.ID, stale); err != nil {
-			w.log.Warn("drop stale messages", "err", err)
-		}
-	}
-}
-
-// markRunning retries the claim while the task center is unreachable,
-// until the worker stops taking work.
-func (w *Worker) markRunning(ctx context.Context, fences []store.Fence) ([]bool, error) {
-	delay := 100 * time.Millisecond
-	retried := false
-	for {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		ok, err := w.store.TaskMarkRunning(mctx, w.cfg.ID, fences)
-		if err == nil && retried {
-			w.ownAlready(mctx, fences, ok)
-		}
-		cancel()
-		if err == nil {
-			return ok, nil
-		}
-		retried = true
-		w.log.Error("mark running failed; retrying", "err", err, "in", delay)
-		if !startstop.Sleep(ctx, delay) {
-			return nil, err
-		}
-		delay = min(delay*2, 5*time.Second)
-	}
-}
-
-// ownAlready marks as won the fences a retried claim lost only because an
-// earlier try did commit although its reply was lost (MySQL restarted or
-// the connection was cut at COMMIT): the task is already running for this
-// very worker and attempt. Dropped as stale, it would sit in running, held
-// by a live worker that never runs it, until its timeout plus the running
-// grace.
-func (w *Worker) ownAlready(ctx context.Context, fences []store.Fence, ok []bool) {
-	won := map[int64]bool{}
-	for i, f := range fences {
-		won[f.ID] = won[f.ID] || ok[i]
-	}
-	for i, f := range fences {
-		if won[f.ID] { // a duplicate message of the same dispatch stays a loser
-			continue
-		}
-		t, err := w.store.TaskGet(ctx, f.ID)
-		if err == nil && t.Status == task.Running && t.Attempt == f.Attempt && t.WorkerID == w.cfg.ID {
-			ok[i], won[f.ID] = true, true
-		}
-	}
-}
-
-func (w *Worker) launch(j *job, slots chan struct{}) {
-	j.ctx, j.kill = context.WithCancelCause(w.runCtx)
-	j.started = time.Now()
-	j.returned = make(chan struct{})
-	j.release = sync.OnceFunc(func() {
-		w.mu.Lock()
-		if w.inflight[j.msg.ID] == j {
-			delete(w.inflight, j.msg.ID)
-		}
-		w.mu.Unlock()
-		w.busy.Add(-1)
-		<-slots
-		w.runs.Done()
-	})
-	w.markProgress(j.queue)
-	if j.msg.DueUnixMS > 0 {
-		w.cfg.Metrics.Started(j.queue, w.clock.Now().Sub(time.UnixMilli(j.msg.DueUnixMS)))
-	}
-	w.mu.Lock()
-	w.inflight[j.msg.ID] = j
-	w.mu.Unlock()
-	w.runs.Add(1)
-	w.busy.Add(1)
-	go func() {
-		defer j.release()
-		defer close(j.returned)
-		w.run(j)
-	}()
-}
-
-// run executes one attempt and hands its result to the completer.
-func (w *Worker) run(j *job) {
-	m := j.msg
-	log := w.log.With("task_id", m.ID, "task_code", m.Code, "attempt", m.Attempt)
-	timeout := time.Duration(cmp.Or(m.Timeout, task.DefaultTimeout)) * time.Second
-	ctx, cancel := context.WithTimeout(j.ctx, timeout)
-	defer cancel()
-	defer j.kill(nil)
-
-	e := &attemptEnd{}
-	h, ok := w.cfg.Handlers.Lookup(m.Code)
-	if !ok {
-		e.err = fmt.Errorf("no handler for task code %q on worker %s", m.Code, w.cfg.ID)
-	} else {
-		e.output, e.err = handler.Safe(ctx, h, &handler.Request{
-			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, UniqueKey: m.UniqueKey, Payload: m.Payload,
-		})
-	}
-	e.duration = time.Since(j.started)
-	w.markProgress(j.queue)
-	if e.err != nil {
-		switch {
-		case errors.Is(context.Cause(j.ctx), errKilled):
-			e.killed = true
-		case w.runCtx.Err() != nil:
-			e.interrupted = true
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			e.timedOut = true
-			e.err = fmt.Errorf("timed out after %s: %w", timeout, e.err)
-		}
-	}
-	if !e.interrupted {
-		w.processed.Add(1)
-		if e.err != nil {
-			w.failed.Add(1)
-			log.Warn("task attempt failed", "err", e.err, "duration", e.duration)
-		} else {
-			log.Debug("task succeeded", "duration", e.duration)
-		}
-	}
-	run := &store.RunRecord{Code: m.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
-	if j.done.CompareAndSwap(false, true) {
-		w.comp.add(completion{tr: w.policy.transition(m, e, run), code: m.Code, queue: j.queue, raw: j.raw})
-	}
-}
-
-// listenKills cancels attempts that an operator killed. Every worker gets
-// every request; the one running that attempt acts.
-func (w *Worker) listenKills(ctx context.Context, kills <-chan broker.KillRequest, closeKills func() error) {
-	defer close(w.killsDone)
-	stop := context.AfterFunc(ctx, func() { closeKills() })
-	defer stop()
-	for r := range kills {
-		w.mu.Lock()
-		j := w.inflight[r.ID]
-		w.mu.Unlock()
-		if j != nil && j.msg.Attempt == r.Attempt {
-			w.log.Warn("killing task on operator request", "task_id", r.ID, "task_code", j.msg.Code, "attempt", r.Attempt)
-			j.kill(errKilled)
-		}
-	}
-}
-
-// forceHandBack hands back tasks whose handlers ignored cancellation.
-func (w *Worker) forceHandBack() {
-	w.mu.Lock()
-	var stuck []*job
-	for _, j := range w.inflight {
-		stuck = append(stuck, j)
-	}
-	w.mu.Unlock()
-	for _, j := range stuck {
-		if !j.done.CompareAndSwap(false, true) {
-			continue
-		}
-		w.log.Error("handler ignored cancellation; task handed back", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
-		run := &store.RunRecord{Code: j.msg.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
-		e := &attemptEnd{interrupted: true, duration: time.Since(j.started)}
-		w.comp.add(completion{tr: w.policy.transition(j.msg, e, run), code: j.msg.Code, queue: j.queue, raw: j.raw})
-	}
+	w.stopped = true
+	return true
 }
 
 // sweep hands back the messages left in this worker's processing lists
 // once the completer flushed (taken but never started), then removes the
 // lists and the worker's registration.
 func (w *Worker) sweep() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
 	defer cancel()
 	left, err := w.broker.Orphans(ctx, w.cfg.ID)
 	if err != nil {
@@ -575,59 +347,32 @@ func (w *Worker) sweep() {
 	}
 }
 
-// heartbeat publishes the worker's liveness until ctx is done.
-func (w *Worker) heartbeat(ctx context.Context) {
-	defer close(w.beatDone)
-	host, _ := os.Hostname()
-	queues := make([]string, 0, len(w.cfg.Queues))
+// Capacity is the number of slots over all queues.
+func (w *Worker) Capacity() int { return w.slots.capacity() }
+
+// Queues returns the queues the worker consumes, sorted.
+func (w *Worker) Queues() []string {
+	out := make([]string, 0, len(w.cfg.Queues))
 	for q := range w.cfg.Queues {
-		queues = append(queues, q)
+		out = append(out, q)
 	}
-	sort.Strings(queues)
-	t := time.NewTicker(w.cfg.HeartbeatInterval)
-	defer t.Stop()
-	// The clock sync runs beside the beats: a database that hangs must not
-	// hold back the heartbeat (the watchdog judges a worker whose MySQL
-	// hangs by its fresh heartbeat).
-	var syncs sync.WaitGroup
-	defer syncs.Wait()
-	var syncing atomic.Bool
-	beats := 0
-	// Counts already added to the per-minute counters.
-	var sent broker.Counts
-	for {
-		processed, failed := w.processed.Load(), w.failed.Load()
-		now := broker.Counts{Processed: processed, Failed: failed, Dead: w.dead.Load()}
-		hb := &broker.Heartbeat{
-			ID: w.cfg.ID, Node: w.cfg.Node, Host: host, PID: os.Getpid(), Version: w.cfg.Version,
-			Queues: queues, StartedAt: w.startedAt, Busy: int(w.busy.Load()),
-			Processed: processed, Failed: failed, Capacity: w.Capacity(), Slots: w.Slots(),
+	sort.Strings(out)
+	return out
+}
+
+// written tallies a written batch: results by outcome for the metrics, and
+// dead ones for the per-minute counters.
+func (w *Worker) written(batch []completion, applied []bool) {
+	rs := make([]metrics.Result, 0, len(batch))
+	for i, ok := range applied {
+		r := batch[i].tr.Run
+		if !ok || r == nil {
+			continue
 		}
-		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := w.broker.BeatCounts(bctx, hb, w.cfg.HeartbeatTTL, time.Now(), broker.Counts{
-			Processed: now.Processed - sent.Processed, Failed: now.Failed - sent.Failed, Dead: now.Dead - sent.Dead})
-		if err == nil {
-			sent = now
-		} else if ctx.Err() == nil {
-			w.log.Warn("heartbeat failed", "err", err)
+		if r.Outcome == task.OutcomeDead {
+			w.count.dead.Add(1)
 		}
-		cancel()
-		if beats++; beats%12 == 0 && syncing.CompareAndSwap(false, true) {
-			syncs.Add(1)
-			go func() {
-				defer syncs.Done()
-				defer syncing.Store(false)
-				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				defer cancel()
-				if err := w.clock.Sync(sctx); err != nil && ctx.Err() == nil {
-					w.log.Warn("database clock sync failed", "err", err)
-				}
-			}()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+		rs = append(rs, metrics.Result{Queue: batch[i].queue, Outcome: r.Outcome, Retry: batch[i].tr.To == task.Failed, Duration: r.Duration})
 	}
+	w.cfg.Metrics.Completed(rs)
 }

@@ -320,6 +320,55 @@ func TestBackoff(t *testing.T) {
 	require.Greater(t, len(seen), 1)
 }
 
+// faultyStore is the task center with injected failures: the next
+// failMark claims fail, and failed result writes are counted.
+type faultyStore struct {
+	*store.Store
+	failMark    atomic.Int32
+	marks       atomic.Int32
+	writeFailed atomic.Int32
+}
+
+var errInjected = errors.New("injected: connection refused")
+
+func (f *faultyStore) TaskMarkRunning(ctx context.Context, w string, fences []store.Fence) ([]bool, error) {
+	f.marks.Add(1)
+	if f.failMark.Add(-1) >= 0 {
+		return nil, errInjected
+	}
+	return f.Store.TaskMarkRunning(ctx, w, fences)
+}
+
+func (f *faultyStore) TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error) {
+	ok, err := f.Store.TaskTransition(ctx, ts)
+	if err != nil {
+		f.writeFailed.Add(1)
+	}
+	return ok, err
+}
+
+// A claim (dispatched -> running) that fails while the task center is
+// unreachable is retried: the task runs once and succeeds.
+func TestMarkRunningRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st := &faultyStore{Store: b.env.Store}
+	st.failMark.Store(3)
+	var calls atomic.Int32
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		calls.Add(1)
+		return "", nil
+	}))
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg}, st, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	id := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	require.EqualValues(t, 4, st.marks.Load(), "three failed claims, then one that lands")
+	require.EqualValues(t, 1, calls.Load())
+	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
+}
+
 // A result write that fails (here: a row lock held by someone else's long
 // transaction, the seed's "alive but idle" night) is retried until it
 // lands; the task is neither lost nor run again.
@@ -327,9 +376,10 @@ func TestResultWriteRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// The worker's sessions give up on a row lock after one second.
-	st, err := store.Open(context.Background(), b.env.DSN, store.Options{LockWaitTimeout: time.Second})
+	db, err := store.Open(context.Background(), b.env.DSN, store.Options{LockWaitTimeout: time.Second})
 	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { db.Close() })
+	st := &faultyStore{Store: db}
 
 	release := make(chan struct{})
 	var calls atomic.Int32
@@ -344,13 +394,13 @@ func TestResultWriteRetried(t *testing.T) {
 	id := b.submit(t, producer.Submission{Code: "ok"})
 	b.dispatchUntil(t, "running", func() bool { return b.task(t, id).Status == task.Running })
 
-	// Someone else's report query holds the row for three seconds.
+	// Someone else's report query holds the row until two writes failed.
 	tx, err := b.env.Store.DB().BeginTx(context.Background(), nil)
 	require.NoError(t, err)
 	_, err = tx.Exec(`SELECT id FROM task_center WHERE id = ? FOR UPDATE`, id)
 	require.NoError(t, err)
 	close(release)
-	time.Sleep(3 * time.Second)
+	require.Eventually(t, func() bool { return st.writeFailed.Load() >= 2 }, 20*time.Second, 20*time.Millisecond)
 	require.Equal(t, task.Running, b.task(t, id).Status, "the write is blocked")
 	require.NoError(t, tx.Rollback())
 
@@ -358,6 +408,35 @@ func TestResultWriteRetried(t *testing.T) {
 	require.EqualValues(t, 1, calls.Load())
 	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
 	require.Equal(t, "written late", b.task(t, id).LastResult)
+}
+
+// Abort, the watchdog's last resort: the heartbeat is gone at once, the
+// running attempt is cancelled, nothing is written and the processing list
+// is left whole for recovery; a Stop after it returns at once.
+func TestAbortLeavesTasksToRecovery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started, cancelled := make(chan struct{}, 1), make(chan struct{})
+	b.reg.Register("long", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		close(cancelled)
+		return "", ctx.Err()
+	}))
+	w := b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "long"})
+	b.dispatchUntil(t, "running", func() bool { return b.task(t, id).Status == task.Running })
+	<-started
+	w.Abort(5 * time.Second)
+	<-cancelled
+	w.Stop()
+
+	ctx, rdb, keys := context.Background(), b.env.Broker.Client(), b.env.Broker.Keys
+	require.Zero(t, rdb.Exists(ctx, keys.Worker(w.ID())).Val(), "heartbeat withdrawn")
+	require.EqualValues(t, 1, rdb.LLen(ctx, keys.Processing("q", w.ID())).Val(), "message left for recovery")
+	tk := b.task(t, id)
+	require.Equal(t, task.Running, tk.Status, "no result written")
+	require.Empty(t, b.outcomes(t, id))
 }
 
 // Output that is not valid UTF-8 (a binary dump, a truncated multibyte

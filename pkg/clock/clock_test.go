@@ -1,0 +1,28 @@
+package clock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/clock"
+)
+
+func TestManualMovesOnlyWhenTold(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := clock.NewManual(at)
+	require.Equal(t, at, c.Now())
+	require.Equal(t, at.Add(time.Minute), c.Advance(time.Minute))
+	require.Equal(t, at.Add(time.Minute), c.Now())
+	c.Set(at)
+	require.Equal(t, at, c.Now())
+}
+
+func TestOrDefaultsToTheSystemClock(t *testing.T) {
+	t.Parallel()
+	require.WithinDuration(t, time.Now(), clock.Or(nil).Now(), time.Minute)
+	m := clock.NewManual(time.Unix(0, 0))
+	require.Equal(t, clock.Clock(m), clock.Or(m))
+}

@@ -1,0 +1,37 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Store is what the worker needs of the task center: *store.Store, or a
+// wrapper of it that injects failures in a test.
+type Store interface {
+	store.TimeSource
+	// TaskMarkRunning moves dispatched attempts to running (fenced).
+	TaskMarkRunning(ctx context.Context, workerID string, fences []store.Fence) ([]bool, error)
+	// TaskTransition writes results and hand-backs (fenced).
+	TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error)
+	TaskGet(ctx context.Context, id int64) (*task.Task, error)
+}
+
+// Broker is what the worker needs of Redis: *broker.Broker, or a wrapper
+// of it.
+type Broker interface {
+	Take(ctx context.Context, q, w string, max int, wait time.Duration) ([]string, error)
+	Ack(ctx context.Context, w string, msgs map[string][]string) error
+	AckEnded(ctx context.Context, w string, msgs map[string][]string, at time.Time, ended map[string]broker.Ended) error
+	Quarantine(ctx context.Context, q, w, raw string) error
+	Kills(ctx context.Context) (<-chan broker.KillRequest, func() error)
+	BeatCounts(ctx context.Context, hb *broker.Heartbeat, ttl time.Duration, at time.Time, c broker.Counts) error
+	// Withdraw deletes the worker's heartbeat: recovery takes its tasks
+	// without waiting for the TTL.
+	Withdraw(ctx context.Context, w string) error
+	Orphans(ctx context.Context, w string) (map[string][]string, error)
+	Forget(ctx context.Context, w string) error
+}

@@ -1,0 +1,333 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/startstop"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// takeBatchMax bounds the messages taken per Redis round trip.
+const takeBatchMax = 256
+
+// pool is the fetch and run pool: one fetcher per queue takes as many
+// messages as the queue has free slots, marks them running and runs each
+// in its slot; a finished attempt goes to the completer.
+type pool struct {
+	w      *Worker
+	policy policy
+
+	fetch startstop.Runner // the fetchers; Stop stops taking work
+	// runCtx is the parent of every attempt; stopRuns cancels them all
+	// (hand back).
+	runCtx   context.Context
+	stopRuns context.CancelFunc
+	runs     sync.WaitGroup
+}
+
+// Start runs the fetchers.
+func (p *pool) Start(ctx context.Context) error {
+	p.runCtx, p.stopRuns = context.WithCancel(ctx)
+	return p.fetch.Start(ctx, func(ctx context.Context) {
+		var fetchers sync.WaitGroup
+		for _, q := range p.w.Queues() {
+			fetchers.Add(1)
+			go func() {
+				defer fetchers.Done()
+				p.fetchQueue(ctx, q, make(chan struct{}, p.w.slots.queueCapacity(q)))
+			}()
+		}
+		fetchers.Wait()
+	})
+}
+
+// stop stops taking work and drains: running attempts get grace to finish,
+// then are cancelled and get handBack to return; a handler that ignores its
+// context is handed back by force (its late result is rejected by the
+// fence) when handBackForce is set.
+func (p *pool) stop(grace, handBack time.Duration, handBackForce bool) {
+	p.fetch.Stop()
+	if p.stopRuns == nil { // never started
+		return
+	}
+	if grace > 0 && waitTimeout(&p.runs, grace) {
+		p.stopRuns()
+		return
+	}
+	if grace > 0 {
+		p.w.log.Warn("shutdown grace over; handing back running tasks", "running", p.w.slots.busy.Load())
+	}
+	// Exec handlers get their kill grace; Go handlers should return on
+	// cancel.
+	p.stopRuns()
+	if !waitTimeout(&p.runs, handBack) && handBackForce {
+		p.forceHandBack()
+	}
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// fetchQueue is the loop of one queue: take as many messages as there are
+// free slots, mark them running, run them.
+func (p *pool) fetchQueue(ctx context.Context, q string, slots chan struct{}) {
+	w := p.w
+	var begins sync.WaitGroup
+	defer begins.Wait()
+	errDelay := retryFirst
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		if ctx.Err() != nil { // select picks at random when both are ready
+			<-slots
+			return
+		}
+		n := 1
+	fill:
+		for n < takeBatchMax {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break fill
+			}
+		}
+		// The take is not cancelled mid-flight: a message moved by Redis
+		// must reach us. It blocks at most takeWait.
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeTimeout)
+		raws, err := w.broker.Take(tctx, q, w.cfg.ID, n, takeWait)
+		cancel()
+		for range n - len(raws) {
+			<-slots
+		}
+		if err != nil {
+			w.log.Error("take failed; retrying", "queue", q, "err", err, "in", errDelay)
+			if !startstop.Sleep(ctx, errDelay) {
+				return
+			}
+			errDelay = min(errDelay*2, retryMax)
+			continue
+		}
+		errDelay = retryFirst
+		if len(raws) > 0 {
+			// Marking running is a round trip to the task center: the next
+			// take goes on meanwhile, as far as free slots allow.
+			begins.Add(1)
+			go func() {
+				defer begins.Done()
+				p.begin(ctx, q, raws, slots)
+			}()
+		}
+	}
+}
+
+// begin decodes taken messages, claims them with the fenced 1 -> 2
+// compare-and-set, and starts the winners. Each message holds one slot.
+func (p *pool) begin(ctx context.Context, q string, raws []string, slots chan struct{}) {
+	w := p.w
+	jobs := make([]*job, 0, len(raws))
+	fences := make([]store.Fence, 0, len(raws))
+	for _, raw := range raws {
+		m, err := task.DecodeMessage([]byte(raw))
+		if err != nil {
+			w.count.poison.Add(1)
+			w.log.Error("poison message moved aside", "queue", q, "err", err, "message", handler.Truncate(raw, 512))
+			if qerr := w.broker.Quarantine(context.WithoutCancel(ctx), q, w.cfg.ID, raw); qerr != nil {
+				w.log.Error("quarantine", "err", qerr)
+			}
+			<-slots
+			continue
+		}
+		jobs = append(jobs, &job{msg: m, raw: raw, queue: q})
+		fences = append(fences, store.Fence{ID: m.ID, Attempt: m.Attempt})
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	ok, err := p.markRunning(ctx, fences)
+	if err != nil {
+		// Shutting down with the task center unreachable: the messages stay
+		// in the processing list and their tasks in dispatched; recovery
+		// re-dispatches them.
+		w.log.Error("mark running failed; leaving messages for recovery", "queue", q, "tasks", len(jobs), "err", err)
+		for range jobs {
+			<-slots
+		}
+		return
+	}
+	var stale map[string][]string
+	for i, j := range jobs {
+		if !ok[i] {
+			w.count.stale.Add(1)
+			w.log.Warn("stale message dropped", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
+			if stale == nil {
+				stale = map[string][]string{}
+			}
+			stale[q] = append(stale[q], j.raw)
+			<-slots
+			continue
+		}
+		p.launch(j, slots)
+	}
+	if stale != nil {
+		if err := w.broker.Ack(context.WithoutCancel(ctx), w.cfg.ID, stale); err != nil {
+			w.log.Warn("drop stale messages", "err", err)
+		}
+	}
+}
+
+// markRunning retries the claim while the task center is unreachable,
+// until the worker stops taking work.
+func (p *pool) markRunning(ctx context.Context, fences []store.Fence) ([]bool, error) {
+	w := p.w
+	delay := retryFirst
+	retried := false
+	for {
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+		ok, err := w.store.TaskMarkRunning(mctx, w.cfg.ID, fences)
+		if err == nil && retried {
+			p.ownAlready(mctx, fences, ok)
+		}
+		cancel()
+		if err == nil {
+			return ok, nil
+		}
+		retried = true
+		w.log.Error("mark running failed; retrying", "err", err, "in", delay)
+		if !startstop.Sleep(ctx, delay) {
+			return nil, err
+		}
+		delay = min(delay*2, retryMax)
+	}
+}
+
+// ownAlready marks as won the fences a retried claim lost only because an
+// earlier try did commit although its reply was lost (MySQL restarted or
+// the connection was cut at COMMIT): the task is already running for this
+// very worker and attempt. Dropped as stale, it would sit in running, held
+// by a live worker that never runs it, until its timeout plus the running
+// grace.
+func (p *pool) ownAlready(ctx context.Context, fences []store.Fence, ok []bool) {
+	won := map[int64]bool{}
+	for i, f := range fences {
+		won[f.ID] = won[f.ID] || ok[i]
+	}
+	for i, f := range fences {
+		if won[f.ID] { // a duplicate message of the same dispatch stays a loser
+			continue
+		}
+		t, err := p.w.store.TaskGet(ctx, f.ID)
+		if err == nil && t.Status == task.Running && t.Attempt == f.Attempt && t.WorkerID == p.w.cfg.ID {
+			ok[i], won[f.ID] = true, true
+		}
+	}
+}
+
+// launch runs j in the slot it holds.
+func (p *pool) launch(j *job, slots chan struct{}) {
+	w := p.w
+	j.ctx, j.kill = context.WithCancelCause(p.runCtx)
+	j.started = w.clock.Now()
+	j.returned = make(chan struct{})
+	j.release = sync.OnceFunc(func() {
+		w.slots.remove(j)
+		<-slots
+		p.runs.Done()
+	})
+	w.slots.markProgress(j.queue)
+	if j.msg.DueUnixMS > 0 {
+		w.cfg.Metrics.Started(j.queue, w.db.Now().Sub(time.UnixMilli(j.msg.DueUnixMS)))
+	}
+	p.runs.Add(1)
+	w.slots.add(j)
+	go func() {
+		defer j.release()
+		defer close(j.returned)
+		p.run(j)
+	}()
+}
+
+// run executes one attempt and hands its result to the completer.
+func (p *pool) run(j *job) {
+	w := p.w
+	m := j.msg
+	log := w.log.With("task_id", m.ID, "task_code", m.Code, "attempt", m.Attempt)
+	timeout := time.Duration(cmp.Or(m.Timeout, task.DefaultTimeout)) * time.Second
+	ctx, cancel := context.WithTimeout(j.ctx, timeout)
+	defer cancel()
+	defer j.kill(nil)
+
+	e := &attemptEnd{}
+	h, ok := w.cfg.Handlers.Lookup(m.Code)
+	if !ok {
+		e.err = fmt.Errorf("no handler for task code %q on worker %s", m.Code, w.cfg.ID)
+	} else {
+		e.output, e.err = handler.Safe(ctx, h, &handler.Request{
+			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, UniqueKey: m.UniqueKey, Payload: m.Payload,
+		})
+	}
+	e.duration = w.clock.Now().Sub(j.started)
+	w.slots.markProgress(j.queue)
+	if e.err != nil {
+		switch {
+		case errors.Is(context.Cause(j.ctx), errKilled):
+			e.killed = true
+		case p.runCtx.Err() != nil:
+			e.interrupted = true
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			e.timedOut = true
+			e.err = fmt.Errorf("timed out after %s: %w", timeout, e.err)
+		}
+	}
+	if !e.interrupted {
+		w.count.processed.Add(1)
+		if e.err != nil {
+			w.count.failed.Add(1)
+			log.Warn("task attempt failed", "err", e.err, "duration", e.duration)
+		} else {
+			log.Debug("task succeeded", "duration", e.duration)
+		}
+	}
+	p.complete(j, e)
+}
+
+// complete hands the end of j's attempt to the completer, once.
+func (p *pool) complete(j *job, e *attemptEnd) {
+	if !j.done.CompareAndSwap(false, true) {
+		return
+	}
+	w := p.w
+	run := &store.RunRecord{Code: j.msg.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
+	w.comp.add(completion{tr: p.policy.transition(j.msg, e, run), code: j.msg.Code, queue: j.queue, raw: j.raw})
+}
+
+// forceHandBack hands back tasks whose handlers ignored cancellation.
+func (p *pool) forceHandBack() {
+	for _, j := range p.w.slots.running() {
+		if j.done.Load() {
+			continue
+		}
+		p.w.log.Error("handler ignored cancellation; task handed back", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
+		p.complete(j, &attemptEnd{interrupted: true, duration: p.w.clock.Now().Sub(j.started)})
+	}
+}
