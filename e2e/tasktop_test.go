@@ -181,8 +181,10 @@ func TestTasktop(t *testing.T) {
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_queue WHERE name = 'hello' AND shards = 3`)
 	require.Equal(t, 4, b.env.Count(t, `SELECT COUNT(*) FROM task_audit`), "retry, kill, pause, reshard")
 
-	// q at the top quits, and the program exits 0.
+	// q at the top asks, y quits, and the program exits 0.
 	s.keys("q")
+	s.waitFor("Quit tasktop?")
+	s.keys("y")
 	var status []byte
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var err error

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/taskd/taskd/pkg/ops"
@@ -89,28 +90,41 @@ func changeText(c ops.Change) string {
 	return s
 }
 
-// taskActions are the task action keys: name, whether it asks first, and
-// the ops call.
-var taskActions = map[string]struct {
+// taskAction is one task action key: its name, whether it asks first,
+// and the ops call.
+type taskActionKey struct {
+	key         key.Binding
 	name        string
 	destructive bool
 	fn          func(Actions, context.Context, ops.Target) (ops.Change, error)
 	explain     string
-}{
-	"r": {"Retry", false, Actions.Retry, ""},
-	"R": {"Run now", false, Actions.RunNow, ""},
-	"e": {"Enable", false, Actions.Enable, ""},
-	"x": {"Kill", true, Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled."},
-	"D": {"Delete", true, Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone."},
-	"d": {"Disable", true, Actions.Disable, "Periodic tasks stop running until enabled."},
+}
+
+var taskActions = []taskActionKey{
+	{actionKeys.Retry, "Retry", false, Actions.Retry, ""},
+	{actionKeys.RunNow, "Run now", false, Actions.RunNow, ""},
+	{actionKeys.Enable, "Enable", false, Actions.Enable, ""},
+	{actionKeys.Kill, "Kill", true, Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled."},
+	{actionKeys.Delete, "Delete", true, Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone."},
+	{actionKeys.Disable, "Disable", true, Actions.Disable, "Periodic tasks stop running until enabled."},
+}
+
+// actionOf returns the task action of key k.
+func actionOf(k tea.KeyPressMsg) (taskActionKey, bool) {
+	for _, a := range taskActions {
+		if key.Matches(k, a.key) {
+			return a, true
+		}
+	}
+	return taskActionKey{}, false
 }
 
 // taskKey runs the task action of key k on ids; it reports whether k is
 // one. An action on a selection always asks first, naming how many tasks
 // and the first of them, so a key never acts on more than the operator
 // meant.
-func (m *Model) taskKey(k string, ids []int64, selected bool) (tea.Cmd, bool) {
-	a, ok := taskActions[k]
+func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, selected bool) (tea.Cmd, bool) {
+	a, ok := actionOf(k)
 	if !ok {
 		return nil, false
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 
@@ -22,21 +23,12 @@ type detailView struct {
 	vp   viewport.Model
 }
 
+// openDetail opens task id's detail over what is shown.
 func (m *Model) openDetail(id int64) tea.Cmd {
-	m.detail = &detailView{id: id, vp: viewport.New()}
-	m.resizeDetail()
+	m.push()
+	m.cur = page{detail: &detailView{id: id, vp: viewport.New()}}
+	m.resizePages()
 	return m.refresh()
-}
-
-func (m *Model) resizeDetail() tea.Cmd {
-	if m.detail != nil {
-		m.detail.vp.SetWidth(m.w)
-		m.detail.vp.SetHeight(m.tableHeight())
-		if m.detail.task != nil {
-			m.detail.vp.SetContent(m.detailText(m.detail.task, m.detail.runs))
-		}
-	}
-	return nil
 }
 
 func (d *detailView) set(m *Model, t *task.Task, runs []*task.Run) {
@@ -44,29 +36,15 @@ func (d *detailView) set(m *Model, t *task.Task, runs []*task.Run) {
 	d.vp.SetContent(m.detailText(t, runs))
 }
 
-func (m *Model) detailKey(s string) tea.Cmd {
-	d := m.detail
-	switch s {
-	case "esc", "q", "backspace":
-		m.detail = nil
-		return m.refresh()
-	case "up", "k":
-		d.vp.ScrollUp(1)
-	case "down", "j":
-		d.vp.ScrollDown(1)
-	case "pgup", "ctrl+u":
-		d.vp.PageUp()
-	case "pgdown", "ctrl+d", "space":
-		d.vp.PageDown()
-	case "home", "g":
-		d.vp.GotoTop()
-	case "end", "G":
-		d.vp.GotoBottom()
-	default:
-		cmd, _ := m.taskKey(s, []int64{d.id}, false)
-		return cmd
+func (m *Model) detailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	d := m.cur.detail
+	if key.Matches(k, globalKeys.Back, globalKeys.Quit) || k.String() == "backspace" {
+		return m.back(), true
 	}
-	return nil
+	if scroll(&d.vp, k) {
+		return nil, true
+	}
+	return m.taskKey(k, []int64{d.id}, false)
 }
 
 // indentJSON indents a payload; what is not JSON is shown as it is.

@@ -3,6 +3,8 @@ package tui
 import (
 	"strings"
 
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -14,29 +16,30 @@ type dialog struct {
 	title, body, verb string
 	ok                bool // the focus is on the action's button
 	run               actionFn
+	quit              bool // the action is to quit
 }
 
 func (m *Model) confirm(title, body, verb string, run actionFn) {
 	m.dialog = &dialog{title: title, body: body, verb: verb, run: run}
 }
 
-func (m *Model) dialogKey(s string) tea.Cmd {
-	d := m.dialog
-	switch s {
-	case "left", "right", "tab", "shift+tab", "h", "l":
+func (m *Model) dialogKey(k tea.KeyPressMsg) tea.Cmd {
+	d, dk := m.dialog, dialogKeys
+	yes := key.Matches(k, dk.Yes) || (key.Matches(k, dk.Choose) && d.ok)
+	switch {
+	case key.Matches(k, dk.Switch):
 		d.ok = !d.ok
-	case "y":
+	case yes && d.quit:
+		m.dialog = nil
+		return tea.Quit
+	case yes:
 		m.dialog = nil
 		return m.act(d.run)
-	case "enter":
+	case key.Matches(k, dk.Choose, dk.No):
 		m.dialog = nil
-		if d.ok {
-			return m.act(d.run)
+		if !d.quit {
+			m.setStatus("cancelled: nothing changed", nil)
 		}
-		m.setStatus("cancelled: nothing changed", nil)
-	case "esc", "n", "q":
-		m.dialog = nil
-		m.setStatus("cancelled: nothing changed", nil)
 	}
 	return nil
 }
@@ -48,11 +51,15 @@ func (m *Model) dialogView(width int) string {
 		cancel, ok = m.st.Button, m.st.ActiveButton
 	}
 	w := min(width-4, 64)
-	body := lipgloss.NewStyle().Width(w).Render(d.body)
+	parts := []string{m.st.Title.Width(w).Render(d.title), ""}
+	if d.body != "" {
+		parts = append(parts, lipgloss.NewStyle().Width(w).Render(d.body), "")
+	}
 	buttons := cancel.Render("[ Cancel ]") + "  " + ok.Render("[ "+d.verb+" ]")
-	hint := m.st.Dim.Render("←/→ choose · enter · y yes · esc no")
-	return m.st.Dialog.Render(strings.Join([]string{
-		m.st.Title.Width(w).Render(d.title), "", body, "", buttons, hint}, "\n"))
+	h := help.New()
+	h.ShortSeparator = " · "
+	hint := h.ShortHelpView([]key.Binding{dialogKeys.Switch, dialogKeys.Choose, dialogKeys.Yes, dialogKeys.No})
+	return m.st.Dialog.Render(strings.Join(append(parts, buttons, hint), "\n"))
 }
 
 // prompt reads one line: the filter, or the number of shards.

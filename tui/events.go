@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
@@ -19,11 +20,15 @@ type eventsView struct {
 	filter string
 }
 
-func (m *Model) eventsKey(s string) tea.Cmd {
-	if !m.events.cur.navigate(s, len(m.eventRows())) && s == "esc" {
+func (m *Model) eventsKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	switch {
+	case m.events.cur.navigate(k, len(m.eventRows())):
+	case key.Matches(k, globalKeys.Back) && m.events.filter != "":
 		m.events.filter = ""
+	default:
+		return nil, false
 	}
-	return nil
+	return nil, true
 }
 
 var eventColumns = []column{
@@ -95,27 +100,28 @@ func (v *auditView) before() int64 {
 	return v.pages[len(v.pages)-1]
 }
 
-func (m *Model) auditKey(s string) tea.Cmd {
+func (m *Model) auditKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	v := &m.audit
-	switch s {
-	case "]":
+	switch {
+	case key.Matches(k, auditKeys.NextPage):
 		if len(v.rows) > 0 {
 			v.pages = append(v.pages, v.rows[len(v.rows)-1].ID)
 			v.cur = cursor{}
-			return m.refresh()
+			return m.refresh(), true
 		}
-	case "[":
+	case key.Matches(k, auditKeys.PrevPage):
 		if len(v.pages) > 0 {
 			v.pages = v.pages[:len(v.pages)-1]
 			v.cur = cursor{}
-			return m.refresh()
+			return m.refresh(), true
 		}
-	case "esc":
+	case key.Matches(k, globalKeys.Back) && v.filter != "":
 		v.filter = ""
+	case v.cur.navigate(k, len(m.auditRows())):
 	default:
-		v.cur.navigate(s, len(m.auditRows()))
+		return nil, false
 	}
-	return nil
+	return nil, true
 }
 
 var auditColumns = []column{

@@ -190,16 +190,16 @@ func fixture() *fakeSource {
 		}},
 		Series: map[string][]int64{"send_email": series(400), "build_report": series(6)},
 		Workers: []broker.WorkerStatus{
-			{ID: "node-a-w1", LastBeat: now.Add(-2 * time.Second), Heartbeat: &broker.Heartbeat{
+			{ID: "node-a-w1", Node: "node-a", LastBeat: now.Add(-2 * time.Second), Heartbeat: &broker.Heartbeat{
 				ID: "node-a-w1", Node: "node-a", Host: "web-1", PID: 4242, Queues: []string{"send_email"}, Busy: 2,
 				Slots: []broker.Slot{
 					{Queue: "send_email", TaskID: 1003, Code: "send_email", Attempt: 1, Since: now.Add(-75 * time.Second)},
 					{Queue: "send_email", TaskID: 1004, Code: "send_email", Attempt: 2, Since: now.Add(-3 * time.Second)},
 				}}, Series: []broker.Minute{{Processed: 240}, {Processed: 250}, {Processed: 100}}},
-			{ID: "node-b-w1", LastBeat: now.Add(-4 * time.Second), Heartbeat: &broker.Heartbeat{
+			{ID: "node-b-w1", Node: "node-b", LastBeat: now.Add(-4 * time.Second), Heartbeat: &broker.Heartbeat{
 				ID: "node-b-w1", Node: "node-b", Host: "web-2", PID: 777, Queues: []string{"reports_low", "send_email"}},
 				Series: make([]broker.Minute, 10)},
-			{ID: "node-c-w1", LastBeat: now.Add(-95 * time.Second)},
+			{ID: "node-c-w1", Node: "node-c", LastBeat: now.Add(-95 * time.Second)},
 		},
 		NodesUp: 2,
 		Events: []broker.Event{

@@ -35,7 +35,8 @@ func TestGolden(t *testing.T) {
 		{"detail", []step{first, {[]string{"3"}, "1010"}, {[]string{"down", "down", "enter"}, "Payload"}}},
 		{"events", []step{first, {[]string{"4"}, "abandoned"}}},
 		{"audit", []step{first, {[]string{"5"}, "alice"}}},
-		{"help", []step{first, {[]string{"?"}, "Task actions"}}},
+		{"help", []step{first, {[]string{"?"}, "Everywhere"}}},
+		{"worker", []step{first, {[]string{"2"}, "node-c-w1"}, {[]string{"enter"}, "Worker node-a-w1"}}},
 	}
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
 		for _, v := range views {

@@ -64,8 +64,8 @@ func (m *Model) refresh() tea.Cmd {
 		return err
 	})}
 	switch {
-	case m.detail != nil:
-		id := m.detail.id
+	case m.cur.detail != nil:
+		id := m.cur.detail.id
 		cmds = append(cmds, m.load(loadDetail, int(id), func(ctx context.Context, msg *loadedMsg) (err error) {
 			msg.task, msg.runs, err = src.Task(ctx, id)
 			return err
@@ -92,7 +92,10 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 	if msg.err != nil {
 		if task.ErrorCode(msg.err) == task.CodeNotFound && msg.kind == loadDetail {
 			m.setStatus("", msg.err)
-			m.detail = nil
+			if m.cur.detail != nil && m.canGoBack() {
+				return m.back()
+			}
+			m.cur = page{}
 			return nil
 		}
 		if len(m.errs) == 0 || m.errFrom.IsZero() {
@@ -116,8 +119,8 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 		n := pageSize(m.tableHeight())
 		m.tasks.setRows(msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n)
 	case loadDetail:
-		if m.detail != nil && int64(msg.seq) == m.detail.id {
-			m.detail.set(m, msg.task, msg.runs)
+		if d := m.cur.detail; d != nil && int64(msg.seq) == d.id {
+			d.set(m, msg.task, msg.runs)
 		}
 	case loadAudit:
 		m.audit.rows, m.audit.loaded = msg.audit, true

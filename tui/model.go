@@ -7,8 +7,10 @@ package tui
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 )
 
@@ -56,6 +58,10 @@ type Model struct {
 	st   Styles
 	w, h int
 	view viewID
+	// cur is the page open over the view (a task, a worker, a task's
+	// output), zero when none; stack is where esc and q go back to.
+	cur   page
+	stack []frame
 
 	ov   *Overview
 	ovAt time.Time // when ov was read (Now)
@@ -70,17 +76,28 @@ type Model struct {
 	tasks   tasksView
 	events  eventsView
 	audit   auditView
-	detail  *detailView
 
 	dialog *dialog
 	input  *prompt
-	help   bool
+	help   *helpView
 
-	status    string
-	statusErr bool
+	status status
 
 	noTick bool // tests drive refreshes themselves
 }
+
+// status is the footer's message: what the last action did, or why a key
+// did nothing. Messages expire after statusTTL; errors stay until the
+// operator moves on (esc, another view, or the next message).
+type status struct {
+	text string
+	err  bool
+	at   time.Time
+	view viewID
+}
+
+// statusTTL is how long a message that is not an error stays.
+const statusTTL = 5 * time.Second
 
 // New returns the model.
 func New(opt Options) *Model {
@@ -124,7 +141,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.w, m.h = max(msg.Width, 20), max(msg.Height, 6)
-		return m, m.resizeDetail()
+		m.resizePages()
+		return m, nil
 	case tickMsg:
 		return m, tea.Batch(m.refresh(), m.tick())
 	case loadedMsg:
@@ -144,76 +162,115 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 // key routes a key press: the open dialog or prompt first, then the keys
-// that work everywhere, then the current view.
+// that work everywhere, then the open page or the current view. A key
+// that means nothing there says so.
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
-	s := k.String()
-	if s == "ctrl+c" {
+	g := globalKeys
+	if key.Matches(k, g.ForceQuit) {
 		return tea.Quit
 	}
 	switch {
 	case m.dialog != nil:
-		return m.dialogKey(s)
+		return m.dialogKey(k)
 	case m.input != nil:
 		return m.promptKey(k)
-	case m.help:
-		if s == "?" || s == "esc" || s == "q" {
-			m.help = false
+	case m.help != nil:
+		if key.Matches(k, g.Help, g.Back, g.Quit) {
+			m.help = nil
+		} else {
+			m.help.key(k)
 		}
 		return nil
 	}
-	switch s {
-	case "?":
-		m.help = true
+	switch {
+	case key.Matches(k, g.Help):
+		m.openHelp()
 		return nil
-	case "ctrl+r":
+	case key.Matches(k, g.Refresh):
 		m.setStatus("refreshing…", nil)
 		return m.refresh()
-	}
-	if m.detail != nil {
-		return m.detailKey(s)
-	}
-	switch s {
-	case "tab":
+	case key.Matches(k, g.Next):
 		return m.switchTo((m.view + 1) % viewCount)
-	case "shift+tab":
+	case key.Matches(k, g.Prev):
 		return m.switchTo((m.view + viewCount - 1) % viewCount)
-	case "1", "2", "3", "4", "5":
-		return m.switchTo(viewID(s[0] - '1'))
-	case "/":
-		m.openFilter()
+	case key.Matches(k, g.Views):
+		return m.switchTo(viewID(k.String()[0] - '1'))
+	}
+	if m.status.err && key.Matches(k, g.Back) {
+		m.status = status{} // esc first dismisses an error
 		return nil
-	case "q":
-		return tea.Quit
 	}
-	switch m.view {
-	case viewQueues:
-		return m.queuesKey(s)
-	case viewWorkers:
-		return m.workersKey(s)
-	case viewTasks:
-		return m.tasksKey(s)
-	case viewEvents:
-		return m.eventsKey(s)
-	case viewAudit:
-		return m.auditKey(s)
+	var cmd tea.Cmd
+	var ok bool
+	switch p := m.cur; {
+	case p.worker != nil:
+		cmd, ok = m.workerDetailKey(k)
+	case p.detail != nil:
+		cmd, ok = m.detailKey(k)
+	default:
+		cmd, ok = m.viewKey(k)
 	}
+	if ok {
+		return cmd
+	}
+	switch {
+	case key.Matches(k, g.Back, g.Quit) && m.canGoBack():
+		return m.back()
+	case key.Matches(k, g.Quit):
+		m.confirm("Quit tasktop?", "", "Quit", nil)
+		m.dialog.quit = true
+		return nil
+	case key.Matches(k, g.Back):
+		return nil
+	}
+	m.setStatus(fmt.Sprintf("%s: no meaning in this view (? lists the keys)", k.String()), nil)
 	return nil
 }
 
+// viewKey routes k to the current view.
+func (m *Model) viewKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	if key.Matches(k, globalKeys.Filter) {
+		m.openFilter()
+		return nil, true
+	}
+	switch m.view {
+	case viewQueues:
+		return m.queuesKey(k)
+	case viewWorkers:
+		return m.workersKey(k)
+	case viewTasks:
+		return m.tasksKey(k)
+	case viewEvents:
+		return m.eventsKey(k)
+	}
+	return m.auditKey(k)
+}
+
+// switchTo opens a view from the tabs: the navigation starts again there.
 func (m *Model) switchTo(v viewID) tea.Cmd {
-	m.view = v
+	m.view, m.cur, m.stack = v, page{}, nil
+	if m.status.err {
+		m.status = status{}
+	}
 	return m.refresh()
 }
 
 func (m *Model) setStatus(s string, err error) {
-	m.status, m.statusErr = s, err != nil
+	text := s
 	if err != nil {
-		m.status = s + ": " + err.Error()
+		text = s + ": " + err.Error()
 		if s == "" {
-			m.status = err.Error()
+			text = err.Error()
 		}
 	}
-	if m.status != "" {
-		m.status = clock(m.opt.Now()) + " " + m.status
+	m.status = status{text: text, err: err != nil, at: m.opt.Now(), view: m.view}
+}
+
+// statusText is the message the footer shows now ("" when none).
+func (m *Model) statusText() (string, bool) {
+	st := m.status
+	if st.text == "" || (!st.err && m.opt.Now().Sub(st.at) > statusTTL) {
+		return "", false
 	}
+	return clock(st.at) + " " + st.text, st.err
 }

@@ -184,8 +184,8 @@ func TestTaskFilterAndSearch(t *testing.T) {
 	require.Empty(t, m.input.ti.Value())
 	b.typeText(t, m, "#1008")
 	b.press(t, m, "enter")
-	require.NotNil(t, m.detail)
-	require.Equal(t, int64(1008), m.detail.id)
+	require.NotNil(t, m.cur.detail)
+	require.Equal(t, int64(1008), m.cur.detail.id)
 
 	b.press(t, m, "esc", "/")
 	b.typeText(t, m, "status:bogus")
@@ -439,16 +439,21 @@ func TestDetail(t *testing.T) {
 	b.press(t, m, "r")
 	require.Equal(t, []string{"retry [1008]"}, b.acts.Calls())
 	b.press(t, m, "q")
-	require.Nil(t, m.detail)
+	require.Nil(t, m.cur.detail)
 	require.False(t, b.quit, "q leaves the detail first")
-	b.press(t, m, "q")
+	b.press(t, m, "q") // at the top q asks, Cancel first
+	require.Contains(t, screen(m), "Quit tasktop?")
+	b.press(t, m, "enter")
+	require.False(t, b.quit)
+	b.press(t, m, "q", "y")
 	require.True(t, b.quit)
+	b.quit = false
 
 	// A task that is gone says so and goes back.
 	b.press(t, m, "/")
 	b.typeText(t, m, "99999")
 	b.press(t, m, "enter")
-	require.Nil(t, m.detail)
+	require.Nil(t, m.cur.detail)
 	require.Contains(t, screen(m), "task 99999 not found")
 }
 
@@ -488,4 +493,117 @@ func TestSparkline(t *testing.T) {
 	require.Equal(t, "  ▁ ▄█", sparkline([]int64{1, 0, 4, 8}, 6))
 	require.Equal(t, "▄█", sparkline([]int64{1, 0, 4, 8}, 2))
 	require.Equal(t, "   ", sparkline(nil, 3))
+}
+
+// testClock gives the model a clock the test moves.
+type testClock struct{ at time.Time }
+
+func (c *testClock) now() time.Time { return c.at }
+
+// TestNavigationStack: esc and q go back where the operator came from;
+// q at the top asks before quitting.
+func TestNavigationStack(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "G", "enter") // send_email's tasks
+	require.Equal(t, viewTasks, m.view)
+	require.Equal(t, "queue:send_email", m.tasks.filterText())
+	b.press(t, m, "enter")
+	require.NotNil(t, m.cur.detail)
+	b.press(t, m, "esc")
+	require.Nil(t, m.cur.detail)
+	require.Equal(t, "queue:send_email", m.tasks.filterText(), "back to the queue's tasks")
+	b.press(t, m, "esc")
+	require.Equal(t, viewQueues, m.view, "esc returns to Queues")
+	require.Empty(t, m.tasks.filterText(), "the tasks view has its filter of before")
+	b.press(t, m, "q")
+	require.Contains(t, screen(m), "Quit tasktop?")
+	b.press(t, m, "esc")
+	require.Nil(t, m.dialog)
+	require.False(t, b.quit)
+
+	// Tasks opened from its tab: esc clears the filter, q asks.
+	b.press(t, m, "3", "s", "esc")
+	require.Empty(t, m.tasks.filterText())
+	require.Equal(t, viewTasks, m.view)
+	b.press(t, m, "q")
+	require.NotNil(t, m.dialog)
+}
+
+// TestWorkerDetail lists every running task of a worker, with its node
+// and full id; each opens, and esc comes back.
+func TestWorkerDetail(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "2", "enter")
+	s := screen(m)
+	require.Contains(t, s, "Worker node-a-w1")
+	require.Contains(t, s, "node       node-a")
+	require.Regexp(t, `1003 +send_email`, s)
+	require.Regexp(t, `1004 +send_email`, s)
+	b.press(t, m, "down", "enter")
+	require.NotNil(t, m.cur.detail)
+	require.Equal(t, int64(1004), m.cur.detail.id)
+	b.press(t, m, "esc")
+	require.NotNil(t, m.cur.worker)
+	b.press(t, m, "q")
+	require.Nil(t, m.cur.worker)
+	require.Equal(t, viewWorkers, m.view)
+	require.Nil(t, m.dialog)
+}
+
+// TestHelpFromBindings: the help lists every binding of every group, fits
+// 80×24 by scrolling, and hides actions when read-only.
+func TestHelpFromBindings(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "?")
+	seen := screen(m)
+	require.Contains(t, seen, "↓/j pgdn: more")
+	for !m.help.vp.AtBottom() {
+		b.press(t, m, "down")
+		seen += screen(m)
+	}
+	for _, g := range helpGroups() {
+		require.Contains(t, seen, g.title)
+		for _, k := range g.keys {
+			require.Contains(t, seen, k.Help().Key+strings.Repeat(" ", 15-ansi.StringWidth(k.Help().Key)+1)+k.Help().Desc)
+		}
+	}
+	require.Len(t, strings.Split(screen(m), "\n"), 24)
+	b.press(t, m, "esc")
+	require.Nil(t, m.help)
+
+	ro, rb := setup(t, true)
+	rb.press(t, ro, "?", "G")
+	require.NotContains(t, screen(ro), "retry")
+}
+
+// TestUnknownKeySaysSo: a key with no meaning in a view says so, and the
+// message expires; an error stays until esc or another view.
+func TestUnknownKeySaysSo(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{at: now}
+	b := &testBundle{src: fixture(), acts: &fakeActions{}}
+	m := New(Options{Source: b.src, Actions: b.acts, Now: clk.now})
+	m.noTick = true
+	b.settle(t, m, m.Init())
+	b.press(t, m, "z")
+	require.Contains(t, screen(m), "z: no meaning in this view")
+	clk.at = clk.at.Add(statusTTL + time.Second)
+	require.NotContains(t, screen(m), "no meaning")
+	require.Contains(t, screen(m), "? help", "the key hints are back")
+
+	b.press(t, m, "3", "/")
+	b.typeText(t, m, "foo:bar")
+	b.press(t, m, "enter")
+	require.Contains(t, screen(m), `unknown filter "foo"`)
+	clk.at = clk.at.Add(10 * time.Minute)
+	require.Contains(t, screen(m), `unknown filter "foo"`, "an error stays")
+	b.press(t, m, "1")
+	require.NotContains(t, screen(m), `unknown filter`, "but not in another view")
+	b.press(t, m, "3", "/")
+	b.typeText(t, m, "foo:bar")
+	b.press(t, m, "enter", "esc")
+	require.NotContains(t, screen(m), `unknown filter`, "esc dismisses it")
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
@@ -157,35 +158,41 @@ func ageOrDash(s float64) string {
 	return age(seconds(s))
 }
 
-func (m *Model) queuesKey(s string) tea.Cmd {
-	if m.queues.cur.navigate(s, len(m.queues.shown(m.ov))) {
-		return nil
+func (m *Model) queuesKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	if m.queues.cur.navigate(k, len(m.queues.shown(m.ov))) {
+		return nil, true
 	}
 	q, ok := m.selectedQueue()
-	switch s {
-	case "esc":
+	qk := queueKeys
+	switch {
+	case key.Matches(k, globalKeys.Back) && m.queues.filter != "":
 		m.queues.filter = ""
-	case "enter":
+	case key.Matches(k, qk.Open):
 		if ok {
+			before := m.tasks.q
+			m.stack = append(m.stack, frame{view: viewQueues, page: m.cur, tasks: &before})
 			m.tasks.setQuery(TaskQuery{Queue: q.Name})
-			return m.switchTo(viewTasks)
+			m.view = viewTasks
+			return m.refresh(), true
 		}
-	case "p":
+	case key.Matches(k, qk.Pause):
 		if !ok || !m.canAct() {
-			return nil
+			return nil, true
 		}
 		if q.Paused {
-			return m.act(m.queueAction(Actions.Resume, q.Name))
+			return m.act(m.queueAction(Actions.Resume, q.Name)), true
 		}
 		m.confirm(fmt.Sprintf("Pause queue %s?", q.Name),
 			"No task of it is dispatched or started until it is resumed; running tasks finish.",
 			"Pause", m.queueAction(Actions.Pause, q.Name))
-	case "S":
+	case key.Matches(k, qk.Reshard):
 		if ok && m.canAct() {
 			m.askShards(q)
 		}
+	default:
+		return nil, false
 	}
-	return nil
+	return nil, true
 }
 
 // askShards opens the reshard prompt, then its confirmation.

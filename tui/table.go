@@ -3,6 +3,8 @@ package tui
 import (
 	"strings"
 
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 )
@@ -138,20 +140,21 @@ func (c *cursor) move(d int) {
 
 // navigate handles the movement keys in a list of n rows; it reports
 // whether k was one.
-func (c *cursor) navigate(k string, n int) bool {
+func (c *cursor) navigate(k tea.KeyPressMsg, n int) bool {
 	c.n = n
-	switch k {
-	case "up", "k":
+	l := listKeys
+	switch {
+	case key.Matches(k, l.Up):
 		c.move(-1)
-	case "down", "j":
+	case key.Matches(k, l.Down):
 		c.move(1)
-	case "home", "g":
+	case key.Matches(k, l.Top):
 		c.move(-c.n)
-	case "end", "G":
+	case key.Matches(k, l.Bottom):
 		c.move(c.n)
-	case "pgup", "ctrl+u":
+	case key.Matches(k, l.PageUp):
 		c.move(-c.height)
-	case "pgdown", "ctrl+d":
+	case key.Matches(k, l.PageDown):
 		c.move(c.height)
 	default:
 		return false

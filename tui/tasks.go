@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
@@ -123,6 +124,9 @@ func (m *Model) applyTaskFilter(s string) tea.Cmd {
 		m.setStatus("filter", err)
 		return nil
 	}
+	if m.status.err {
+		m.status = status{} // the filter that failed is mended
+	}
 	if id > 0 {
 		return m.openDetail(id)
 	}
@@ -173,58 +177,48 @@ func (v *tasksView) setRows(rows []*task.Task, more bool) {
 	}
 }
 
-func (m *Model) tasksKey(s string) tea.Cmd {
-	v := &m.tasks
-	switch s {
-	case "]", "pgdown":
-		if s == "pgdown" && v.cur.pos < len(v.rows)-1 {
-			break
-		}
+func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	v, tk, sk := &m.tasks, tasksKeys, selectKeys
+	switch {
+	case key.Matches(k, tk.NextPage) || (key.Matches(k, listKeys.PageDown) && v.cur.pos >= len(v.rows)-1):
 		if v.more {
 			v.pages = append(v.pages, v.rows[len(v.rows)-1].ID)
-			v.seq++
-			v.cur = cursor{}
-			clear(v.selected)
-			return m.refresh()
+			v.turned()
+			return m.refresh(), true
 		}
-		return nil
-	case "[", "pgup":
-		if s == "pgup" && v.cur.pos > 0 {
-			break
-		}
+		return nil, true
+	case key.Matches(k, tk.PrevPage) || (key.Matches(k, listKeys.PageUp) && v.cur.pos == 0):
 		if len(v.pages) > 0 {
 			v.pages = v.pages[:len(v.pages)-1]
-			v.seq++
-			v.cur = cursor{}
-			clear(v.selected)
-			return m.refresh()
+			v.turned()
+			return m.refresh(), true
 		}
-		return nil
+		return nil, true
 	}
-	if v.cur.navigate(s, len(v.rows)) {
-		return nil
+	if v.cur.navigate(k, len(v.rows)) {
+		return nil, true
 	}
 	if v.all {
-		if cmd, ok := m.filterKey(s); ok {
+		if cmd, ok := m.filterKey(k); ok {
 			v.unselect()
-			return cmd
+			return cmd, true
 		}
 	}
 	ids, selected := v.targets()
-	if cmd, ok := m.taskKey(s, ids, selected); ok {
+	if cmd, ok := m.taskKey(k, ids, selected); ok {
 		// Whatever the outcome (done, asked and cancelled, refused), the
 		// selection was used: the next key starts from the cursor.
 		v.unselect()
-		return cmd
+		return cmd, true
 	}
-	switch s {
-	case "enter":
+	switch {
+	case key.Matches(k, tk.Open):
 		if v.cur.pos < len(v.rows) {
-			return m.openDetail(v.rows[v.cur.pos].ID)
+			return m.openDetail(v.rows[v.cur.pos].ID), true
 		}
-	case "space":
+	case key.Matches(k, sk.One):
 		if !m.canAct() || v.cur.pos >= len(v.rows) {
-			return nil
+			return nil, true
 		}
 		id := v.rows[v.cur.pos].ID
 		if v.selected[id] {
@@ -232,10 +226,11 @@ func (m *Model) tasksKey(s string) tea.Cmd {
 		} else {
 			v.selected[id] = true
 		}
+		v.all = false
 		v.cur.move(1)
-	case "a":
+	case key.Matches(k, sk.Page):
 		if !m.canAct() {
-			return nil
+			return nil, true
 		}
 		all := true
 		for _, t := range v.rows {
@@ -248,7 +243,19 @@ func (m *Model) tasksKey(s string) tea.Cmd {
 				v.selected[t.ID] = true
 			}
 		}
-	case "s":
+		v.all = false
+	case key.Matches(k, sk.All):
+		if !m.canAct() {
+			return nil, true
+		}
+		if v.all {
+			v.unselect()
+			return nil, true
+		}
+		clear(v.selected)
+		v.all, v.allCount = true, -1
+		return m.count(), true
+	case key.Matches(k, tk.Status):
 		q := v.q
 		switch {
 		case q.Status == nil:
@@ -261,27 +268,28 @@ func (m *Model) tasksKey(s string) tea.Cmd {
 			q.Status = &st
 		}
 		v.setQuery(q)
-		return m.refresh()
-	case "A":
-		if !m.canAct() {
-			return nil
-		}
-		if v.all {
+		return m.refresh(), true
+	case key.Matches(k, globalKeys.Back):
+		switch {
+		case len(v.selected) > 0 || v.all:
 			v.unselect()
-			return nil
-		}
-		clear(v.selected)
-		v.all, v.allCount = true, -1
-		return m.count()
-	case "esc":
-		if len(v.selected) > 0 || v.all {
-			v.unselect()
-		} else if v.filterText() != "" {
+		case m.canGoBack():
+			return m.back(), true
+		case v.filterText() != "":
 			v.setQuery(TaskQuery{})
-			return m.refresh()
+			return m.refresh(), true
 		}
+	default:
+		return nil, false
 	}
-	return nil
+	return nil, true
+}
+
+// turned starts a newly turned page: cursor at the top, no selection.
+func (v *tasksView) turned() {
+	v.seq++
+	v.cur = cursor{}
+	v.unselect()
 }
 
 var taskColumns = []column{
@@ -393,8 +401,8 @@ func (m *Model) count() tea.Cmd {
 // filterKey runs the task action of key k on every task matching the
 // filter, through the ops layer's filter target (one audit row naming the
 // filter). It always asks, with the count.
-func (m *Model) filterKey(k string) (tea.Cmd, bool) {
-	a, ok := taskActions[k]
+func (m *Model) filterKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	a, ok := actionOf(k)
 	if !ok || !m.canAct() {
 		return nil, ok
 	}

@@ -45,13 +45,16 @@ func (m *Model) render() string {
 	lines = append(lines, m.errorLines()...)
 	h := m.tableHeight()
 	var body string
+	d := m.cur.detail
 	switch {
-	case m.help:
-		body = helpText(&m.st, m.opt.ReadOnly)
-	case m.detail != nil && m.detail.task == nil:
-		body = m.empty(fmt.Sprintf("loading task %d…", m.detail.id), m.w, h)
-	case m.detail != nil:
-		body = m.detail.vp.View()
+	case m.help != nil:
+		body = m.helpBody(h)
+	case m.cur.worker != nil:
+		body = m.workerDetailView(m.w, h)
+	case d != nil && d.task == nil:
+		body = m.empty(fmt.Sprintf("loading task %d…", d.id), m.w, h)
+	case d != nil:
+		body = d.vp.View()
 	default:
 		body = m.table(m.w, h)
 	}
@@ -177,8 +180,10 @@ func (m *Model) tabs() string {
 	}
 	info := ""
 	switch {
-	case m.detail != nil:
-		info = fmt.Sprintf("task %d", m.detail.id)
+	case m.cur.detail != nil:
+		info = fmt.Sprintf("task %d", m.cur.detail.id)
+	case m.cur.worker != nil:
+		info = "worker " + m.cur.worker.id
 	case m.view == viewTasks:
 		info = m.tasksInfo()
 	case m.view == viewQueues && m.queues.filter != "":
@@ -207,13 +212,13 @@ func (m *Model) footer() string {
 	if !m.ovAt.IsZero() {
 		right = "updated " + clock(m.ovAt)
 	}
-	left := m.st.Dim.Render(shortHelp(m.view, m.detail != nil, m.opt.ReadOnly))
-	if m.status != "" {
-		left = m.st.Status.Render(m.status)
-		if m.statusErr {
-			left = m.st.StatusErr.Render(m.status)
+	room := m.w - ansi.StringWidth(right) - 1
+	left := m.st.Dim.Render(m.shortHelp(room))
+	if text, isErr := m.statusText(); text != "" {
+		left = m.st.Status.Render(text)
+		if isErr {
+			left = m.st.StatusErr.Render(text)
 		}
 	}
-	room := m.w - ansi.StringWidth(right) - 1
 	return cell(left, room, false) + " " + right
 }

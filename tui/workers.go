@@ -1,12 +1,14 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
@@ -120,18 +122,121 @@ func (m *Model) workersTable(width, height int) string {
 	return renderTable(&m.st, workerColumns, rows, &m.workers.cur, width, height)
 }
 
-func (m *Model) workersKey(s string) tea.Cmd {
-	if m.workers.cur.navigate(s, len(m.workers.shown(m.ov))) {
-		return nil
-	}
-	switch s {
-	case "esc":
+func (m *Model) workersKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	ws := m.workers.shown(m.ov)
+	switch {
+	case m.workers.cur.navigate(k, len(ws)):
+	case key.Matches(k, globalKeys.Back) && m.workers.filter != "":
 		m.workers.filter = ""
-	case "enter":
-		ws := m.workers.shown(m.ov)
-		if p := m.workers.cur.pos; p < len(ws) && ws[p].Heartbeat != nil && len(ws[p].Heartbeat.Slots) > 0 {
-			return m.openDetail(ws[p].Heartbeat.Slots[0].TaskID)
+	case key.Matches(k, workerKeys.Open):
+		if p := m.workers.cur.pos; p < len(ws) {
+			m.push()
+			m.cur = page{worker: &workerDetail{id: ws[p].ID}}
+		}
+	default:
+		return nil, false
+	}
+	return nil, true
+}
+
+// workerDetail shows one worker: its full id, node, host and every task
+// it runs, each of which opens.
+type workerDetail struct {
+	id  string
+	cur cursor
+}
+
+// worker returns the worker shown, from the last overview.
+func (m *Model) worker(id string) (broker.WorkerStatus, bool) {
+	if m.ov != nil {
+		for _, w := range m.ov.Workers {
+			if w.ID == id {
+				return w, true
+			}
 		}
 	}
-	return nil
+	return broker.WorkerStatus{}, false
+}
+
+// slots are a worker's running tasks, longest running first.
+func slots(w *broker.WorkerStatus) []broker.Slot {
+	if w.Heartbeat == nil {
+		return nil
+	}
+	s := slices.Clone(w.Heartbeat.Slots)
+	slices.SortFunc(s, func(a, b broker.Slot) int { return a.Since.Compare(b.Since) })
+	return s
+}
+
+func (m *Model) workerDetailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	d := m.cur.worker
+	w, _ := m.worker(d.id)
+	ss := slots(&w)
+	switch {
+	case d.cur.navigate(k, len(ss)):
+	case key.Matches(k, globalKeys.Back, globalKeys.Quit):
+		return m.back(), true
+	case key.Matches(k, workerKeys.Open):
+		if d.cur.pos < len(ss) {
+			return m.openDetail(ss[d.cur.pos].TaskID), true
+		}
+	default:
+		return nil, false
+	}
+	return nil, true
+}
+
+var slotColumns = []column{
+	{title: "TASK", width: 8, right: true},
+	{title: "CODE", width: 12, flex: 30},
+	{title: "QUEUE", width: 10, flex: 24, drop: 2},
+	{title: "TRY", width: 3, right: true, drop: 1},
+	{title: "FOR", width: 7, right: true},
+	{title: "STATE", width: 9},
+}
+
+func (m *Model) workerDetailView(width, height int) string {
+	d := m.cur.worker
+	w, ok := m.worker(d.id)
+	if !ok {
+		return m.empty("worker "+d.id+" is no longer registered (recovery drained it)", width, height)
+	}
+	now := m.opt.Now()
+	state, _ := workerState(&w, now.Sub(w.LastBeat))
+	var b strings.Builder
+	b.WriteString(m.st.Title.Render("Worker "+w.ID) + "  " + state + "\n")
+	kv := func(k, v string) { fmt.Fprintf(&b, "%-10s %s\n", k, v) }
+	node, host := cmp.Or(w.Node, "-"), "-"
+	if hb := w.Heartbeat; hb != nil {
+		host = fmt.Sprintf("%s (pid %d)", hb.Host, hb.PID)
+		kv("node", node)
+		kv("host", host)
+		kv("queues", strings.Join(hb.Queues, ", "))
+		busy := fmt.Sprintf("%d busy", len(hb.Slots))
+		if hb.Capacity > 0 {
+			busy += fmt.Sprintf(" of %d", hb.Capacity)
+		}
+		kv("slots", busy)
+	} else {
+		kv("node", node)
+	}
+	kv("heartbeat", stamp(w.LastBeat)+" ("+age(now.Sub(w.LastBeat))+" ago)")
+	ss := slots(&w)
+	head := strings.Count(b.String(), "\n") + 1
+	b.WriteString("\n")
+	if len(ss) == 0 {
+		b.WriteString(m.st.Dim.Render("no running task"))
+		return b.String()
+	}
+	rows := make([]row, len(ss))
+	for i, sl := range ss {
+		st := "running"
+		style := m.st.Good
+		if sl.Abandoned {
+			st, style = "abandoned", m.st.Bad
+		}
+		rows[i] = row{style: style, cells: []string{strconv.FormatInt(sl.TaskID, 10), sl.Code, sl.Queue,
+			strconv.Itoa(sl.Attempt), age(now.Sub(sl.Since)), st}}
+	}
+	return b.String() + renderTable(&m.st, slotColumns, rows, &d.cur, width, max(2, height-head))
 }

@@ -66,6 +66,8 @@ type Minute struct {
 // WorkerStatus is what the registry and the heartbeat say about a worker.
 type WorkerStatus struct {
 	ID string `json:"id"`
+	// Node is the node id of the `taskd run` process the worker is part of.
+	Node string `json:"node,omitempty"`
 	// LastBeat is the time of its last heartbeat (the beating host's clock).
 	LastBeat time.Time `json:"last_beat"`
 	// Heartbeat is nil once the heartbeat key expired: the worker is dead.
@@ -108,7 +110,7 @@ func (b *Broker) Workers(ctx context.Context, minutes int) ([]WorkerStatus, erro
 		if raw, err := beats[i].Result(); err == nil {
 			var hb Heartbeat
 			if json.Unmarshal([]byte(raw), &hb) == nil {
-				ws.Heartbeat = &hb
+				ws.Heartbeat, ws.Node = &hb, hb.Node
 			}
 		}
 		if minutes > 0 {
