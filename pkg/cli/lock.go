@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -51,6 +53,13 @@ quiet). If the lock is lost while CMD runs (its renewal is refused, or
 cannot be confirmed before the TTL would run out), CMD's process group gets
 SIGTERM, then SIGKILL after 5s, and taskd exits 1. SIGTERM or SIGINT to
 taskd is passed on to CMD the same way.
+
+CMD gets TASKD_LOCK_NAME and TASKD_LOCK_TOKEN, a fencing token: a number
+greater than that of every earlier holder of NAME. taskd cannot stop CMD
+while taskd itself is frozen (SIGSTOP, a suspended VM), so the next host may
+start while CMD still runs; CMD can make its writes refuse an older holder
+with it (UPDATE ... SET fence = TOKEN WHERE fence < TOKEN). taskd resumed
+after its lock's TTL stops CMD at once. See "taskd locks" for the held locks.
 
 Exit codes: CMD's; --skip-exit when the lock is held elsewhere; 1 when
 Redis/MySQL fails or the lock is lost; 2 for bad usage; 126/127 when CMD
@@ -164,6 +173,7 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 
 	c := r.child
 	c.Stdin, c.Stdout, c.Stderr = a.Stdin, a.Stdout, a.Stderr
+	c.Env = append(os.Environ(), "TASKD_LOCK_NAME="+r.name, "TASKD_LOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so we can signal everything it spawns
 	// Only matters when a stream is not a file: a straggler holding a pipe
 	// must not keep taskd (and the lock) forever.
@@ -179,15 +189,26 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 	}
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- c.Wait() }()
+	// A wrapper resumed after SIGSTOP checks its lease before anything else:
+	// past the trust window, CMD is stopped at once.
+	resumed := make(chan os.Signal, 1)
+	signal.Notify(resumed, syscall.SIGCONT)
+	defer signal.Stop(resumed)
 
-	select {
-	case <-waitErr:
-	case <-lease.Context().Done():
-		stopProcessGroup(c.Process.Pid, waitErr)
-		return exitError{code: ExitFailure, msg: fmt.Sprintf("%v; stopped %s (%s)", lease.Err(), r.argv[0], c.ProcessState)}
-	case <-ctx.Done():
-		// taskd was asked to stop: pass it on, then exit as CMD did.
-		stopProcessGroup(c.Process.Pid, waitErr)
+	for done := false; !done; {
+		select {
+		case <-waitErr:
+			done = true
+		case <-resumed:
+			lease.Check()
+		case <-lease.Context().Done():
+			stopProcessGroup(c.Process.Pid, waitErr)
+			return exitError{code: ExitFailure, msg: fmt.Sprintf("%v; stopped %s (%s)", lease.Err(), r.argv[0], c.ProcessState)}
+		case <-ctx.Done():
+			// taskd was asked to stop: pass it on, then exit as CMD did.
+			stopProcessGroup(c.Process.Pid, waitErr)
+			done = true
+		}
 	}
 	if code := exitStatus(c.ProcessState); code != 0 {
 		return exitError{code: code}

@@ -3,12 +3,15 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,10 +53,22 @@ func (b *lockBundle) lock(ctx context.Context, stdin string, args ...string) loc
 	return lockResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
-// owner is the token in the Redis lock of name, or "".
+// owner is the owner id in the Redis lock of name (or the value of a
+// string key set by a test), or "".
 func (b *lockBundle) owner(t *testing.T, name string) string {
 	t.Helper()
-	v, err := b.env.Broker.Client().Get(context.Background(), lock.NewRedis(nil, b.env.Prefix).Key(name)).Result()
+	ctx, rdb, key := context.Background(), b.env.Broker.Client(), lock.NewRedis(nil, b.env.Prefix).Key(name)
+	typ, err := rdb.Type(ctx, key).Result()
+	require.NoError(t, err)
+	var v string
+	switch typ {
+	case "none":
+		return ""
+	case "string":
+		v, err = rdb.Get(ctx, key).Result()
+	default:
+		v, err = rdb.HGet(ctx, key, "owner").Result()
+	}
 	if errors.Is(err, redis.Nil) {
 		return ""
 	}
@@ -92,6 +107,10 @@ func TestLockProcesses(t *testing.T) {
 	require.NoError(t, err, "go build: %s", out)
 
 	for _, backend := range []string{"redis", "mysql"} {
+		t.Run("frozen holder, "+backend, func(t *testing.T) {
+			t.Parallel()
+			frozenHolder(t, bin, backend)
+		})
 		t.Run("three hosts, "+backend, func(t *testing.T) {
 			t.Parallel()
 			b := lockSetup(t)
@@ -179,7 +198,7 @@ func TestLockHeldElsewhere(t *testing.T) {
 	require.Equal(t, 75, r.code)
 	require.Equal(t, "taskd: lock job is held elsewhere; not running\n", r.stderr)
 	require.NoFileExists(t, ran)
-	require.Equal(t, held.Token(), b.owner(t, "job"), "the holder's lock is untouched")
+	require.Equal(t, held.Owner(), b.owner(t, "job"), "the holder's lock is untouched")
 
 	// --wait outlasts a holder that finishes.
 	time.AfterFunc(300*time.Millisecond, func() { held.Release(ctx) })
@@ -250,4 +269,124 @@ func TestLockPassesSIGTERMOn(t *testing.T) {
 	r := <-done
 	require.Equal(t, 128+15, r.code, "stderr %q", r.stderr)
 	require.Equal(t, "", b.owner(t, "job"), "released although taskd was stopped")
+}
+
+// frozenHolder: a `taskd lock` frozen (SIGSTOP) past its TTL cannot stop
+// its command, and the next host starts meanwhile; the next host's token
+// is greater, and the frozen wrapper stops its command as soon as it runs
+// again.
+func frozenHolder(t *testing.T, bin, backend string) {
+	b := lockSetup(t)
+	first, second := filepath.Join(b.dir, "first"), filepath.Join(b.dir, "second")
+	var stderr bytes.Buffer
+	w1 := exec.Command(bin, "--config", b.cfgPath, "lock", "job", "--ttl", "3s", "--backend", backend,
+		"--", "sh", "-c", "echo $TASKD_LOCK_TOKEN > "+first+".tmp; mv "+first+".tmp "+first+"; exec sleep 60")
+	w1.Stderr = &stderr
+	require.NoError(t, w1.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- w1.Wait() }()
+	t.Cleanup(func() {
+		w1.Process.Signal(syscall.SIGCONT)
+		w1.Process.Kill()
+	})
+	waitForFile(t, first)
+	require.NoError(t, w1.Process.Signal(syscall.SIGSTOP))
+
+	// The next host waits for the frozen holder's lock to expire.
+	out, err := exec.Command(bin, "--config", b.cfgPath, "lock", "job", "--ttl", "3s", "--wait", "30s", "--backend", backend,
+		"--", "sh", "-c", "echo $TASKD_LOCK_TOKEN > "+second).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	tokens := make([]uint64, 2)
+	for i, f := range []string{first, second} {
+		body, err := os.ReadFile(f)
+		require.NoError(t, err)
+		tokens[i], err = strconv.ParseUint(strings.TrimSpace(string(body)), 10, 64)
+		require.NoError(t, err, "TASKD_LOCK_TOKEN %q", body)
+	}
+	require.Greater(t, tokens[1], tokens[0], "the next holder's token is greater than the frozen one's")
+
+	resumed := time.Now()
+	require.NoError(t, w1.Process.Signal(syscall.SIGCONT))
+	select {
+	case err := <-exited: // it exits once its command is stopped
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, cli.ExitFailure, ee.ExitCode())
+		require.Contains(t, stderr.String(), "lock lost")
+		require.Contains(t, stderr.String(), "stopped sh")
+		t.Logf("command stopped %s after the wrapper resumed", time.Since(resumed))
+	case <-time.After(3 * time.Second):
+		t.Fatal("the resumed wrapper did not stop its command within a TTL")
+	}
+}
+
+// TestLockToken: the command gets the lock's name and a token that grows
+// from one holder to the next, on both backends.
+func TestLockToken(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	ctx := context.Background()
+	for _, backend := range []string{"redis", "mysql"} {
+		var last uint64
+		for range 3 {
+			r := b.lock(ctx, "", "job", "--backend", backend, "--", "sh", "-c", `echo "$TASKD_LOCK_NAME $TASKD_LOCK_TOKEN"`)
+			require.Equal(t, 0, r.code, "stderr %q", r.stderr)
+			name, token, ok := strings.Cut(strings.TrimSpace(r.stdout), " ")
+			require.True(t, ok, "stdout %q", r.stdout)
+			require.Equal(t, "job", name)
+			n, err := strconv.ParseUint(token, 10, 64)
+			require.NoError(t, err, "token %q", token)
+			require.Greater(t, n, last, "%s: tokens grow", backend)
+			last = n
+		}
+	}
+}
+
+// TestLocksCommand: `taskd locks` lists the held locks of both backends,
+// in text and JSON.
+func TestLocksCommand(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	ctx := context.Background()
+	run := func(args ...string) lockResult {
+		var stdout, stderr bytes.Buffer
+		code := cli.Execute(ctx, append([]string{"--config", b.cfgPath}, args...), &stdout, &stderr, strings.NewReader(""))
+		return lockResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	}
+	r := run("locks")
+	require.Equal(t, 0, r.code, "stderr %q", r.stderr)
+	require.Equal(t, "NAME  BACKEND  HOST  PID  SINCE  TTL LEFT  TOKEN\n", r.stdout, "nothing held, no task_lock table yet")
+
+	rl := b.hold(t, "report")
+	ml, err := lock.NewMySQL(b.env.Store.DB()).Acquire(ctx, "backup", time.Minute)
+	require.NoError(t, err)
+	t.Cleanup(func() { ml.Release(ctx) })
+
+	r = run("locks")
+	require.Equal(t, 0, r.code, "stderr %q", r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3, "%s", r.stdout)
+	host, _ := os.Hostname()
+	for i, want := range []struct {
+		lease   *lock.Lease
+		backend string
+	}{{ml, "mysql"}, {rl, "redis"}} { // by name
+		f := strings.Fields(lines[i+1])
+		require.Equal(t, []string{want.lease.Name(), want.backend, host, strconv.Itoa(os.Getpid())}, f[:4], lines[i+1])
+		require.Equal(t, strconv.FormatUint(want.lease.Token(), 10), f[len(f)-1])
+	}
+
+	r = run("locks", "--backend", "redis", "-o", "json")
+	require.Equal(t, 0, r.code, "stderr %q", r.stderr)
+	var held []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &held), r.stdout)
+	require.Len(t, held, 1)
+	require.Equal(t, "report", held[0]["name"])
+	require.EqualValues(t, rl.Token(), held[0]["token"])
+	require.InDelta(t, 60000, held[0]["ttl_left_ms"], 10000)
+
+	r = run("locks", "--backend", "etcd")
+	requireLockOneLine(t, r, cli.ExitUsage, "--backend")
+	r = run("locks", "extra")
+	require.Equal(t, cli.ExitUsage, r.code)
 }

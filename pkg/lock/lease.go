@@ -13,7 +13,8 @@ import (
 type Lease struct {
 	b     backend
 	name  string
-	token string
+	owner string // random id of this acquisition: the compare-and-set key
+	token uint64 // fencing token
 	ttl   time.Duration
 
 	ctx    context.Context
@@ -30,10 +31,10 @@ type Lease struct {
 
 // newLease starts the renewal of a lock acquired by a request sent at
 // start. The lease's Context keeps parent's values, not its cancellation.
-func newLease(parent context.Context, b backend, name, token string, ttl time.Duration, start time.Time) *Lease {
+func newLease(parent context.Context, b backend, name, owner string, token uint64, ttl time.Duration, start time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	l := &Lease{
-		b: b, name: name, token: token, ttl: ttl,
+		b: b, name: name, owner: owner, token: token, ttl: ttl,
 		ctx: ctx, cancel: cancel,
 		trustEnd: start.Add(ttl - Margin(ttl)),
 		stop:     make(chan struct{}), done: make(chan struct{}),
@@ -45,8 +46,14 @@ func newLease(parent context.Context, b backend, name, token string, ttl time.Du
 // Name is the lock's name.
 func (l *Lease) Name() string { return l.name }
 
-// Token is the random owner token of this acquisition.
-func (l *Lease) Token() string { return l.token }
+// Owner is the random id that owns the lock in the backend for this
+// acquisition.
+func (l *Lease) Owner() string { return l.owner }
+
+// Token is the fencing token of this acquisition: greater than the token
+// of every earlier acquisition of the name. Resources the holder writes can
+// refuse writes carrying a token lower than one they have seen.
+func (l *Lease) Token() uint64 { return l.token }
 
 // TTL is the time each acquire or renewal holds the lock for.
 func (l *Lease) TTL() time.Duration { return l.ttl }
@@ -58,7 +65,34 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // Valid reports whether the lock is still surely held: not lost, not
 // released, and inside the trust window of the last confirmed renewal.
 func (l *Lease) Valid() bool {
-	return l.ctx.Err() == nil && time.Now().Before(l.until())
+	return l.ctx.Err() == nil && l.inWindow(time.Now())
+}
+
+// Check ends the lease at once (cause wrapping ErrLost) when its trust
+// window has passed, and reports whether it is still valid. The lease
+// checks itself every checkInterval; a caller that knows its process was
+// just resumed (SIGCONT) calls Check so it does not wait even that long.
+func (l *Lease) Check() bool { return l.checkAt(time.Now()) }
+
+func (l *Lease) checkAt(now time.Time) bool {
+	if l.ctx.Err() != nil {
+		return false
+	}
+	if !l.inWindow(now) {
+		l.cancel(l.windowErr(nil))
+		return false
+	}
+	return true
+}
+
+// inWindow reports whether now is inside the trust window by both the
+// monotonic clock (immune to clock steps) and the wall clock: the
+// monotonic clock stops while the host is suspended, and a host resumed
+// from a suspend must not trust a lock that expired meanwhile on the
+// server. A forward step of the wall clock only ends the lease early.
+func (l *Lease) inWindow(now time.Time) bool {
+	end := l.until()
+	return now.Before(end) && now.Round(0).Before(end.Round(0))
 }
 
 // Err is nil while the lease is held; afterwards, why it ended (an error
@@ -83,7 +117,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.cancel(ErrReleased)
 		rctx, cancel := context.WithTimeout(ctx, CallTimeout)
 		defer cancel()
-		if err := l.b.release(rctx, l.name, l.token); err != nil {
+		if err := l.b.release(rctx, l.name, l.owner); err != nil {
 			l.releaseErr = fmt.Errorf("release lock %s: %w", l.name, err)
 		}
 	})
@@ -95,6 +129,11 @@ func (l *Lease) until() time.Time {
 	defer l.mu.Unlock()
 	return l.trustEnd
 }
+
+// checkInterval is how often a lease checks its trust window besides its
+// timers, so that a process resumed after its window closed (a suspend
+// stops the monotonic clock the timers run on) notices within this.
+const checkInterval = 100 * time.Millisecond
 
 // retryDelay is the pause between failed renewal attempts.
 func retryDelay(ttl time.Duration) time.Duration {
@@ -119,39 +158,41 @@ func (l *Lease) keepAlive() {
 	defer expiry.Stop()
 	next := time.NewTimer(l.ttl / 3)
 	defer next.Stop()
+	check := time.NewTicker(checkInterval)
+	defer check.Stop()
 	var lastErr error
 	for {
 		select {
 		case <-l.stop:
 			return
+		case <-l.ctx.Done(): // ended by Check
+			return
 		case <-expiry.C:
 			l.cancel(l.windowErr(lastErr))
 			return
+		case <-check.C:
+			if !l.inWindow(time.Now()) {
+				l.cancel(l.windowErr(lastErr))
+				return
+			}
+			continue
 		case <-next.C:
 		}
 		start := time.Now()
 		trustEnd := l.until()
-		if !start.Before(trustEnd) { // e.g. the process was paused
+		if !l.inWindow(start) { // e.g. the process was paused
 			l.cancel(l.windowErr(lastErr))
 			return
 		}
 		rctx, cancel := context.WithDeadline(context.Background(), earliest(start.Add(min(CallTimeout, l.ttl/3)), trustEnd))
 		res := make(chan renewal, 1)
 		go func() {
-			ok, err := l.b.renew(rctx, l.name, l.token, l.ttl)
+			ok, err := l.b.renew(rctx, l.name, l.owner, l.ttl)
 			res <- renewal{ok, err}
 		}()
-		var r renewal
-		select {
-		case r = <-res:
-			cancel()
-		case <-expiry.C:
-			cancel()
-			<-res
-			l.cancel(l.windowErr(lastErr))
-			return
-		case <-l.stop:
-			cancel()
+		r, ended := l.await(res, expiry, check, lastErr)
+		cancel()
+		if ended {
 			<-res
 			return
 		}
@@ -162,7 +203,7 @@ func (l *Lease) keepAlive() {
 		case !r.ok:
 			l.cancel(fmt.Errorf("%w: %s: renewal refused: another owner holds it or it expired", ErrLost, l.name))
 			return
-		case !time.Now().Before(trustEnd):
+		case !l.inWindow(time.Now()):
 			// Confirmed, but after the window closed: Valid has already
 			// reported false, and a lost lease stays lost.
 			l.cancel(l.windowErr(nil))
@@ -175,6 +216,29 @@ func (l *Lease) keepAlive() {
 			next.Reset(l.ttl / 3)
 			lastErr = nil
 		}
+	}
+}
+
+// await waits for the reply to a renewal. It reports ended when the
+// lease ended first: released, ended by Check, or its trust window closed
+// (then it cancels the lease).
+func (l *Lease) await(res <-chan renewal, expiry *time.Timer, check *time.Ticker, lastErr error) (renewal, bool) {
+	for {
+		select {
+		case r := <-res:
+			return r, false
+		case <-check.C:
+			if l.inWindow(time.Now()) {
+				continue
+			}
+		case <-expiry.C:
+		case <-l.stop:
+			return renewal{}, true
+		case <-l.ctx.Done():
+			return renewal{}, true
+		}
+		l.cancel(l.windowErr(lastErr))
+		return renewal{}, true
 	}
 }
 

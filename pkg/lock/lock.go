@@ -16,6 +16,16 @@
 // confirmed before the window closes, the Lease is lost: its Context is
 // cancelled with a cause wrapping ErrLost, and the holder must stop.
 //
+// Each acquisition also gets a fencing token (Lease.Token): a number that
+// grows with every acquisition of a name. A lease cannot stop a holder
+// that is itself frozen (SIGSTOP, a long GC pause, a suspended VM) from
+// acting after its window closed; the token lets the resources it writes
+// refuse it instead (UPDATE ... WHERE fence < token). The token is
+// max(previous token + 1, the server's clock in microseconds): it keeps
+// growing across a FLUSHALL, a Redis restart without persistence or a
+// failover to a replica that missed the last increments, as long as the
+// server's clock does not go back.
+//
 // Neither backend uses MySQL GET_LOCK: it is bound to one connection, which
 // a pool may hand to someone else or a failover may drop without notice.
 package lock
@@ -24,9 +34,13 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"os"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/taskd/taskd/pkg/task"
@@ -85,16 +99,47 @@ func validate(name string, ttl time.Duration) error {
 	return ValidateTTL(ttl)
 }
 
+// Held is a lock someone holds, as Lister reports it.
+type Held struct {
+	Name    string        `json:"name"`
+	Backend string        `json:"backend"` // "redis" or "mysql"
+	Host    string        `json:"host"`    // holder's host name
+	PID     int           `json:"pid"`     // holder's process id
+	Since   time.Time     `json:"since"`   // acquired at, by the server's clock
+	TTLLeft time.Duration `json:"-"`       // ttl_left_ms in JSON
+	Token   uint64        `json:"token"`   // fencing token of this acquisition
+}
+
+// Lister lists the locks held now, by name.
+type Lister interface {
+	List(ctx context.Context) ([]Held, error)
+}
+
+// holder identifies this process in the locks it takes.
+type holder struct {
+	host string
+	pid  int
+}
+
+var thisHolder = sync.OnceValue(func() holder {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return holder{host: host, pid: os.Getpid()}
+})
+
 // backend is what a Lease needs from a store. Every method is one
-// compare-and-set on (name, token) and must honour ctx's deadline.
+// compare-and-set on (name, owner) and must honour ctx's deadline.
 type backend interface {
-	// tryAcquire sets name's owner to token for ttl unless another owner
-	// holds it unexpired; it reports whether token owns it now.
-	tryAcquire(ctx context.Context, name, token string, ttl time.Duration) (bool, error)
-	// renew extends name by ttl if token still owns it.
-	renew(ctx context.Context, name, token string, ttl time.Duration) (bool, error)
-	// release deletes name if token owns it.
-	release(ctx context.Context, name, token string) error
+	// tryAcquire sets name's owner for ttl unless another owner holds it
+	// unexpired. When owner holds it now, it returns the fencing token of
+	// this acquisition and true.
+	tryAcquire(ctx context.Context, name, owner string, ttl time.Duration, h holder) (uint64, bool, error)
+	// renew extends name by ttl if owner still holds it.
+	renew(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	// release frees name if owner holds it.
+	release(ctx context.Context, name, owner string) error
 }
 
 // acquire makes one attempt at name through b.
@@ -102,7 +147,7 @@ func acquire(ctx context.Context, b backend, name string, ttl time.Duration) (*L
 	if err := validate(name, ttl); err != nil {
 		return nil, err
 	}
-	token, err := newToken()
+	owner, err := newOwner()
 	if err != nil {
 		return nil, err
 	}
@@ -110,20 +155,20 @@ func acquire(ctx context.Context, b backend, name string, ttl time.Duration) (*L
 	trustEnd := start.Add(ttl - Margin(ttl))
 	// A reply after the trust window would be useless: give up then.
 	cctx, cancel := context.WithDeadline(ctx, earliest(start.Add(CallTimeout), trustEnd))
-	ok, err := b.tryAcquire(cctx, name, token, ttl)
+	token, ok, err := b.tryAcquire(cctx, name, owner, ttl, thisHolder())
 	cancel()
 	if err != nil {
 		// The request may have been applied before it failed: drop the lock
-		// it may have taken (a no-op unless token owns it).
+		// it may have taken (a no-op unless owner holds it).
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = b.release(rctx, name, token)
+		_ = b.release(rctx, name, owner)
 		rcancel()
 		return nil, fmt.Errorf("acquire lock %s: %w", name, err)
 	}
 	if !ok {
 		return nil, fmt.Errorf("lock %s: %w", name, ErrNotAcquired)
 	}
-	return newLease(ctx, b, name, token, ttl, start), nil
+	return newLease(ctx, b, name, owner, token, ttl, start), nil
 }
 
 // AcquireWait acquires name, retrying while another owner holds it until
@@ -183,11 +228,11 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 	return lease.Err() // an error wrapping ErrLost, or nil while held
 }
 
-// newToken returns a random owner token (128 bits, hex).
-func newToken() (string, error) {
+// newOwner returns a random owner id (128 bits, hex).
+func newOwner() (string, error) {
 	b := make([]byte, 16)
 	if _, err := crand.Read(b); err != nil {
-		return "", fmt.Errorf("lock token: %w", err)
+		return "", fmt.Errorf("lock owner id: %w", err)
 	}
 	return hex.EncodeToString(b), nil
 }
@@ -197,4 +242,32 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// MarshalJSON writes TTLLeft in milliseconds, as ttl_left_ms.
+func (h Held) MarshalJSON() ([]byte, error) {
+	type plain Held
+	return json.Marshal(struct {
+		plain
+		TTLLeftMS int64 `json:"ttl_left_ms"`
+	}{plain(h), h.TTLLeft.Milliseconds()})
+}
+
+// ListAll lists the locks of every lister, by name.
+func ListAll(ctx context.Context, ls ...Lister) ([]Held, error) {
+	var out []Held
+	for _, l := range ls {
+		held, err := l.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, held...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Backend < out[j].Backend
+	})
+	return out, nil
 }

@@ -39,7 +39,7 @@ var backends = []testBackend{
 			return NewRedis(env.Broker.Client(), env.Prefix)
 		},
 		owner: func(t *testing.T, env *testenv.Env, name string) string {
-			v, err := env.Broker.Client().Get(context.Background(), NewRedis(nil, env.Prefix).Key(name)).Result()
+			v, err := env.Broker.Client().HGet(context.Background(), NewRedis(nil, env.Prefix).Key(name), "owner").Result()
 			if errors.Is(err, redis.Nil) {
 				return ""
 			}
@@ -47,7 +47,9 @@ var backends = []testBackend{
 			return v
 		},
 		steal: func(t *testing.T, env *testenv.Env, name string) {
-			require.NoError(t, env.Broker.Client().Set(context.Background(), NewRedis(nil, env.Prefix).Key(name), "thief", time.Minute).Err())
+			key := NewRedis(nil, env.Prefix).Key(name)
+			require.NoError(t, env.Broker.Client().HSet(context.Background(), key, "owner", "thief").Err())
+			require.NoError(t, env.Broker.Client().Expire(context.Background(), key, time.Minute).Err())
 		},
 	},
 	{
@@ -100,7 +102,7 @@ func TestAcquireRelease(t *testing.T) {
 		release(t, lease)
 		require.True(t, lease.Valid())
 		require.NoError(t, lease.Err())
-		require.Equal(t, lease.Token(), tb.owner(t, env, "job"))
+		require.Equal(t, lease.Owner(), tb.owner(t, env, "job"))
 
 		_, err = b.Acquire(ctx, "job", 5*time.Second)
 		require.ErrorIs(t, err, ErrNotAcquired)
@@ -112,7 +114,7 @@ func TestAcquireRelease(t *testing.T) {
 
 		// A release by a non-owner changes nothing.
 		require.NoError(t, b.release(ctx, "job", "not-the-owner"))
-		require.Equal(t, lease.Token(), tb.owner(t, env, "job"))
+		require.Equal(t, lease.Owner(), tb.owner(t, env, "job"))
 		_, err = b.Acquire(ctx, "job", 5*time.Second)
 		require.ErrorIs(t, err, ErrNotAcquired)
 
@@ -125,10 +127,11 @@ func TestAcquireRelease(t *testing.T) {
 
 		again, err := b.Acquire(ctx, "job", 5*time.Second)
 		require.NoError(t, err)
-		require.NotEqual(t, lease.Token(), again.Token(), "each acquisition has its own token")
+		require.NotEqual(t, lease.Owner(), again.Owner(), "each acquisition has its own owner id")
+		require.Greater(t, again.Token(), lease.Token(), "each acquisition has a greater token")
 		// The old lease's Release does not remove the new owner's lock.
 		require.NoError(t, lease.Release(ctx))
-		require.Equal(t, again.Token(), tb.owner(t, env, "job"))
+		require.Equal(t, again.Owner(), tb.owner(t, env, "job"))
 		require.NoError(t, again.Release(ctx))
 	})
 }
@@ -144,7 +147,7 @@ func TestRenewalKeepsTheLock(t *testing.T) {
 
 		time.Sleep(2 * ttl)
 		require.True(t, lease.Valid(), "renewed: %v", lease.Err())
-		require.Equal(t, lease.Token(), tb.owner(t, env, "job"))
+		require.Equal(t, lease.Owner(), tb.owner(t, env, "job"))
 		_, err = b.Acquire(ctx, "job", ttl)
 		require.ErrorIs(t, err, ErrNotAcquired)
 		require.NoError(t, lease.Release(ctx))
@@ -184,7 +187,7 @@ func TestExpiredLockCanBeTaken(t *testing.T) {
 		// A holder that died right after acquiring: nobody renews.
 		ttl := time.Second
 		start := time.Now()
-		ok, err := a.tryAcquire(ctx, "job", "dead-holder", ttl)
+		_, ok, err := a.tryAcquire(ctx, "job", "dead-holder", ttl, thisHolder())
 		require.NoError(t, err)
 		require.True(t, ok)
 

@@ -3,9 +3,12 @@ package lock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // MySQL is the backend for teams without Redis: one row of task_lock per
@@ -30,28 +33,55 @@ func NewMySQL(db *sql.DB) *MySQL { return &MySQL{db: db} }
 
 // createLockTable creates the lock table on first use, so that `taskd lock
 // --backend mysql` works around a crontab line on a database that never ran
-// `taskd migrate`.
+// `taskd migrate`. A released lock keeps its row (owner ”, expired) so
+// that its token goes on growing.
 //
 // name is binary-collated so that lock names compare exactly as in Redis.
 const createLockTable = `CREATE TABLE IF NOT EXISTS task_lock (
   name       VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   owner      VARCHAR(64) NOT NULL,
   expires_at DATETIME(3) NOT NULL,
+  token      BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  host       VARCHAR(255) NOT NULL DEFAULT '',
+  pid        INT UNSIGNED NOT NULL DEFAULT 0,
+  since      DATETIME(3) NULL,
   PRIMARY KEY (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
 
-// acquireLock inserts the lock, or takes it over when it has expired.
-// owner must be assigned before expires_at: both IFs then read the old
-// expires_at whether the server evaluates assignments left to right (the
-// default) or simultaneously (MariaDB's SIMULTANEOUS_ASSIGNMENT).
-const acquireLock = `INSERT INTO task_lock (name, owner, expires_at)
-VALUES (?, ?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND)
+// lockTableHasToken tells whether task_lock has its token column (a table
+// created by an older taskd has not).
+const lockTableHasToken = `SELECT COUNT(*) FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_lock' AND COLUMN_NAME = 'token'`
+
+// upgradeLockTable adds the columns of createLockTable that an older
+// taskd's table lacks.
+const upgradeLockTable = `ALTER TABLE task_lock
+  ADD COLUMN token BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  ADD COLUMN host  VARCHAR(255) NOT NULL DEFAULT '',
+  ADD COLUMN pid   INT UNSIGNED NOT NULL DEFAULT 0,
+  ADD COLUMN since DATETIME(3) NULL`
+
+// nowMicros is the database clock in microseconds since 1970, whatever the
+// session's time zone.
+const nowMicros = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))`
+
+// acquireLock inserts the lock, or takes it over when it has expired,
+// drawing the next token: max(last + 1, database clock in µs).
+// expires_at must be assigned last: every IF then reads the old expires_at
+// whether the server evaluates assignments left to right (the default) or
+// simultaneously (MariaDB's SIMULTANEOUS_ASSIGNMENT).
+const acquireLock = `INSERT INTO task_lock (name, owner, expires_at, token, host, pid, since)
+VALUES (?, ?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, ` + nowMicros + `, ?, ?, UTC_TIMESTAMP(3))
 ON DUPLICATE KEY UPDATE
+  token      = IF(expires_at < UTC_TIMESTAMP(3), GREATEST(token + 1, VALUES(token)), token),
+  host       = IF(expires_at < UTC_TIMESTAMP(3), VALUES(host), host),
+  pid        = IF(expires_at < UTC_TIMESTAMP(3), VALUES(pid), pid),
+  since      = IF(expires_at < UTC_TIMESTAMP(3), VALUES(since), since),
   owner      = IF(expires_at < UTC_TIMESTAMP(3), VALUES(owner), owner),
   expires_at = IF(expires_at < UTC_TIMESTAMP(3), VALUES(expires_at), expires_at)`
 
-// lockOwned tells whether owner holds the lock, unexpired.
-const lockOwned = `SELECT COUNT(*) FROM task_lock
+// lockOwned is the token of the lock if owner holds it, unexpired.
+const lockOwned = `SELECT token FROM task_lock
 WHERE name = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(3)`
 
 // renewLock extends a lock its owner still holds, unexpired (an expired
@@ -66,8 +96,16 @@ const renewLock = `UPDATE task_lock SET expires_at = UTC_TIMESTAMP(3) + INTERVAL
 WHERE name = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(3)
   AND TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) < ?`
 
-// releaseLock deletes a lock its owner still holds.
-const releaseLock = `DELETE FROM task_lock WHERE name = ? AND owner = ?`
+// releaseLock frees a lock its owner still holds, keeping the row and its
+// token.
+const releaseLock = `UPDATE task_lock SET owner = '', expires_at = '1970-01-01'
+WHERE name = ? AND owner = ?`
+
+// listLocks lists the held locks.
+const listLocks = `SELECT name, host, pid, token,
+  COALESCE(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', since), 0),
+  TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), expires_at)
+FROM task_lock WHERE expires_at >= UTC_TIMESTAMP(3) ORDER BY name`
 
 // Acquire implements Locker.
 func (m *MySQL) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
@@ -92,31 +130,96 @@ func (m *MySQL) ensureTable(ctx context.Context) error {
 	if _, err := m.db.ExecContext(cctx, createLockTable); err != nil {
 		return fmt.Errorf("create task_lock: %w", err)
 	}
+	var n int
+	if err := m.db.QueryRowContext(cctx, lockTableHasToken).Scan(&n); err != nil {
+		return fmt.Errorf("read task_lock's columns: %w", err)
+	}
+	if n == 0 {
+		// Another host may be upgrading it at the same moment.
+		if _, err := m.db.ExecContext(cctx, upgradeLockTable); err != nil && !isMySQLError(err, errDupColumn) {
+			return fmt.Errorf("upgrade task_lock: %w", err)
+		}
+	}
 	m.ready = true
 	return nil
 }
 
-func (m *MySQL) tryAcquire(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
-	if _, err := m.db.ExecContext(ctx, acquireLock, name, token, ttl.Microseconds()); err != nil {
-		return false, err
-	}
-	return m.owned(ctx, name, token)
+// MySQL error numbers.
+const (
+	errDupColumn   = 1060
+	errBadColumn   = 1054
+	errNoSuchTable = 1146
+)
+
+func isMySQLError(err error, number uint16) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == number
 }
 
-func (m *MySQL) owned(ctx context.Context, name, token string) (bool, error) {
-	var n int
-	if err := m.db.QueryRowContext(ctx, lockOwned, name, token).Scan(&n); err != nil {
-		return false, err
+func (m *MySQL) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration, h holder) (uint64, bool, error) {
+	if _, err := m.db.ExecContext(ctx, acquireLock, name, owner, ttl.Microseconds(), h.host, h.pid); err != nil {
+		return 0, false, err
 	}
-	return n == 1, nil
+	return m.owned(ctx, name, owner)
 }
 
-func (m *MySQL) renew(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
+// owned returns the lock's token when owner holds it.
+func (m *MySQL) owned(ctx context.Context, name, owner string) (uint64, bool, error) {
+	var token uint64
+	err := m.db.QueryRowContext(ctx, lockOwned, name, owner).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return token, true, nil
+}
+
+// List implements Lister. A database where no lock was ever taken has no
+// task_lock table, and no locks.
+func (m *MySQL) List(ctx context.Context) ([]Held, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	rows, err := m.db.QueryContext(ctx, listLocks)
+	switch {
+	case isMySQLError(err, errNoSuchTable):
+		return nil, nil
+	case isMySQLError(err, errBadColumn): // an older taskd's table
+		if err := m.ensureTable(ctx); err != nil {
+			return nil, err
+		}
+		rows, err = m.db.QueryContext(ctx, listLocks)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list locks: %w", err)
+	}
+	defer rows.Close()
+	var out []Held
+	for rows.Next() {
+		h := Held{Backend: "mysql"}
+		var since, left int64
+		if err := rows.Scan(&h.Name, &h.Host, &h.PID, &h.Token, &since, &left); err != nil {
+			return nil, fmt.Errorf("list locks: %w", err)
+		}
+		if since > 0 {
+			h.Since = time.UnixMicro(since)
+		}
+		h.TTLLeft = time.Duration(left) * time.Microsecond
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list locks: %w", err)
+	}
+	return out, nil
+}
+
+func (m *MySQL) renew(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
 	wait := CallTimeout
 	if d, ok := ctx.Deadline(); ok {
 		wait = time.Until(d)
 	}
-	res, err := m.db.ExecContext(ctx, renewLock, ttl.Microseconds(), name, token, wait.Microseconds())
+	res, err := m.db.ExecContext(ctx, renewLock, ttl.Microseconds(), name, owner, wait.Microseconds())
 	if err != nil {
 		return false, err
 	}
@@ -129,10 +232,11 @@ func (m *MySQL) renew(ctx context.Context, name, token string, ttl time.Duration
 	}
 	// 0 rows: not ours, or (without CLIENT_FOUND_ROWS) renewed twice within
 	// one millisecond, leaving the row unchanged. Tell them apart.
-	return m.owned(ctx, name, token)
+	_, ok, err := m.owned(ctx, name, owner)
+	return ok, err
 }
 
-func (m *MySQL) release(ctx context.Context, name, token string) error {
-	_, err := m.db.ExecContext(ctx, releaseLock, name, token)
+func (m *MySQL) release(ctx context.Context, name, owner string) error {
+	_, err := m.db.ExecContext(ctx, releaseLock, name, owner)
 	return err
 }
