@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/lock"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -173,7 +174,7 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 
 	c := r.child
 	c.Stdin, c.Stdout, c.Stderr = a.Stdin, a.Stdout, a.Stderr
-	c.Env = append(os.Environ(), "TASKD_LOCK_NAME="+r.name, "TASKD_LOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
+	c.Env = append(os.Environ(), config.EnvLockName+"="+r.name, config.EnvLockToken+"="+strconv.FormatUint(lease.Token(), 10))
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so we can signal everything it spawns
 	// Only matters when a stream is not a file: a straggler holding a pipe
 	// must not keep taskd (and the lock) forever.

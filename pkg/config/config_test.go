@@ -268,6 +268,9 @@ func TestUnknownVariable(t *testing.T) {
 
 	os.Unsetenv("TASKD_MYSQL_DNS")
 	t.Setenv("TASKD_TEST_ANYTHING", "x") // the test suite's own
+	// What `taskd lock` gives its command, which may run taskd.
+	t.Setenv(config.EnvLockName, "job")
+	t.Setenv(config.EnvLockToken, "1796115728043939")
 	_, err = config.Load(config.NewViper(), writeConfig(t, ""))
 	require.NoError(t, err)
 }

@@ -27,6 +27,13 @@ import (
 // configuration keys.
 const reservedEnvPrefix = "TASKD_TEST_"
 
+// Variables taskd sets for the command `taskd lock` runs; they are not
+// keys, and a command that runs taskd in turn passes them on.
+const (
+	EnvLockName  = "TASKD_LOCK_NAME"
+	EnvLockToken = "TASKD_LOCK_TOKEN"
+)
+
 // leafTypes maps every scalar key (mysql.dsn) to the Go type it decodes
 // into, from the mapstructure tags of Config.
 var leafTypes = func() map[string]reflect.Type {
@@ -183,7 +190,8 @@ func checkEnv(environ []string) error {
 	}
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "TASKD_") || strings.HasPrefix(name, reservedEnvPrefix) || known[name] {
+		if !strings.HasPrefix(name, "TASKD_") || strings.HasPrefix(name, reservedEnvPrefix) || known[name] ||
+			name == EnvLockName || name == EnvLockToken {
 			continue
 		}
 		return task.Invalidf("unknown variable %s in the environment%s", name, didYouMean(name, names))
