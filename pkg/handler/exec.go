@@ -100,20 +100,20 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 
 // stopGroup terminates process group pgid: SIGTERM, then SIGKILL at the
 // end of grace to whatever is left. It returns when the leader has been
-// waited for (waitErr) and the group is empty or SIGKILLed, so nothing of
-// the attempt outlives Handle.
+// waited for (a receive from exited succeeds) and the group is empty or
+// SIGKILLed, so nothing of the attempt outlives Handle.
 //
 // The pgid cannot be reused while the leader is unwaited or any member is
 // alive; after that, a reuse would have to happen between two polls.
-func stopGroup(pgid int, grace time.Duration, waitErr <-chan error) {
+func stopGroup[T any](pgid int, grace time.Duration, exited <-chan T) {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
 	select {
-	case <-waitErr:
+	case <-exited:
 	case <-deadline.C:
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-waitErr // bounded by WaitDelay once the leader is dead
+		<-exited // bounded by WaitDelay once the leader is dead
 		return
 	}
 	// The leader is gone; other members may still be exiting, or may ignore

@@ -16,6 +16,9 @@ import (
 // TestMain makes the test binary reap the orphans of the scripts it runs,
 // as `taskd run` does, so the tests see what a host with a proper init sees.
 func TestMain(m *testing.M) {
+	if mode := os.Getenv("POOL_HELPER"); mode != "" {
+		os.Exit(poolHelper(mode))
+	}
 	if err := StartReaper(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

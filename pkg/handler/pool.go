@@ -1,0 +1,663 @@
+package handler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskd/taskd/pkg/startstop"
+)
+
+// Defaults of PoolConfig.
+const (
+	PoolSizeDefault = 1
+	// PoolStartTimeoutDefault is how long a process may take to print its
+	// ready line (a framework's boot).
+	PoolStartTimeoutDefault = time.Minute
+	// PoolBackoffMaxDefault caps the wait between two starts of a pool
+	// whose processes keep dying at start.
+	PoolBackoffMaxDefault = 30 * time.Second
+)
+
+// PoolCrashLoopStarts is the number of failed starts in a row after which
+// a pool is crash-looping: reported as such, and the tasks waiting for a
+// process fail at each further failed start instead of waiting.
+const PoolCrashLoopStarts = 3
+
+// poolBackoffMin is the wait after a first failed start; it doubles with
+// every further one.
+const poolBackoffMin = 250 * time.Millisecond
+
+// PoolConfig configures a Pool.
+type PoolConfig struct {
+	// Code is the task code served, for logs and metrics.
+	Code string
+	// Argv is the program (no shell).
+	Argv []string
+	// Env is added to the daemon's environment (without its TASKD_*
+	// variables), as for Exec.
+	Env []string
+	Dir string
+	// Size is the number of processes (default PoolSizeDefault).
+	Size int
+	// MaxJobs recycles a process after this many tasks (0: never).
+	MaxJobs int
+	// MaxMemory recycles a process whose resident memory passed this many
+	// bytes after a task (0: never).
+	MaxMemory int64
+	// Idle stops a process idle this long; a task starts it again (0:
+	// never).
+	Idle time.Duration
+	// StartTimeout bounds the wait for the ready line.
+	StartTimeout time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL, and the time a
+	// process has to exit after EOF on stdin.
+	KillGrace   time.Duration
+	OutputLimit int
+	// BackoffMax caps the wait between failed starts.
+	BackoffMax time.Duration
+	Logger     *slog.Logger
+}
+
+// Why pool processes end, as counted in PoolStats.Ended.
+const (
+	EndMaxJobs   = "max_jobs"   // recycled after MaxJobs tasks
+	EndMaxMemory = "max_memory" // recycled past MaxMemory
+	EndIdle      = "idle"       // stopped after Idle without a task
+	EndExit      = "exit"       // exited by itself (crash, exit())
+	EndProtocol  = "protocol"   // wrote something that is not the protocol
+	EndTimeout   = "timeout"    // killed at a task's timeout
+	EndCancelled = "cancelled"  // killed: operator kill, watchdog, shutdown
+	EndStop      = "stop"       // the pool stopped
+)
+
+var endReasons = []string{EndMaxJobs, EndMaxMemory, EndIdle, EndExit, EndProtocol, EndTimeout, EndCancelled, EndStop}
+
+// PoolStats is a snapshot of a pool.
+type PoolStats struct {
+	Code      string `json:"code"`
+	Size      int    `json:"size"`
+	Processes int    `json:"processes"` // running (booting, idle or busy)
+	Busy      int    `json:"busy"`      // running a task
+	// Starts counts processes that became ready; FailedStarts those that
+	// did not, or died before they answered a first task.
+	Starts       int64 `json:"starts"`
+	FailedStarts int64 `json:"failed_starts"`
+	// Ended counts processes that ended, by reason (End*).
+	Ended map[string]int64 `json:"ended,omitempty"`
+	// FailuresInARow are the failed starts since a process last answered
+	// a task; CrashLooping is FailuresInARow >= PoolCrashLoopStarts.
+	FailuresInARow int       `json:"failures_in_a_row,omitempty"`
+	CrashLooping   bool      `json:"crash_looping"`
+	LastError      string    `json:"last_error,omitempty"`
+	NextStart      time.Time `json:"next_start,omitzero"` // while backing off
+}
+
+// Pool runs tasks on long-lived processes, one task at a time each, over
+// the pool protocol (docs/pool-protocol.md): one JSON line per task on the
+// process's stdin, one JSON line back on its stdout. What a process writes
+// on stderr is logged with the task's id and kept as the attempt's output.
+//
+// Each process runs in its own process group. A task whose context ends
+// (timeout, operator kill, watchdog, shutdown) gets its process group
+// killed, SIGTERM then SIGKILL after KillGrace, and a fresh process takes
+// the slot; so does a process that exits or breaks the protocol, which
+// fails the task it was running. A process is recycled between tasks, never
+// during one, after MaxJobs tasks or past MaxMemory, and stopped after Idle.
+// Processes that keep dying at start are started again with an
+// exponential backoff, one probe at a time, so a broken deploy does not
+// spin the CPU.
+//
+// Start starts the processes; Stop gives each EOF on stdin once its task
+// (if any) is done, and waits for them to exit. Handle before Start or
+// after Stop fails.
+type Pool struct {
+	cfg    PoolConfig
+	log    *slog.Logger
+	env    []string
+	calls  chan *poolCall
+	probe  chan struct{} // held by the one slot trying a start while starts fail
+	runner startstop.Runner
+	closed chan struct{} // closed by Stop
+	bg     sync.WaitGroup
+
+	started                atomic.Bool
+	live, busy             atomic.Int64
+	starts, failedStarts   atomic.Int64
+	ended                  [8]atomic.Int64 // by endReasons
+	mu                     sync.Mutex
+	failures               int
+	lastErr                string
+	nextStart              time.Time
+	closeOnce              sync.Once
+}
+
+type poolCall struct {
+	ctx   context.Context
+	r     *Request
+	reply chan poolReply
+}
+
+type poolReply struct {
+	out string
+	err error
+}
+
+// NewPool returns a pool; Start starts its processes.
+func NewPool(cfg PoolConfig) *Pool {
+	cfg.Size = cmp.Or(cfg.Size, PoolSizeDefault)
+	cfg.StartTimeout = cmp.Or(cfg.StartTimeout, PoolStartTimeoutDefault)
+	cfg.KillGrace = cmp.Or(cfg.KillGrace, KillGraceDefault)
+	cfg.OutputLimit = cmp.Or(cfg.OutputLimit, OutputLimitDefault)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, PoolBackoffMaxDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	p := &Pool{
+		cfg: cfg, log: cfg.Logger.With("component", "pool", "handler", cfg.Code),
+		calls: make(chan *poolCall), probe: make(chan struct{}, 1), closed: make(chan struct{}),
+	}
+	// TASK_* come last: they are the contract with the process.
+	p.env = append(append(inheritedEnv(), cfg.Env...),
+		"TASK_CODE="+cfg.Code, "TASK_POOL_PROTOCOL="+strconv.Itoa(PoolProtocol))
+	return p
+}
+
+// Start starts the pool's processes. ctx only carries values.
+func (p *Pool) Start(ctx context.Context) error {
+	if len(p.cfg.Argv) == 0 {
+		return errors.New("pool: empty argv")
+	}
+	err := p.runner.Start(context.WithoutCancel(ctx), func(ctx context.Context) {
+		var slots sync.WaitGroup
+		for i := range p.cfg.Size {
+			slots.Go(func() { p.slot(ctx, i) })
+		}
+		slots.Wait()
+	})
+	if err == nil {
+		p.started.Store(true)
+		p.log.Info("pool started", "size", p.cfg.Size, "argv", p.cfg.Argv)
+	}
+	return err
+}
+
+// Stop lets every slot finish its task, gives its process EOF, and waits
+// for the processes to exit (SIGKILL KillGrace after a SIGTERM for one
+// that does not). Stop the worker first, so that no task is running.
+// Safe to call twice or without Start.
+func (p *Pool) Stop() {
+	p.closeOnce.Do(func() { close(p.closed) })
+	p.runner.Stop()
+	p.bg.Wait()
+}
+
+var errPoolStopped = errors.New("pool stopped")
+
+// Handle runs one attempt on a free process, waiting for one while all
+// are busy.
+func (p *Pool) Handle(ctx context.Context, r *Request) (string, error) {
+	if !p.started.Load() {
+		return "", fmt.Errorf("pool %s: not started", p.cfg.Code)
+	}
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("pool %s: %w", p.cfg.Code, ctxErr(ctx))
+	}
+	c := &poolCall{ctx: ctx, r: r, reply: make(chan poolReply, 1)}
+	select {
+	case p.calls <- c:
+	case <-ctx.Done():
+		return "", fmt.Errorf("pool %s: waiting for a free process: %w", p.cfg.Code, ctxErr(ctx))
+	case <-p.closed:
+		return "", fmt.Errorf("pool %s: %w", p.cfg.Code, errPoolStopped)
+	}
+	rep := <-c.reply
+	return rep.out, rep.err
+}
+
+// Stats returns a snapshot of the pool.
+func (p *Pool) Stats() PoolStats {
+	s := PoolStats{
+		Code: p.cfg.Code, Size: p.cfg.Size, Processes: int(p.live.Load()), Busy: int(p.busy.Load()),
+		Starts: p.starts.Load(), FailedStarts: p.failedStarts.Load(),
+	}
+	for i, r := range endReasons {
+		if n := p.ended[i].Load(); n > 0 {
+			if s.Ended == nil {
+				s.Ended = map[string]int64{}
+			}
+			s.Ended[r] = n
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.FailuresInARow, s.LastError = p.failures, p.lastErr
+	s.CrashLooping = p.failures >= PoolCrashLoopStarts
+	if p.failures > 0 && time.Now().Before(p.nextStart) {
+		s.NextStart = p.nextStart
+	}
+	return s
+}
+
+func (p *Pool) countEnd(reason string) {
+	for i, r := range endReasons {
+		if r == reason {
+			p.ended[i].Add(1)
+		}
+	}
+}
+
+// slot keeps one process and serves calls on it until ctx is done.
+func (p *Pool) slot(ctx context.Context, n int) {
+	var proc *poolProc
+	defer func() {
+		if proc != nil {
+			p.retire(proc, EndStop)
+		}
+	}()
+	var idle *time.Timer
+	if p.cfg.Idle > 0 {
+		idle = time.NewTimer(p.cfg.Idle)
+		defer idle.Stop()
+	}
+	asleep := false // stopped when idle: start again for a task only
+	for {
+		var c *poolCall
+		if proc == nil {
+			if asleep {
+				select {
+				case c = <-p.calls:
+				case <-ctx.Done():
+					return
+				}
+			}
+			var err error
+			proc, err = p.start(ctx, n)
+			if err != nil {
+				if c != nil {
+					c.reply <- poolReply{err: err}
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				continue
+			}
+			asleep = false
+		}
+		if c == nil {
+			var idleC <-chan time.Time
+			if idle != nil {
+				idle.Reset(p.cfg.Idle)
+				idleC = idle.C
+			}
+			select {
+			case c = <-p.calls:
+			case line, ok := <-proc.lines:
+				p.broken(proc, idleFault(proc, line, ok))
+				proc = nil
+				continue
+			case <-idleC:
+				p.log.Info("pool process idle; stopping it", "pid", proc.pid, "idle", p.cfg.Idle, "tasks", proc.jobs)
+				p.retire(proc, EndIdle)
+				proc, asleep = nil, true
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		var keep bool
+		if keep = p.run(proc, c); !keep {
+			proc = nil
+			continue
+		}
+		if reason := p.recycleReason(proc); reason != "" {
+			p.retire(proc, reason)
+			proc = nil
+		}
+	}
+}
+
+// idleFault is why a process that spoke or closed stdout between tasks is
+// replaced.
+func idleFault(proc *poolProc, line []byte, ok bool) error {
+	if ok {
+		return fmt.Errorf("pool process %d wrote on stdout between tasks: %q", proc.pid, quote(line))
+	}
+	if proc.lineErr != nil {
+		return fmt.Errorf("pool process %d: %w", proc.pid, proc.lineErr)
+	}
+	<-proc.exitedOrTimeout(time.Second)
+	return fmt.Errorf("pool process %d exited between tasks: %s", proc.pid, proc.exitErr())
+}
+
+// broken replaces a process that failed between tasks.
+func (p *Pool) broken(proc *poolProc, err error) {
+	reason := EndExit
+	if errors.Is(err, errGarbage) || proc.lineErr != nil {
+		reason = EndProtocol
+	}
+	if proc.jobs == 0 {
+		p.startFailed(err)
+	} else {
+		p.log.Warn("pool process lost; replacing it", "pid", proc.pid, "err", err, "tasks", proc.jobs)
+	}
+	p.kill(proc, reason)
+}
+
+// recycleReason says whether a process must be recycled after a task.
+func (p *Pool) recycleReason(proc *poolProc) string {
+	if p.cfg.MaxJobs > 0 && proc.jobs >= p.cfg.MaxJobs {
+		return EndMaxJobs
+	}
+	if p.cfg.MaxMemory > 0 {
+		if rss := proc.rss(); rss > p.cfg.MaxMemory {
+			p.log.Info("pool process past max_memory; recycling it", "pid", proc.pid, "rss", rss, "max_memory", p.cfg.MaxMemory, "tasks", proc.jobs)
+			return EndMaxMemory
+		}
+	}
+	return ""
+}
+
+// start starts a process and waits for its ready line, after the backoff
+// when starts have been failing.
+func (p *Pool) start(ctx context.Context, n int) (*poolProc, error) {
+	release, ok := p.waitTurn(ctx)
+	if !ok {
+		return nil, ctx.Err()
+	}
+	defer release()
+	env := append(p.env[:len(p.env):len(p.env)], "TASK_POOL_SLOT="+strconv.Itoa(n))
+	proc, err := startProc(p.cfg.Argv, env, p.cfg.Dir, p.log)
+	if err != nil {
+		p.startFailed(fmt.Errorf("pool %s: %w", p.cfg.Code, err))
+		return nil, p.failure(err)
+	}
+	p.live.Add(1)
+	if err := p.ready(ctx, proc); err != nil {
+		if ctx.Err() != nil {
+			p.kill(proc, EndStop)
+			return nil, ctx.Err()
+		}
+		err = fmt.Errorf("pool %s: process %d %w", p.cfg.Code, proc.pid, err)
+		p.startFailed(err)
+		p.kill(proc, EndExit)
+		return nil, p.failure(err)
+	}
+	p.starts.Add(1)
+	p.log.Debug("pool process ready", "pid", proc.pid, "slot", n, "boot", time.Since(proc.started))
+	return proc, nil
+}
+
+// failure is the error a task waiting for a start gets.
+func (p *Pool) failure(err error) error {
+	s := p.Stats()
+	if s.CrashLooping {
+		return fmt.Errorf("pool %s is crash-looping (%d failed starts in a row): %w", p.cfg.Code, s.FailuresInARow, err)
+	}
+	return err
+}
+
+// ready waits for the ready line.
+func (p *Pool) ready(ctx context.Context, proc *poolProc) error {
+	t := time.NewTimer(p.cfg.StartTimeout)
+	defer t.Stop()
+	select {
+	case line, ok := <-proc.lines:
+		if !ok {
+			if proc.lineErr != nil {
+				return proc.lineErr
+			}
+			<-proc.exitedOrTimeout(p.cfg.KillGrace)
+			return fmt.Errorf("exited before it was ready: %s", proc.exitErr())
+		}
+		a, err := decodeAnswer(line)
+		switch {
+		case err != nil || !a.Ready:
+			return fmt.Errorf("did not start with a ready line (%s): %q", `{"ready":true,"protocol":1}`, quote(line))
+		case a.Protocol != PoolProtocol:
+			return fmt.Errorf("speaks pool protocol %d; this taskd speaks %d", a.Protocol, PoolProtocol)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("printed no ready line within %s", p.cfg.StartTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitTurn returns at once while starts succeed. While they fail, one slot
+// at a time may try, after the backoff; the others wait for its outcome.
+func (p *Pool) waitTurn(ctx context.Context) (release func(), ok bool) {
+	for {
+		p.mu.Lock()
+		failing := p.failures > 0
+		p.mu.Unlock()
+		if !failing {
+			return func() {}, true
+		}
+		select {
+		case p.probe <- struct{}{}:
+		case <-ctx.Done():
+			return nil, false
+		}
+		p.mu.Lock()
+		failing, next := p.failures > 0, p.nextStart
+		p.mu.Unlock()
+		if !failing {
+			<-p.probe
+			continue
+		}
+		if !startstop.Sleep(ctx, time.Until(next)) {
+			<-p.probe
+			return nil, false
+		}
+		return func() { <-p.probe }, true
+	}
+}
+
+// startFailed counts a failed start and sets the backoff. Once the pool is
+// crash-looping, the tasks waiting for a process fail with err.
+func (p *Pool) startFailed(err error) {
+	p.failedStarts.Add(1)
+	p.mu.Lock()
+	p.failures++
+	k := p.failures
+	d := min(poolBackoffMin<<min(k-1, 20), p.cfg.BackoffMax)
+	p.nextStart, p.lastErr = time.Now().Add(d), err.Error()
+	p.mu.Unlock()
+	if k < PoolCrashLoopStarts {
+		p.log.Warn("pool process failed to start; trying again", "err", err, "in", d)
+		return
+	}
+	p.log.Error("pool crash-looping: its processes die at start; backing off", "failures_in_a_row", k, "err", err, "next_start_in", d)
+	failed := p.failure(err)
+	for {
+		select {
+		case c := <-p.calls:
+			c.reply <- poolReply{err: failed}
+		default:
+			return
+		}
+	}
+}
+
+// answered resets the failure count: a process works.
+func (p *Pool) answered() {
+	p.mu.Lock()
+	if p.failures > 0 {
+		p.log.Info("pool recovered: a process answered a task", "failures_in_a_row", p.failures)
+	}
+	p.failures = 0
+	p.mu.Unlock()
+}
+
+// retire recycles a healthy process in the background: EOF, then the
+// group is stopped if it does not exit within KillGrace.
+func (p *Pool) retire(proc *poolProc, reason string) {
+	p.countEnd(reason)
+	p.bg.Go(func() {
+		proc.close(p.cfg.KillGrace, p.cfg.KillGrace)
+		p.live.Add(-1)
+	})
+}
+
+// kill stops a broken process's group now.
+func (p *Pool) kill(proc *poolProc, reason string) {
+	p.countEnd(reason)
+	proc.kill(p.cfg.KillGrace)
+	p.live.Add(-1)
+}
+
+// run runs call c on proc and replies. It reports whether proc may serve
+// another task.
+func (p *Pool) run(proc *poolProc, c *poolCall) bool {
+	p.busy.Add(1)
+	defer p.busy.Add(-1)
+	r := c.r
+	log := p.log.With("pid", proc.pid, "task_id", r.ID, "attempt", r.Attempt)
+	deadline, _ := c.ctx.Deadline()
+	line, err := encodeRequest(r, deadline)
+	if err != nil {
+		c.reply <- poolReply{err: err}
+		return true
+	}
+	out := &tailBuffer{limit: p.cfg.OutputLimit}
+	proc.tap.begin(out, log)
+
+	fail := func(reason string, err error) bool {
+		proc.tap.take()
+		if reason != EndTimeout && reason != EndCancelled && proc.jobs == 0 {
+			p.startFailed(err)
+		}
+		p.kill(proc, reason)
+		c.reply <- poolReply{out: out.String(), err: err}
+		return false
+	}
+	onCancel := func() bool {
+		reason := EndCancelled
+		if errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
+			reason = EndTimeout
+		}
+		log.Warn("pool task ended before its answer; killing its process", "why", context.Cause(c.ctx))
+		return fail(reason, fmt.Errorf("%w (pool process %d killed)", ctxErr(c.ctx), proc.pid))
+	}
+
+	// A process that does not read stdin must not hold the slot past the
+	// task's end: the write gives up when the context does.
+	stopWrite := context.AfterFunc(c.ctx, func() { _ = proc.stdin.SetWriteDeadline(time.Now()) })
+	_, werr := proc.stdin.Write(line)
+	stopWrite()
+	if werr != nil {
+		if c.ctx.Err() != nil {
+			return onCancel()
+		}
+		<-proc.exitedOrTimeout(p.cfg.KillGrace)
+		return fail(EndExit, fmt.Errorf("pool process %d exited mid-task: %s", proc.pid, proc.exitErr()))
+	}
+
+	exited := proc.exited
+	var lingerC <-chan time.Time
+	for {
+		select {
+		case l, ok := <-proc.lines:
+			if !ok {
+				if proc.lineErr != nil {
+					return fail(EndProtocol, fmt.Errorf("pool process %d broke the protocol: %w", proc.pid, proc.lineErr))
+				}
+				<-proc.exitedOrTimeout(p.cfg.KillGrace)
+				return fail(EndExit, fmt.Errorf("pool process %d exited mid-task: %s", proc.pid, proc.exitErr()))
+			}
+			a, err := decodeAnswer(l)
+			if err == nil && a.OK == nil {
+				err = fmt.Errorf(`%w: an answer needs "ok": %q`, errGarbage, quote(l))
+			}
+			if err != nil {
+				return fail(EndProtocol, fmt.Errorf("pool process %d broke the protocol: %w", proc.pid, err))
+			}
+			proc.tap.take()
+			proc.jobs++
+					p.answered()
+			rep := poolReply{out: out.String()}
+			if *a.OK {
+				rep.out = joinOutput(rep.out, resultText(a.Result))
+			} else {
+				rep.err = errors.New(cmp.Or(strings.TrimSpace(a.Error), "the handler failed without a message"))
+			}
+			c.reply <- rep
+			select {
+			case <-proc.exited: // answered, then exited: a clean end
+				p.kill(proc, EndExit)
+				return false
+			default:
+				return true
+			}
+		case <-exited:
+			// The answer may still be in the pipe; a child holding stdout
+			// open must not keep the slot.
+			exited, lingerC = nil, time.After(p.cfg.KillGrace)
+		case <-lingerC:
+			return fail(EndExit, fmt.Errorf("pool process %d exited mid-task: %s", proc.pid, proc.exitErr()))
+		case <-c.ctx.Done():
+			return onCancel()
+		}
+	}
+}
+
+// joinOutput is stderr's output followed by the result, on its own line.
+func joinOutput(stderr, result string) string {
+	if result == "" {
+		return stderr
+	}
+	if stderr != "" && !strings.HasSuffix(stderr, "\n") {
+		stderr += "\n"
+	}
+	return stderr + result
+}
+
+// exitedOrTimeout is a channel that yields once the process was waited
+// for, or after d.
+func (p *poolProc) exitedOrTimeout(d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-p.exited:
+		case <-t.C:
+		}
+	}()
+	return ch
+}
+
+// CheckProgram reports whether argv's program can be started from dir: it
+// exists and is executable (looked up in PATH when it has no slash), and
+// dir exists. For doctor-style checks of exec and pool handlers.
+func CheckProgram(argv []string, dir string) error {
+	if len(argv) == 0 {
+		return errors.New("empty argv")
+	}
+	prog := argv[0]
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) && dir != "" {
+		prog = filepath.Join(dir, prog)
+	}
+	if dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("dir %s: not a directory", dir)
+		}
+	}
+	if _, err := exec.LookPath(prog); err != nil {
+		return fmt.Errorf("program %s: %w", argv[0], err)
+	}
+	return nil
+}

@@ -1,0 +1,376 @@
+package handler
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// poolHelper is a pool process for the tests: the test binary, run with
+// POOL_HELPER set to a mode. "serve" speaks the protocol and does what each
+// task's payload says; "noready" dies at start as a PHP parse error would;
+// "badproto" announces another protocol version; "silent" never gets ready.
+func poolHelper(mode string) int {
+	switch mode {
+	case "noready":
+		fmt.Fprintln(os.Stderr, "PHP Parse error: syntax error, unexpected '}' in app/Jobs/Resize.php on line 12")
+		return 255
+	case "badproto":
+		fmt.Println(`{"ready":true,"protocol":99}`)
+	case "silent":
+		time.Sleep(time.Hour)
+	}
+	fmt.Println(`{"ready":true,"protocol":1}`)
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var hog [][]byte
+	for sc.Scan() {
+		var req struct {
+			ID        int64           `json:"id"`
+			Code      string          `json:"code"`
+			Attempt   int             `json:"attempt"`
+			UniqueKey string          `json:"unique_key"`
+			Queue     string          `json:"queue"`
+			Deadline  string          `json:"deadline"`
+			Payload   json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			fmt.Fprintln(os.Stderr, "bad request:", err)
+			return 2
+		}
+		var do struct {
+			Do     string          `json:"do"`
+			MS     int             `json:"ms"`
+			Code   int             `json:"code"`
+			Text   string          `json:"text"`
+			MB     int             `json:"mb"`
+			Error  string          `json:"error"`
+			Result json.RawMessage `json:"result"`
+		}
+		_ = json.Unmarshal(req.Payload, &do)
+		answer := map[string]any{"ok": true, "result": map[string]any{
+			"pid": os.Getpid(), "id": req.ID, "code": req.Code, "attempt": req.Attempt, "unique_key": req.UniqueKey,
+			"queue": req.Queue, "deadline": req.Deadline, "payload": req.Payload, "slot": os.Getenv("TASK_POOL_SLOT"),
+		}}
+		switch do.Do {
+		case "sleep":
+			time.Sleep(time.Duration(do.MS) * time.Millisecond)
+		case "exit":
+			fmt.Fprintln(os.Stderr, "dying on purpose")
+			return do.Code
+		case "garbage":
+			fmt.Println("Warning: Undefined variable $x in app/Jobs/Resize.php on line 3")
+			continue
+		case "stderr":
+			fmt.Fprint(os.Stderr, do.Text)
+		case "alloc":
+			b := make([]byte, do.MB<<20)
+			for i := range b {
+				b[i] = 1
+			}
+			hog = append(hog, b)
+		case "fail":
+			answer = map[string]any{"ok": false, "error": do.Error}
+		case "result":
+			answer["result"] = do.Result
+		}
+		b, _ := json.Marshal(answer)
+		os.Stdout.Write(append(b, '\n'))
+	}
+	return 0
+}
+
+
+// newTestPool starts a pool of the helper in mode; it is stopped at the
+// test's end.
+func newTestPool(t *testing.T, mode string, mod func(*PoolConfig)) *Pool {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cfg := PoolConfig{
+		Code: "resize_image", Argv: []string{self}, Env: []string{"POOL_HELPER=" + mode},
+		Size: 1, KillGrace: time.Second, BackoffMax: 400 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p := NewPool(cfg)
+	require.NoError(t, p.Start(context.Background()))
+	t.Cleanup(p.Stop)
+	return p
+}
+
+type helperResult struct {
+	PID       int             `json:"pid"`
+	ID        int64           `json:"id"`
+	Code      string          `json:"code"`
+	Attempt   int             `json:"attempt"`
+	UniqueKey string          `json:"unique_key"`
+	Queue     string          `json:"queue"`
+	Deadline  string          `json:"deadline"`
+	Payload   json.RawMessage `json:"payload"`
+	Slot      string          `json:"slot"`
+}
+
+// handle runs one task with payload on p, with a 20 s timeout.
+func handle(t *testing.T, p *Pool, payload string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := testRequest()
+	r.Payload = []byte(payload)
+	return p.Handle(ctx, r)
+}
+
+// served runs a task that must succeed and returns what the helper saw.
+func served(t *testing.T, p *Pool, payload string) helperResult {
+	t.Helper()
+	out, err := handle(t, p, payload)
+	require.NoError(t, err)
+	var r helperResult
+	require.NoError(t, json.Unmarshal([]byte(out[strings.LastIndexByte(out, '\n')+1:]), &r), "output %q", out)
+	return r
+}
+
+func TestPoolServesTasks(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	r := served(t, p, `{"do":"ok","n":1}`)
+	require.Equal(t, int64(42), r.ID)
+	require.Equal(t, "send_email", r.Code)
+	require.Equal(t, 3, r.Attempt)
+	require.Equal(t, "uk-1", r.UniqueKey)
+	require.Equal(t, "mail", r.Queue)
+	require.JSONEq(t, `{"do":"ok","n":1}`, string(r.Payload))
+	require.Equal(t, "0", r.Slot)
+	deadline, err := time.Parse("2006-01-02T15:04:05.000Z", r.Deadline)
+	require.NoError(t, err, "deadline %q", r.Deadline)
+	require.WithinDuration(t, time.Now().Add(20*time.Second), deadline, 10*time.Second)
+
+	// The same process serves the next task.
+	require.Equal(t, r.PID, served(t, p, `{}`).PID)
+
+	// A failure is the handler's message; the process stays.
+	_, err = handle(t, p, `{"do":"fail","error":"no mailbox for a@example.com"}`)
+	require.EqualError(t, err, "no mailbox for a@example.com")
+	require.Equal(t, r.PID, served(t, p, `{}`).PID)
+
+	// A string result is kept as its text, null as nothing.
+	out, err := handle(t, p, `{"do":"result","result":"resized 3 images"}`)
+	require.NoError(t, err)
+	require.Equal(t, "resized 3 images", out)
+	out, err = handle(t, p, `{"do":"result","result":null}`)
+	require.NoError(t, err)
+	require.Equal(t, "", out)
+
+	// A payload that is not JSON (a seed-style INSERT) arrives as a string.
+	require.JSONEq(t, `"plain text"`, string(served(t, p, `plain text`).Payload))
+	s := p.Stats()
+	require.Equal(t, 1, s.Processes)
+	require.Equal(t, int64(1), s.Starts)
+	require.False(t, s.CrashLooping)
+}
+
+// What a process writes on stderr before it answers is the task's output,
+// however the two pipes' reads interleave.
+func TestPoolStderrIsTheTasksOutput(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	for i := range 50 {
+		text := fmt.Sprintf("task %d: step one\ntask %d: %s\n", i, i, strings.Repeat("x", i*200))
+		b, err := json.Marshal(map[string]any{"do": "stderr", "text": text})
+		require.NoError(t, err)
+		out, err := handle(t, p, string(b))
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(out, text), "task %d: output %.80q", i, out)
+		require.NotContains(t, out[len(text):], "\n", "task %d: another task's stderr in %.80q", i, out)
+	}
+	// Long output keeps its tail.
+	small := newTestPool(t, "serve", func(c *PoolConfig) { c.OutputLimit = 100 })
+	b, _ := json.Marshal(map[string]any{"do": "stderr", "text": strings.Repeat("y", 1000) + "\nthe end\n"})
+	out, err := handle(t, small, string(b))
+	require.NoError(t, err)
+	require.Contains(t, out, "…(truncated")
+	require.Contains(t, out, "the end\n")
+}
+
+func TestPoolTimeoutKillsAndReplaces(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	first := served(t, p, `{}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := p.Handle(ctx, &Request{ID: 7, Code: "resize_image", Payload: []byte(`{"do":"sleep","ms":60000}`)})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, fmt.Sprintf("pool process %d killed", first.PID))
+	requireGroupGone(t, first.PID)
+	next := served(t, p, `{}`)
+	require.NotEqual(t, first.PID, next.PID)
+	require.Equal(t, int64(1), p.Stats().Ended[EndTimeout])
+}
+
+// An operator kill (the context cancelled with a cause) kills the process
+// too, and the error carries the cause.
+func TestPoolKill(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	first := served(t, p, `{}`)
+	killed := errors.New("killed by operator")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Handle(ctx, &Request{ID: 8, Code: "resize_image", Payload: []byte(`{"do":"sleep","ms":60000}`)})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return p.Stats().Busy == 1 }, 10*time.Second, 5*time.Millisecond)
+	cancel(killed)
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, killed)
+	requireGroupGone(t, first.PID)
+	require.NotEqual(t, first.PID, served(t, p, `{}`).PID)
+	require.Equal(t, int64(1), p.Stats().Ended[EndCancelled])
+}
+
+func TestPoolCrashMidTask(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	first := served(t, p, `{}`)
+	out, err := handle(t, p, `{"do":"exit","code":3}`)
+	require.EqualError(t, err, fmt.Sprintf("pool process %d exited mid-task: exit status 3: dying on purpose", first.PID))
+	require.Equal(t, "dying on purpose\n", out)
+	require.NotEqual(t, first.PID, served(t, p, `{}`).PID)
+	s := p.Stats()
+	require.Equal(t, int64(1), s.Ended[EndExit])
+	require.Zero(t, s.FailedStarts, "a process that served tasks before is no failed start")
+}
+
+func TestPoolGarbageMidTask(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	first := served(t, p, `{}`)
+	_, err := handle(t, p, `{"do":"garbage"}`)
+	require.ErrorContains(t, err, fmt.Sprintf("pool process %d broke the protocol", first.PID))
+	require.ErrorContains(t, err, "Warning: Undefined variable")
+	requireGroupGone(t, first.PID)
+	require.NotEqual(t, first.PID, served(t, p, `{}`).PID)
+	require.Equal(t, int64(1), p.Stats().Ended[EndProtocol])
+}
+
+func TestPoolRecyclesAfterMaxJobs(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", func(c *PoolConfig) { c.MaxJobs = 2 })
+	var pids []int
+	for range 6 {
+		pids = append(pids, served(t, p, `{}`).PID)
+	}
+	for i := 0; i < 6; i += 2 {
+		require.Equal(t, pids[i], pids[i+1], "pids %v", pids)
+		if i > 0 {
+			require.NotEqual(t, pids[i-1], pids[i], "pids %v", pids)
+		}
+	}
+	requireGroupGone(t, pids[0])
+	require.Eventually(t, func() bool { return p.Stats().Ended[EndMaxJobs] == 3 }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestPoolRecyclesPastMaxMemory(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", func(c *PoolConfig) { c.MaxMemory = 64 << 20 })
+	first := served(t, p, `{}`)
+	require.Equal(t, first.PID, served(t, p, `{}`).PID, "under the limit the process stays")
+	require.Equal(t, first.PID, served(t, p, `{"do":"alloc","mb":100}`).PID, "recycled after the task, not during it")
+	require.NotEqual(t, first.PID, served(t, p, `{}`).PID)
+	require.Equal(t, int64(1), p.Stats().Ended[EndMaxMemory])
+}
+
+func TestPoolStopsIdleProcesses(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", func(c *PoolConfig) { c.Idle = 200 * time.Millisecond })
+	first := served(t, p, `{}`)
+	require.Eventually(t, func() bool { return p.Stats().Processes == 0 }, 10*time.Second, 10*time.Millisecond)
+	requireGroupGone(t, first.PID)
+	require.NotEqual(t, first.PID, served(t, p, `{}`).PID, "a task starts a process again")
+	require.Equal(t, int64(1), p.Stats().Ended[EndIdle])
+}
+
+// A pool whose processes die at start backs off, one start at a time,
+// says it is crash-looping, and fails the tasks waiting for it with the
+// process's own words.
+func TestPoolCrashLoopBacksOff(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	p := newTestPool(t, "noready", func(c *PoolConfig) { c.Size = 4 })
+	require.Eventually(t, func() bool { return p.Stats().CrashLooping }, 20*time.Second, 10*time.Millisecond)
+	_, err := handle(t, p, `{}`)
+	require.ErrorContains(t, err, "pool resize_image is crash-looping")
+	require.ErrorContains(t, err, "exited before it was ready: exit status 255: PHP Parse error: syntax error")
+	s := p.Stats()
+	elapsed := time.Since(began)
+	// Four slots start at once; after the first failure one start per
+	// backoff of at least 250 ms.
+	require.LessOrEqual(t, s.FailedStarts, int64(4+elapsed/poolBackoffMin+1), "%d failed starts in %s", s.FailedStarts, elapsed)
+	require.Zero(t, s.Starts)
+	require.LessOrEqual(t, s.Processes, 1, "one start at a time while crash-looping")
+	require.Contains(t, s.LastError, "PHP Parse error")
+}
+
+func TestPoolRefusesOtherProtocols(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "badproto", nil)
+	require.Eventually(t, func() bool { return p.Stats().FailedStarts > 0 }, 20*time.Second, 10*time.Millisecond)
+	require.Contains(t, p.Stats().LastError, "speaks pool protocol 99; this taskd speaks 1")
+
+	silent := newTestPool(t, "silent", func(c *PoolConfig) { c.StartTimeout = 200 * time.Millisecond })
+	require.Eventually(t, func() bool { return silent.Stats().FailedStarts > 0 }, 20*time.Second, 10*time.Millisecond)
+	require.Contains(t, silent.Stats().LastError, "printed no ready line within 200ms")
+
+	missing := NewPool(PoolConfig{Code: "x", Argv: []string{"/nonexistent/php"}, BackoffMax: 300 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, missing.Start(context.Background()))
+	defer missing.Stop()
+	require.Eventually(t, func() bool { return missing.Stats().FailedStarts > 0 }, 20*time.Second, 10*time.Millisecond)
+	require.Contains(t, missing.Stats().LastError, "/nonexistent/php")
+}
+
+// Stop lets the running task finish, then the processes get EOF and exit;
+// Handle after Stop fails at once.
+func TestPoolStopDrains(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", func(c *PoolConfig) { c.Size = 2 })
+	first := served(t, p, `{}`)
+	var wg sync.WaitGroup
+	var out string
+	var err error
+	wg.Go(func() { out, err = handle(t, p, `{"do":"sleep","ms":300}`) })
+	require.Eventually(t, func() bool { return p.Stats().Busy == 1 }, 10*time.Second, 5*time.Millisecond)
+	p.Stop()
+	wg.Wait()
+	require.NoError(t, err)
+	require.Contains(t, out, `"pid"`)
+	require.Zero(t, p.Stats().Processes)
+	require.Equal(t, int64(2), p.Stats().Ended[EndStop])
+	require.Equal(t, syscall.ESRCH, syscall.Kill(-first.PID, 0))
+	_, err = handle(t, p, `{}`)
+	require.ErrorIs(t, err, errPoolStopped)
+}
+
+func TestCheckProgram(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, CheckProgram([]string{"sh", "-c", "true"}, ""))
+	require.ErrorContains(t, CheckProgram([]string{"no-such-php-binary"}, ""), "no-such-php-binary")
+	require.ErrorContains(t, CheckProgram([]string{"sh"}, "/nonexistent/dir"), "/nonexistent/dir")
+	require.Error(t, CheckProgram(nil, ""))
+}
