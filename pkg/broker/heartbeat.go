@@ -146,8 +146,23 @@ type Process struct {
 	Version   string    `json:"version"`
 	Roles     []string  `json:"roles"`
 	StartedAt time.Time `json:"started_at"`
+	// Pools are the process's pool handlers, as of the beat.
+	Pools []PoolState `json:"pools,omitempty"`
 	// LastBeat is filled in by Processes from the registry.
 	LastBeat time.Time `json:"last_beat"`
+}
+
+// PoolState is a pool handler of a process, as its heartbeat tells it:
+// what `taskd doctor` and tasktop need to say that a pool is down.
+type PoolState struct {
+	Code           string `json:"code"`
+	Size           int    `json:"size"`
+	Processes      int    `json:"processes"`
+	Busy           int    `json:"busy"`
+	FailedStarts   int64  `json:"failed_starts"`
+	FailuresInARow int    `json:"failures_in_a_row,omitempty"`
+	CrashLooping   bool   `json:"crash_looping"`
+	LastError      string `json:"last_error,omitempty"`
 }
 
 // BeatProcess publishes a process heartbeat with a TTL.

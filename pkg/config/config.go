@@ -6,9 +6,11 @@ package config
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,15 +176,62 @@ type MetricsConfig struct {
 }
 
 // HandlerSpec configures the handler of one task code: exactly one of Exec
-// (argv, no shell) or HTTP (URL).
+// (argv, no shell, a process per task), Pool (argv of long-lived processes
+// speaking the pool protocol) or HTTP (URL).
 type HandlerSpec struct {
 	Exec   []string          `mapstructure:"exec"`
+	Pool   []string          `mapstructure:"pool"`
 	HTTP   string            `mapstructure:"http"`
 	Env    []string          `mapstructure:"env"`
 	Dir    string            `mapstructure:"dir"`
 	Header map[string]string `mapstructure:"header"`
 	// Queue the code's tasks go to when the producer names none.
 	Queue string `mapstructure:"queue"`
+	// Size is a pool's number of processes on this node (default
+	// handler.PoolSizeDefault); they are the queue's slots unless
+	// queues.NAME.concurrency says otherwise.
+	Size int `mapstructure:"size"`
+	// MaxJobs recycles a pool process after this many tasks (0: never).
+	MaxJobs int `mapstructure:"max_jobs"`
+	// MaxMemory recycles a pool process whose resident memory passed this
+	// after a task: bytes, or a number with KB, MB, GB (or KiB, MiB, GiB).
+	MaxMemory string `mapstructure:"max_memory"`
+	// Idle stops a pool process that had no task this long (0: never).
+	Idle time.Duration `mapstructure:"idle"`
+	// StartTimeout bounds a pool process's boot, up to its ready line
+	// (default handler.PoolStartTimeoutDefault).
+	StartTimeout time.Duration `mapstructure:"start_timeout"`
+}
+
+// poolSizeMax bounds handlers.CODE.size.
+const poolSizeMax = 1000
+
+// PoolSize is the number of processes of a pool handler.
+func (h *HandlerSpec) PoolSize() int { return cmp.Or(h.Size, handler.PoolSizeDefault) }
+
+// MaxMemoryBytes is MaxMemory in bytes (0: no limit).
+func (h *HandlerSpec) MaxMemoryBytes() (int64, error) { return ParseBytes(h.MaxMemory) }
+
+// ParseBytes reads a size: a number of bytes, or a number followed by KB,
+// MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024; K, M and G
+// alone are those too, as PHP's memory_limit reads them). "" is 0.
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	i := len(s)
+	for i > 0 && (s[i-1] < '0' || s[i-1] > '9') {
+		i--
+	}
+	num, unit := strings.TrimSpace(s[:i]), strings.ToUpper(strings.TrimSpace(s[i:]))
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9,
+		"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30}[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if mult == 0 || err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size (like 256MB or 1GiB)", s)
+	}
+	return n * mult, nil
 }
 
 // QueueConfig configures one queue.
@@ -456,8 +505,8 @@ func (c *Config) Validate() error {
 		if err := task.ValidateName("handler task code", code); err != nil {
 			return err
 		}
-		if (len(h.Exec) > 0) == (h.HTTP != "") {
-			return task.Invalidf("config handlers.%s: set exactly one of exec or http", code)
+		if err := h.validate(); err != nil {
+			return task.Invalidf("config handlers.%s: %v", code, err)
 		}
 		if h.Queue != "" {
 			if err := task.ValidateName("queue", h.Queue); err != nil {
@@ -480,6 +529,34 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+func (h *HandlerSpec) validate() error {
+	kinds := 0
+	for _, set := range []bool{len(h.Exec) > 0, len(h.Pool) > 0, h.HTTP != ""} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return errors.New("set exactly one of exec, pool or http")
+	}
+	if len(h.Pool) == 0 {
+		if h.Size != 0 || h.MaxJobs != 0 || h.MaxMemory != "" || h.Idle != 0 || h.StartTimeout != 0 {
+			return errors.New("size, max_jobs, max_memory, idle and start_timeout apply to pool handlers only")
+		}
+		return nil
+	}
+	if h.Size < 0 || h.Size > poolSizeMax {
+		return fmt.Errorf("size %d is out of range 1-%d", h.Size, poolSizeMax)
+	}
+	if h.MaxJobs < 0 || h.Idle < 0 || h.StartTimeout < 0 {
+		return errors.New("max_jobs, idle and start_timeout must not be negative")
+	}
+	if _, err := h.MaxMemoryBytes(); err != nil {
+		return fmt.Errorf("max_memory: %w", err)
+	}
+	return nil
+}
+
 // HasRole reports whether `taskd run` should run role.
 func (c *Config) HasRole(role string) bool {
 	for _, r := range c.Node.Roles {
@@ -492,16 +569,36 @@ func (c *Config) HasRole(role string) bool {
 
 // WorkerQueues returns the queues this node consumes and their
 // concurrency: every configured queue, and the queue of every configured
-// handler.
+// handler. A queue without a configured concurrency has the processes of
+// its pool handlers as slots, plus worker.concurrency when other handlers
+// share it (or it has no pool).
 func (c *Config) WorkerQueues() map[string]int {
+	pools, others := map[string]int{}, map[string]bool{}
+	for code, h := range c.Handlers {
+		q := task.QueueOf(h.Queue, code)
+		if len(h.Pool) > 0 {
+			pools[q] += h.PoolSize()
+		} else {
+			others[q] = true
+		}
+	}
+	slots := func(q string) int {
+		if others[q] || pools[q] == 0 {
+			return pools[q] + c.Worker.Concurrency
+		}
+		return pools[q]
+	}
 	out := map[string]int{}
 	for q, qc := range c.Queues {
-		out[q] = cmp.Or(qc.Concurrency, c.Worker.Concurrency)
+		out[q] = qc.Concurrency
+		if qc.Concurrency == 0 {
+			out[q] = slots(q)
+		}
 	}
 	for code, h := range c.Handlers {
 		q := task.QueueOf(h.Queue, code)
 		if _, ok := out[q]; !ok {
-			out[q] = c.Worker.Concurrency
+			out[q] = slots(q)
 		}
 	}
 	return out

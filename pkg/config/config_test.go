@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -158,6 +159,11 @@ func TestInvalid(t *testing.T) {
 	for name, body := range map[string]string{
 		"handler with exec and http":  "handlers:\n  both: { exec: [\"true\"], http: \"http://x/\" }\n",
 		"handler with neither":        "handlers:\n  none: { dir: /tmp }\n",
+		"handler with exec and pool":  "handlers:\n  both: { exec: [\"true\"], pool: [\"php\", \"w.php\"] }\n",
+		"pool keys on an exec":        "handlers:\n  h: { exec: [\"true\"], max_jobs: 5 }\n",
+		"pool size too large":         "handlers:\n  h: { pool: [\"php\"], size: 100000 }\n",
+		"pool negative max_jobs":      "handlers:\n  h: { pool: [\"php\"], max_jobs: -1 }\n",
+		"pool max_memory not a size":  "handlers:\n  h: { pool: [\"php\"], max_memory: lots }\n",
 		"handler with bad queue name": "handlers:\n  h: { exec: [\"true\"], queue: \"a b\" }\n",
 		"queue with bad name":         "queues:\n  \"a/b\": { concurrency: 1 }\n",
 		"negative concurrency":        "queues:\n  q: { concurrency: -1 }\n",
@@ -188,6 +194,60 @@ func TestInvalid(t *testing.T) {
 		requireInvalid(t, err)
 		require.Contains(t, err.Error(), "not found")
 	})
+}
+
+func TestPoolHandler(t *testing.T) {
+	t.Parallel()
+
+	c, err := load(t, `
+worker: { concurrency: 6 }
+handlers:
+  resize_image:
+    pool: ["php", "artisan", "taskd:work"]
+    size: 4
+    max_jobs: 500
+    max_memory: 256MB
+    idle: 10m
+    dir: /var/www/app
+    env: ["APP_ENV=production"]
+  thumbs: { pool: ["php", "w.php"], queue: media }
+  crop: { pool: ["php", "w.php"], queue: media, size: 2 }
+  mixed_pool: { pool: ["php", "w.php"], queue: mixed, size: 3 }
+  mixed_exec: { exec: ["true"], queue: mixed }
+  fixed: { pool: ["php", "w.php"], queue: fixed }
+queues:
+  fixed: { concurrency: 9 }
+`)
+	require.NoError(t, err)
+	h := c.Handlers["resize_image"]
+	require.Equal(t, []string{"php", "artisan", "taskd:work"}, h.Pool)
+	require.Equal(t, 4, h.PoolSize())
+	require.Equal(t, 500, h.MaxJobs)
+	require.Equal(t, 10*time.Minute, h.Idle)
+	mem, err := h.MaxMemoryBytes()
+	require.NoError(t, err)
+	require.Equal(t, int64(256e6), mem)
+	require.Equal(t, map[string]int{
+		"resize_image": 4,                           // the pool's processes are the slots
+		"media":        handler.PoolSizeDefault + 2, // two pools share a queue
+		"mixed":        3 + 6,                       // a pool and an exec handler
+		"fixed":        9,                           // configured: tasks wait for a process
+	}, c.WorkerQueues())
+}
+
+func TestParseBytes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{
+		"": 0, "1048576": 1 << 20, "256MB": 256e6, "256 MB": 256e6, "1GiB": 1 << 30, "512M": 512 << 20, "2k": 2048, "10kb": 1e4,
+	} {
+		got, err := config.ParseBytes(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"lots", "-5MB", "5TB", "MB", "1.5GB"} {
+		_, err := config.ParseBytes(in)
+		require.Error(t, err, in)
+	}
 }
 
 func TestWorkerQueues(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +84,9 @@ const (
 
 var endReasons = []string{EndMaxJobs, EndMaxMemory, EndIdle, EndExit, EndProtocol, EndTimeout, EndCancelled, EndStop}
 
+// PoolEndReasons lists the End* reasons.
+func PoolEndReasons() []string { return slices.Clone(endReasons) }
+
 // PoolStats is a snapshot of a pool.
 type PoolStats struct {
 	Code      string `json:"code"`
@@ -131,15 +135,15 @@ type Pool struct {
 	closed chan struct{} // closed by Stop
 	bg     sync.WaitGroup
 
-	started                atomic.Bool
-	live, busy             atomic.Int64
-	starts, failedStarts   atomic.Int64
-	ended                  [8]atomic.Int64 // by endReasons
-	mu                     sync.Mutex
-	failures               int
-	lastErr                string
-	nextStart              time.Time
-	closeOnce              sync.Once
+	started              atomic.Bool
+	live, busy           atomic.Int64
+	starts, failedStarts atomic.Int64
+	ended                [8]atomic.Int64 // by endReasons
+	mu                   sync.Mutex
+	failures             int
+	lastErr              string
+	nextStart            time.Time
+	closeOnce            sync.Once
 }
 
 type poolCall struct {
@@ -586,7 +590,7 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 			}
 			proc.tap.take()
 			proc.jobs++
-					p.answered()
+			p.answered()
 			rep := poolReply{out: out.String()}
 			if *a.OK {
 				rep.out = joinOutput(rep.out, resultText(a.Result))

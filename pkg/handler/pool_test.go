@@ -91,7 +91,6 @@ func poolHelper(mode string) int {
 	return 0
 }
 
-
 // newTestPool starts a pool of the helper in mode; it is stopped at the
 // test's end.
 func newTestPool(t *testing.T, mode string, mod func(*PoolConfig)) *Pool {

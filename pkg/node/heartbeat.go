@@ -20,6 +20,8 @@ type processBeat struct {
 	interval, ttl time.Duration
 	log           *slog.Logger
 	runner        startstop.Runner
+	// pools, when set, reports the pool handlers with each beat.
+	pools func() []broker.PoolState
 }
 
 func (h *processBeat) Start(ctx context.Context) error {
@@ -29,6 +31,9 @@ func (h *processBeat) Start(ctx context.Context) error {
 		startstop.Every(ctx, h.interval, func(ctx context.Context) {
 			bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
+			if h.pools != nil {
+				h.p.Pools = h.pools()
+			}
 			if err := h.broker.BeatProcess(bctx, &h.p, h.ttl); err != nil && ctx.Err() == nil {
 				h.log.Warn("process heartbeat failed", "err", err)
 			}

@@ -2,11 +2,14 @@
 // Redis from the configuration, builds the roles the node runs, and starts
 // and stops them in order.
 //
-// Start order: store and broker (checked), the metrics listener, the process heartbeat, worker and its watchdog (so tasks dispatched by
-// this node find a consumer), scheduler, recovery, retention, the alerter. Stop order is the
-// reverse: the alerter (releasing its lock), retention, recovery and the scheduler stop first, then the worker drains
-// within its grace period, the process heartbeat is withdrawn, the metrics
-// listener closes, then the connections close.
+// Start order: store and broker (checked), the metrics listener, the
+// process heartbeat, the pool handlers' processes (booting while the rest
+// starts), worker and its watchdog (so tasks dispatched by this node find a
+// consumer), scheduler, recovery, retention, the alerter. Stop order is the
+// reverse: the alerter (releasing its lock), retention, recovery and the
+// scheduler stop first, then the worker drains within its grace period,
+// the pools' processes get EOF and exit, the process heartbeat is
+// withdrawn, the metrics listener closes, then the connections close.
 package node
 
 import (
@@ -44,6 +47,7 @@ type Node struct {
 	Broker    *broker.Broker
 	Scheduler *scheduler.Scheduler // nil without the scheduler role
 	Worker    *worker.Worker       // nil without the worker role
+	Pools     []*handler.Pool      // the worker's pool handlers
 	Recoverer *recovery.Recoverer  // nil without the recovery role
 	Retention *retention.Retention // nil without the retention role
 	Queues    *queues.Cache        // queue state (paused, shards) every role follows
@@ -92,7 +96,9 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		}, st, br)
 	}
 	if cfg.HasRole("worker") {
-		reg := Handlers(cfg, handlers)
+		reg := Handlers(cfg, handlers, log)
+		n.Pools = poolsOf(reg)
+		n.beat.pools = n.poolStates
 		n.Worker = worker.New(worker.Config{
 			ID: n.ID, Node: cfg.Node.ID, Version: Version, Queues: cfg.WorkerQueues(), Handlers: reg,
 			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: cfg.Worker.OutputLimit,
@@ -185,15 +191,23 @@ func redisAddr(cfg *config.Config) string {
 	return cfg.Redis.Addr
 }
 
-// Handlers builds the handler registry: exec and http handlers from the
-// configuration, then the Go handlers given (which win on a clash).
-func Handlers(cfg *config.Config, extra *handler.Registry) *handler.Registry {
+// Handlers builds the handler registry: exec, pool and http handlers from
+// the configuration, then the Go handlers given (which win on a clash).
+// Pools are not started.
+func Handlers(cfg *config.Config, extra *handler.Registry, log *slog.Logger) *handler.Registry {
 	reg := handler.NewRegistry()
 	for code, h := range cfg.Handlers {
 		switch {
 		case len(h.Exec) > 0:
 			reg.Register(code, &handler.Exec{Argv: h.Exec, Env: h.Env, Dir: h.Dir,
 				KillGrace: cfg.Worker.KillGrace, OutputLimit: cfg.Worker.OutputLimit})
+		case len(h.Pool) > 0:
+			mem, _ := h.MaxMemoryBytes() // checked by Validate
+			reg.Register(code, handler.NewPool(handler.PoolConfig{
+				Code: code, Argv: h.Pool, Env: h.Env, Dir: h.Dir, Size: h.PoolSize(),
+				MaxJobs: h.MaxJobs, MaxMemory: mem, Idle: h.Idle, StartTimeout: h.StartTimeout,
+				KillGrace: cfg.Worker.KillGrace, OutputLimit: cfg.Worker.OutputLimit, Logger: log,
+			}))
 		case h.HTTP != "":
 			reg.Register(code, &handler.HTTP{URL: h.HTTP, Header: h.Header, OutputLimit: cfg.Worker.OutputLimit})
 		}
@@ -218,6 +232,14 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if err := n.Queues.Start(ctx); err != nil {
 		return err
+	}
+	for i, p := range n.Pools {
+		if err := p.Start(ctx); err != nil {
+			for _, started := range n.Pools[:i] {
+				started.Stop()
+			}
+			return err
+		}
 	}
 	if n.Worker != nil {
 		if err := n.Worker.Start(ctx); err != nil {
@@ -278,6 +300,7 @@ func (n *Node) Stop() {
 	if n.Worker != nil {
 		n.Worker.Stop()
 	}
+	stopPools(n.Pools)
 	n.Queues.Stop()
 	n.beat.Stop()
 	n.stopMetrics()

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 
+	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/monitor"
 	"github.com/taskd/taskd/pkg/watchdog"
@@ -22,6 +23,13 @@ func (n *Node) observe() {
 			return 0
 		}
 		return float64(n.Worker.Stats().Stale)
+	})
+	m.CollectPools(func() []handler.PoolStats {
+		out := make([]handler.PoolStats, len(n.Pools))
+		for i, p := range n.Pools {
+			out[i] = p.Stats()
+		}
+		return out
 	})
 	queues := make([]string, 0)
 	for q := range n.cfg.WorkerQueues() {
