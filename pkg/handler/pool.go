@@ -21,7 +21,7 @@ import (
 
 // Defaults of PoolConfig.
 const (
-	PoolSizeDefault = 1
+	PoolSizeDefault = 4
 	// PoolStartTimeoutDefault is how long a process may take to print its
 	// ready line (a framework's boot).
 	PoolStartTimeoutDefault = time.Minute
