@@ -12,6 +12,7 @@ import (
 // alertDoc is the part of an alert's state (pkg/alert, kept in the
 // {prefix}alerts hash) that tasktop shows.
 type alertDoc struct {
+	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 	Active      time.Time         `json:"active"`
 	Firing      bool              `json:"firing"`
@@ -33,7 +34,7 @@ func BrokerAlerts(br *broker.Broker) func(ctx context.Context) ([]Alert, error) 
 			if json.Unmarshal([]byte(doc), &d) != nil {
 				continue
 			}
-			a := Alert{Name: fp, Firing: d.Firing, Since: d.StartsAt, Summary: d.Annotations["summary"]}
+			a := Alert{Name: fp, Queue: d.Labels["queue"], Firing: d.Firing, Since: d.StartsAt, Summary: d.Annotations["summary"]}
 			if !d.Firing && !d.Active.IsZero() {
 				a.Pending, a.Since = true, d.Active
 			}

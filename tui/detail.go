@@ -70,7 +70,7 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
 		}
 		return stamp(*p) + " (" + relative(*p, now) + ")"
 	}
-	b.WriteString(m.st.Title.Render(fmt.Sprintf("Task %d", t.ID)) + "  " + m.statusStyle(t.Status).Render(t.Status.String()) + "\n")
+	b.WriteString(m.st.Title.Render(fmt.Sprintf("Task %d", t.ID)) + "  " + m.statusStyle(t.Status).Render(statusText(t)) + "\n")
 	kv("code", t.Code)
 	kv("queue", t.QueueName())
 	kv("type", t.Type.String())
@@ -81,7 +81,9 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
 	kv("attempt", fmt.Sprintf("%d (retries %d of %d, crashes %d)", t.Attempt, t.RetryCount, t.MaxRetry, t.CrashCount))
 	kv("priority", fmt.Sprintf("%d · timeout %ds · delay %ds", t.Priority, t.Timeout, t.Delay))
 	kv("worker", t.WorkerID)
-	kv("due", at(&t.PlanNextRun))
+	if due(t, now) != "-" {
+		kv("due", at(&t.PlanNextRun))
+	}
 	kv("dispatched", at(t.Dispatched))
 	kv("started", at(t.StartedAt))
 	kv("last run", at(t.LastRunAt))

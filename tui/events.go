@@ -17,12 +17,13 @@ import (
 // events, newest first.
 type eventsView struct {
 	cur    cursor
+	sort   sorting
 	filter string
 }
 
 func (m *Model) eventsKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	switch {
-	case m.events.cur.navigate(k, len(m.eventRows())):
+	case m.events.cur.navigate(k, len(m.eventRows())), m.events.sort.key(k, len(eventColumns)):
 	case key.Matches(k, globalKeys.Back) && m.events.filter != "":
 		m.events.filter = ""
 	default:
@@ -44,10 +45,12 @@ func (m *Model) eventsTable(width, height int) string {
 	if len(rows) == 0 {
 		return m.empty("no alerts and no watchdog events", width, height)
 	}
-	return renderTable(&m.st, eventColumns, rows, &m.events.cur, width, height)
+	return renderTable(&m.st, m.events.sort.titled(eventColumns), rows, &m.events.cur, width, height)
 }
 
-// eventRows are the alerts, firing first, then the events.
+// eventRows are the alerts, firing first, then the events of recovery,
+// the watchdog and the locks, newest first (or as sorted). Rules that
+// never fired are not shown: they say nothing.
 func (m *Model) eventRows() []row {
 	var rows []row
 	match := func(parts ...string) bool {
@@ -56,7 +59,7 @@ func (m *Model) eventRows() []row {
 	if m.ov != nil {
 		for _, firing := range []bool{true, false} {
 			for _, a := range m.ov.Alerts {
-				if a.Firing != firing || !match(a.Name, a.Summary) {
+				if a.Firing != firing || !match(a.Name, a.Summary) || (!a.Firing && !a.Pending && a.Since.IsZero()) {
 					continue
 				}
 				r := row{style: m.st.Dim, cells: []string{clock(a.Since), "resolved", a.Name, "", clean(a.Summary)}}
@@ -66,11 +69,15 @@ func (m *Model) eventRows() []row {
 				if firing {
 					r = row{style: m.st.Bad, mark: "!", cells: []string{clock(a.Since), "FIRING", a.Name, "", clean(a.Summary)}}
 				}
+				r.keys = []any{a.Since, r.cells[1], a.Name, int64(0), a.Summary}
 				rows = append(rows, r)
 			}
 		}
 		for _, e := range m.ov.Events {
 			where := strings.TrimSpace(cmp.Or(e.WorkerID, e.Node) + " " + e.Queue)
+			if e.WorkerID != "" && e.Node != "" && !strings.HasPrefix(e.WorkerID, e.Node) {
+				where = strings.TrimSpace(e.Node + " " + e.WorkerID + " " + e.Queue)
+			}
 			if !match(e.Kind, where, e.Code, e.Detail) {
 				continue
 			}
@@ -78,15 +85,25 @@ func (m *Model) eventRows() []row {
 			if e.TaskID > 0 {
 				id = strconv.FormatInt(e.TaskID, 10)
 			}
-			rows = append(rows, row{style: m.st.Warn, cells: []string{clock(e.At), e.Kind, where, id, oneLine(e.Detail)}})
+			style := m.st.Warn
+			if eventBad[e.Kind] {
+				style = m.st.Bad
+			}
+			rows = append(rows, row{style: style, cells: []string{clock(e.At), e.Kind, where, id, oneLine(e.Detail)},
+				keys: []any{e.At, e.Kind, where, e.TaskID, e.Detail}})
 		}
 	}
+	rows, _ = sortBy[int](m.events.sort, rows, nil)
 	return rows
 }
+
+// eventBad are the event kinds that mean work was lost or stuck.
+var eventBad = map[string]bool{"abandoned": true, "drained": true, "poisoned": true, "lock lost": true}
 
 // auditView lists the audit log, newest first, one page at a time.
 type auditView struct {
 	cur    cursor
+	sort   sorting
 	filter string
 	rows   []store.AuditEntry
 	loaded bool
@@ -117,7 +134,7 @@ func (m *Model) auditKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		}
 	case key.Matches(k, globalKeys.Back) && v.filter != "":
 		v.filter = ""
-	case v.cur.navigate(k, len(m.auditRows())):
+	case v.cur.navigate(k, len(m.auditRows())), v.sort.key(k, len(auditColumns)):
 	default:
 		return nil, false
 	}
@@ -142,7 +159,7 @@ func (m *Model) auditTable(width, height int) string {
 		}
 		return m.empty(msg, width, height)
 	}
-	return renderTable(&m.st, auditColumns, rows, &m.audit.cur, width, height)
+	return renderTable(&m.st, m.audit.sort.titled(auditColumns), rows, &m.audit.cur, width, height)
 }
 
 func (m *Model) auditRows() []row {
@@ -156,7 +173,9 @@ func (m *Model) auditRows() []row {
 			continue
 		}
 		rows = append(rows, row{style: lipgloss.NewStyle(), cells: []string{strconv.FormatInt(e.ID, 10), e.CreatedAt.Local().Format("01-02 15:04:05"),
-			clean(who), e.Action, clean(e.Target), fmt.Sprint(e.Affected)}})
+			clean(who), e.Action, clean(e.Target), fmt.Sprint(e.Affected)},
+			keys: []any{e.ID, e.CreatedAt, who, e.Action, e.Target, e.Affected}})
 	}
+	rows, _ = sortBy[int](m.audit.sort, rows, nil)
 	return rows
 }

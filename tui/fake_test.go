@@ -209,8 +209,9 @@ func fixture() *fakeSource {
 				Detail: "backlog 3, free slot, nothing started for 2m"},
 		},
 		Alerts: []Alert{
-			{Name: "no_consumer build_report", Firing: true, Since: now.Add(-2 * time.Minute), Summary: "40 queued, no live worker"},
-			{Name: "success_rate send_email", Since: now.Add(-40 * time.Minute), Summary: "back to 99.3%"},
+			{Name: "no_consumer build_report", Queue: "build_report", Firing: true, Since: now.Add(-2 * time.Minute), Summary: "40 queued, no live worker"},
+			{Name: "success_rate send_email", Queue: "send_email", Since: now.Add(-40 * time.Minute), Summary: "back to 99.3%"},
+			{Name: "dead_tasks reports_low", Queue: "reports_low", Summary: "never fired"},
 		},
 	}
 	f := &fakeSource{ov: ov, runs: map[int64][]*task.Run{}}

@@ -36,7 +36,7 @@ func TestGolden(t *testing.T) {
 		{"events", []step{first, {[]string{"4"}, "abandoned"}}},
 		{"audit", []step{first, {[]string{"5"}, "alice"}}},
 		{"help", []step{first, {[]string{"?"}, "Everywhere"}}},
-		{"worker", []step{first, {[]string{"2"}, "node-c-w1"}, {[]string{"enter"}, "Worker node-a-w1"}}},
+		{"worker", []step{first, {[]string{"2"}, "node-c-w1"}, {[]string{"down", "enter"}, "Worker node-a-w1"}}},
 	}
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
 		for _, v := range views {

@@ -119,6 +119,8 @@ func New(opt Options) *Model {
 	}
 	m.tasks.selected = map[int64]bool{}
 	m.queues.hist = map[string][]int64{}
+	m.queues.dead = map[string][]deadSample{}
+	m.queues.sort.col, m.workers.sort.col, m.tasks.sort.col, m.events.sort.col, m.audit.sort.col = -1, -1, -1, -1, -1
 	return m
 }
 

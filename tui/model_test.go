@@ -104,9 +104,10 @@ func TestQueuesAtAGlance(t *testing.T) {
 	m, _ := setup(t, false)
 	s := screen(m)
 	require.Contains(t, s, "1 ALERT · 2 nodes up · 2/3 workers · backlog 60 · 420/min · ok 100%")
-	require.Regexp(t, `(?m)^! build_report .* no worker, lagging$`, s)
+	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, lagg`, s) // worst first: the least is cut at 80 columns
+	require.Regexp(t, `(?m)^  send_email .* 20 .* 1 dead$`, s)
 	require.Regexp(t, `(?m)^  reports_low .* PAUSED$`, s)
-	require.Regexp(t, `(?m)^  send_email .*20/4 .* ok$`, s)
+	require.Less(t, strings.Index(s, "build_report"), strings.Index(s, "send_email"), "the worst first")
 	require.NotContains(t, s, "READ-ONLY")
 }
 
@@ -119,7 +120,7 @@ func TestBacklogGrowing(t *testing.T) {
 		b.src.mu.Unlock()
 		b.press(t, m, "ctrl+r")
 	}
-	require.Regexp(t, `(?m)^! send_email .* growing$`, screen(m))
+	require.Regexp(t, `(?m)^  send_email .* growing, 1 dead$`, screen(m))
 }
 
 func TestViewsSwitch(t *testing.T) {
@@ -535,7 +536,7 @@ func TestNavigationStack(t *testing.T) {
 func TestWorkerDetail(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
-	b.press(t, m, "2", "enter")
+	b.press(t, m, "2", "down", "enter") // the dead worker is first
 	s := screen(m)
 	require.Contains(t, s, "Worker node-a-w1")
 	require.Contains(t, s, "node       node-a")
@@ -606,4 +607,79 @@ func TestUnknownKeySaysSo(t *testing.T) {
 	b.typeText(t, m, "foo:bar")
 	b.press(t, m, "enter", "esc")
 	require.NotContains(t, screen(m), `unknown filter`, "esc dismisses it")
+}
+
+// TestQueueTrouble: STATE names every trouble, worst first, and the
+// queues sort by trouble: dead tasks piling up and a failing success rate
+// are not "ok".
+func TestQueueTrouble(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{at: now}
+	b := &testBundle{src: fixture(), acts: &fakeActions{}}
+	m := New(Options{Source: b.src, Actions: b.acts, Now: clk.now})
+	m.noTick = true
+	m.w = 120
+	b.settle(t, m, m.Init())
+	b.src.mu.Lock()
+	q := &b.src.ov.Stats.Queues[2] // send_email
+	q.Dead, q.SuccessRate10m = 14, rate(0)
+	b.src.ov.Alerts = append(b.src.ov.Alerts, Alert{Name: "dead_tasks send_email", Queue: "send_email", Firing: true, Since: now},
+		Alert{Name: "success_rate send_email", Queue: "send_email", Firing: true, Since: now})
+	b.src.mu.Unlock()
+	clk.at = clk.at.Add(time.Minute)
+	b.press(t, m, "ctrl+r")
+	s := screen(m)
+	require.Regexp(t, `(?m)^! send_email .* 2 ALERTS, dead \+13, 0\.0% ok$`, s)
+	require.Less(t, strings.Index(s, "send_email"), strings.Index(s, "reports_low"))
+
+	// o sorts by the next column (QUEUE: by name), O reverses.
+	b.press(t, m, "o")
+	s = screen(m)
+	require.Contains(t, s, "QUEUE▲")
+	require.Less(t, strings.Index(s, "build_report"), strings.Index(s, "reports_low"))
+	require.Less(t, strings.Index(s, "reports_low"), strings.Index(s, "send_email"))
+	b.press(t, m, "O")
+	s = screen(m)
+	require.Contains(t, s, "QUEUE▼")
+	require.Less(t, strings.Index(s, "send_email"), strings.Index(s, "build_report"))
+	q2, ok := m.selectedQueue()
+	require.True(t, ok)
+	require.Equal(t, "send_email", q2.Name, "the cursor's queue is the row shown under it")
+}
+
+// TestTaskColumns: TRY reads attempt/max, only waiting tasks have a due
+// time, a cancelled periodic task is disabled, and a page sorts by any
+// column.
+func TestTaskColumns(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.src.mu.Lock()
+	b.src.tasks[6].Type = task.Periodic // 1004, cancelled
+	b.src.tasks[6].CronExpr = "0 3 * * *"
+	b.src.tasks[2].RetryCount, b.src.tasks[2].Attempt, b.src.tasks[2].MaxRetry = 6, 14, 6 // 1008, dead
+	b.src.mu.Unlock()
+	b.press(t, m, "3")
+	s := screen(m)
+	require.Regexp(t, `(?m)^ +1004 disabled `, s)
+	require.Regexp(t, `(?m)^ +1008 dead +send_email +7/7 +- exit status 1`, s, "no future due, TRY of the budget")
+	require.Regexp(t, `(?m)^ +1007 pending .* 17m00s ago`, s)
+	for range 2 { // ID, STATUS
+		b.press(t, m, "o")
+	}
+	require.Contains(t, screen(m), "STATUS▲")
+	require.Equal(t, task.Pending, m.tasks.rows[0].Status)
+	ids, _ := m.tasks.targets()
+	require.Equal(t, []int64{1010}, ids, "the cursor stays on its task, wherever the sort put it")
+	require.Equal(t, int64(1010), m.tasks.rows[m.tasks.cur.pos].ID)
+}
+
+// TestEventsHideNeverFired: rules that never fired are not listed as
+// resolved.
+func TestEventsHideNeverFired(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "4")
+	s := screen(m)
+	require.Contains(t, s, "success_rate send_email")
+	require.NotContains(t, s, "dead_tasks reports_low")
 }

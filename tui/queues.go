@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -18,25 +19,48 @@ import (
 // growing backlog.
 const histKeep = 4
 
-// lagAfter is the wait of the oldest due task past which a queue lags.
+// lagAfterSeconds is the wait of the oldest due task past which a queue
+// lags.
 const lagAfterSeconds = 60
 
-// queuesView lists queues.
+// deadWindow is how far back dead tasks count as growth.
+const deadWindow = 10 * time.Minute
+
+// Success rates over ten minutes below these are bad, then poor.
+const (
+	badSuccess  = 0.90
+	poorSuccess = 0.99
+)
+
+// queuesView lists queues, the most troubled first.
 type queuesView struct {
 	cur    cursor
+	sort   sorting
 	filter string
 	// hist holds each queue's last total backlogs, oldest first.
 	hist map[string][]int64
+	// dead holds each queue's dead counts over deadWindow, oldest first.
+	dead map[string][]deadSample
 }
 
-// observe records a snapshot's backlogs.
-func (v *queuesView) observe(ov *Overview) {
+type deadSample struct {
+	at time.Time
+	n  int64
+}
+
+// observe records a snapshot's backlogs and dead counts.
+func (v *queuesView) observe(ov *Overview, now time.Time) {
 	if ov == nil || ov.Stats == nil {
 		return
 	}
 	for _, q := range ov.Stats.Queues {
 		h := append(v.hist[q.Name], total(q.Backlog))
 		v.hist[q.Name] = h[max(0, len(h)-histKeep):]
+		d := append(v.dead[q.Name], deadSample{now, q.Dead})
+		for len(d) > 1 && now.Sub(d[0].at) > deadWindow {
+			d = d[1:]
+		}
+		v.dead[q.Name] = d
 	}
 }
 
@@ -48,15 +72,48 @@ func total(ns []int64) int64 {
 	return t
 }
 
-// problems says what is wrong with a queue, if anything.
-func (v *queuesView) problems(q *stats.Queue) []string {
-	var out []string
+// trouble is one thing wrong with a queue, and how bad it is.
+type trouble struct {
+	text string
+	sev  int // 3 bad, 2 worrying, 1 worth knowing
+}
+
+// troubles says what is wrong with a queue, worst first: a firing alert,
+// dead tasks piling up, failing runs, no consumer, lag, a growing
+// backlog, dead tasks waiting, a pause.
+func (m *Model) troubles(q *stats.Queue) []trouble {
+	v := &m.queues
+	var out []trouble
+	if m.ov != nil {
+		n := 0
+		for _, a := range m.ov.Alerts {
+			if a.Firing && a.Queue == q.Name {
+				n++
+			}
+		}
+		switch {
+		case n == 1:
+			out = append(out, trouble{"ALERT", 3})
+		case n > 1:
+			out = append(out, trouble{fmt.Sprintf("%d ALERTS", n), 3})
+		}
+	}
+	if d := v.dead[q.Name]; len(d) > 1 && q.Dead > d[0].n {
+		out = append(out, trouble{fmt.Sprintf("dead +%d", q.Dead-d[0].n), 3})
+	}
+	if r := q.SuccessRate10m; r != nil && *r < poorSuccess {
+		sev := 2
+		if *r < badSuccess {
+			sev = 3
+		}
+		out = append(out, trouble{fmt.Sprintf("%s ok", percent(r)), sev})
+	}
 	backlog := total(q.Backlog)
 	if !q.Paused && q.LiveWorkers == 0 && (backlog > 0 || q.OldestDueSeconds > 0) {
-		out = append(out, "no worker")
+		out = append(out, trouble{"no consumer", 3})
 	}
-	if q.OldestDueSeconds > lagAfterSeconds {
-		out = append(out, "lagging")
+	if q.OldestDueSeconds > lagAfterSeconds && !q.Paused {
+		out = append(out, trouble{"lagging", 2})
 	}
 	if h := v.hist[q.Name]; len(h) == histKeep && backlog > 0 {
 		growing := true
@@ -64,10 +121,25 @@ func (v *queuesView) problems(q *stats.Queue) []string {
 			growing = growing && h[i] > h[i-1]
 		}
 		if growing {
-			out = append(out, "growing")
+			out = append(out, trouble{"growing", 2})
 		}
 	}
+	if q.Dead > 0 && !slices.ContainsFunc(out, func(t trouble) bool { return strings.HasPrefix(t.text, "dead") }) {
+		out = append(out, trouble{fmt.Sprintf("%d dead", q.Dead), 1})
+	}
+	if q.Paused {
+		out = append(out, trouble{"PAUSED", 1})
+	}
+	slices.SortStableFunc(out, func(a, b trouble) int { return b.sev - a.sev })
 	return out
+}
+
+// worst is the severity of the worst trouble (0: none).
+func worst(ts []trouble) int {
+	if len(ts) == 0 {
+		return 0
+	}
+	return ts[0].sev
 }
 
 // shown returns the queues that pass the filter.
@@ -84,32 +156,82 @@ func (v *queuesView) shown(ov *Overview) []stats.Queue {
 	return out
 }
 
-// selectedQueue returns the queue under the cursor ("" when none).
+// selectedQueue returns the queue under the cursor.
 func (m *Model) selectedQueue() (stats.Queue, bool) {
-	qs := m.queues.shown(m.ov)
+	_, qs := m.queueRows(0)
 	if m.queues.cur.pos < len(qs) {
 		return qs[m.queues.cur.pos], true
 	}
 	return stats.Queue{}, false
 }
 
+// queueColumns: at 80 columns STATE keeps its room, the sparkline and
+// the finer figures go first.
 var queueColumns = []column{
 	{title: "QUEUE", width: 12, flex: 24},
-	{title: "SH", width: 2, right: true, drop: 6},
+	{title: "SH", width: 2, right: true, drop: 7},
 	{title: "PEND", width: 6, right: true},
 	{title: "BACKLOG", width: 7, right: true},
 	{title: "RUN", width: 4, right: true},
-	{title: "FAIL", width: 4, right: true, drop: 4},
+	{title: "FAIL", width: 4, right: true, drop: 5},
 	{title: "DEAD", width: 4, right: true},
 	{title: "/MIN", width: 5, right: true},
-	{title: "30 MIN", width: 8, flex: SeriesMinutes, drop: 2},
-	{title: "OK 10M", width: 6, right: true, drop: 5},
+	{title: "30 MIN", width: 8, flex: SeriesMinutes, drop: 6},
+	{title: "OK 10M", width: 6, right: true, drop: 4},
 	{title: "OLDEST", width: 6, right: true, drop: 3},
-	{title: "STATE", width: 14, flex: 24},
+	{title: "STATE", width: 24, flex: 48},
+}
+
+// queueRows are the queues shown, as rows and in the rows' order: the
+// most troubled first, or as sorted.
+func (m *Model) queueRows(sparkW int) ([]row, []stats.Queue) {
+	qs := m.queues.shown(m.ov)
+	rows := make([]row, len(qs))
+	for i := range qs {
+		q := &qs[i]
+		ts := m.troubles(q)
+		sev := worst(ts)
+		r := row{style: lipgloss.NewStyle()}
+		switch {
+		case sev >= 3:
+			r.style, r.mark = m.st.Bad, "!"
+		case sev > 0:
+			r.style = m.st.Warn
+		}
+		state := make([]string, len(ts))
+		for k, t := range ts {
+			state[k] = t.text
+		}
+		if len(state) == 0 {
+			state = []string{"ok"}
+		}
+		rate := -1.0
+		if q.SuccessRate10m != nil {
+			rate = *q.SuccessRate10m
+		}
+		r.cells = []string{
+			q.Name, strconv.Itoa(q.Shards), count(q.Pending), count(total(q.Backlog)), count(q.Running), count(q.Failed),
+			count(q.Dead), count(q.ProcessedPerMin), sparkline(m.ov.Series[q.Name], sparkW),
+			percent(q.SuccessRate10m), ageOrDash(q.OldestDueSeconds), strings.Join(state, ", "),
+		}
+		r.keys = []any{q.Name, q.Shards, q.Pending, total(q.Backlog), q.Running, q.Failed, q.Dead, q.ProcessedPerMin,
+			total(m.ov.Series[q.Name]), rate, q.OldestDueSeconds, sev}
+		rows[i] = r
+	}
+	// By trouble first: the worst queue is the first row.
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return rows[b].keys[11].(int) - rows[a].keys[11].(int) })
+	byTrouble, byTroubleQ := make([]row, len(rows)), make([]stats.Queue, len(rows))
+	for k, i := range idx {
+		byTrouble[k], byTroubleQ[k] = rows[i], qs[i]
+	}
+	return sortBy(m.queues.sort, byTrouble, byTroubleQ)
 }
 
 func (m *Model) queuesTable(width, height int) string {
-	qs := m.queues.shown(m.ov)
 	idx, widths := fit(queueColumns, width)
 	sparkW := 10
 	for k, i := range idx {
@@ -117,38 +239,11 @@ func (m *Model) queuesTable(width, height int) string {
 			sparkW = widths[k]
 		}
 	}
-	rows := make([]row, len(qs))
-	for i := range qs {
-		q := &qs[i]
-		state := m.queues.problems(q)
-		style := lipgloss.NewStyle()
-		mark := ""
-		if len(state) > 0 {
-			style, mark = m.st.Bad, "!"
-		}
-		if q.Paused {
-			state = append([]string{"PAUSED"}, state...)
-			if mark == "" {
-				style = m.st.Warn
-			}
-		}
-		if len(state) == 0 {
-			state = []string{"ok"}
-		}
-		backlog := count(total(q.Backlog))
-		if len(q.Backlog) > 1 {
-			backlog += "/" + strconv.Itoa(len(q.Backlog))
-		}
-		rows[i] = row{mark: mark, style: style, cells: []string{
-			q.Name, strconv.Itoa(q.Shards), count(q.Pending), backlog, count(q.Running), count(q.Failed),
-			count(q.Dead), count(q.ProcessedPerMin), sparkline(m.ov.Series[q.Name], sparkW),
-			percent(q.SuccessRate10m), ageOrDash(q.OldestDueSeconds), strings.Join(state, ", "),
-		}}
-	}
+	rows, _ := m.queueRows(sparkW)
 	if len(rows) == 0 {
 		return m.empty("no queues yet", width, height)
 	}
-	return renderTable(&m.st, queueColumns, rows, &m.queues.cur, width, height)
+	return renderTable(&m.st, m.queues.sort.titled(queueColumns), rows, &m.queues.cur, width, height)
 }
 
 func ageOrDash(s float64) string {
@@ -159,7 +254,7 @@ func ageOrDash(s float64) string {
 }
 
 func (m *Model) queuesKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
-	if m.queues.cur.navigate(k, len(m.queues.shown(m.ov))) {
+	if m.queues.cur.navigate(k, len(m.queues.shown(m.ov))) || m.queues.sort.key(k, len(queueColumns)) {
 		return nil, true
 	}
 	q, ok := m.selectedQueue()

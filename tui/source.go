@@ -83,7 +83,9 @@ type Overview struct {
 
 // Alert is one alert rule's state.
 type Alert struct {
-	Name    string
+	Name string
+	// Queue is the queue the alert is about ("" when none).
+	Queue   string
 	Firing  bool
 	Pending bool // its condition holds, not yet for long enough
 	Since   time.Time

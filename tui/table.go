@@ -1,7 +1,10 @@
 package tui
 
 import (
+	"cmp"
+	"slices"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -23,6 +26,8 @@ type column struct {
 // row is one table row: its cells and its style (problem rows stand out).
 type row struct {
 	cells []string
+	// keys are what each column sorts by (nil: the cells).
+	keys  []any
 	style lipgloss.Style
 	mark  string // first-column mark: "*" selected, "!" problem
 }
@@ -160,4 +165,114 @@ func (c *cursor) navigate(k tea.KeyPressMsg, n int) bool {
 		return false
 	}
 	return true
+}
+
+// sorting is a table's sort: by column col (-1: the view's own order,
+// e.g. queues by trouble), descending when desc.
+type sorting struct {
+	col  int
+	desc bool
+}
+
+// key handles o (next column) and O (reverse); it reports whether k was
+// one.
+func (s *sorting) key(k tea.KeyPressMsg, ncols int) bool {
+	switch {
+	case key.Matches(k, listKeys.Sort):
+		s.col++
+		if s.col >= ncols {
+			s.col = -1
+		}
+	case key.Matches(k, listKeys.Reverse):
+		s.desc = !s.desc
+	default:
+		return false
+	}
+	return true
+}
+
+// order returns the rows' indexes in the sort's order: by the col-th
+// sort key (the cell when the row has no keys), stable, so rows equal in
+// that column keep the view's order.
+func (s sorting) order(rows []row) []int {
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	if s.col < 0 {
+		if s.desc {
+			slices.Reverse(idx)
+		}
+		return idx
+	}
+	at := func(r row) any {
+		if s.col < len(r.keys) {
+			return r.keys[s.col]
+		}
+		if s.col < len(r.cells) {
+			return r.cells[s.col]
+		}
+		return ""
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		c := compareAny(at(rows[a]), at(rows[b]))
+		if s.desc {
+			return -c
+		}
+		return c
+	})
+	return idx
+}
+
+// apply sorts rows, and items alongside them.
+func sortBy[T any](s sorting, rows []row, items []T) ([]row, []T) {
+	idx := s.order(rows)
+	r2, i2 := make([]row, len(rows)), make([]T, len(items))
+	for k, i := range idx {
+		r2[k] = rows[i]
+		if i < len(items) {
+			i2[k] = items[i]
+		}
+	}
+	return r2, i2
+}
+
+// titled marks the sorted column's title with ▲ or ▼.
+func (s sorting) titled(cols []column) []column {
+	if s.col < 0 || s.col >= len(cols) {
+		return cols
+	}
+	out := slices.Clone(cols)
+	mark := "▲"
+	if s.desc {
+		mark = "▼"
+	}
+	out[s.col].title += mark
+	return out
+}
+
+// compareAny orders sort keys of one kind: numbers, durations, times and
+// strings (case-insensitive).
+func compareAny(a, b any) int {
+	switch x := a.(type) {
+	case int64:
+		y, _ := b.(int64)
+		return cmp.Compare(x, y)
+	case int:
+		y, _ := b.(int)
+		return cmp.Compare(x, y)
+	case float64:
+		y, _ := b.(float64)
+		return cmp.Compare(x, y)
+	case time.Duration:
+		y, _ := b.(time.Duration)
+		return cmp.Compare(x, y)
+	case time.Time:
+		y, _ := b.(time.Time)
+		return x.Compare(y)
+	case string:
+		y, _ := b.(string)
+		return cmp.Compare(strings.ToLower(x), strings.ToLower(y))
+	}
+	return 0
 }

@@ -1,8 +1,10 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +35,8 @@ type tasksView struct {
 	// when counted (-1 while counting).
 	all      bool
 	allCount int
+	// sort orders the page (ids newest first by default).
+	sort sorting
 }
 
 // pageSize is the number of tasks a page of height lines shows.
@@ -163,8 +167,9 @@ func (v *tasksView) setRows(rows []*task.Task, more bool) {
 		under = v.rows[v.cur.pos].ID
 	}
 	v.rows, v.more, v.loaded = rows, more, true
+	v.sortRows()
 	shown := make(map[int64]bool, len(rows))
-	for i, t := range rows {
+	for i, t := range v.rows {
 		shown[t.ID] = true
 		if t.ID == under {
 			v.cur.pos = i
@@ -196,6 +201,19 @@ func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		return nil, true
 	}
 	if v.cur.navigate(k, len(v.rows)) {
+		return nil, true
+	}
+	if v.sort.key(k, len(taskColumns)) {
+		var under int64
+		if v.cur.pos < len(v.rows) {
+			under = v.rows[v.cur.pos].ID
+		}
+		v.sortRows()
+		for i, t := range v.rows {
+			if t.ID == under {
+				v.cur.pos = i
+			}
+		}
 		return nil, true
 	}
 	if v.all {
@@ -292,16 +310,60 @@ func (v *tasksView) turned() {
 	v.unselect()
 }
 
+// taskColumns: at 80 columns LAST RESULT keeps its room; QUEUE, TYPE and
+// UPDATED go first.
 var taskColumns = []column{
 	{title: "ID", width: 8, right: true},
 	{title: "STATUS", width: 10},
 	{title: "CODE", width: 12, flex: 24},
-	{title: "QUEUE", width: 10, flex: 20, drop: 3},
-	{title: "TYPE", width: 8, drop: 5},
-	{title: "TRY", width: 3, right: true, drop: 4},
-	{title: "DUE", width: 10, right: true, drop: 2},
-	{title: "UPDATED", width: 10, right: true, drop: 6},
-	{title: "LAST RESULT", width: 10, flex: 80, drop: 1},
+	{title: "QUEUE", width: 10, flex: 20, drop: 5},
+	{title: "TYPE", width: 8, drop: 6},
+	{title: "TRY", width: 5, right: true, drop: 3},
+	{title: "DUE", width: 10, right: true, drop: 4},
+	{title: "UPDATED", width: 10, right: true, drop: 7},
+	{title: "LAST RESULT", width: 18, flex: 80},
+}
+
+// sortRows puts the page in the sort's order (by id, newest first, by
+// default).
+func (v *tasksView) sortRows() {
+	if v.sort.col < 0 && !v.sort.desc {
+		slices.SortFunc(v.rows, func(a, b *task.Task) int { return cmp.Compare(b.ID, a.ID) })
+		return
+	}
+	rows := make([]row, len(v.rows))
+	for i, t := range v.rows {
+		rows[i].keys = []any{t.ID, int(t.Status), t.Code, t.QueueName(), t.Type.String(), t.RetryCount,
+			t.PlanNextRun, t.UpdatedAt, t.LastResult}
+	}
+	_, v.rows = sortBy(v.sort, rows, v.rows)
+}
+
+// statusText is a task's status; a periodic task an operator cancelled
+// is disabled: it waits for enable, not for a retry.
+func statusText(t *task.Task) string {
+	if t.Type == task.Periodic && t.Status == task.Cancelled {
+		return "disabled"
+	}
+	return t.Status.String()
+}
+
+// tries reads "attempt/max": the try of the current retry budget (a
+// retry by an operator starts a new one), "-" before the first.
+func tries(t *task.Task) string {
+	if t.Attempt == 0 {
+		return "-/" + strconv.Itoa(t.MaxRetry+1)
+	}
+	return strconv.Itoa(min(t.RetryCount+1, t.MaxRetry+1)) + "/" + strconv.Itoa(t.MaxRetry+1)
+}
+
+// due is when a task runs next: only tasks that wait for a time have one.
+func due(t *task.Task, now time.Time) string {
+	switch t.Status {
+	case task.Pending, task.Failed:
+		return relative(t.PlanNextRun, now)
+	}
+	return "-"
 }
 
 // statusStyle colours a status; the word says it without colour.
@@ -337,8 +399,8 @@ func (m *Model) tasksTable(width, height int) string {
 		if v.selected[t.ID] {
 			r.mark, r.style = "*", r.style.Inherit(m.st.Selected)
 		}
-		r.cells = []string{strconv.FormatInt(t.ID, 10), t.Status.String(), t.Code, t.QueueName(), t.Type.String(),
-			strconv.Itoa(t.Attempt), relative(t.PlanNextRun, now), relative(t.UpdatedAt, now), oneLine(t.LastResult)}
+		r.cells = []string{strconv.FormatInt(t.ID, 10), statusText(t), t.Code, t.QueueName(), t.Type.String(),
+			tries(t), due(t, now), relative(t.UpdatedAt, now), oneLine(t.LastResult)}
 		rows[i] = r
 	}
 	if len(rows) == 0 {
@@ -351,7 +413,7 @@ func (m *Model) tasksTable(width, height int) string {
 		}
 		return m.empty(msg, width, height)
 	}
-	return renderTable(&m.st, taskColumns, rows, &v.cur, width, height)
+	return renderTable(&m.st, v.sort.titled(taskColumns), rows, &v.cur, width, height)
 }
 
 // tasksInfo is the tasks view's part of the tab line: filter, page,

@@ -24,6 +24,7 @@ const idleMinutes = 5
 
 type workersView struct {
 	cur    cursor
+	sort   sorting
 	filter string
 }
 
@@ -63,19 +64,24 @@ func workerState(w *broker.WorkerStatus, beat time.Duration) (string, int) {
 	return "ok", 0
 }
 
+// workerColumns: worker ids are host-pid-random, so HOST and PID go
+// first when narrow and WORKER keeps room for a whole id.
 var workerColumns = []column{
-	{title: "WORKER", width: 14, flex: 30},
-	{title: "HOST", width: 10, drop: 4},
+	{title: "WORKER", width: 28, flex: 40},
+	{title: "NODE", width: 8, flex: 16, drop: 2},
+	{title: "HOST", width: 10, drop: 6},
 	{title: "PID", width: 6, right: true, drop: 5},
-	{title: "QUEUES", width: 10, flex: 30, drop: 3},
+	{title: "QUEUES", width: 10, flex: 30, drop: 4},
 	{title: "BEAT", width: 6, right: true},
 	{title: "/MIN", width: 5, right: true},
 	{title: "STATE", width: 5},
-	{title: "TASK", width: 12, flex: 30},
+	{title: "TASK", width: 12, flex: 30, drop: 3},
 	{title: "FOR", width: 6, right: true},
 }
 
-func (m *Model) workersTable(width, height int) string {
+// workerRows are the workers shown, as rows and in the rows' order: dead
+// and hung ones first, or as sorted.
+func (m *Model) workerRows() ([]row, []broker.WorkerStatus) {
 	ws := m.workers.shown(m.ov)
 	perMin := map[string]int64{}
 	if m.ov != nil && m.ov.Stats != nil {
@@ -97,35 +103,50 @@ func (m *Model) workersTable(width, height int) string {
 			r.style = m.st.Warn
 		}
 		host, pid, queues, task, since := "-", "-", "-", "", ""
+		var running time.Duration
 		if hb := w.Heartbeat; hb != nil {
 			host, pid, queues = hb.Host, strconv.Itoa(hb.PID), strings.Join(hb.Queues, ",")
-			slots := slices.Clone(hb.Slots)
-			slices.SortFunc(slots, func(a, b broker.Slot) int { return a.Since.Compare(b.Since) })
-			if len(slots) > 0 {
-				task = fmt.Sprintf("#%d %s", slots[0].TaskID, slots[0].Code)
-				if len(slots) > 1 {
-					task = fmt.Sprintf("#%d (+%d) %s", slots[0].TaskID, len(slots)-1, slots[0].Code)
+			if ss := slots(w); len(ss) > 0 {
+				task = fmt.Sprintf("#%d %s", ss[0].TaskID, ss[0].Code)
+				if len(ss) > 1 {
+					task = fmt.Sprintf("#%d (+%d) %s", ss[0].TaskID, len(ss)-1, ss[0].Code)
 				}
-				since = age(now.Sub(slots[0].Since))
+				running = now.Sub(ss[0].Since)
+				since = age(running)
 			}
 		}
 		n, ok := perMin[w.ID]
 		if !ok && len(w.Series) > 1 {
 			n = w.Series[len(w.Series)-2].Processed // the last whole minute
 		}
-		r.cells = []string{w.ID, host, pid, queues, age(beat), count(n), state, task, since}
+		r.cells = []string{w.ID, cmp.Or(w.Node, "-"), host, pid, queues, age(beat), count(n), state, task, since}
+		r.keys = []any{w.ID, w.Node, host, pid, queues, beat, n, bad, task, running}
 		rows[i] = r
 	}
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return rows[b].keys[7].(int) - rows[a].keys[7].(int) })
+	r2, w2 := make([]row, len(rows)), make([]broker.WorkerStatus, len(rows))
+	for k, i := range idx {
+		r2[k], w2[k] = rows[i], ws[i]
+	}
+	return sortBy(m.workers.sort, r2, w2)
+}
+
+func (m *Model) workersTable(width, height int) string {
+	rows, _ := m.workerRows()
 	if len(rows) == 0 {
 		return m.empty("no workers have a heartbeat: is `taskd run` running?", width, height)
 	}
-	return renderTable(&m.st, workerColumns, rows, &m.workers.cur, width, height)
+	return renderTable(&m.st, m.workers.sort.titled(workerColumns), rows, &m.workers.cur, width, height)
 }
 
 func (m *Model) workersKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
-	ws := m.workers.shown(m.ov)
+	_, ws := m.workerRows()
 	switch {
-	case m.workers.cur.navigate(k, len(ws)):
+	case m.workers.cur.navigate(k, len(ws)), m.workers.sort.key(k, len(workerColumns)):
 	case key.Matches(k, globalKeys.Back) && m.workers.filter != "":
 		m.workers.filter = ""
 	case key.Matches(k, workerKeys.Open):
