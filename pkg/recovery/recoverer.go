@@ -345,9 +345,11 @@ func (r *Recoverer) applyEach(ctx context.Context, ts []store.Transition) ([]boo
 		chunk := ts[:min(len(ts), 500)]
 		ts = ts[len(chunk):]
 		applied, err := r.store.TaskTransition(ctx, chunk)
-		if err != nil {
+		if err != nil && store.LockedEntries(err) == nil {
 			return out, err
 		}
+		// Tasks whose rows another transaction holds did not apply: the
+		// next pass finds them again.
 		out = append(out, applied...)
 		// The queues' per-minute counters count the attempts ended here.
 		ended := map[string]broker.Ended{}

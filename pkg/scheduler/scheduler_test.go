@@ -284,12 +284,20 @@ func TestCancelDuringClaimStrandsNothing(t *testing.T) {
 	env := b.env
 	ids := submit(t, b, 1)
 
-	// Hold the task's row lock so the claim's UPDATE waits on it.
-	lock, err := env.Store.DB().BeginTx(b.ctx, nil)
+	// Hold a table lock so the claim's transaction waits on it (a row
+	// lock would not do: the claim skips locked rows).
+	lock, err := env.Store.DB().Conn(b.ctx)
 	require.NoError(t, err)
-	defer lock.Rollback()
-	var got int64
-	require.NoError(t, lock.QueryRowContext(b.ctx, `SELECT id FROM task_center WHERE id = ? FOR UPDATE`, ids[0]).Scan(&got))
+	defer lock.Close()
+	_, err = lock.ExecContext(b.ctx, `LOCK TABLES task_center READ`)
+	require.NoError(t, err)
+	unlock := func() {
+		_, err := lock.ExecContext(b.ctx, `UNLOCK TABLES`)
+		require.NoError(t, err)
+	}
+	defer unlock()
+	const claiming = `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE DB = ? AND INFO LIKE 'SELECT id FROM task_center FORCE INDEX (PRIMARY) WHERE id IN%FOR UPDATE%'`
 
 	ctx, cancel := context.WithCancel(b.ctx)
 	type result struct {
@@ -301,19 +309,15 @@ func TestCancelDuringClaimStrandsNothing(t *testing.T) {
 		n, err := s.RunOnce(ctx)
 		done <- result{n, err}
 	}()
-	require.Eventually(t, func() bool {
-		return env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE DB = ? AND INFO LIKE 'UPDATE JSON_TABLE%t.attempt = t.attempt + 1%'`, env.Database) == 1
-	}, 5*time.Second, 10*time.Millisecond, "claim waiting on the row lock")
+	require.Eventually(t, func() bool { return env.Count(t, claiming, env.Database) == 1 },
+		5*time.Second, 10*time.Millisecond, "claim waiting on the table lock")
 	cancel() // Stop, or SIGTERM
-	require.NoError(t, lock.Rollback())
+	unlock()
 	r := <-done
 
-	// The server runs the UPDATE to its end now that the lock is free.
-	require.Eventually(t, func() bool {
-		return env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE DB = ? AND INFO LIKE 'UPDATE JSON_TABLE%t.attempt = t.attempt + 1%'`, env.Database) == 0
-	}, 10*time.Second, 10*time.Millisecond)
+	// The claim runs to its end now that the lock is free.
+	require.Eventually(t, func() bool { return env.Count(t, claiming, env.Database) == 0 },
+		10*time.Second, 10*time.Millisecond)
 	tk, err := env.Store.TaskGet(b.ctx, ids[0])
 	require.NoError(t, err)
 	ql, err := env.Broker.QueueLen(b.ctx, "hello")

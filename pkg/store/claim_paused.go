@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -70,7 +73,8 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("claim: select due tasks: %w", err)
 	}
-	var ids []any
+	skip := s.skip.snapshot(time.Now())
+	var ids []int64
 	for p, cs := range byPrio {
 		more = more || len(cs) == limit
 		lead := 0
@@ -84,7 +88,7 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 			f.From[p] = ClaimCursor{Key: cs[lead-1].key, ID: cs[lead-1].id + 1}
 		}
 		for _, c := range cs[lead:] {
-			if !c.paused && len(ids) < limit {
+			if !c.paused && !skip[c.id] && len(ids) < limit {
 				ids = append(ids, c.id)
 			}
 		}
@@ -92,27 +96,58 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 	if len(ids) == 0 {
 		return nil, more, nil
 	}
-	in := placeholders(len(ids))
-	res, err := s.db.ExecContext(ctx, fmt.Sprintf(qClaimIDs, in), append([]any{claimID}, ids...)...)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		msgs, err = s.claimIDs(ctx, tx, ids, claimID)
+		return err
+	})
 	if err != nil {
-		return nil, more, fmt.Errorf("claim: compare-and-set: %w", err)
+		return nil, more, fmt.Errorf("claim: %w", err)
+	}
+	return msgs, more, nil
+}
+
+// claimIDs compare-and-sets, in tx, the due tasks of ids that no other
+// transaction holds, and reads back those it won. The held ones back off.
+func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64, claimID string) ([]*task.Message, error) {
+	free, err := s.lockFree(ctx, tx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock candidates: %w", err)
+	}
+	if len(free) < len(ids) {
+		var held []int64
+		for _, id := range ids {
+			if !free[id] {
+				held = append(held, id)
+			}
+		}
+		s.skip.add(held, time.Now())
+		ids = slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return !free[id] })
+		if len(ids) == 0 {
+			return nil, nil
+		}
+	}
+	in := placeholders(len(ids))
+	args := int64Args(ids)
+	res, err := tx.ExecContext(ctx, fmt.Sprintf(qClaimIDs, in), append([]any{claimID}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("compare-and-set: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return nil, more, nil
+		return nil, nil
 	}
-	rs, err := s.db.QueryContext(ctx, fmt.Sprintf(qClaimedRows, in), append(ids, claimID)...)
+	rs, err := tx.QueryContext(ctx, fmt.Sprintf(qClaimedRows, in), append(args, claimID)...)
 	if err != nil {
-		// Claimed but unread: recovery re-dispatches them after the window.
-		return nil, more, fmt.Errorf("claim: read back: %w", err)
+		return nil, fmt.Errorf("read back: %w", err)
 	}
 	defer rs.Close()
+	var msgs []*task.Message
 	for rs.Next() {
 		var m task.Message
 		var payload []byte
 		var due, disp string
 		if err := rs.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
 			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &disp); err != nil {
-			return nil, more, fmt.Errorf("claim: read back: %w", err)
+			return nil, fmt.Errorf("read back: %w", err)
 		}
 		m.Payload = payload
 		m.Queue = task.QueueOf(m.Queue, m.Code)
@@ -120,5 +155,5 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 		m.DispatchedUnixMS = parseUnix(disp).UnixMilli()
 		msgs = append(msgs, &m)
 	}
-	return msgs, more, rs.Err()
+	return msgs, rs.Err()
 }

@@ -16,48 +16,86 @@ import (
 // their messages in priority, then due-time order. claimID must be unique
 // per call (node id and a counter): it marks the rows this claim won.
 //
-// Two short statements, no transaction and no row lock held across a
-// network call: read the candidates, compare-and-set them 0/4 -> 1 with
-// attempt + 1. Only when another scheduler won some of them is a third,
-// reading back the winners, needed.
+// No row lock is held across a network call: the candidates are read
+// without locks, then one short transaction locks those no one else holds
+// (lockFree) and compare-and-sets them 0/4 -> 1 with attempt + 1. A
+// candidate another transaction holds is left for a later claim, which
+// leaves it out for lockedBackoff. Only when another scheduler won some
+// candidates is a read-back of the winners needed.
 func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]*task.Message, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
+	skip := s.skip.snapshot(time.Now())
+	// Read past the rows backing off, so they do not cost the batch.
+	n := limit + len(skip)
 	args := make([]any, 0, claimCandidateArgs+1)
 	for range claimCandidateArgs + 1 {
-		args = append(args, limit)
+		args = append(args, n)
 	}
 	cands, err := s.claimCandidates(ctx, args)
 	if err != nil {
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
+	cands = slices.DeleteFunc(cands, func(m *task.Message) bool { return skip[m.ID] })
+	cands = cands[:min(len(cands), limit)]
 	if len(cands) == 0 {
 		return nil, nil
+	}
+	var won []*task.Message
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		won, err = s.claimLocked(ctx, tx, cands, claimID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	for _, m := range won {
+		m.Attempt++
+	}
+	return won, nil
+}
+
+// claimLocked compare-and-sets, in tx, the candidates no other transaction
+// holds, and returns those it won. The held ones back off.
+func (s *Store) claimLocked(ctx context.Context, tx *sql.Tx, cands []*task.Message, claimID string) ([]*task.Message, error) {
+	ids := make([]int64, len(cands))
+	for i, m := range cands {
+		ids[i] = m.ID
+	}
+	free, err := s.lockFree(ctx, tx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock candidates: %w", err)
+	}
+	if len(free) < len(ids) {
+		var held []int64
+		for _, id := range ids {
+			if !free[id] {
+				held = append(held, id)
+			}
+		}
+		s.skip.add(held, time.Now())
+		cands = slices.DeleteFunc(slices.Clone(cands), func(m *task.Message) bool { return !free[m.ID] })
+		if len(cands) == 0 {
+			return nil, nil
+		}
 	}
 	fences := make([]Fence, len(cands))
 	for i, m := range cands {
 		fences[i] = Fence{ID: m.ID, Attempt: m.Attempt}
 	}
 	q, qargs := claimSQL(s.values, fences, claimID)
-	res, err := s.db.ExecContext(ctx, q, qargs...)
+	res, err := tx.ExecContext(ctx, q, qargs...)
 	if err != nil {
-		return nil, fmt.Errorf("claim: compare-and-set: %w", err)
+		return nil, fmt.Errorf("compare-and-set: %w", err)
 	}
-	n, err := res.RowsAffected()
+	if allChanged(res, len(cands)) {
+		return cands, nil
+	}
+	won, err := s.claimed(ctx, tx, cands, claimID)
 	if err != nil {
-		return nil, fmt.Errorf("claim: compare-and-set: %w", err)
-	}
-	won := cands
-	if int(n) != len(cands) {
-		if won, err = s.claimed(ctx, cands, claimID); err != nil {
-			// The rows are claimed but unread: recovery re-dispatches them
-			// after the dispatch window.
-			return nil, fmt.Errorf("claim: read back: %w", err)
-		}
-	}
-	for _, m := range won {
-		m.Attempt++
+		return nil, fmt.Errorf("read back: %w", err)
 	}
 	return won, nil
 }
@@ -96,13 +134,13 @@ func (s *Store) claimCandidates(ctx context.Context, args []any) ([]*task.Messag
 
 // claimed returns the candidates this claim won: those now dispatched to
 // claimID at the attempt after the one they were read at.
-func (s *Store) claimed(ctx context.Context, cands []*task.Message, claimID string) ([]*task.Message, error) {
+func (s *Store) claimed(ctx context.Context, db queryer, cands []*task.Message, claimID string) ([]*task.Message, error) {
 	args := make([]any, 0, len(cands)+1)
 	for _, m := range cands {
 		args = append(args, m.ID)
 	}
 	args = append(args, claimID)
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(qClaimed, placeholders(len(cands))), args...)
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(qClaimed, placeholders(len(cands))), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -168,30 +206,54 @@ type Fence struct {
 // TaskMarkRunning moves dispatched tasks to running for workerID with one
 // fenced compare-and-set over the batch on (id, attempt, status 1), then
 // reads back which rows it won. ok[i] reports whether fences[i] won; a
-// loser is a stale or duplicate message.
+// loser is a stale or duplicate message. Tasks whose rows another
+// transaction holds are left alone and reported by a *LockedError (see
+// LockedEntries) beside the valid ok of the others: try those again later.
 func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []Fence) ([]bool, error) {
 	ok := make([]bool, len(fences))
 	if len(fences) == 0 {
 		return ok, nil
 	}
-	token := newToken()
-	q, args := markRunningSQL(s.values, fences, workerID, token)
-	res, err := s.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
+	ids := make([]int64, len(fences))
+	for i, f := range fences {
+		ids[i] = f.ID
 	}
-	if allChanged(res, len(fences)) {
-		for i := range ok {
-			ok[i] = true
+	var free map[int64]bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if free, err = s.lockFree(ctx, tx, ids); err != nil {
+			return err
 		}
-		return ok, nil
-	}
-	won, err := wonBy(ctx, s.db, fences, token)
+		todo := fences
+		if len(free) < len(ids) {
+			todo = slices.DeleteFunc(slices.Clone(fences), func(f Fence) bool { return !free[f.ID] })
+			if len(todo) == 0 {
+				return nil
+			}
+		}
+		token := newToken()
+		q, args := markRunningSQL(s.values, todo, workerID, token)
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		if len(todo) == len(fences) && allChanged(res, len(fences)) {
+			for i := range ok {
+				ok[i] = true
+			}
+			return nil
+		}
+		won, err := wonBy(ctx, tx, todo, token)
+		if err != nil {
+			return err
+		}
+		markWon(ok, fences, won)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
 	}
-	markWon(ok, fences, won)
-	return ok, nil
+	return ok, lockedResult(ids, free)
 }
 
 // allChanged reports whether a batched write changed one row per batch
@@ -306,59 +368,99 @@ type RunRecord struct {
 // TaskTransition applies transitions in one transaction and reports which
 // applied. Run rows are written only for transitions that applied, so the
 // run log and the task center never disagree. Whatever the batch size it is
-// one fenced UPDATE, one read-back and one INSERT of run rows.
+// one lock, one fenced UPDATE, one read-back and one INSERT of run rows.
+// Transitions of tasks whose rows another transaction holds are left alone
+// and reported by a *LockedError (see LockedEntries) beside the valid
+// results of the others: try those again later.
 func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, error) {
 	applied := make([]bool, len(ts))
 	if len(ts) == 0 {
 		return applied, nil
 	}
-	token := newToken()
-	q, args := transitionSQL(s.values, ts, token)
-	fences := make([]Fence, len(ts))
+	ids := make([]int64, len(ts))
 	for i := range ts {
-		fences[i] = Fence{ID: ts[i].ID, Attempt: ts[i].Attempt}
+		ids[i] = ts[i].ID
 	}
+	var free map[int64]bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
+		var err error
+		if free, err = s.lockFree(ctx, tx, ids); err != nil {
 			return err
 		}
-		if allChanged(res, len(ts)) {
-			for i := range applied {
-				applied[i] = true
+		// idx maps the entries written to their place in ts.
+		todo, idx := ts, []int(nil)
+		if len(free) < len(ids) {
+			todo = nil
+			for i := range ts {
+				if free[ts[i].ID] {
+					todo, idx = append(todo, ts[i]), append(idx, i)
+				}
 			}
-		} else {
-			won, err := wonBy(ctx, tx, fences, token)
-			if err != nil {
-				return err
+			if len(todo) == 0 {
+				return nil
 			}
-			markWon(applied, fences, won)
 		}
-		runQ := []byte(qRunInsertHead)
-		var runArgs []any
-		for i := range ts {
-			if !applied[i] || ts[i].Run == nil {
-				continue
-			}
-			if len(runArgs) > 0 {
-				runQ = append(runQ, ", "...)
-			}
-			runQ = append(runQ, qRunInsertRow...)
-			r := ts[i].Run
-			runArgs = append(runArgs, ts[i].ID, ts[i].Attempt, r.Code, r.Queue, r.WorkerID, r.Node,
-				r.Duration.Microseconds(), string(r.Outcome), nullString(r.Result), r.Duration.Milliseconds())
+		done := applied
+		if idx != nil {
+			done = make([]bool, len(todo))
 		}
-		if len(runArgs) > 0 {
-			if _, err := tx.ExecContext(ctx, string(runQ), runArgs...); err != nil {
-				return fmt.Errorf("insert runs: %w", err)
-			}
+		if err := s.transition(ctx, tx, todo, done); err != nil {
+			return err
+		}
+		for j, i := range idx {
+			applied[i] = done[j]
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
 	}
-	return applied, nil
+	return applied, lockedResult(ids, free)
+}
+
+// transition writes ts in tx, whose rows it holds, and sets applied.
+func (s *Store) transition(ctx context.Context, tx *sql.Tx, ts []Transition, applied []bool) error {
+	token := newToken()
+	q, args := transitionSQL(s.values, ts, token)
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	if allChanged(res, len(ts)) {
+		for i := range applied {
+			applied[i] = true
+		}
+	} else {
+		fences := make([]Fence, len(ts))
+		for i := range ts {
+			fences[i] = Fence{ID: ts[i].ID, Attempt: ts[i].Attempt}
+		}
+		won, err := wonBy(ctx, tx, fences, token)
+		if err != nil {
+			return err
+		}
+		markWon(applied, fences, won)
+	}
+	runQ := []byte(qRunInsertHead)
+	var runArgs []any
+	for i := range ts {
+		if !applied[i] || ts[i].Run == nil {
+			continue
+		}
+		if len(runArgs) > 0 {
+			runQ = append(runQ, ", "...)
+		}
+		runQ = append(runQ, qRunInsertRow...)
+		r := ts[i].Run
+		runArgs = append(runArgs, ts[i].ID, ts[i].Attempt, r.Code, r.Queue, r.WorkerID, r.Node,
+			r.Duration.Microseconds(), string(r.Outcome), nullString(r.Result), r.Duration.Milliseconds())
+	}
+	if len(runArgs) > 0 {
+		if _, err := tx.ExecContext(ctx, string(runQ), runArgs...); err != nil {
+			return fmt.Errorf("insert runs: %w", err)
+		}
+	}
+	return nil
 }
 
 func cmpOr(a, b RetryMode) RetryMode {

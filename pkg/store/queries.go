@@ -77,12 +77,14 @@ const claimCandidateArgs = 10
 // every claim for the lock wait timeout, and recovery's hand-backs queue
 // behind the claim: one stalled worker (SIGSTOP, GC pause, slow network)
 // froze dispatch for the whole fleet. By primary key the claim locks only
-// its candidates.
+// its candidates; the index is forced because on a small table the
+// optimizer prefers a scan, which locks every row it reads and so waits on
+// any row someone else holds (see locked.go).
 func claimSQL(values batchValues, fences []Fence, claimID string) (string, []any) {
 	v, args := values(len(fences), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED"}, func(i int) []any {
 		return []any{fences[i].ID, fences[i].Attempt}
 	})
-	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t ON t.id = v.id
+	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t FORCE INDEX (PRIMARY) ON t.id = v.id
 	SET t.status = 1, t.attempt = t.attempt + 1, t.dispatched_at = NOW(3), t.worker_id = ?
 	WHERE t.attempt = v.att AND t.status IN (0, 4) AND t.plan_next_run_at <= NOW(3)`
 	return q, append(args, claimID)
@@ -184,7 +186,7 @@ func markRunningSQL(values batchValues, fences []Fence, workerID string, token u
 	v, args := values(len(fences), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED"}, func(i int) []any {
 		return []any{fences[i].ID, fences[i].Attempt}
 	})
-	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t ON t.id = v.id
+	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t FORCE INDEX (PRIMARY) ON t.id = v.id
 	SET t.status = 2, t.worker_id = ?, t.claim_token = ?, t.started_at = NOW(3), t.last_run_at = NOW(3)
 	WHERE t.attempt = v.att AND t.status = 1`
 	return q, append(args, workerID, token)
@@ -210,7 +212,7 @@ func transitionSQL(values batchValues, ts []Transition, token uint64) (string, [
 			return []any{t.ID, t.Attempt, int(t.From), int(t.To), mode[t.Retry], mode[t.Crash],
 				nextAt, nextIn, t.SetResult, t.Result, fin, clr}
 		})
-	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t ON t.id = v.id SET
+	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t FORCE INDEX (PRIMARY) ON t.id = v.id SET
 	t.status = v.st,
 	t.retry_count = CASE v.rmode WHEN 2 THEN 0 WHEN 1 THEN LEAST(t.retry_count + 1, 127) ELSE t.retry_count END,
 	t.crash_count = CASE v.cmode WHEN 2 THEN 0 WHEN 1 THEN t.crash_count + 1 ELSE t.crash_count END,

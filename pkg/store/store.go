@@ -45,6 +45,11 @@ type Options struct {
 type Store struct {
 	db     *sql.DB
 	values batchValues
+	// lock is how batched writes lock their rows without waiting for
+	// other transactions (locked.go); skip holds the rows claims found
+	// locked, backing off.
+	lock lockMode
+	skip skipSet
 }
 
 // Open connects to the task center described by a go-sql-driver DSN and
@@ -81,6 +86,10 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 			return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
 		}
 		s.values = unionValues // TiDB, or MySQL before 8.0.4
+	}
+	if s.lock, err = probeLockMode(pctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
 	}
 	return s, nil
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,9 @@ type completer struct {
 	// discard drops what is queued (abort).
 	giveUp  atomic.Int64
 	discard atomic.Bool
+	// retries are the goroutines writing again the results whose rows
+	// another transaction held (see later).
+	retries sync.WaitGroup
 }
 
 func newCompleter(s Store, b Broker, workerID string, log *slog.Logger, stale *atomic.Int64) *completer {
@@ -78,6 +82,7 @@ func (c *completer) Start(ctx context.Context) error {
 			}()
 		}
 		wg.Wait()
+		c.retries.Wait() // only writers start retries: none starts now
 	})
 }
 
@@ -123,13 +128,36 @@ func (c *completer) loop(ctx context.Context) {
 				if len(batch) == 0 {
 					return
 				}
-				c.write(ctx, batch)
+				c.later(ctx, c.write(ctx, batch))
 			}
 			return
 		}
 		batch = c.drain(batch)
-		c.write(ctx, batch)
+		c.later(ctx, c.write(ctx, batch))
 	}
+}
+
+// later writes again, every lockedRetry and beside the writers, the
+// completions whose rows another transaction held, until they are written
+// (when stopping, until the flush deadline).
+func (c *completer) later(ctx context.Context, held []completion) {
+	if len(held) == 0 {
+		return
+	}
+	c.log.Warn("results of tasks locked by another transaction; writing them later", "tasks", len(held))
+	held = slices.Clone(held)
+	c.retries.Add(1)
+	go func() {
+		defer c.retries.Done()
+		for len(held) > 0 {
+			time.Sleep(lockedRetry)
+			if c.givingUp(ctx) {
+				c.log.Error("giving up writing results of locked tasks at shutdown; recovery will re-run these tasks", "tasks", len(held))
+				return
+			}
+			held = c.write(ctx, held)
+		}
+	}()
 }
 
 func (c *completer) drain(batch []completion) []completion {
@@ -152,8 +180,9 @@ func (c *completer) givingUp(ctx context.Context) bool {
 
 // write makes the batch durable, retrying while the task center is
 // unreachable (until the shutdown deadline), then acknowledges the
-// messages.
-func (c *completer) write(ctx context.Context, batch []completion) {
+// messages. It returns the completions whose rows another transaction
+// held: neither written nor acknowledged.
+func (c *completer) write(ctx context.Context, batch []completion) (held []completion) {
 	ts := make([]store.Transition, len(batch))
 	for i := range batch {
 		ts[i] = batch[i].tr
@@ -165,20 +194,32 @@ func (c *completer) write(ctx context.Context, batch []completion) {
 		var err error
 		applied, err = c.store.TaskTransition(wctx, ts)
 		cancel()
+		if locked := store.LockedEntries(err); locked != nil {
+			var rest []completion
+			batch, rest, applied = splitHeld(batch, applied, locked)
+			held = append(held, rest...)
+			ts, err = ts[:0], nil
+			for i := range batch {
+				ts = append(ts, batch[i].tr)
+			}
+		}
 		if err == nil {
 			break
 		}
 		if store.IsRejected(err) {
 			c.rejected(ctx, batch, err)
-			return
+			return held
 		}
 		if c.givingUp(ctx) {
 			c.log.Error("giving up writing results at shutdown; recovery will re-run these tasks", "tasks", len(batch), "err", err)
-			return
+			return held
 		}
 		c.log.Error("write results failed; retrying", "tasks", len(batch), "err", err, "in", delay)
 		time.Sleep(delay)
 		delay = min(delay*2, retryMax)
+	}
+	if len(batch) == 0 {
+		return held
 	}
 	acks := map[string][]string{}
 	// Attempts whose result was applied, for the queues' per-minute
@@ -203,6 +244,24 @@ func (c *completer) write(ctx context.Context, batch []completion) {
 		// fence when recovery looks at them (and the counters miss them).
 		c.log.Warn("ack finished messages", "err", err)
 	}
+	return held
+}
+
+// splitHeld separates the completions at the locked indexes of batch from
+// the others, whose applied results it keeps.
+func splitHeld(batch []completion, applied []bool, locked []int) (rest, held []completion, restApplied []bool) {
+	isHeld := make([]bool, len(batch))
+	for _, i := range locked {
+		isHeld[i] = true
+	}
+	for i := range batch {
+		if isHeld[i] {
+			held = append(held, batch[i])
+		} else {
+			rest, restApplied = append(rest, batch[i]), append(restApplied, applied[i])
+		}
+	}
+	return rest, held, restApplied
 }
 
 // rejected handles a batch the server refused outright: retrying it as is
@@ -213,7 +272,7 @@ func (c *completer) write(ctx context.Context, batch []completion) {
 func (c *completer) rejected(ctx context.Context, batch []completion, err error) {
 	if len(batch) > 1 {
 		for _, cp := range batch {
-			c.write(ctx, []completion{cp})
+			c.later(ctx, c.write(ctx, []completion{cp}))
 		}
 		return
 	}
@@ -230,5 +289,5 @@ func (c *completer) rejected(ctx context.Context, batch []completion, err error)
 		run.Result = note
 		cp.tr.Run = &run
 	}
-	c.write(ctx, []completion{cp})
+	c.later(ctx, c.write(ctx, []completion{cp}))
 }

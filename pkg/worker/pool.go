@@ -146,7 +146,6 @@ func (p *pool) fetchQueue(ctx context.Context, q string, slots chan struct{}) {
 func (p *pool) begin(ctx context.Context, q string, raws []string, slots chan struct{}) {
 	w := p.w
 	jobs := make([]*job, 0, len(raws))
-	fences := make([]store.Fence, 0, len(raws))
 	for _, raw := range raws {
 		m, err := task.DecodeMessage([]byte(raw))
 		if err != nil {
@@ -159,12 +158,37 @@ func (p *pool) begin(ctx context.Context, q string, raws []string, slots chan st
 			continue
 		}
 		jobs = append(jobs, &job{msg: m, raw: raw, queue: q})
-		fences = append(fences, store.Fence{ID: m.ID, Attempt: m.Attempt})
 	}
-	if len(jobs) == 0 {
-		return
+	for len(jobs) > 0 {
+		if jobs = p.start(ctx, q, jobs, slots); len(jobs) == 0 {
+			return
+		}
+		// Their rows are locked by another transaction: the others run
+		// meanwhile, and these are marked again once the lock is gone.
+		w.log.Warn("tasks locked by another transaction; marking them running later", "queue", q, "tasks", len(jobs))
+		if !startstop.Sleep(ctx, lockedRetry) {
+			for range jobs {
+				<-slots // left in the processing list: swept at shutdown
+			}
+			return
+		}
 	}
-	ok, err := p.markRunning(ctx, fences)
+}
+
+// lockedRetry is how long the worker waits before writing again what it
+// could not because another transaction held the task's row.
+const lockedRetry = time.Second
+
+// start marks jobs running, launches the winners and drops the stale. It
+// returns the jobs whose rows another transaction holds, still holding
+// their slots.
+func (p *pool) start(ctx context.Context, q string, jobs []*job, slots chan struct{}) (held []*job) {
+	w := p.w
+	fences := make([]store.Fence, len(jobs))
+	for i, j := range jobs {
+		fences[i] = store.Fence{ID: j.msg.ID, Attempt: j.msg.Attempt}
+	}
+	ok, locked, err := p.markRunning(ctx, fences)
 	if err != nil {
 		// Shutting down with the task center unreachable: the messages stay
 		// in the processing list and their tasks in dispatched; recovery
@@ -173,10 +197,18 @@ func (p *pool) begin(ctx context.Context, q string, raws []string, slots chan st
 		for range jobs {
 			<-slots
 		}
-		return
+		return nil
+	}
+	isHeld := make([]bool, len(jobs))
+	for _, i := range locked {
+		isHeld[i] = !ok[i]
 	}
 	var stale map[string][]string
 	for i, j := range jobs {
+		if isHeld[i] {
+			held = append(held, j)
+			continue
+		}
 		if !ok[i] {
 			w.count.stale.Add(1)
 			w.log.Warn("stale message dropped", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
@@ -194,28 +226,34 @@ func (p *pool) begin(ctx context.Context, q string, raws []string, slots chan st
 			w.log.Warn("drop stale messages", "err", err)
 		}
 	}
+	return held
 }
 
 // markRunning retries the claim while the task center is unreachable,
-// until the worker stops taking work.
-func (p *pool) markRunning(ctx context.Context, fences []store.Fence) ([]bool, error) {
+// until the worker stops taking work. locked are the fences whose rows
+// another transaction holds: neither won nor lost yet.
+func (p *pool) markRunning(ctx context.Context, fences []store.Fence) (ok []bool, locked []int, err error) {
 	w := p.w
 	delay := retryFirst
 	retried := false
 	for {
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 		ok, err := w.store.TaskMarkRunning(mctx, w.cfg.ID, fences)
+		locked := store.LockedEntries(err)
+		if locked != nil {
+			err = nil
+		}
 		if err == nil && retried {
 			p.ownAlready(mctx, fences, ok)
 		}
 		cancel()
 		if err == nil {
-			return ok, nil
+			return ok, locked, nil
 		}
 		retried = true
 		w.log.Error("mark running failed; retrying", "err", err, "in", delay)
 		if !startstop.Sleep(ctx, delay) {
-			return nil, err
+			return nil, nil, err
 		}
 		delay = min(delay*2, retryMax)
 	}

@@ -1,0 +1,270 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Rows locked by someone else's transaction (another team's report holding
+// SELECT ... FOR UPDATE, the seed's incident 6.3) must hold back only
+// themselves. Every batched write that may meet them (the claim, the
+// running mark, result and hand-back transitions) first locks its rows in
+// its own transaction without waiting for any: SKIP LOCKED where the server
+// has it (MySQL 8, MariaDB 10.6+), else NOWAIT on halves of the batch,
+// bisected down to the locked rows, else the same bisection with the
+// session's short lock wait timeout. The write then covers only the rows it
+// locked; the others are reported (LockedError) and retried later.
+
+// lockMode is how a batch locks its rows without waiting for others.
+type lockMode int
+
+const (
+	lockSkip   lockMode = iota // FOR UPDATE SKIP LOCKED
+	lockNoWait                 // FOR UPDATE NOWAIT, bisected
+	lockWait                   // FOR UPDATE (the lock wait timeout), bisected
+)
+
+// qLockRows locks rows by primary key. The index is forced: on a small
+// table an IN list is read by a scan, which would lock (or skip) every row.
+const qLockRows = `SELECT id FROM task_center FORCE INDEX (PRIMARY) WHERE id IN (%s) FOR UPDATE`
+
+// qProbeSkipLocked and qProbeNoWait tell which locking clauses the server
+// parses.
+const (
+	qProbeSkipLocked = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE SKIP LOCKED`
+	qProbeNoWait     = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE NOWAIT`
+)
+
+// probeLockMode picks the best locking clause the server has.
+func probeLockMode(ctx context.Context, db *sql.DB) (lockMode, error) {
+	for _, p := range []struct {
+		q    string
+		mode lockMode
+	}{{qProbeSkipLocked, lockSkip}, {qProbeNoWait, lockNoWait}} {
+		var one int
+		err := db.QueryRowContext(ctx, p.q).Scan(&one)
+		if err == nil {
+			return p.mode, nil
+		}
+		if !IsRejected(err) {
+			return 0, err
+		}
+	}
+	return lockWait, nil
+}
+
+// LockedError reports the entries of a batched write that were left alone
+// because another transaction held their rows locked: they neither applied
+// nor lost their fence, and should be tried again later. The write's other
+// results are valid and returned beside the error.
+type LockedError struct {
+	// Entries are indexes into the batch.
+	Entries []int
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("%d tasks locked by another transaction; left for later", len(e.Entries))
+}
+
+// LockedEntries returns the batch indexes err reports as locked, or nil
+// when err is not a LockedError.
+func LockedEntries(err error) []int {
+	var le *LockedError
+	if errors.As(err, &le) {
+		return le.Entries
+	}
+	return nil
+}
+
+// lockedResult returns a LockedError for the entries of ids that are not
+// in free, or nil when every entry was free.
+func lockedResult(ids []int64, free map[int64]bool) error {
+	var locked []int
+	for i, id := range ids {
+		if !free[id] {
+			locked = append(locked, i)
+		}
+	}
+	if locked == nil {
+		return nil
+	}
+	return &LockedError{Entries: locked}
+}
+
+// lockFree locks, in tx, the rows of ids no other transaction holds and
+// returns the ids that are free to write: those it locked, and those with
+// no row at all (their fenced write simply does not apply). It never waits
+// for another transaction's lock (but the lock wait timeout where the
+// server has neither SKIP LOCKED nor NOWAIT).
+func (s *Store) lockFree(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]bool, error) {
+	free := make(map[int64]bool, len(ids))
+	uniq := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if !free[id] {
+			free[id] = true
+			uniq = append(uniq, id)
+		}
+	}
+	clear(free)
+	var err error
+	if s.lock == lockSkip {
+		err = s.lockSkipped(ctx, tx, uniq, free)
+	} else {
+		err = s.lockBisect(ctx, tx, uniq, free)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(free) == len(uniq) {
+		return free, nil
+	}
+	// A row not locked is either held by someone else or gone; a gone
+	// row is free (its write misses), so only the existing ones wait.
+	var missing []any
+	for _, id := range uniq {
+		if !free[id] {
+			missing = append(missing, id)
+		}
+	}
+	exist, err := queryIDs(ctx, tx, fmt.Sprintf(`SELECT id FROM task_center WHERE id IN (%s)`, placeholders(len(missing))), missing...)
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[int64]bool, len(exist))
+	for _, id := range exist {
+		held[id] = true
+	}
+	for _, m := range missing {
+		if id := m.(int64); !held[id] {
+			free[id] = true
+		}
+	}
+	return free, nil
+}
+
+// lockSkipped locks ids with SKIP LOCKED and marks the rows it got in free.
+func (s *Store) lockSkipped(ctx context.Context, tx *sql.Tx, ids []int64, free map[int64]bool) error {
+	got, err := queryIDs(ctx, tx, fmt.Sprintf(qLockRows+" SKIP LOCKED", placeholders(len(ids))), int64Args(ids)...)
+	if err != nil {
+		return err
+	}
+	for _, id := range got {
+		free[id] = true
+	}
+	return nil
+}
+
+// lockBisect locks ids all at once, and when some are held by another
+// transaction, each half in turn, down to the single rows that are held.
+// Locks a failed statement took stay with tx, which is harmless: the rows
+// are locked again by the half that holds them.
+func (s *Store) lockBisect(ctx context.Context, tx *sql.Tx, ids []int64, free map[int64]bool) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	q := qLockRows
+	if s.lock == lockNoWait {
+		q += " NOWAIT"
+	}
+	got, err := queryIDs(ctx, tx, fmt.Sprintf(q, placeholders(len(ids))), int64Args(ids)...)
+	if err == nil {
+		for _, id := range got {
+			free[id] = true
+		}
+		return nil
+	}
+	if !isLockWait(err) {
+		return err
+	}
+	if len(ids) == 1 {
+		return nil
+	}
+	half := len(ids) / 2
+	if err := s.lockBisect(ctx, tx, ids[:half], free); err != nil {
+		return err
+	}
+	return s.lockBisect(ctx, tx, ids[half:], free)
+}
+
+// isLockWait reports a lock that could not be had: a lock wait timeout
+// (MariaDB's answer to NOWAIT too) or MySQL's NOWAIT refusal.
+func isLockWait(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1205 || me.Number == 3572)
+}
+
+func int64Args(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// lockedBackoff is how long a claim leaves out rows it found locked, so a
+// run of locked rows at the head of the due order cannot take a claim's
+// whole batch, round after round, from the rows due behind them.
+const lockedBackoff = 2 * time.Second
+
+// skipSet holds the rows this process's claims found locked, until their
+// backoff ends. It is bounded: past skipMax the oldest are forgotten (they
+// are tried again, which costs a skipped row, never a wait).
+type skipSet struct {
+	mu    sync.Mutex
+	until map[int64]time.Time
+}
+
+const skipMax = 1000
+
+// add remembers ids as locked from now.
+func (k *skipSet) add(ids []int64, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.until == nil {
+		k.until = map[int64]time.Time{}
+	}
+	for _, id := range ids {
+		k.until[id] = now.Add(lockedBackoff)
+	}
+	k.prune(now)
+}
+
+// prune drops expired entries, and the soonest to expire beyond skipMax.
+func (k *skipSet) prune(now time.Time) {
+	for id, t := range k.until {
+		if !t.After(now) {
+			delete(k.until, id)
+		}
+	}
+	for len(k.until) > skipMax {
+		var oldest int64
+		var at time.Time
+		for id, t := range k.until {
+			if at.IsZero() || t.Before(at) {
+				oldest, at = id, t
+			}
+		}
+		delete(k.until, oldest)
+	}
+}
+
+// snapshot returns the ids still backing off.
+func (k *skipSet) snapshot(now time.Time) map[int64]bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.until) == 0 {
+		return nil
+	}
+	k.prune(now)
+	out := make(map[int64]bool, len(k.until))
+	for id := range k.until {
+		out[id] = true
+	}
+	return out
+}
