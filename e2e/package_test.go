@@ -21,15 +21,17 @@ import (
 // packaged is what the deb and rpm packages install, and the repository
 // file each one is a copy of.
 var packaged = map[string]string{
-	"/usr/bin/taskd":                                "",
-	"/usr/bin/tasktop":                              "",
-	"/etc/taskd/taskd.yaml":                         "config/taskd.yaml",
-	"/usr/lib/systemd/system/taskd.service":         "scripts/systemd/taskd.service",
-	"/usr/share/taskd/supervisor/taskd.conf":        "scripts/supervisor/taskd.conf",
-	"/usr/share/taskd/supervisor/taskd-groups.conf": "scripts/supervisor/taskd-groups.conf",
-	"/usr/share/doc/taskd/README.md":                "README.md",
-	"/usr/share/doc/taskd/quickstart.md":            "docs/quickstart.md",
-	"/usr/share/doc/taskd/deploy.md":                "docs/deploy.md",
+	"/usr/bin/taskd":                                    "",
+	"/usr/bin/tasktop":                                  "",
+	"/etc/taskd/taskd.yaml":                             "config/taskd.yaml",
+	"/usr/lib/systemd/system/taskd.service":             "scripts/systemd/taskd.service",
+	"/usr/share/taskd/supervisor/taskd.conf":            "scripts/supervisor/taskd.conf",
+	"/usr/share/taskd/supervisor/taskd-groups.conf":     "scripts/supervisor/taskd-groups.conf",
+	"/usr/share/taskd/prometheus/taskd-rules.yaml":      "deploy/prometheus/taskd-rules.yaml",
+	"/usr/share/taskd/prometheus/taskd-rules.test.yaml": "deploy/prometheus/taskd-rules.test.yaml",
+	"/usr/share/doc/taskd/README.md":                    "README.md",
+	"/usr/share/doc/taskd/quickstart.md":                "docs/quickstart.md",
+	"/usr/share/doc/taskd/deploy.md":                    "docs/deploy.md",
 }
 
 // TestPackageContents checks a snapshot release build: the linux amd64 deb
@@ -126,7 +128,8 @@ func TestPackageContents(t *testing.T) {
 		archive := one("taskd_*_" + target + ".tar.gz")
 		list := run("tar", "-tzf", archive)
 		for _, f := range []string{"taskd", "tasktop", "README.md", "config/taskd.yaml", "docs/deploy.md",
-			"scripts/systemd/taskd.service", "scripts/supervisor/taskd.conf"} {
+			"scripts/systemd/taskd.service", "scripts/supervisor/taskd.conf",
+			"deploy/prometheus/taskd-rules.yaml", "deploy/prometheus/taskd-rules.test.yaml"} {
 			require.Regexp(t, "(?m)^"+regexp.QuoteMeta(f)+"$", list, "%s holds %s", filepath.Base(archive), f)
 		}
 	}

@@ -80,6 +80,7 @@ func TestReleaseStamp(t *testing.T) {
 		"/usr/lib/systemd/system/taskd.service":         "",
 		"/usr/share/taskd/supervisor/taskd.conf":        "",
 		"/usr/share/taskd/supervisor/taskd-groups.conf": "",
+		"/usr/share/taskd/prometheus/taskd-rules.yaml":  "",
 		"/var/log/taskd":                                "dir",
 	} {
 		got, ok := installs[dst]

@@ -4,6 +4,7 @@
 #   supervisor  supervisord and supervisorctl: the Supervisor program
 #   rpm         rpm -qlp: listing the rpm package
 #   tmux        the terminal tasktop's end-to-end test drives
+#   promtool    Prometheus's rule checker (Debian: prometheus): the rules in deploy/prometheus
 # Missing ones are installed with apt-get when this runs as root on
 # Debian/Ubuntu. Elsewhere the script says what is missing and exits 3; the
 # tests that need a tool then skip, saying so. Any other failure exits 1.
@@ -19,9 +20,10 @@ have_php() { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -i '^pd
 have_supervisor() { command -v supervisord >/dev/null 2>&1 && command -v supervisorctl >/dev/null 2>&1; }
 have_rpm() { command -v rpm >/dev/null 2>&1; }
 have_tmux() { command -v tmux >/dev/null 2>&1; }
+have_promtool() { command -v promtool >/dev/null 2>&1; }
 
 tools=("$@")
-[ "${#tools[@]}" -gt 0 ] || tools=(php supervisor rpm tmux)
+[ "${#tools[@]}" -gt 0 ] || tools=(php supervisor rpm tmux promtool)
 
 missing=() packages=()
 for tool in "${tools[@]}"; do
@@ -30,7 +32,8 @@ for tool in "${tools[@]}"; do
 	supervisor) have_supervisor || { missing+=(supervisor) packages+=(supervisor); } ;;
 	rpm) have_rpm || { missing+=(rpm) packages+=(rpm); } ;;
 	tmux) have_tmux || { missing+=(tmux) packages+=(tmux); } ;;
-	*) die "unknown tool '$tool' (php, supervisor, rpm, tmux)" ;;
+	promtool) have_promtool || { missing+=(promtool) packages+=(prometheus); } ;;
+	*) die "unknown tool '$tool' (php, supervisor, rpm, tmux, promtool)" ;;
 	esac
 done
 if [ "${#missing[@]}" = 0 ]; then

@@ -39,12 +39,12 @@ if [ "$rc" != 0 ]; then
 	exit 1
 fi
 
-say "test tools (PHP, Supervisor, rpm)"
+say "test tools (PHP, Supervisor, rpm, tmux, promtool)"
 bash scripts/test-tools.sh
 rc=$?
 # 3: cannot install here (not root, no apt): the tests that need them skip.
 if [ "$rc" = 3 ]; then rc=0; fi
-record "test tools (PHP, Supervisor, rpm)" "$rc"
+record "test tools (PHP, Supervisor, rpm, tmux, promtool)" "$rc"
 
 say "gofmt -l"
 unformatted="$(gofmt -l . 2>&1)"

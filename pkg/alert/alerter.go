@@ -25,8 +25,6 @@ const (
 	CooldownDefault = 30 * time.Minute
 	// LockName is the lock the evaluating node holds.
 	LockName = "alerts"
-	// eventsRead bounds the watchdog events one evaluation reads.
-	eventsRead = 1000
 	// sendTimeout bounds one notifier's delivery.
 	sendTimeout = 10 * time.Second
 )
@@ -153,11 +151,7 @@ func (a *Alerter) gather(ctx context.Context) (*Input, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alerts: %w", err)
 	}
-	events, err := a.broker.Events(ctx, eventsRead)
-	if err != nil {
-		return nil, fmt.Errorf("alerts: %w", err)
-	}
-	return &Input{Now: st.At, Local: time.Now(), Snapshot: snap, Stats: st, Events: events}, nil
+	return &Input{Now: st.At, Local: time.Now(), Snapshot: snap, Stats: st}, nil
 }
 
 // state is one alert's state in Redis.

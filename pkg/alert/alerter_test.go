@@ -130,6 +130,7 @@ func TestQueueRulesFireAndResolve(t *testing.T) {
 	for _, n := range b.sent(t) {
 		require.Equal(t, "q", n.Labels["queue"])
 		require.NotEmpty(t, n.Annotations["summary"])
+		require.Contains(t, n.Annotations["runbook_url"], "docs/troubleshooting.md#", "the same runbook as the Prometheus rule")
 	}
 	// Within the cooldown: evaluated again, not notified again.
 	for range 5 {

@@ -17,11 +17,22 @@ type Input struct {
 	Now time.Time
 	// Local is this host's clock, for ages stamped by other hosts' clocks
 	// (heartbeats, events), as the metrics compute them.
-	Local    time.Time
+	Local time.Time
+	// Snapshot holds the watchdog's recorded events too.
 	Snapshot *monitor.Snapshot
 	Stats    *stats.Stats
-	// Events are the watchdog's recorded events, newest first.
-	Events []broker.Event
+}
+
+// severities are the rules' severity labels: critical when nothing will
+// run until someone acts.
+var severities = map[string]string{
+	RuleBacklog:        "warning",
+	RuleSuccessRate:    "warning",
+	RuleHeartbeatStale: "critical",
+	RuleNoConsumer:     "critical",
+	RuleOldestDue:      "warning",
+	RuleDeadTasks:      "warning",
+	RuleWatchdogHeal:   "critical",
 }
 
 // observation is what a rule sees of one alert in one evaluation.
@@ -36,13 +47,13 @@ type observation struct {
 // dead-tasks rule, which compares with the past; it updates their memory.
 func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observation {
 	out := map[string]*observation{}
-	add := func(rule Rule, name, severity string, active bool, summary string, labels ...string) {
-		l := map[string]string{"alertname": name, "severity": severity}
+	add := func(rule Rule, name string, active bool, summary string, labels ...string) {
+		l := map[string]string{"alertname": name, "severity": severities[name]}
 		for i := 0; i+1 < len(labels); i += 2 {
 			l[labels[i]] = labels[i+1]
 		}
 		out[fingerprint(l)] = &observation{labels: l, active: active, rule: rule,
-			annotations: map[string]string{"summary": summary, "description": describe(name, r)}}
+			annotations: map[string]string{"summary": summary, "description": describe(name, r), "runbook_url": runbook(name)}}
 	}
 	for _, q := range in.Stats.Queues {
 		sq := in.Snapshot.Queues[q.Name]
@@ -53,20 +64,20 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 		}
 		// A paused queue keeps its backlog on purpose.
 		if !r.Backlog.Off() && !q.Paused {
-			add(r.Backlog, RuleBacklog, "warning", float64(waiting) > r.Backlog.Threshold,
+			add(r.Backlog, RuleBacklog, float64(waiting) > r.Backlog.Threshold,
 				fmt.Sprintf("queue %s: %d tasks waiting (threshold %g)", q.Name, waiting, r.Backlog.Threshold), "queue", q.Name)
 		}
 		if !r.NoConsumer.Off() && !q.Paused {
-			add(r.NoConsumer, RuleNoConsumer, "critical", waiting > 0 && float64(waiting) >= r.NoConsumer.Threshold && consumers == 0,
+			add(r.NoConsumer, RuleNoConsumer, waiting > 0 && float64(waiting) >= r.NoConsumer.Threshold && consumers == 0,
 				fmt.Sprintf("queue %s: %d tasks waiting and no live worker consumes it", q.Name, waiting), "queue", q.Name)
 		}
 		if !r.OldestDue.Off() && !q.Paused {
-			add(r.OldestDue, RuleOldestDue, "warning", oldest.Seconds() > r.OldestDue.Threshold,
+			add(r.OldestDue, RuleOldestDue, oldest.Seconds() > r.OldestDue.Threshold,
 				fmt.Sprintf("queue %s: the oldest due task has waited %s to be dispatched (threshold %s)",
-					q.Name, oldest.Round(time.Second), seconds(r.OldestDue.Threshold)), "queue", q.Name)
+					q.Name, promDuration(oldest.Round(time.Second)), promDuration(seconds(r.OldestDue.Threshold))), "queue", q.Name)
 		}
 		if !r.SuccessRate.Off() && q.SuccessRate10m != nil {
-			add(r.SuccessRate, RuleSuccessRate, "warning", *q.SuccessRate10m < r.SuccessRate.Threshold,
+			add(r.SuccessRate, RuleSuccessRate, *q.SuccessRate10m < r.SuccessRate.Threshold,
 				fmt.Sprintf("queue %s: %.2f%% of attempts succeeded over 10 minutes (threshold %g%%)",
 					q.Name, 100**q.SuccessRate10m, 100*r.SuccessRate.Threshold), "queue", q.Name)
 		}
@@ -78,15 +89,15 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 				st[fingerprint(labels)] = s
 			}
 			rose := s.deadRise(q.Dead, in.Now, r.DeadTasks)
-			add(Rule{Threshold: r.DeadTasks.Threshold}, RuleDeadTasks, "warning", rose,
+			add(Rule{Threshold: r.DeadTasks.Threshold}, RuleDeadTasks, rose,
 				fmt.Sprintf("queue %s: %d dead tasks, %d more than %s ago",
-					q.Name, q.Dead, q.Dead-s.Base, r.DeadTasks.For), "queue", q.Name)
+					q.Name, q.Dead, q.Dead-s.Base, promDuration(r.DeadTasks.For)), "queue", q.Name)
 		}
 	}
 	if !r.HeartbeatStale.Off() {
 		fresh := map[string]time.Time{} // host -> newest beat
 		for _, p := range in.Snapshot.Processes {
-			h := processHost(p)
+			h := p.Hostname()
 			if p.LastBeat.After(fresh[h]) {
 				fresh[h] = p.LastBeat
 			}
@@ -95,11 +106,11 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 			age := in.Local.Sub(p.LastBeat)
 			// A stale process that a newer one on its host replaced (its
 			// supervisor restarted it) is over.
-			replaced := fresh[processHost(p)].After(p.LastBeat) && in.Local.Sub(fresh[processHost(p)]).Seconds() <= r.HeartbeatStale.Threshold
-			add(r.HeartbeatStale, RuleHeartbeatStale, "critical", age.Seconds() > r.HeartbeatStale.Threshold && !replaced,
+			replaced := fresh[p.Hostname()].After(p.LastBeat) && in.Local.Sub(fresh[p.Hostname()]).Seconds() <= r.HeartbeatStale.Threshold
+			add(r.HeartbeatStale, RuleHeartbeatStale, age.Seconds() > r.HeartbeatStale.Threshold && !replaced,
 				fmt.Sprintf("process %s on %s: last heartbeat %s ago (threshold %s)",
-					p.ID, processHost(p), age.Round(time.Second), seconds(r.HeartbeatStale.Threshold)),
-				"process", p.ID, "host", processHost(p))
+					p.ID, p.Hostname(), promDuration(age.Round(time.Second)), promDuration(seconds(r.HeartbeatStale.Threshold))),
+				"process", p.ID, "host", p.Hostname())
 		}
 	}
 	if !r.WatchdogHeal.Off() {
@@ -109,7 +120,7 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 			last broker.Event
 		}
 		by := map[string]*heals{}
-		for _, e := range in.Events { // newest first
+		for _, e := range in.Snapshot.Events { // newest first
 			if in.Local.Sub(e.At) > r.WatchdogHeal.For {
 				break
 			}
@@ -121,9 +132,9 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 			h.n++
 		}
 		for w, h := range by {
-			add(Rule{Threshold: r.WatchdogHeal.Threshold}, RuleWatchdogHeal, "critical", float64(h.n) > r.WatchdogHeal.Threshold,
+			add(Rule{Threshold: r.WatchdogHeal.Threshold}, RuleWatchdogHeal, float64(h.n) > r.WatchdogHeal.Threshold,
 				fmt.Sprintf("worker %s on node %s: %d watchdog heals in %s, the last: %s: %s",
-					w, h.node, h.n, r.WatchdogHeal.For, h.last.Kind, h.last.Detail), "worker", w, "node", h.node)
+					w, h.node, h.n, promDuration(r.WatchdogHeal.For), h.last.Kind, h.last.Detail), "worker", w, "node", h.node)
 		}
 	}
 	return out
@@ -149,46 +160,72 @@ func (s *state) deadRise(dead int64, now time.Time, r Rule) bool {
 	return float64(dead-s.Base) > r.Threshold
 }
 
-// processHost is the host of a process; an expired heartbeat no longer
-// says, but process ids start with it (host-pid-random).
-func processHost(p broker.Process) string {
-	if p.Host != "" {
-		return p.Host
-	}
-	if i := strings.LastIndexByte(p.ID, '-'); i > 0 {
-		if j := strings.LastIndexByte(p.ID[:i], '-'); j > 0 {
-			return p.ID[:j]
-		}
-	}
-	return p.ID
-}
-
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // describe says what a rule means, for the notification's description.
+// The Prometheus rules in deploy/prometheus carry the same text.
 func describe(name string, rules *Rules) string {
 	switch name {
 	case RuleBacklog:
 		r := rules.Backlog
-		return fmt.Sprintf("More than %g tasks due and not started for %s: workers do not keep up.", r.Threshold, r.For)
+		return fmt.Sprintf("More than %g tasks due and not started%s: workers do not keep up.", r.Threshold, forClause(r.For))
 	case RuleSuccessRate:
 		r := rules.SuccessRate
-		return fmt.Sprintf("Fewer than %g%% of the attempts of the last 10 minutes succeeded (for %s).", 100*r.Threshold, r.For)
+		return fmt.Sprintf("Fewer than %g%% of the attempts of the last 10 minutes succeeded%s.", 100*r.Threshold, forClause(r.For))
 	case RuleHeartbeatStale:
 		r := rules.HeartbeatStale
-		return fmt.Sprintf("A taskd process stopped publishing its heartbeat %s ago without exiting cleanly: crashed, frozen or cut off.", seconds(r.Threshold))
+		return fmt.Sprintf("A taskd process last published its heartbeat more than %s ago and did not exit cleanly: crashed, frozen or cut off from Redis.",
+			promDuration(seconds(r.Threshold)))
 	case RuleNoConsumer:
 		r := rules.NoConsumer
-		return fmt.Sprintf("Tasks wait and no live worker consumes the queue (for %s): nothing will run them.", r.For)
+		return fmt.Sprintf("At least %g tasks wait%s and no live worker consumes the queue: nothing will run them.", r.Threshold, forClause(r.For))
 	case RuleOldestDue:
 		r := rules.OldestDue
-		return fmt.Sprintf("A due task has not been dispatched for more than %s: schedulers are down or behind.", seconds(r.Threshold))
+		return fmt.Sprintf("A due task has waited more than %s to be dispatched%s: schedulers are down or behind.",
+			promDuration(seconds(r.Threshold)), forClause(r.For))
 	case RuleDeadTasks:
 		r := rules.DeadTasks
-		return fmt.Sprintf("Tasks exhausted their retries within %s and wait for an operator (taskd retry).", r.For)
+		return fmt.Sprintf("More than %g tasks exhausted their retries within %s; they wait for an operator (taskd retry).", r.Threshold, promDuration(r.For))
 	case RuleWatchdogHeal:
 		r := rules.WatchdogHeal
-		return fmt.Sprintf("The watchdog healed a worker that was alive but idle or held a hung handler (within %s); see {prefix}events.", r.For)
+		return fmt.Sprintf("The watchdog healed a worker more than %g times within %s: a hung handler's slot abandoned, a worker alive but idle, or the process exited for its supervisor to restart it (see {prefix}events).",
+			r.Threshold, promDuration(r.For))
 	}
 	return ""
 }
+
+func forClause(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return " for " + promDuration(d)
+}
+
+// promDuration formats d as Prometheus writes durations: 5m, 1h, 1m30s.
+func promDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// runbookBase is the runbook of every rule; each has a section.
+const runbookBase = "https://github.com/taskd/taskd/blob/main/docs/troubleshooting.md"
+
+// runbooks are the rules' sections of runbookBase (GitHub heading anchors).
+var runbooks = map[string]string{
+	RuleBacklog:        "tasks-pile-up-backlog",
+	RuleSuccessRate:    "attempts-fail-success-rate",
+	RuleHeartbeatStale: "a-process-stopped-heartbeating",
+	RuleNoConsumer:     "no-worker-consumes-a-queue",
+	RuleOldestDue:      "due-tasks-wait-for-a-scheduler-oldest-due",
+	RuleDeadTasks:      "dead-and-failed-tasks",
+	RuleWatchdogHeal:   "workers-alive-but-idle",
+}
+
+// runbook is the address of rule name's runbook section.
+func runbook(name string) string { return runbookBase + "#" + runbooks[name] }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -163,6 +164,20 @@ type PoolState struct {
 	FailuresInARow int    `json:"failures_in_a_row,omitempty"`
 	CrashLooping   bool   `json:"crash_looping"`
 	LastError      string `json:"last_error,omitempty"`
+}
+
+// Hostname is the process's host; an expired heartbeat no longer says, but
+// process ids start with it (host-pid-random).
+func (p *Process) Hostname() string {
+	if p.Host != "" {
+		return p.Host
+	}
+	if i := strings.LastIndexByte(p.ID, '-'); i > 0 {
+		if j := strings.LastIndexByte(p.ID[:i], '-'); j > 0 {
+			return p.ID[:j]
+		}
+	}
+	return p.ID
 }
 
 // BeatProcess publishes a process heartbeat with a TTL.

@@ -29,6 +29,10 @@ var (
 		"How long the queue's longest-waiting due task has been due (database clock).", []string{"queue"}, nil)
 	descConsumers = prometheus.NewDesc("taskd_queue_consumers",
 		"Live workers consuming the queue.", []string{"queue"}, nil)
+	descPaused = prometheus.NewDesc("taskd_queue_paused",
+		"1 while the queue is paused (nothing of it starts), else 0.", []string{"queue"}, nil)
+	descDead = prometheus.NewDesc("taskd_queue_dead_tasks",
+		"Tasks of the queue whose retries are exhausted, waiting for an operator (status dead).", []string{"queue"}, nil)
 	descBusy = prometheus.NewDesc("taskd_worker_busy_slots",
 		"Slots of a live worker running a task.", []string{"worker", "node"}, nil)
 	descSlots = prometheus.NewDesc("taskd_worker_slots",
@@ -36,7 +40,9 @@ var (
 	descBeatAge = prometheus.NewDesc("taskd_worker_heartbeat_age_seconds",
 		"Time since the worker's last heartbeat; dead workers stay until recovery drains them.", []string{"worker"}, nil)
 	descProcAge = prometheus.NewDesc("taskd_process_heartbeat_age_seconds",
-		"Time since a taskd process's last heartbeat; a process that exits cleanly is removed.", []string{"process", "node"}, nil)
+		"Time since a taskd process's last heartbeat; a process that exits cleanly is removed.", []string{"process", "node", "host"}, nil)
+	descLastHeal = prometheus.NewDesc("taskd_watchdog_last_heal_timestamp_seconds",
+		"When the watchdog last healed the worker (slot abandoned, alive but idle, exit), for workers healed in the last hour; read from {prefix}events, so it outlives the process.", []string{"worker", "node"}, nil)
 	descUp = prometheus.NewDesc("taskd_monitor_up",
 		"1 when the last snapshot of MySQL and Redis succeeded; the gauges above are missing otherwise.", nil, nil)
 )
@@ -63,7 +69,7 @@ func (m *Metrics) CollectSnapshots(take SnapshotFunc, log *slog.Logger) {
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSubmitted, descQueueTasks, descBacklog, descMessages, descOldest,
-		descConsumers, descBusy, descSlots, descBeatAge, descProcAge, descUp} {
+		descConsumers, descPaused, descDead, descBusy, descSlots, descBeatAge, descProcAge, descLastHeal, descUp} {
 		ch <- d
 	}
 }
@@ -108,6 +114,8 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descOldest, q.OldestDue.Seconds(), name)
 		gauge(descConsumers, float64(q.Consumers), name)
+		gauge(descPaused, bool01(q.Paused), name)
+		gauge(descDead, float64(q.Dead), name)
 	}
 	for _, w := range s.Workers {
 		gauge(descBeatAge, s.At.Sub(w.LastBeat).Seconds(), w.ID)
@@ -117,6 +125,20 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, p := range s.Processes {
-		gauge(descProcAge, s.At.Sub(p.LastBeat).Seconds(), p.ID, p.Node)
+		gauge(descProcAge, s.At.Sub(p.LastBeat).Seconds(), p.ID, p.Node, p.Hostname())
 	}
+	healed := map[string]bool{}
+	for _, e := range s.Events { // newest first
+		if !healed[e.WorkerID] {
+			healed[e.WorkerID] = true
+			gauge(descLastHeal, float64(e.At.UnixMilli())/1000, e.WorkerID, e.Node)
+		}
+	}
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

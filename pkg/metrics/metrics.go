@@ -37,9 +37,25 @@ var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
 // durationBuckets spans no-op handlers to hour-long reports.
 var durationBuckets = []float64{.001, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
 
+// Label values of taskd_watchdog_heals_total{kind}: the watchdog's actions.
+const (
+	HealAbandoned = "slot_abandoned"
+	HealIdle      = "idle"
+	HealExit      = "exit"
+)
+
+// Label values of taskd_tasks_recovered_total{kind}.
+var recoveryKinds = []string{"redispatched", "running", "orphan", "watchdog"}
+
+// resultsWritten are the outcomes a worker writes (crashed attempts are
+// written by recovery).
+var resultsWritten = []task.Outcome{task.OutcomeSucceeded, task.OutcomeFailed, task.OutcomeDead,
+	task.OutcomeTimeout, task.OutcomeCancelled, task.OutcomeInterrupted}
+
 // New returns metrics registered on a new registry, with the Go runtime's
-// and the process's collectors and taskd_build_info.
-func New(version string) *Metrics {
+// and the process's collectors and taskd_build_info, which names the
+// process's node (the label dashboards join per-process series on).
+func New(version, node string) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
@@ -67,13 +83,35 @@ func New(version string) *Metrics {
 		}, []string{"queue"}),
 	}
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "taskd_build_info", Help: "Always 1; the version of this taskd.",
-		ConstLabels: prometheus.Labels{"version": version},
+		Name: "taskd_build_info", Help: "Always 1; the version of this taskd and its node id.",
+		ConstLabels: prometheus.Labels{"version": version, "node": node},
 	})
 	build.Set(1)
 	r.MustRegister(m.completed, m.retried, m.recovered, m.heals, m.duration, m.latency, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, k := range recoveryKinds {
+		m.recovered.WithLabelValues(k)
+	}
+	for _, k := range []string{HealAbandoned, HealIdle, HealExit} {
+		m.heals.WithLabelValues(k)
+	}
 	return m
+}
+
+// Prepare creates the series of the queues this process works at zero:
+// rate() and increase() need a sample before the first increment, so a
+// series born at 1 would hide a queue's first failure.
+func (m *Metrics) Prepare(queues []string) {
+	if m == nil {
+		return
+	}
+	for _, q := range queues {
+		for _, o := range resultsWritten {
+			m.completed.WithLabelValues(q, string(o))
+		}
+		m.duration.WithLabelValues(q)
+		m.latency.WithLabelValues(q)
+	}
 }
 
 // Result is one written attempt.

@@ -26,6 +26,8 @@ type Queue struct {
 	Shards   []int64
 	// Consumers is the number of live workers that consume the queue.
 	Consumers int
+	// Paused queues keep their backlog on purpose.
+	Paused bool
 }
 
 // Snapshot is the state of the system at one moment.
@@ -37,7 +39,13 @@ type Snapshot struct {
 	Workers   []broker.WorkerStatus
 	// Processes seen in the last hour, with their last heartbeat.
 	Processes []broker.Process
+	// Events are the watchdog's recorded events of the last hour, newest
+	// first.
+	Events []broker.Event
 }
+
+// eventsRead bounds the watchdog events a snapshot reads.
+const eventsRead = 1000
 
 // Take reads a snapshot. queues are queues to report even when they hold
 // nothing (the configured ones).
@@ -61,6 +69,15 @@ func Take(ctx context.Context, st *store.Store, br *broker.Broker, queues []stri
 	if s.Processes, err = br.Processes(ctx, time.Hour); err != nil {
 		return nil, err
 	}
+	events, err := br.Events(ctx, eventsRead)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events { // stamped by each host's clock: filtered, not cut
+		if s.At.Sub(e.At) <= time.Hour {
+			s.Events = append(s.Events, e)
+		}
+	}
 	for _, w := range s.Workers {
 		if !w.Alive() {
 			continue
@@ -74,6 +91,7 @@ func Take(ctx context.Context, st *store.Store, br *broker.Broker, queues []stri
 	}
 	for q, v := range s.Queues {
 		_, span := br.Layout().Shards(q)
+		v.Paused = br.Layout().Paused(q)
 		if v.Shards, err = br.QueueBacklog(ctx, q, span); err != nil {
 			return nil, fmt.Errorf("snapshot: %w", err)
 		}

@@ -35,6 +35,9 @@ func (n *Node) observe() {
 	for q := range n.cfg.WorkerQueues() {
 		queues = append(queues, q)
 	}
+	if n.Worker != nil {
+		m.Prepare(queues)
+	}
 	m.CollectSnapshots(func(ctx context.Context) (*monitor.Snapshot, error) {
 		return monitor.Take(ctx, n.Store, n.Broker, queues)
 	}, n.log)

@@ -18,9 +18,11 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/testenv"
 )
@@ -108,7 +110,7 @@ func TestMetricsAddUpToTheTaskCenter(t *testing.T) {
 		return "", nil
 	}))
 	reg.Register("bad", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", errors.New("always") }))
-	n := startNode(t, env, reg, "metrics:\n  addr: 127.0.0.1:0\nqueues:\n  q: { concurrency: 4 }\n")
+	n := startNode(t, env, reg, "node:\n  id: web-7\nmetrics:\n  addr: 127.0.0.1:0\nqueues:\n  q: { concurrency: 4 }\n")
 	addr := n.MetricsAddr()
 
 	for _, path := range []string{"/livez", "/readyz"} {
@@ -138,7 +140,14 @@ func TestMetricsAddUpToTheTaskCenter(t *testing.T) {
 	f := scrape(t, addr)
 	require.Equal(t, 35.0, sum(f, "taskd_tasks_submitted_total"))
 	require.Equal(t, 1.0, sum(f, "taskd_queue_consumers", "queue", "q"))
-	require.Equal(t, 1.0, sum(f, "taskd_build_info", "version", node.Version))
+	require.Equal(t, 1.0, sum(f, "taskd_build_info", "version", node.Version, "node", "web-7"))
+	// The queue's series exist before their first increment, so that
+	// increase() sees it.
+	require.Contains(t, f, "taskd_tasks_completed_total")
+	require.Len(t, f["taskd_tasks_completed_total"].GetMetric(), 6, "one series per result written")
+	require.Zero(t, sum(f, "taskd_tasks_completed_total", "queue", "q", "result", "timeout"))
+	require.Len(t, f["taskd_watchdog_heals_total"].GetMetric(), 3, "one series per kind")
+	require.Len(t, f["taskd_tasks_recovered_total"].GetMetric(), 4, "one series per kind")
 
 	close(release)
 	require.Eventually(t, func() bool {
@@ -156,6 +165,7 @@ func TestMetricsAddUpToTheTaskCenter(t *testing.T) {
 		"taskd_queue_consumers": dto.MetricType_GAUGE, "taskd_worker_busy_slots": dto.MetricType_GAUGE,
 		"taskd_worker_heartbeat_age_seconds": dto.MetricType_GAUGE, "taskd_process_heartbeat_age_seconds": dto.MetricType_GAUGE,
 		"taskd_build_info": dto.MetricType_GAUGE, "taskd_monitor_up": dto.MetricType_GAUGE,
+		"taskd_queue_paused": dto.MetricType_GAUGE, "taskd_queue_dead_tasks": dto.MetricType_GAUGE,
 	}
 	for name, typ := range types {
 		require.Contains(t, f, name)
@@ -178,7 +188,67 @@ func TestMetricsAddUpToTheTaskCenter(t *testing.T) {
 	// Gauges come from a snapshot shared by scrapes for a moment.
 	require.Eventually(t, func() bool {
 		f := scrape(t, addr)
-		return sum(f, "taskd_queue_backlog_tasks")+sum(f, "taskd_queue_tasks")+sum(f, "taskd_worker_busy_slots") == 0
+		return sum(f, "taskd_queue_backlog_tasks")+sum(f, "taskd_queue_tasks")+sum(f, "taskd_worker_busy_slots") == 0 &&
+			sum(f, "taskd_queue_dead_tasks", "queue", "q") == 5 // they wait in the task center
 	}, 10*time.Second, 100*time.Millisecond)
 	require.True(t, strings.HasPrefix(addr, "127.0.0.1:"))
+}
+
+// The gauges the alert rules need besides depths: a paused queue, each
+// process's host, and the watchdog's last heal of each worker, read from
+// the events in Redis (they outlive the process that healed).
+func TestMetricsPausedHostsAndHeals(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	n := startNode(t, env, handler.NewRegistry(), "metrics:\n  addr: 127.0.0.1:0\nqueues:\n  q: { concurrency: 1 }\n  other: { concurrency: 1 }\n")
+	addr := n.MetricsAddr()
+	ctx := context.Background()
+
+	_, err := ops.New(env.Store, env.Broker).Pause(ctx, "q")
+	require.NoError(t, err)
+	healed := time.Now().Add(-3 * time.Minute).Truncate(time.Millisecond)
+	for _, at := range []time.Time{healed.Add(-time.Minute), healed} { // recorded oldest first
+		require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: at, Kind: "idle", Node: "web-9", WorkerID: "h9-1-ab", Detail: "test"}))
+	}
+	require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now().Add(-2 * time.Hour), Kind: "idle", Node: "web-8", WorkerID: "h8-1-ab"}))
+
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		f := scrape(t, addr)
+		return sum(f, "taskd_queue_paused", "queue", "q") == 1
+	}, 10*time.Second, 100*time.Millisecond)
+	f := scrape(t, addr)
+	require.Zero(t, sum(f, "taskd_queue_paused", "queue", "other"))
+	require.Contains(t, f, "taskd_queue_paused")
+	require.Len(t, f["taskd_queue_paused"].GetMetric(), 2)
+	require.Len(t, series(f, "taskd_process_heartbeat_age_seconds", "process", n.ID, "host", host), 1, "the process's series names its host")
+	heals := series(f, "taskd_watchdog_last_heal_timestamp_seconds")
+	require.Len(t, heals, 1, "only workers healed in the last hour")
+	require.Equal(t, float64(healed.UnixMilli())/1000, heals[0].GetGauge().GetValue(), "the newest heal")
+	require.Equal(t, map[string]string{"worker": "h9-1-ab", "node": "web-9"}, labels(heals[0]))
+}
+
+// series returns the series of a family whose labels match.
+func series(fams map[string]*dto.MetricFamily, name string, match ...string) []*dto.Metric {
+	var out []*dto.Metric
+	for _, m := range fams[name].GetMetric() {
+		l := labels(m)
+		ok := true
+		for i := 0; i+1 < len(match); i += 2 {
+			ok = ok && l[match[i]] == match[i+1]
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
 }

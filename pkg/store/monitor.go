@@ -18,14 +18,17 @@ type QueueDepth struct {
 	Due        int64 // pending or failed and due now: the backlog
 	Dispatched int64
 	Running    int64
+	// Dead tasks (status 5) wait for an operator.
+	Dead int64
 	// OldestDue is how long the longest-waiting due task has been due (0
 	// when none is).
 	OldestDue time.Duration
 }
 
 // qQueueDepth reads the claim index one priority at a time (a bounded range
-// each, as the claim does) and the in-flight index: its cost follows the
-// unfinished tasks, never the finished ones.
+// each, as the claim does), the in-flight index and the held index (dead
+// tasks): its cost follows the unfinished and dead tasks, never the
+// finished ones.
 var qQueueDepth = func() string {
 	var b strings.Builder
 	b.WriteString(`SELECT q, code, status, COUNT(*), SUM(due), COALESCE(MAX(waited), 0) FROM (`)
@@ -34,14 +37,15 @@ var qQueueDepth = func() string {
   IF(claim_key <= NOW(3), TIMESTAMPDIFF(MICROSECOND, claim_key, NOW(3)), 0) AS waited
 FROM task_center WHERE priority = %d AND claim_key IS NOT NULL UNION ALL `, p)
 	}
-	b.WriteString(`SELECT queue, task_code, status, 0, 0 FROM task_center WHERE inflight_at IS NOT NULL
+	b.WriteString(`SELECT queue, task_code, status, 0, 0 FROM task_center WHERE inflight_at IS NOT NULL UNION ALL
+SELECT queue, task_code, status, 0, 0 FROM task_center FORCE INDEX (idx_held) WHERE held_status = 5
 ) t GROUP BY q, code, status`)
 	return b.String()
 }()
 
-// QueueDepths returns the depth of every queue that has unfinished tasks,
-// and the highest task id (how many tasks were ever submitted, deleted ones
-// included).
+// QueueDepths returns the depth of every queue that has unfinished or dead
+// tasks, and the highest task id (how many tasks were ever submitted,
+// deleted ones included).
 func (s *Store) QueueDepths(ctx context.Context) (map[string]*QueueDepth, int64, error) {
 	rows, err := s.db.QueryContext(ctx, qQueueDepth)
 	if err != nil {
@@ -71,6 +75,8 @@ func (s *Store) QueueDepths(ctx context.Context) (map[string]*QueueDepth, int64,
 			d.Dispatched += n
 		case task.Running:
 			d.Running += n
+		case task.Dead:
+			d.Dead += n
 		}
 		d.Due += due
 		d.OldestDue = max(d.OldestDue, time.Duration(waitedUS)*time.Microsecond)

@@ -45,11 +45,11 @@ const (
 	GraceDefault      = 30 * time.Second
 )
 
-// Event kinds.
+// Event kinds, also the kinds of taskd_watchdog_heals_total.
 const (
-	KindAbandoned = "slot_abandoned"
-	KindIdle      = "idle"
-	KindExit      = "exit"
+	KindAbandoned = metrics.HealAbandoned
+	KindIdle      = metrics.HealIdle
+	KindExit      = metrics.HealExit
 )
 
 // Config configures a Watchdog.

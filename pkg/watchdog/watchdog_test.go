@@ -41,7 +41,7 @@ func TestHungHandlerIsHealed(t *testing.T) {
 		return "ok", nil
 	}))
 	reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
-	m := metrics.New("test")
+	m := metrics.New("test", "n1")
 	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"q": 1}, Handlers: reg, Logger: quiet,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Metrics: m}, env.Store, env.Broker)
 	require.NoError(t, w.Start(ctx))
