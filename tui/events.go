@@ -10,7 +10,10 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
+	"github.com/taskd/taskd/pkg/alert"
+	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/watchdog"
 )
 
 // eventsView lists the alerts, firing ones first, then the watchdog's
@@ -98,7 +101,8 @@ func (m *Model) eventRows() []row {
 }
 
 // eventBad are the event kinds that mean work was lost or stuck.
-var eventBad = map[string]bool{"abandoned": true, "drained": true, "poisoned": true, "lock lost": true}
+var eventBad = map[string]bool{watchdog.KindAbandoned: true, recovery.KindDrained: true, recovery.KindPoisoned: true,
+	alert.KindLockLost: true}
 
 // auditView lists the audit log, newest first, one page at a time.
 type auditView struct {

@@ -1,8 +1,10 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,8 +14,12 @@ import (
 	"github.com/taskd/taskd/pkg/task"
 )
 
-// eventsShown bounds the watchdog events read at each refresh.
+// eventsShown bounds the events read at each refresh.
 const eventsShown = 100
+
+// DeadShownDefault is how long a dead worker stays in the Workers view
+// after its last heartbeat, once recovery drained it.
+const DeadShownDefault = 10 * time.Minute
 
 // Loader is the production Source: it reads the task center and Redis
 // with the functions `taskd stats`, `taskd list` and `taskd show` use.
@@ -27,6 +33,9 @@ type Loader struct {
 	Configured func(queue string) int
 	// Alerts reads the alert states (nil: none are shown).
 	Alerts func(ctx context.Context) ([]Alert, error)
+	// DeadShown is how long a drained dead worker is still listed
+	// (DeadShownDefault).
+	DeadShown time.Duration
 
 	mu sync.Mutex
 	// series caches ended attempts per queue and minute, so a refresh
@@ -56,6 +65,17 @@ func (l *Loader) Overview(ctx context.Context) (*Overview, error) {
 	}
 	if ov.Workers, err = l.Broker.Workers(ctx, SeriesMinutes); err != nil {
 		return nil, err
+	}
+	// A node that vanished stays in sight, as dead workers, after
+	// recovery drained them from the registry.
+	gone, err := l.Broker.GoneWorkers(ctx, cmp.Or(l.DeadShown, DeadShownDefault))
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gone {
+		if !slices.ContainsFunc(ov.Workers, func(w broker.WorkerStatus) bool { return w.ID == g.ID }) {
+			ov.Workers = append(ov.Workers, g)
+		}
 	}
 	procs, err := l.Broker.Processes(ctx, time.Hour)
 	if err != nil {

@@ -135,8 +135,8 @@ func (m *Model) header() string {
 		nodes = m.st.Bad.Render("NO NODE UP")
 	}
 	workers := fmt.Sprintf("%d/%d workers", live, len(ov.Workers))
-	if live < len(ov.Workers) {
-		workers = m.st.Warn.Render(workers)
+	if dead := len(ov.Workers) - live; dead > 0 {
+		workers = m.st.Bad.Render(fmt.Sprintf("%s · %d dead", workers, dead))
 	}
 	rate := "ok -"
 	if done > 0 {

@@ -220,7 +220,7 @@ func (m *Model) workerDetailView(width, height int) string {
 	d := m.cur.worker
 	w, ok := m.worker(d.id)
 	if !ok {
-		return m.empty("worker "+d.id+" is no longer registered (recovery drained it)", width, height)
+		return m.empty("worker "+d.id+" is no longer listed", width, height)
 	}
 	now := m.opt.Now()
 	state, _ := workerState(&w, now.Sub(w.LastBeat))
@@ -240,6 +240,9 @@ func (m *Model) workerDetailView(width, height int) string {
 		kv("slots", busy)
 	} else {
 		kv("node", node)
+		if w.Drained {
+			kv("recovery", "drained: its unfinished work was handed back")
+		}
 	}
 	kv("heartbeat", stamp(w.LastBeat)+" ("+age(now.Sub(w.LastBeat))+" ago)")
 	ss := slots(&w)

@@ -45,7 +45,15 @@ type Config struct {
 	Queues     []string
 	Configured func(queue string) int
 	Logger     *slog.Logger
+	// Node names this node in the lock events it records.
+	Node string
 }
+
+// Event kinds the alerter records when it takes or loses the alerts lock.
+const (
+	KindLockTaken = "lock taken"
+	KindLockLost  = "lock lost"
+)
 
 // Result is what one evaluation did.
 type Result struct {
@@ -117,6 +125,7 @@ func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
 	defer a.mu.Unlock()
 	if a.lease != nil && !a.lease.Valid() {
 		a.log.Warn("alerts lock lost", "err", a.lease.Err())
+		a.record(ctx, KindLockLost, fmt.Sprintf("%s: this node stopped evaluating alerts: %v", LockName, a.lease.Err()))
 		_ = a.lease.Release(context.WithoutCancel(ctx))
 		a.lease = nil
 	}
@@ -129,6 +138,7 @@ func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		a.log.Info("this node evaluates and sends alerts")
+		a.record(ctx, KindLockTaken, LockName+": this node evaluates and sends alerts")
 		a.lease = lease
 	}
 	// Work stops when the lease is lost.
@@ -139,6 +149,15 @@ func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
 	res, err := a.evaluate(lctx)
 	res.Leader = true
 	return res, err
+}
+
+// record adds a lock event for operators; best effort.
+func (a *Alerter) record(ctx context.Context, kind, detail string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := a.broker.RecordEvent(rctx, &broker.Event{At: time.Now(), Kind: kind, Node: a.cfg.Node, Detail: detail}); err != nil {
+		a.log.Warn("record lock event", "err", err)
+	}
 }
 
 // gather reads the rules' input.

@@ -15,6 +15,7 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/lock"
 	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
@@ -231,6 +232,13 @@ func TestHeartbeatAndWatchdogRules(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
 
+	// The lock taken is an event; it and recovery's events are no heals.
+	events, err := b.env.Broker.Events(ctx, 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, events)
+	require.Equal(t, alert.KindLockTaken, events[len(events)-1].Kind)
+	require.NoError(t, b.env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: recovery.KindRecovered,
+		WorkerID: "w2", TaskID: 8, Detail: "task recovered"}))
 	healAt := time.Now()
 	require.NoError(t, b.env.Broker.RecordEvent(ctx, &broker.Event{At: healAt, Kind: "slot_abandoned", Node: "n1",
 		WorkerID: "w1", Queue: "q", TaskID: 7, Code: "job", Attempt: 1, Detail: "held 1s past its timeout"}))

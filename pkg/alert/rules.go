@@ -8,6 +8,7 @@ import (
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/monitor"
 	"github.com/taskd/taskd/pkg/stats"
+	"github.com/taskd/taskd/pkg/watchdog"
 )
 
 // Input is what one evaluation reads.
@@ -124,6 +125,9 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 			if in.Local.Sub(e.At) > r.WatchdogHeal.For {
 				break
 			}
+			if !watchdogHeals[e.Kind] {
+				continue // recovery's and the locks' events are no heals
+			}
 			h := by[e.WorkerID]
 			if h == nil {
 				h = &heals{node: e.Node, last: e}
@@ -139,6 +143,9 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 	}
 	return out
 }
+
+// watchdogHeals are the event kinds of a watchdog healing its worker.
+var watchdogHeals = map[string]bool{watchdog.KindAbandoned: true, watchdog.KindIdle: true, watchdog.KindExit: true}
 
 // deadRise updates the dead-tasks memory with the queue's dead count now
 // and reports whether it rose by more than the threshold within the

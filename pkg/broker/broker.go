@@ -297,6 +297,9 @@ func (b *Broker) beat(ctx context.Context, pipe redis.Pipeliner, hb *Heartbeat, 
 	}
 	pipe.Set(ctx, b.Keys.Worker(hb.ID), raw, ttl)
 	pipe.ZAdd(ctx, b.Keys.Workers(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: hb.ID})
+	if hb.Node != "" {
+		pipe.Set(ctx, b.Keys.WorkerNode(hb.ID), hb.Node, ThroughputKeep)
+	}
 	if len(hb.Queues) > 0 {
 		// Recovery reads it to find the processing lists of a dead worker.
 		members := make([]any, len(hb.Queues))

@@ -73,9 +73,39 @@ type WorkerStatus struct {
 	LastBeat time.Time `json:"last_beat"`
 	// Heartbeat is nil once the heartbeat key expired: the worker is dead.
 	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+	// Drained: recovery handed back its work and removed it from the
+	// registry (GoneWorkers).
+	Drained bool `json:"drained,omitempty"`
 	// Series holds the last minutes asked for, oldest first, zeros included;
 	// the last element is the current, unfinished minute.
 	Series []Minute `json:"series"`
+}
+
+// GoneKeep is how long the set of drained workers remembers one.
+const GoneKeep = time.Hour
+
+// GoneWorkers returns the dead workers recovery drained whose last
+// heartbeat is within the last within, newest first, with their node:
+// what an operator still wants to see of a node that vanished.
+func (b *Broker) GoneWorkers(ctx context.Context, within time.Duration) ([]WorkerStatus, error) {
+	from := strconv.FormatInt(time.Now().Add(-within).UnixMilli(), 10)
+	zs, err := b.rdb.ZRevRangeByScoreWithScores(ctx, b.Keys.WorkersGone(), &redis.ZRangeBy{Min: from, Max: "+inf", Count: 1000}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list drained workers: %w", err)
+	}
+	pipe := b.rdb.Pipeline()
+	nodes := make([]*redis.StringCmd, len(zs))
+	for i, z := range zs {
+		nodes[i] = pipe.Get(ctx, b.Keys.WorkerNode(z.Member.(string)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read drained workers: %w", err)
+	}
+	out := make([]WorkerStatus, len(zs))
+	for i, z := range zs {
+		out[i] = WorkerStatus{ID: z.Member.(string), Node: nodes[i].Val(), LastBeat: time.UnixMilli(int64(z.Score)), Drained: true}
+	}
+	return out, nil
 }
 
 // Alive reports whether the worker's heartbeat is live.
@@ -92,11 +122,13 @@ func (b *Broker) Workers(ctx context.Context, minutes int) ([]WorkerStatus, erro
 	minutes = min(max(minutes, 0), int(ThroughputKeep/time.Minute))
 	pipe := b.rdb.Pipeline()
 	beats := make([]*redis.StringCmd, len(zs))
+	nodes := make([]*redis.StringCmd, len(zs))
 	series := make([]*redis.SliceCmd, len(zs))
 	now := time.Now().Unix() / 60
 	for i, z := range zs {
 		id, _ := z.Member.(string)
 		beats[i] = pipe.Get(ctx, b.Keys.Worker(id))
+		nodes[i] = pipe.Get(ctx, b.Keys.WorkerNode(id))
 		if minutes > 0 {
 			series[i] = readMinutes(ctx, pipe, b.Keys.Throughput(id), now-int64(minutes)+1, now, "pfd")
 		}
@@ -107,7 +139,7 @@ func (b *Broker) Workers(ctx context.Context, minutes int) ([]WorkerStatus, erro
 	out := make([]WorkerStatus, 0, len(zs))
 	for i, z := range zs {
 		id, _ := z.Member.(string)
-		ws := WorkerStatus{ID: id, LastBeat: time.UnixMilli(int64(z.Score))}
+		ws := WorkerStatus{ID: id, LastBeat: time.UnixMilli(int64(z.Score)), Node: nodes[i].Val()}
 		if raw, err := beats[i].Result(); err == nil {
 			var hb Heartbeat
 			if json.Unmarshal([]byte(raw), &hb) == nil {

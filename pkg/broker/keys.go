@@ -59,6 +59,14 @@ func (k Keys) Worker(w string) string { return k.Prefix + "worker:" + w }
 // Workers is the registry of worker ids, scored by last heartbeat (ms).
 func (k Keys) Workers() string { return k.Prefix + "workers" }
 
+// WorkerNode is the node id of worker w, kept ThroughputKeep after its
+// last heartbeat so a dead worker can still be told by its node.
+func (k Keys) WorkerNode(w string) string { return k.Prefix + "worker-node:" + w }
+
+// WorkersGone is the set of dead workers recovery drained, scored by their
+// last heartbeat (ms).
+func (k Keys) WorkersGone() string { return k.Prefix + "workers-gone" }
+
 // WorkerQueues is the set of queues worker w consumes.
 func (k Keys) WorkerQueues(w string) string { return k.Prefix + "worker-queues:" + w }
 

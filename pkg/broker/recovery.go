@@ -78,6 +78,12 @@ func (b *Broker) Alive(ctx context.Context, ids []string) (map[string]bool, erro
 	return out, nil
 }
 
+// WorkerNode returns the node of worker w as its last heartbeats said ("":
+// unknown).
+func (b *Broker) WorkerNode(ctx context.Context, w string) string {
+	return b.rdb.Get(ctx, b.Keys.WorkerNode(w)).Val()
+}
+
 // Orphans returns the messages left in dead worker w's processing lists,
 // by queue.
 func (b *Broker) Orphans(ctx context.Context, w string) (map[string][]string, error) {
@@ -107,13 +113,22 @@ func (b *Broker) Withdraw(ctx context.Context, w string) error {
 	return nil
 }
 
-// Forget deletes dead worker w's processing lists and registry entries.
+// Forget deletes dead worker w's processing lists and registry entries,
+// and remembers it among the drained workers (GoneWorkers).
 func (b *Broker) Forget(ctx context.Context, w string) error {
 	queues, err := b.rdb.SMembers(ctx, b.Keys.WorkerQueues(w)).Result()
 	if err != nil {
 		return fmt.Errorf("queues of worker %s: %w", w, err)
 	}
+	last, err := b.rdb.ZScore(ctx, b.Keys.Workers(), w).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("last beat of worker %s: %w", w, err)
+	}
 	pipe := b.rdb.Pipeline()
+	if last > 0 {
+		pipe.ZAdd(ctx, b.Keys.WorkersGone(), redis.Z{Score: last, Member: w})
+		pipe.ZRemRangeByScore(ctx, b.Keys.WorkersGone(), "-inf", "("+strconv.FormatInt(time.Now().Add(-GoneKeep).UnixMilli(), 10))
+	}
 	for _, q := range queues {
 		pipe.Del(ctx, b.Keys.Processing(q, w))
 	}

@@ -36,6 +36,6 @@ func (n *Node) newAlerter() *alert.Alerter {
 	shards := n.cfg.QueueShards()
 	return alert.New(alert.Config{
 		Interval: a.Interval, Cooldown: a.Cooldown, Rules: rules, Notifiers: notifiers,
-		Queues: queues, Configured: func(q string) int { return shards[q] }, Logger: n.log,
+		Queues: queues, Configured: func(q string) int { return shards[q] }, Logger: n.log, Node: n.cfg.Node.ID,
 	}, n.Store, n.Broker, lock.NewRedis(n.Broker.Client(), n.cfg.Redis.Prefix))
 }

@@ -60,6 +60,18 @@ type Config struct {
 	Metrics *metrics.Metrics
 }
 
+// Event kinds recovery records in the broker's event list (tasktop's
+// Events view).
+const (
+	KindDrained      = "drained"      // a dead worker's lists were handed back and removed
+	KindRecovered    = "recovered"    // a running task taken from a dead or hung worker
+	KindPoisoned     = "poisoned"     // a task that crashed its worker CrashLimit times
+	KindRedispatched = "redispatched" // dispatched tasks whose message was lost
+	// eventsPerPass bounds the per-task events of one pass, so a mass
+	// recovery does not push every other event out of the list.
+	eventsPerPass = 50
+)
+
 // Result counts what one pass did.
 type Result struct {
 	Redispatched int // dispatched tasks whose message was lost
@@ -161,6 +173,7 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 		return err
 	}
 	for _, w := range dead {
+		node := r.broker.WorkerNode(ctx, w)
 		orphans, err := r.broker.Orphans(ctx, w)
 		if err != nil {
 			return err
@@ -184,7 +197,9 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 			return err
 		}
 		res.DeadWorkers++
-		r.log.Warn("dead worker drained", "worker_id", w, "handed_back", n)
+		r.log.Warn("dead worker drained", "worker_id", w, "node", node, "handed_back", n)
+		r.record(ctx, &broker.Event{Kind: KindDrained, Node: node, WorkerID: w,
+			Detail: fmt.Sprintf("dead worker drained: %d never-started messages handed back", n)})
 	}
 	return nil
 }
@@ -225,6 +240,10 @@ func (r *Recoverer) redispatchLost(ctx context.Context, window time.Duration, al
 			return err
 		}
 		res.Redispatched += n
+		if n > 0 {
+			r.record(ctx, &broker.Event{Kind: KindRedispatched,
+				Detail: fmt.Sprintf("%d dispatched tasks whose message was lost, back to pending", n)})
+		}
 		if len(stuck) < r.cfg.BatchSize || len(ts) == 0 {
 			return nil
 		}
@@ -280,15 +299,33 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 				continue // another node, or the worker itself, got there first
 			}
 			res.Recovered++
+			kind := KindRecovered
 			if ts[i].To != task.Pending || !ts[i].NextAt.IsZero() {
 				res.Poisoned++
+				kind = KindPoisoned
 			}
-			r.log.Warn("task recovered", "task_id", taken[i].ID, "task_code", taken[i].Code,
-				"attempt", taken[i].Attempt, "to", ts[i].To.String(), "reason", ts[i].Result)
+			t := taken[i]
+			r.log.Warn("task recovered", "task_id", t.ID, "task_code", t.Code,
+				"attempt", t.Attempt, "to", ts[i].To.String(), "reason", ts[i].Result)
+			if res.Recovered <= eventsPerPass {
+				r.record(ctx, &broker.Event{Kind: kind, WorkerID: t.WorkerID, Queue: t.Queue, TaskID: t.ID, Code: t.Code,
+					Attempt: t.Attempt, Detail: fmt.Sprintf("task recovered, now %s: %s", ts[i].To, ts[i].Result)})
+			}
 		}
 		if len(running) < r.cfg.BatchSize {
 			return nil
 		}
+	}
+}
+
+// record adds an event for operators; losing one is not worth failing the
+// pass for.
+func (r *Recoverer) record(ctx context.Context, e *broker.Event) {
+	e.At = time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := r.broker.RecordEvent(rctx, e); err != nil {
+		r.log.Warn("record recovery event", "err", err)
 	}
 }
 

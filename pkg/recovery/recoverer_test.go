@@ -183,6 +183,16 @@ func TestDeadWorkersTasksRecoveredThenPoison(t *testing.T) {
 		res, err := b.rec.RunOnce(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Recovered)
+		events, err := b.env.Broker.Events(context.Background(), 1)
+		require.NoError(t, err)
+		require.Len(t, events, 1)
+		require.Equal(t, id, events[0].TaskID)
+		require.Equal(t, "ghost-"+strconv.Itoa(crash), events[0].WorkerID)
+		if crash < 3 {
+			require.Equal(t, recovery.KindRecovered, events[0].Kind)
+		} else {
+			require.Equal(t, recovery.KindPoisoned, events[0].Kind)
+		}
 		tk := b.status(t, id)
 		require.Equal(t, crash, tk.CrashCount)
 		require.Equal(t, 0, tk.RetryCount, "a crash is not a handler failure")
@@ -241,7 +251,7 @@ func TestDeadWorkerOrphansHandedBack(t *testing.T) {
 	msgs := b.claim(t)
 	ctx := context.Background()
 	// Worker "ghost" took both messages, then died before starting them.
-	b.beat(t, "ghost")
+	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "ghost", Node: "node-g", Queues: []string{"job"}}, time.Minute))
 	for _, m := range msgs {
 		raw, err := m.Encode()
 		require.NoError(t, err)
@@ -261,6 +271,26 @@ func TestDeadWorkerOrphansHandedBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Zero(t, b.rdb.ZCard(ctx, b.keys.Workers()).Val())
+
+	// Gone from the registry, it is still known as drained, by its node,
+	// and the drain is an event operators see.
+	gone, err := b.env.Broker.GoneWorkers(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, gone, 1)
+	require.Equal(t, "ghost", gone[0].ID)
+	require.Equal(t, "node-g", gone[0].Node)
+	require.True(t, gone[0].Drained)
+	require.WithinDuration(t, time.Now().Add(-time.Minute), gone[0].LastBeat, 5*time.Second)
+	gone, err = b.env.Broker.GoneWorkers(ctx, 30*time.Second)
+	require.NoError(t, err)
+	require.Empty(t, gone, "its last beat is older than that")
+	events, err := b.env.Broker.Events(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	require.Equal(t, recovery.KindDrained, events[0].Kind)
+	require.Equal(t, "node-g", events[0].Node)
+	require.Equal(t, "ghost", events[0].WorkerID)
+	require.Contains(t, events[0].Detail, "2 never-started messages handed back")
 }
 
 func TestCompletedTaskIsNeverReverted(t *testing.T) {
