@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
@@ -131,17 +132,33 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 		r.cfg.Metrics.Recovered("running", res.Recovered)
 		r.cfg.Metrics.Recovered("orphan", res.Orphans)
 	}()
-	since, created, err := r.broker.Epoch(ctx)
+	since, _, err := r.broker.Epoch(ctx)
+	if err != nil {
+		return res, err
+	}
+	// The task center knows which Redis data set it worked with last: a
+	// marker it has never seen is a first start, with nothing to lose; a
+	// different one is a Redis that lost its data. One node is told so.
+	seen, err := r.store.RedisEpoch(ctx, r.broker.Keys.Prefix, strconv.FormatInt(since.UnixMilli(), 10))
 	if err != nil {
 		return res, err
 	}
 	if err := r.clock.Sync(ctx); err != nil {
 		return res, err
 	}
-	res.RedisReset = created
-	// Right after Redis lost its data, live workers have not beaten yet:
-	// judging them by heartbeats would take tasks from living workers.
-	trustHeartbeats := !created && time.Since(since) > r.cfg.HeartbeatTTL
+	reset := seen == store.EpochLost
+	switch seen {
+	case store.EpochFirst:
+		r.log.Info("first start on this Redis: nothing was in flight there, nothing to rebuild", "prefix", r.broker.Keys.Prefix)
+	case store.EpochLost:
+		r.log.Warn("redis lost its data: rebuilding what was in flight from the task center (if this repeats, nodes sharing this task center and prefix use different Redis servers)",
+			"prefix", r.broker.Keys.Prefix)
+	}
+	res.RedisReset = reset
+	// Right after Redis lost its data, or a first start, live workers
+	// have not beaten yet: judging them by heartbeats would take tasks from
+	// living workers.
+	trustHeartbeats := seen == store.EpochKnown && time.Since(since) > r.cfg.HeartbeatTTL
 
 	if trustHeartbeats {
 		if err := r.drainDeadWorkers(ctx, &res); err != nil {
@@ -149,10 +166,10 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 		}
 	}
 	window := r.cfg.DispatchWindow
-	if created {
+	if reset {
 		window = 0 // nothing that was queued survived
 	}
-	if err := r.redispatchLost(ctx, window, created, &res); err != nil {
+	if err := r.redispatchLost(ctx, window, reset, &res); err != nil {
 		return res, err
 	}
 	if _, err := r.retireShards(ctx); err != nil {

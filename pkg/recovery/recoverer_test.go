@@ -50,6 +50,9 @@ func (b *testBundle) oldEpoch(t *testing.T) {
 	t.Helper()
 	ms := time.Now().Add(-time.Hour).UnixMilli()
 	require.NoError(t, b.rdb.Set(context.Background(), b.keys.Epoch(), strconv.FormatInt(ms, 10), 0).Err())
+	// The task center has seen this data set: it is no first start.
+	_, err := b.env.Store.RedisEpoch(context.Background(), b.env.Prefix, strconv.FormatInt(ms, 10))
+	require.NoError(t, err)
 }
 
 func (b *testBundle) submit(t *testing.T, n int, s producer.Submission) []int64 {
@@ -169,6 +172,41 @@ func TestRedisFlushRebuildsInFlight(t *testing.T) {
 	// judged dead on a missing heartbeat.
 	require.Zero(t, res.Recovered)
 	require.Equal(t, task.Running, b.status(t, ids[3]).Status)
+}
+
+// A first start on an empty Redis (a fresh prefix) is no Redis reset:
+// the messages just pushed are still there, and nothing is dispatched a
+// second time. The task center remembers the data set, so a later loss is
+// still told apart.
+func TestFirstStartIsNoReset(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{DispatchWindow: time.Hour})
+	b.submit(t, 4, producer.Submission{})
+	msgs := b.claim(t)
+	_, err := b.env.Broker.Push(context.Background(), msgs)
+	require.NoError(t, err)
+
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.False(t, res.RedisReset)
+	require.Zero(t, res.Redispatched)
+	require.Equal(t, 4, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 1 AND attempt = 1`))
+	// A second recoverer (another node starting at once) agrees.
+	other := recovery.New(recovery.Config{DispatchWindow: time.Hour}, b.env.Store, b.env.Broker)
+	res, err = other.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.False(t, res.RedisReset)
+	require.Zero(t, res.Redispatched)
+
+	// Now Redis loses its data: that is a reset, seen by one node.
+	require.NoError(t, b.env.Broker.DeletePrefix(context.Background()))
+	res, err = b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.True(t, res.RedisReset)
+	require.Equal(t, 4, res.Redispatched)
+	res, err = other.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.False(t, res.RedisReset)
 }
 
 func TestDeadWorkersTasksRecoveredThenPoison(t *testing.T) {

@@ -40,6 +40,11 @@ func Migrations() ([]Migration, error) {
 		out = append(out, Migration{Version: v, Name: e.Name(), SQL: string(b)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s have one number", out[i-1].Name, out[i].Name)
+		}
+	}
 	return out, nil
 }
 
