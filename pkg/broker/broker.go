@@ -110,7 +110,9 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 		ContextTimeoutEnabled: true,
 	}
 	var rdb redis.UniversalClient
+	keys := Keys{Prefix: o.Prefix}
 	if o.MasterName == "" && (o.Cluster || len(seeds) > 1) {
+		keys.NotifyTag = "notify"
 		co := uo.Cluster()
 		// go-redis reloads the slot map every minute, and at once only on
 		// MOVED: after a master dies, pipelines to its slots fail with a
@@ -121,7 +123,7 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 	} else {
 		rdb = redis.NewUniversalClient(uo)
 	}
-	b := &Broker{rdb: rdb, Keys: Keys{Prefix: o.Prefix}}
+	b := &Broker{rdb: rdb, Keys: keys}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -197,14 +199,6 @@ func orErr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-// Take moves up to max messages of queue q into worker w's processing list,
-// higher priorities first, from every shard the layout says workers
-// consume. When there are none it blocks up to wait for a push; it returns
-// no messages and no error when none arrived, or while q is paused.
-func (b *Broker) Take(ctx context.Context, q, w string, max int, wait time.Duration) ([]string, error) {
-	return b.takeLanes(ctx, q, w, max, wait)
 }
 
 // Ack removes finished messages from worker w's processing lists.

@@ -32,6 +32,10 @@ import "strconv"
 //	{prefix}alerts                 hash of alert states by fingerprint (JSON)
 type Keys struct {
 	Prefix string
+	// NotifyTag, set on a Cluster, is one hash tag for every queue's wake
+	// tokens, so that a worker waits on all its queues with one BLPOP:
+	// {prefix}notify:{NotifyTag}:q:Q instead of {prefix}notify:{Q}.
+	NotifyTag string
 }
 
 // Queue is the list of queue q's shard (0 is the unsharded list).
@@ -52,6 +56,16 @@ func (k Keys) Poison(q string) string { return k.Prefix + "poison:{" + q + "}" }
 
 // Wake is the channel producers publish to when a task is due soon.
 func (k Keys) Wake() string { return k.Prefix + "wake" }
+
+// WorkerWake is worker w's own wake list, beside the queues' wake tokens
+// in its BLPOP: a push to it makes the worker wait again on a new set of
+// queues.
+func (k Keys) WorkerWake(w string) string {
+	if k.NotifyTag != "" {
+		return k.Prefix + "notify:{" + k.NotifyTag + "}:w:" + w
+	}
+	return k.Prefix + "worker-wake:" + w
+}
 
 // Worker is worker w's heartbeat.
 func (k Keys) Worker(w string) string { return k.Prefix + "worker:" + w }

@@ -2,11 +2,9 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -36,7 +34,12 @@ func (k Keys) Lane(q string, shard, prio int) string {
 }
 
 // Notify is queue q's list of wake tokens.
-func (k Keys) Notify(q string) string { return k.Prefix + "notify:{" + q + "}" }
+func (k Keys) Notify(q string) string {
+	if k.NotifyTag != "" {
+		return k.Prefix + "notify:{" + k.NotifyTag + "}:q:" + q
+	}
+	return k.Prefix + "notify:{" + q + "}"
+}
 
 // QueuesChannel is where a change of queue state is announced.
 func (k Keys) QueuesChannel() string { return k.Prefix + "queues" }
@@ -121,75 +124,6 @@ func (b *Broker) lanes(q string, span int) []string {
 		}
 	}
 	return keys
-}
-
-// takeLanesScript moves up to ARGV[1] messages into a processing list,
-// lane by lane in KEYS order, round robin over the ARGV[2] shards of each
-// priority, oldest first.
-//
-//	KEYS lanes (priority-major, span shards each), then the processing list
-//	ARGV[1] maximum number of messages, ARGV[2] span
-//	returns the messages moved
-var takeLanesScript = redis.NewScript(`
-local dst = KEYS[#KEYS]
-local max = tonumber(ARGV[1])
-local span = tonumber(ARGV[2])
-local out = {}
-for base = 0, #KEYS - 2, span do
-  local live = {}
-  for s = 1, span do live[s] = true end
-  local any = true
-  while any and #out < max do
-    any = false
-    for s = 1, span do
-      if live[s] and #out < max then
-        local m = redis.call('LMOVE', KEYS[base + s], dst, 'RIGHT', 'LEFT')
-        if m then out[#out + 1] = m; any = true else live[s] = false end
-      end
-    end
-  end
-  if #out >= max then break end
-end
-return out
-`)
-
-// takeLanes moves up to max messages of q into worker w's processing
-// list. With nothing to take it blocks up to wait on the queue's wake
-// tokens, then tries once more; while q is paused it takes nothing and
-// waits for a change of state (at most wait).
-func (b *Broker) takeLanes(ctx context.Context, q, w string, limit int, wait time.Duration) ([]string, error) {
-	l := b.currentLayout()
-	if l.Paused(q) {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-l.Changed():
-		case <-t.C:
-		}
-		return nil, nil
-	}
-	_, span := l.Shards(q)
-	span = max(span, 1)
-	keys := append(b.lanes(q, span), b.Keys.Processing(q, w))
-	take := func() ([]string, error) {
-		got, err := takeLanesScript.Run(ctx, b.rdb, keys, limit, span).StringSlice()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("take from %s: %w", q, err)
-		}
-		return got, nil
-	}
-	got, err := take()
-	if err != nil || len(got) > 0 || wait <= 0 {
-		return got, err
-	}
-	if err := b.rdb.BLPop(ctx, wait, b.Keys.Notify(q)).Err(); err != nil {
-		if errors.Is(err, redis.Nil) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("wait on %s: %w", q, err)
-	}
-	return take()
 }
 
 // QueueBacklog returns the number of queued messages of q in each shard

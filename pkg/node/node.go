@@ -173,9 +173,9 @@ func OpenReadStore(ctx context.Context, cfg *config.Config) (*store.Store, error
 
 // OpenBroker opens the Redis of cfg.
 func OpenBroker(ctx context.Context, cfg *config.Config) (*broker.Broker, error) {
-	// Each consumed queue holds a connection in a blocking take; leave room
-	// for everything else.
-	pool := max(cfg.Redis.PoolSize, 2*len(cfg.WorkerQueues())+32)
+	// A worker blocks on all its queues with one connection: the pool need
+	// not grow with the number of queues.
+	pool := cfg.Redis.PoolSize
 	return broker.Open(ctx, broker.Options{
 		Addr: redisAddr(cfg), Addrs: cfg.Redis.Addrs, MasterName: cfg.Redis.MasterName, Cluster: cfg.Redis.Cluster,
 		Password: cfg.Redis.Password, DB: cfg.Redis.DB,

@@ -23,7 +23,14 @@ type Store interface {
 // Broker is what the worker needs of Redis: *broker.Broker, or a wrapper
 // of it.
 type Broker interface {
-	Take(ctx context.Context, q, w string, max int, wait time.Duration) ([]string, error)
+	// TakeMany moves messages of several queues into the worker's
+	// processing lists in one round trip; WaitNotify blocks on the wake
+	// tokens of queues, Interrupt ends that wait.
+	TakeMany(ctx context.Context, w string, reqs []broker.TakeRequest) ([][]string, error)
+	WaitNotify(ctx context.Context, w string, queues []string, wait time.Duration) (string, error)
+	Interrupt(ctx context.Context, w string) error
+	// Layout tells which queues are paused, and when that changes.
+	Layout() broker.Layout
 	Ack(ctx context.Context, w string, msgs map[string][]string) error
 	AckEnded(ctx context.Context, w string, msgs map[string][]string, at time.Time, ended map[string]broker.Ended) error
 	Quarantine(ctx context.Context, q, w, raw string) error

@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
 
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/startstop"
@@ -14,37 +18,70 @@ import (
 	"github.com/taskd/taskd/pkg/task"
 )
 
-// takeBatchMax bounds the messages taken per Redis round trip.
+// takeBatchMax bounds the messages taken of one queue per Redis round
+// trip.
 const takeBatchMax = 256
 
-// pool is the fetch and run pool: one fetcher per queue takes as many
-// messages as the queue has free slots, marks them running and runs each
-// in its slot; a finished attempt goes to the completer.
+// sweepInterval is how often the fetcher tries every queue with free slots
+// whether or not a wake token came: a token lost with a failed take, or
+// pushed by a peer that names the wake lists differently, costs at most
+// this much delay.
+const sweepInterval = 30 * time.Second
+
+// pool is the fetch and run pool: one fetcher takes, for every queue, as
+// many messages as it has free slots, marks them running and runs each in
+// its slot; a finished attempt goes to the completer. A waker blocks on
+// the wake tokens of all the queues with free slots on one connection, so
+// an idle worker costs one blocked connection and one command a second
+// however many queues it consumes.
 type pool struct {
 	w      *Worker
 	policy policy
 
-	fetch startstop.Runner // the fetchers; Stop stops taking work
+	fetch startstop.Runner // the fetcher and the waker; Stop stops taking work
 	// runCtx is the parent of every attempt; stopRuns cancels them all
 	// (hand back).
 	runCtx   context.Context
 	stopRuns context.CancelFunc
 	runs     sync.WaitGroup
+
+	// freed receives the queue of every slot given back (buffered for all
+	// slots: a release never blocks); woken the queues whose token the
+	// waker took.
+	freed chan string
+	woken chan string
+	// waitOn is the set of queues the waker is to wait on, waiting the set
+	// it waits on now; interrupted is set once the waker was told to wait
+	// again.
+	waitOn      atomic.Pointer[[]string]
+	waiting     atomic.Pointer[[]string]
+	interrupted atomic.Bool
 }
 
-// Start runs the fetchers.
+// queueState is the fetcher's view of one queue.
+type queueState struct {
+	name     string
+	capacity int
+	used     int
+	// hungry: the queue may have messages (its last take got all it asked
+	// for, a token came, or the sweep is due).
+	hungry bool
+}
+
+// Start runs the fetcher and the waker.
 func (p *pool) Start(ctx context.Context) error {
 	p.runCtx, p.stopRuns = context.WithCancel(ctx)
+	p.freed = make(chan string, max(1, p.w.slots.capacity()))
+	p.woken = make(chan string)
 	return p.fetch.Start(ctx, func(ctx context.Context) {
-		var fetchers sync.WaitGroup
-		for _, q := range p.w.Queues() {
-			fetchers.Add(1)
-			go func() {
-				defer fetchers.Done()
-				p.fetchQueue(ctx, q, make(chan struct{}, p.w.slots.queueCapacity(q)))
-			}()
-		}
-		fetchers.Wait()
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.wake(ctx)
+		}()
+		p.fetchAll(ctx)
+		wg.Wait()
 	})
 }
 
@@ -85,43 +122,165 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
-// fetchQueue is the loop of one queue: take as many messages as there are
-// free slots, mark them running, run them.
-func (p *pool) fetchQueue(ctx context.Context, q string, slots chan struct{}) {
+// release gives one slot of queue q back to the fetcher.
+func (p *pool) release(q string) { p.freed <- q }
+
+// fetchAll is the fetcher: take from every hungry queue with free slots in
+// one round trip, then wait for a slot to free, a token, a change of queue
+// state or the sweep.
+func (p *pool) fetchAll(ctx context.Context) {
 	w := p.w
 	var begins sync.WaitGroup
 	defer begins.Wait()
+	var queues []*queueState
+	byName := map[string]*queueState{}
+	for _, q := range w.Queues() {
+		qs := &queueState{name: q, capacity: w.slots.queueCapacity(q), hungry: true}
+		queues = append(queues, qs)
+		byName[q] = qs
+	}
+	sweep := time.NewTicker(sweepInterval)
+	defer sweep.Stop()
+	layout := w.broker.Layout()
+	changed := layout.Changed()
 	errDelay := retryFirst
+	start := 0
 	for {
+		reqs, states := p.takeRound(queues, start, layout)
+		start++
+		if len(reqs) > 0 {
+			// The take is not cancelled mid-flight: a message moved by
+			// Redis must reach us.
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeTimeout)
+			got, err := w.broker.TakeMany(tctx, w.cfg.ID, reqs)
+			cancel()
+			for i, qs := range states {
+				raws := got[i]
+				qs.used += len(raws)
+				if len(raws) < reqs[i].Max {
+					qs.hungry = err != nil && raws == nil // a failed take tries again
+				}
+				if len(raws) > 0 {
+					begins.Add(1)
+					go func() {
+						defer begins.Done()
+						p.begin(ctx, qs.name, raws)
+					}()
+				}
+			}
+			if err == nil {
+				errDelay = retryFirst
+				continue
+			}
+			w.log.Error("take failed; retrying", "err", err, "in", errDelay)
+			if !startstop.Sleep(ctx, errDelay) {
+				return
+			}
+			errDelay = min(errDelay*2, retryMax)
+			continue
+		}
+		p.waitFor(ctx, queues, layout)
 		select {
-		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return
-		}
-		if ctx.Err() != nil { // select picks at random when both are ready
-			<-slots
-			return
-		}
-		n := 1
-	fill:
-		for n < takeBatchMax {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break fill
+		case q := <-p.freed:
+			byName[q].used--
+		case q := <-p.woken:
+			byName[q].hungry = true
+		case <-changed:
+			layout = w.broker.Layout()
+			changed = layout.Changed()
+			for _, qs := range queues {
+				qs.hungry = true
+			}
+		case <-sweep.C:
+			for _, qs := range queues {
+				qs.hungry = true
 			}
 		}
-		// The take is not cancelled mid-flight: a message moved by Redis
-		// must reach us. It blocks at most takeWait.
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeTimeout)
-		raws, err := w.broker.Take(tctx, q, w.cfg.ID, n, takeWait)
-		cancel()
-		for range n - len(raws) {
-			<-slots
+		// Everything that happened meanwhile goes into the next round.
+		for drained := false; !drained; {
+			select {
+			case q := <-p.freed:
+				byName[q].used--
+			case q := <-p.woken:
+				byName[q].hungry = true
+			default:
+				drained = true
+			}
 		}
+	}
+}
+
+// takeRound lists the takes due now: every hungry, unpaused queue with free
+// slots, from a rotating start so that no queue always goes first.
+func (p *pool) takeRound(queues []*queueState, start int, l broker.Layout) ([]broker.TakeRequest, []*queueState) {
+	var reqs []broker.TakeRequest
+	var states []*queueState
+	for i := range queues {
+		qs := queues[(start+i)%len(queues)]
+		if free := qs.capacity - qs.used; qs.hungry && free > 0 && !l.Paused(qs.name) {
+			reqs = append(reqs, broker.TakeRequest{Queue: qs.name, Max: min(free, takeBatchMax)})
+			states = append(states, qs)
+		}
+	}
+	return reqs, states
+}
+
+// waitFor tells the waker which queues to wait on: those with free slots
+// that are not paused. A queue that gains a free slot while the waker waits
+// without it interrupts that wait. Queues with no free slot are left out,
+// so that their tokens wake a worker that can take.
+func (p *pool) waitFor(ctx context.Context, queues []*queueState, l broker.Layout) {
+	var set []string
+	for _, qs := range queues {
+		if qs.used < qs.capacity && !l.Paused(qs.name) {
+			set = append(set, qs.name)
+		}
+	}
+	if old := p.waitOn.Load(); old != nil && slices.Equal(*old, set) {
+		return
+	}
+	p.waitOn.Store(&set)
+	cur := p.waiting.Load()
+	if cur == nil || isSubset(set, *cur) || !p.interrupted.CompareAndSwap(false, true) {
+		return
+	}
+	ictx, cancel := context.WithTimeout(ctx, beatTimeout)
+	defer cancel()
+	if err := p.w.broker.Interrupt(ictx, p.w.cfg.ID); err != nil && ctx.Err() == nil {
+		p.w.log.Warn("wake the waker", "err", err)
+	}
+}
+
+// isSubset reports whether every element of a (sorted) is in b (sorted).
+func isSubset(a, b []string) bool {
+	for _, s := range a {
+		if _, ok := slices.BinarySearch(b, s); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// wake is the waker: it blocks on the wake tokens of the queues the
+// fetcher asks for and hands the fetcher each queue whose token it took.
+func (p *pool) wake(ctx context.Context) {
+	w := p.w
+	errDelay := retryFirst
+	for ctx.Err() == nil {
+		set := p.waitOn.Load()
+		if set == nil {
+			set = &[]string{}
+		}
+		p.waiting.Store(set)
+		p.interrupted.Store(false)
+		q, err := w.broker.WaitNotify(ctx, w.cfg.ID, *set, takeWait)
 		if err != nil {
-			w.log.Error("take failed; retrying", "queue", q, "err", err, "in", errDelay)
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.Error("wait for work failed; retrying", "err", err, "in", errDelay)
 			if !startstop.Sleep(ctx, errDelay) {
 				return
 			}
@@ -129,21 +288,21 @@ func (p *pool) fetchQueue(ctx context.Context, q string, slots chan struct{}) {
 			continue
 		}
 		errDelay = retryFirst
-		if len(raws) > 0 {
-			// Marking running is a round trip to the task center: the next
-			// take goes on meanwhile, as far as free slots allow.
-			begins.Add(1)
-			go func() {
-				defer begins.Done()
-				p.begin(ctx, q, raws, slots)
-			}()
+		if q == "" {
+			continue
+		}
+		select {
+		case p.woken <- q:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
 
 // begin decodes taken messages, claims them with the fenced 1 -> 2
-// compare-and-set, and starts the winners. Each message holds one slot.
-func (p *pool) begin(ctx context.Context, q string, raws []string, slots chan struct{}) {
+// compare-and-set, and starts the winners. Each message holds one slot of
+// q until it is released.
+func (p *pool) begin(ctx context.Context, q string, raws []string) {
 	w := p.w
 	jobs := make([]*job, 0, len(raws))
 	for _, raw := range raws {
@@ -154,13 +313,13 @@ func (p *pool) begin(ctx context.Context, q string, raws []string, slots chan st
 			if qerr := w.broker.Quarantine(context.WithoutCancel(ctx), q, w.cfg.ID, raw); qerr != nil {
 				w.log.Error("quarantine", "err", qerr)
 			}
-			<-slots
+			p.release(q)
 			continue
 		}
 		jobs = append(jobs, &job{msg: m, raw: raw, queue: q})
 	}
 	for len(jobs) > 0 {
-		if jobs = p.start(ctx, q, jobs, slots); len(jobs) == 0 {
+		if jobs = p.start(ctx, q, jobs); len(jobs) == 0 {
 			return
 		}
 		// Their rows are locked by another transaction: the others run
@@ -168,7 +327,7 @@ func (p *pool) begin(ctx context.Context, q string, raws []string, slots chan st
 		w.log.Warn("tasks locked by another transaction; marking them running later", "queue", q, "tasks", len(jobs))
 		if !startstop.Sleep(ctx, lockedRetry) {
 			for range jobs {
-				<-slots // left in the processing list: swept at shutdown
+				p.release(q) // left in the processing list: swept at shutdown
 			}
 			return
 		}
@@ -182,7 +341,7 @@ const lockedRetry = time.Second
 // start marks jobs running, launches the winners and drops the stale. It
 // returns the jobs whose rows another transaction holds, still holding
 // their slots.
-func (p *pool) start(ctx context.Context, q string, jobs []*job, slots chan struct{}) (held []*job) {
+func (p *pool) start(ctx context.Context, q string, jobs []*job) (held []*job) {
 	w := p.w
 	fences := make([]store.Fence, len(jobs))
 	for i, j := range jobs {
@@ -195,7 +354,7 @@ func (p *pool) start(ctx context.Context, q string, jobs []*job, slots chan stru
 		// re-dispatches them.
 		w.log.Error("mark running failed; leaving messages for recovery", "queue", q, "tasks", len(jobs), "err", err)
 		for range jobs {
-			<-slots
+			p.release(q)
 		}
 		return nil
 	}
@@ -216,10 +375,10 @@ func (p *pool) start(ctx context.Context, q string, jobs []*job, slots chan stru
 				stale = map[string][]string{}
 			}
 			stale[q] = append(stale[q], j.raw)
-			<-slots
+			p.release(q)
 			continue
 		}
-		p.launch(j, slots)
+		p.launch(j)
 	}
 	if stale != nil {
 		if err := w.broker.Ack(context.WithoutCancel(ctx), w.cfg.ID, stale); err != nil {
@@ -282,14 +441,14 @@ func (p *pool) ownAlready(ctx context.Context, fences []store.Fence, ok []bool) 
 }
 
 // launch runs j in the slot it holds.
-func (p *pool) launch(j *job, slots chan struct{}) {
+func (p *pool) launch(j *job) {
 	w := p.w
 	j.ctx, j.kill = context.WithCancelCause(p.runCtx)
 	j.started = w.clock.Now()
 	j.returned = make(chan struct{})
 	j.release = sync.OnceFunc(func() {
 		w.slots.remove(j)
-		<-slots
+		p.release(j.queue)
 		p.runs.Done()
 	})
 	w.slots.markProgress(j.queue)

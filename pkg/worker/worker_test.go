@@ -453,3 +453,48 @@ func TestBinaryOutputIsStored(t *testing.T) {
 	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
 	require.Equal(t, "ok \uFFFD\x00 caf\uFFFD", b.task(t, id).LastResult)
 }
+
+// One fetcher serves every queue: a queue whose only slot is held does not
+// hold back the others, and once its slot is free a task pushed to it
+// later still wakes the worker.
+func TestOneFetcherServesManyQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	b.reg.Register("hold", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "", nil
+	}))
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", nil }))
+	b.startWorker(t, func(c *worker.Config) { c.Queues = map[string]int{"a": 1, "b": 1, "c": 1} })
+	submit := func(code, q string) int64 {
+		r, err := b.prod.Submit(context.Background(), producer.Submission{Code: code, Queue: q})
+		require.NoError(t, err)
+		return r.ID
+	}
+	held := submit("hold", "a")
+	b.dispatchUntil(t, "a's slot held", func() bool { return b.task(t, held).Status == task.Running })
+	waiting := submit("ok", "a")
+	var others []int64
+	for range 5 {
+		others = append(others, submit("ok", "b"), submit("ok", "c"))
+	}
+	b.dispatchUntil(t, "b and c drained", func() bool {
+		for _, id := range others {
+			if b.task(t, id).Status != task.Succeeded {
+				return false
+			}
+		}
+		return true
+	})
+	require.Equal(t, task.Dispatched, b.task(t, waiting).Status, "a's second task waits for its slot")
+	close(release)
+	b.dispatchUntil(t, "a drained", func() bool {
+		return b.task(t, held).Status == task.Succeeded && b.task(t, waiting).Status == task.Succeeded
+	})
+	late := submit("ok", "a")
+	b.dispatchUntil(t, "a woken again", func() bool { return b.task(t, late).Status == task.Succeeded })
+}
