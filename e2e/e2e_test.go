@@ -101,10 +101,17 @@ func (b *testBundle) startDaemon(t *testing.T, node string) *daemon {
 // startDaemonArgs starts taskd with args as a daemon named node.
 func (b *testBundle) startDaemonArgs(t *testing.T, node string, args ...string) *daemon {
 	t.Helper()
+	return b.startBinary(t, node, taskdBin, args...)
+}
+
+// startBinary starts bin (taskd, tasktop) with the configuration and args
+// as a daemon named node, its output in node.log.
+func (b *testBundle) startBinary(t *testing.T, node, bin string, args ...string) *daemon {
+	t.Helper()
 	logPath := filepath.Join(b.dir, node+".log")
 	logf, err := os.Create(logPath)
 	require.NoError(t, err)
-	cmd := exec.Command(taskdBin, append([]string{"--config", b.config}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--config", b.config}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	require.NoError(t, cmd.Start())
 	d := &daemon{node: node, cmd: cmd, log: logPath, done: make(chan struct{})}

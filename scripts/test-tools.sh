@@ -5,6 +5,7 @@
 #   rpm         rpm -qlp: listing the rpm package
 #   tmux        the terminal tasktop's end-to-end test drives
 #   promtool    Prometheus's rule checker (Debian: prometheus): the rules in deploy/prometheus
+#   ssh         OpenSSH's client (Debian: openssh-client): tasktop serve's end-to-end test
 # Missing ones are installed with apt-get when this runs as root on
 # Debian/Ubuntu. Elsewhere the script says what is missing and exits 3; the
 # tests that need a tool then skip, saying so. Any other failure exits 1.
@@ -21,9 +22,10 @@ have_supervisor() { command -v supervisord >/dev/null 2>&1 && command -v supervi
 have_rpm() { command -v rpm >/dev/null 2>&1; }
 have_tmux() { command -v tmux >/dev/null 2>&1; }
 have_promtool() { command -v promtool >/dev/null 2>&1; }
+have_ssh() { command -v ssh >/dev/null 2>&1; }
 
 tools=("$@")
-[ "${#tools[@]}" -gt 0 ] || tools=(php supervisor rpm tmux promtool)
+[ "${#tools[@]}" -gt 0 ] || tools=(php supervisor rpm tmux promtool ssh)
 
 missing=() packages=()
 for tool in "${tools[@]}"; do
@@ -33,7 +35,8 @@ for tool in "${tools[@]}"; do
 	rpm) have_rpm || { missing+=(rpm) packages+=(rpm); } ;;
 	tmux) have_tmux || { missing+=(tmux) packages+=(tmux); } ;;
 	promtool) have_promtool || { missing+=(promtool) packages+=(prometheus); } ;;
-	*) die "unknown tool '$tool' (php, supervisor, rpm, tmux, promtool)" ;;
+	ssh) have_ssh || { missing+=(ssh) packages+=(openssh-client); } ;;
+	*) die "unknown tool '$tool' (php, supervisor, rpm, tmux, promtool, ssh)" ;;
 	esac
 done
 if [ "${#missing[@]}" = 0 ]; then

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"sort"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -16,7 +15,6 @@ import (
 	"github.com/taskd/taskd/pkg/cli"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
-	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -53,14 +51,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	fl := cmd.Flags()
+	// Persistent: tasktop serve takes them too.
+	fl := cmd.PersistentFlags()
 	fl.StringVar(&configPath, "config", "", "configuration file (default ./taskd.yaml, then /etc/taskd/taskd.yaml)")
 	fl.String("mysql-dsn", "", "task center DSN (overrides mysql.dsn)")
 	fl.String("redis-addr", "", "Redis address (overrides redis.addr)")
 	fl.String("redis-prefix", "", "Redis key prefix (overrides redis.prefix)")
 	fl.Bool("readonly", false, "watch only: every action is disabled (tasktop.readonly)")
 	fl.Duration("refresh", RefreshDefault, "time between refreshes (tasktop.refresh)")
-	fl.BoolVar(&version, "version", false, "print the version and exit")
+	cmd.Flags().BoolVar(&version, "version", false, "print the version and exit")
+	cmd.AddCommand(serveCommand(v, &configPath, stderr))
 	for key, flag := range map[string]string{"mysql.dsn": "mysql-dsn", "redis.addr": "redis-addr",
 		"redis.prefix": "redis-prefix", "tasktop.readonly": "readonly", "tasktop.refresh": "refresh"} {
 		_ = v.BindPFlag(key, fl.Lookup(flag))
@@ -83,43 +83,17 @@ func (e runError) Unwrap() error { return e.error }
 
 // run connects and runs the UI until the operator quits.
 func run(ctx context.Context, cfg *config.Config) error {
-	st, err := node.OpenStore(ctx, cfg)
+	be, err := openBackend(ctx, cfg)
 	if err != nil {
 		return runError{err}
 	}
-	defer st.Close()
-	br, err := node.OpenBroker(ctx, cfg)
-	if err != nil {
-		return runError{err}
-	}
-	defer br.Close()
-	// What the screens show may come from a replica (mysql.read_dsn);
-	// actions write the primary.
-	rs := st
-	if cfg.MySQL.ReadDSN != "" {
-		if rs, err = node.OpenReadStore(ctx, cfg); err != nil {
-			return runError{err}
-		}
-		defer rs.Close()
-	}
-
-	shards := cfg.QueueShards()
-	o := ops.New(st, br)
-	o.Configured = func(q string) int { return shards[q] }
-	o.Timezone = cfg.Cron.Timezone
-	var queues []string
-	for q := range cfg.WorkerQueues() {
-		queues = append(queues, q)
-	}
-	sort.Strings(queues)
-
+	defer be.Close()
 	// Cancelled when the program ends: queries still in flight stop.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opt := Options{
-		Source: &Loader{Store: rs, Broker: br, Queues: queues, Configured: o.Configured,
-			Alerts: BrokerAlerts(br)},
-		Actions:  o,
+		Source:   be.Loader,
+		Actions:  be.Ops,
 		ReadOnly: cfg.Tasktop.ReadOnly,
 		Refresh:  cfg.Tasktop.Refresh,
 		Context:  ctx,

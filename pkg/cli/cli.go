@@ -201,21 +201,25 @@ func (a *App) openBroker(ctx context.Context) (*broker.Broker, error) {
 }
 
 // logger builds the process logger: JSON, or text on a terminal.
-func (a *App) logger(c *config.Config) *slog.Logger {
+func (a *App) logger(c *config.Config) *slog.Logger { return NewLogger(c, a.Stderr) }
+
+// NewLogger builds a process logger on w as log.format and log.level say:
+// JSON, or text on a terminal (auto).
+func NewLogger(c *config.Config, w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	level.UnmarshalText([]byte(c.Log.Level))
 	opts := &slog.HandlerOptions{Level: level}
 	format := c.Log.Format
 	if format == "auto" || format == "" {
 		format = "json"
-		if f, ok := a.Stderr.(*os.File); ok && isTerminal(f) {
+		if f, ok := w.(*os.File); ok && isTerminal(f) {
 			format = "text"
 		}
 	}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(a.Stderr, opts))
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewJSONHandler(a.Stderr, opts))
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 // json reports whether output is JSON.

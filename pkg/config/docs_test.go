@@ -25,7 +25,13 @@ func TestEveryKeyIsDocumented(t *testing.T) {
 		require.True(t, strings.Contains(string(readme), "`"+key+"`") || strings.Contains(string(readme), leaf+"`"),
 			"README.md does not document %s", key)
 		require.True(t, strings.Contains(string(example), "\n"+section+":"), "config/taskd.yaml has no %s section", section)
-		require.True(t, strings.Contains(string(example), "\n  "+leaf+":"), "config/taskd.yaml does not show %s", key)
+		// A nested key (tasktop.serve.listen) is shown indented one more
+		// step per level.
+		parts := strings.Split(leaf, ".")
+		for i, p := range parts {
+			require.True(t, strings.Contains(string(example), "\n  "+strings.Repeat("  ", i)+p+":"),
+				"config/taskd.yaml does not show %s", key)
+		}
 	}
 }
 
