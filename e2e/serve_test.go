@@ -324,7 +324,9 @@ func TestServeRoles(t *testing.T) {
 	ot.keys("4")
 	ot.waitFor("ssh-login", "otto@laptop (operator")
 	vt.keys("q")
-	require.Equal(t, 0, vt.closed(10*time.Second), "q ends the session")
+	vt.waitFor("Quit tasktop?")
+	vt.keys("y")
+	require.Equal(t, 0, vt.closed(10*time.Second), "quitting ends the session")
 	require.Eventually(t, func() bool {
 		es, err := sb.env.Broker.Events(sb.ctx, 100)
 		require.NoError(t, err)
@@ -521,6 +523,8 @@ func TestServeOpenSSH(t *testing.T) {
 	s.keys("r")
 	s.waitFor("retry: 1 of 1 tasks changed (" + id + ")")
 	s.keys("q")
+	s.waitFor("Quit tasktop?")
+	s.keys("y")
 	var status []byte
 	require.Eventually(t, func() bool {
 		status, _ = os.ReadFile(s.exitFile)
