@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Tools that some tests need besides MySQL and Redis:
-#   php         PHP CLI with PDO MySQL (Debian: php-cli php-mysql): the PHP round trip
+#   php         PHP CLI with PDO MySQL and phpredis (Debian: php-cli php-mysql
+#               php-redis): the PHP round trip, clients/php and the pool handler
+#   phpunit     PHPUnit (Debian: phpunit): runs clients/php's tests besides
+#               their plain PHP runner
 #   supervisor  supervisord and supervisorctl: the Supervisor program
 #   rpm         rpm -qlp: listing the rpm package
 #   tmux        the terminal tasktop's end-to-end test drives
@@ -17,7 +20,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # grep without -q: it must read all of php's output, or pipefail sees SIGPIPE.
-have_php() { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -i '^pdo_mysql$' >/dev/null; }
+have_php() { command -v php >/dev/null 2>&1 && [ "$(php -m 2>/dev/null | grep -ci -e '^pdo_mysql$' -e '^redis$')" = 2 ]; }
+have_phpunit() { command -v phpunit >/dev/null 2>&1; }
 have_supervisor() { command -v supervisord >/dev/null 2>&1 && command -v supervisorctl >/dev/null 2>&1; }
 have_rpm() { command -v rpm >/dev/null 2>&1; }
 have_tmux() { command -v tmux >/dev/null 2>&1; }
@@ -25,18 +29,19 @@ have_promtool() { command -v promtool >/dev/null 2>&1; }
 have_ssh() { command -v ssh >/dev/null 2>&1; }
 
 tools=("$@")
-[ "${#tools[@]}" -gt 0 ] || tools=(php supervisor rpm tmux promtool ssh)
+[ "${#tools[@]}" -gt 0 ] || tools=(php phpunit supervisor rpm tmux promtool ssh)
 
 missing=() packages=()
 for tool in "${tools[@]}"; do
 	case "$tool" in
-	php) have_php || { missing+=(php) packages+=(php-cli php-mysql); } ;;
+	php) have_php || { missing+=(php) packages+=(php-cli php-mysql php-redis); } ;;
+	phpunit) have_phpunit || { missing+=(phpunit) packages+=(phpunit); } ;;
 	supervisor) have_supervisor || { missing+=(supervisor) packages+=(supervisor); } ;;
 	rpm) have_rpm || { missing+=(rpm) packages+=(rpm); } ;;
 	tmux) have_tmux || { missing+=(tmux) packages+=(tmux); } ;;
 	promtool) have_promtool || { missing+=(promtool) packages+=(prometheus); } ;;
 	ssh) have_ssh || { missing+=(ssh) packages+=(openssh-client); } ;;
-	*) die "unknown tool '$tool' (php, supervisor, rpm, tmux, promtool, ssh)" ;;
+	*) die "unknown tool '$tool' (php, phpunit, supervisor, rpm, tmux, promtool, ssh)" ;;
 	esac
 done
 if [ "${#missing[@]}" = 0 ]; then

@@ -1,0 +1,49 @@
+<?php
+// A pool handler in plain PHP: taskd starts it once per slot and hands it
+// one task after another.
+//
+//   handlers:
+//     send_email: { pool: ["php", "clients/php/examples/worker.php"] }
+//
+// The payload decides what it does, so the tests and the benchmarks can
+// drive it: {"fail": "why"} throws, {"sleep_ms": N} works N ms,
+// {"echo": "text"} prints (stdout noise that must not break the protocol),
+// {"exit": N} dies mid-task (on attempts up to "exit_until_attempt" when
+// given), {"grow_mb": N} keeps N MB more memory.
+// TASKD_BOOT_MS sleeps that long before the ready line: an application's
+// boot.
+declare(strict_types=1);
+
+require __DIR__ . '/../src/autoload.php';
+
+use Taskd\Task;
+use Taskd\Worker;
+
+if ($boot = (int) getenv('TASKD_BOOT_MS')) {
+    usleep($boot * 1000);
+}
+$kept = [];
+
+exit(Worker::run(static function (Task $task) use (&$kept): mixed {
+    $p = is_array($task->payload) ? $task->payload : [];
+    if (isset($p['echo'])) {
+        echo $p['echo'], "\n";
+        print_r(['noise' => true]);
+    }
+    if (isset($p['sleep_ms'])) {
+        usleep((int) $p['sleep_ms'] * 1000);
+    }
+    if (isset($p['grow_mb'])) {
+        $kept[] = str_repeat('x', (int) $p['grow_mb'] << 20);
+    }
+    if (isset($p['exit']) && $task->attempt <= (int) ($p['exit_until_attempt'] ?? PHP_INT_MAX)) {
+        fwrite(STDERR, "exiting mid-task\n");
+        exit((int) $p['exit']);
+    }
+    if (isset($p['fail'])) {
+        throw new RuntimeException((string) $p['fail']);
+    }
+    fwrite(STDERR, "handled task {$task->id}\n");
+
+    return ['id' => $task->id, 'attempt' => $task->attempt, 'pid' => getmypid(), 'payload' => $task->payload];
+}));

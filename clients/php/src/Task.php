@@ -1,0 +1,57 @@
+<?php
+declare(strict_types=1);
+
+namespace Taskd;
+
+use DateTimeImmutable;
+
+/**
+ * One attempt of a task, as a pool handler receives it. id and attempt
+ * identify the run (a task can run more than once: make handlers
+ * idempotent with them or with uniqueKey).
+ */
+final class Task
+{
+    /**
+     * @param mixed $payload the task's payload, decoded (arrays are associative)
+     */
+    public function __construct(
+        public readonly int $id,
+        public readonly string $code,
+        public readonly int $attempt,
+        public readonly string $uniqueKey,
+        public readonly string $queue,
+        public readonly mixed $payload,
+        public readonly ?DateTimeImmutable $deadline,
+    ) {
+    }
+
+    /** @param array<string, mixed> $request a decoded request line */
+    public static function fromRequest(array $request): self
+    {
+        $deadline = null;
+        if (!empty($request['deadline'])) {
+            $deadline = new DateTimeImmutable((string) $request['deadline']);
+        }
+
+        return new self(
+            (int) ($request['id'] ?? 0),
+            (string) ($request['code'] ?? ''),
+            (int) ($request['attempt'] ?? 0),
+            (string) ($request['unique_key'] ?? ''),
+            (string) ($request['queue'] ?? ''),
+            $request['payload'] ?? null,
+            $deadline,
+        );
+    }
+
+    /** Seconds left before the attempt times out (null: no deadline). */
+    public function secondsLeft(): ?float
+    {
+        if ($this->deadline === null) {
+            return null;
+        }
+
+        return (float) $this->deadline->format('U.u') - microtime(true);
+    }
+}

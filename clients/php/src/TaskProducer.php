@@ -1,0 +1,284 @@
+<?php
+declare(strict_types=1);
+
+namespace Taskd;
+
+use DateTimeInterface;
+use InvalidArgumentException;
+use PDO;
+use PDOException;
+
+/**
+ * Submits tasks to the task center with one INSERT each, as the seed
+ * design's TaskProducer did: cron() and delay() keep its signatures; at()
+ * and submit() add a time, a unique key, a queue.
+ *
+ * It writes the seed's columns (task_code, task_type, payload, cron_expr,
+ * priority, delay, timeout, max_retry, plan_next_run_at, status) and, only
+ * when asked for, unique_key, queue and timezone, which every taskd schema
+ * has: so it works whatever the daemon's version is. Due times come from
+ * the database's clock (NOW(3), FROM_UNIXTIME), never PHP's, so PHP's
+ * date.timezone does not matter.
+ *
+ * With a phpredis client it publishes a wakeup, so a task due now starts
+ * at once instead of at the schedulers' next poll (scheduler.poll_interval).
+ */
+final class TaskProducer
+{
+    public const MAX_PRIORITY = 9;
+    public const MAX_RETRY = 100;
+    public const MAX_TIMEOUT = 7 * 24 * 3600;
+    public const MAX_UNIQUE_KEY = 191;
+    public const MAX_PAYLOAD = 1 << 20;
+
+    /** Options submit() and at() accept; unknown ones are an error. */
+    private const OPTIONS = ['unique_key', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'at'];
+
+    private bool $lastExisted = false;
+
+    /**
+     * @param PDO         $pdo         the task center (for Laravel: DB::connection()->getPdo())
+     * @param \Redis|null $redis       a phpredis client, to wake the schedulers
+     * @param string      $redisPrefix the daemons' redis.prefix
+     */
+    public function __construct(
+        private PDO $pdo,
+        private ?object $redis = null,
+        private string $redisPrefix = 'task:',
+    ) {
+        $this->pdo->setAttribute(PDO::ATTR_ERRMODE, PDO::ERRMODE_EXCEPTION);
+    }
+
+    /**
+     * A periodic task (the seed's signature). $cronExpr has five fields, or
+     * six with seconds first, or a descriptor (@hourly, @every 5m). Calling
+     * it again for the same code (and $options['name']) updates the task
+     * instead of adding one, as `taskd cron add` does, so a deploy script
+     * can run it on every release. The first run is the expression's next
+     * occurrence after now (database clock) in $options['timezone'] (default
+     * PHP's date.timezone).
+     *
+     * @param array{name?: string, timezone?: string, queue?: string} $options
+     * @return int the task's id
+     */
+    public function cron(string $taskCode, string $cronExpr, array $payload, int $priority = 5, int $timeout = 300, int $maxRetry = 3, array $options = []): int
+    {
+        self::checkOptions($options, ['name', 'timezone', 'queue']);
+        $tz = (string) ($options['timezone'] ?? date_default_timezone_get());
+        $name = (string) ($options['name'] ?? $taskCode);
+        $schedule = CronSchedule::parse($cronExpr, $tz);
+        $now = (float) $this->pdo->query('SELECT UNIX_TIMESTAMP(NOW(3))')->fetchColumn();
+        $next = $schedule->next($now);
+        $row = $this->row($taskCode, $payload, [
+            'priority' => $priority, 'timeout' => $timeout, 'max_retry' => $maxRetry,
+            'unique_key' => 'cron:' . $name, 'queue' => $options['queue'] ?? '',
+        ]);
+        $row['task_type'] = 1;
+        $row['cron_expr'] = trim($cronExpr);
+        $row['timezone'] = $tz;
+        [$columns, $values] = self::split($row);
+        $sql = sprintf(
+            'INSERT INTO task_center (%s, plan_next_run_at) VALUES (%s, FROM_UNIXTIME(?))'
+            // A task in flight keeps its due time and status; the change
+            // applies from its next run, as `taskd cron add` does.
+            . ' ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), cron_expr = VALUES(cron_expr),'
+            . ' timezone = VALUES(timezone), payload = VALUES(payload), queue = VALUES(queue),'
+            . ' priority = VALUES(priority), timeout = VALUES(timeout), max_retry = VALUES(max_retry), task_type = 1,'
+            . ' plan_next_run_at = IF(status IN (1, 2), plan_next_run_at, VALUES(plan_next_run_at)),'
+            . ' status = IF(status IN (1, 2), status, 0)',
+            implode(', ', $columns),
+            implode(', ', array_fill(0, count($columns), '?')),
+        );
+        $stmt = $this->pdo->prepare($sql);
+        $stmt->execute([...$values, sprintf('%.3F', $next)]);
+        $this->lastExisted = $stmt->rowCount() !== 1;
+        $this->wake(max(0.0, $next - $now));
+
+        return (int) $this->pdo->lastInsertId();
+    }
+
+    /**
+     * A one-off task run after $delaySeconds (0: now); the seed's signature.
+     *
+     * @return int the task's id
+     */
+    public function delay(string $taskCode, int $delaySeconds, array $payload, int $priority = 5, int $timeout = 300, int $maxRetry = 3): int
+    {
+        return $this->submit($taskCode, $payload, [
+            'delay' => $delaySeconds, 'priority' => $priority, 'timeout' => $timeout, 'max_retry' => $maxRetry,
+        ]);
+    }
+
+    /**
+     * A one-off task run at $runAt (a time in the past means now).
+     *
+     * @param array<string, mixed> $options as for submit()
+     * @return int the task's id
+     */
+    public function at(string $taskCode, DateTimeInterface $runAt, array $payload, array $options = []): int
+    {
+        return $this->submit($taskCode, $payload, ['at' => $runAt] + $options);
+    }
+
+    /**
+     * A one-off task. Options:
+     *   unique_key  string  at most one task per code and key: a second
+     *                       submit returns the first task's id (see
+     *                       lastExisted())
+     *   priority    int     0 (highest) to 9, default 5
+     *   timeout     int     seconds per attempt, default 300
+     *   max_retry   int     retries after a failed attempt, default 3
+     *   queue       string  default: the handler's configured queue, else the code
+     *   delay       int     seconds from now
+     *   at          DateTimeInterface  when (instead of delay)
+     *
+     * @param array<string, mixed> $options
+     * @return int the task's id
+     */
+    public function submit(string $taskCode, array $payload = [], array $options = []): int
+    {
+        self::checkOptions($options, self::OPTIONS);
+        if (isset($options['delay'], $options['at'])) {
+            throw new InvalidArgumentException('give either a delay or a time, not both');
+        }
+        $row = $this->row($taskCode, $payload, $options);
+        $row['task_type'] = 0;
+        $due = 'NOW(3)';
+        $args = [];
+        $wakeIn = 0.0;
+        if (isset($options['at'])) {
+            if (!$options['at'] instanceof DateTimeInterface) {
+                throw new InvalidArgumentException('option at must be a DateTimeInterface');
+            }
+            $row['task_type'] = 2;
+            $at = (float) $options['at']->format('U.u');
+            $due = 'FROM_UNIXTIME(?)';
+            $args[] = sprintf('%.3F', $at);
+            $wakeIn = max(0.0, $at - microtime(true));
+        } elseif (isset($options['delay'])) {
+            $delay = self::int($options, 'delay', 0, PHP_INT_MAX);
+            $row['delay'] = $delay;
+            $due = 'NOW(3) + INTERVAL ? SECOND';
+            $args[] = $delay;
+            $wakeIn = (float) $delay;
+        }
+        [$columns, $values] = self::split($row);
+        $sql = sprintf(
+            'INSERT INTO task_center (%s, plan_next_run_at) VALUES (%s, %s)',
+            implode(', ', $columns),
+            implode(', ', array_fill(0, count($columns), '?')),
+            $due,
+        );
+        $this->lastExisted = false;
+        try {
+            $this->pdo->prepare($sql)->execute([...$values, ...$args]);
+        } catch (PDOException $e) {
+            if (!isset($row['unique_key']) || ($e->errorInfo[1] ?? 0) !== 1062) {
+                throw $e;
+            }
+            $stmt = $this->pdo->prepare('SELECT id FROM task_center WHERE task_code = ? AND unique_key = ?');
+            $stmt->execute([$taskCode, $row['unique_key']]);
+            $id = $stmt->fetchColumn();
+            if ($id === false) {
+                throw $e; // deleted meanwhile
+            }
+            $this->lastExisted = true;
+
+            return (int) $id;
+        }
+        $this->wake($wakeIn);
+
+        return (int) $this->pdo->lastInsertId();
+    }
+
+    /** Whether the last submit() or cron() found its task already there. */
+    public function lastExisted(): bool
+    {
+        return $this->lastExisted;
+    }
+
+    /**
+     * The columns every submission writes, validated as taskd validates.
+     *
+     * @return array<string, int|string>
+     */
+    private function row(string $taskCode, array $payload, array $options): array
+    {
+        self::name('task code', $taskCode);
+        $json = json_encode((object) $payload, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_PRESERVE_ZERO_FRACTION);
+        if ($json === false) {
+            throw new InvalidArgumentException('payload is not JSON-encodable: ' . json_last_error_msg());
+        }
+        if (strlen($json) > self::MAX_PAYLOAD) {
+            throw new InvalidArgumentException(sprintf('payload is %d bytes, more than %d', strlen($json), self::MAX_PAYLOAD));
+        }
+        $row = [
+            'task_code' => $taskCode,
+            'payload'   => $json,
+            'priority'  => self::int($options, 'priority', 0, self::MAX_PRIORITY, 5),
+            'timeout'   => self::int($options, 'timeout', 1, self::MAX_TIMEOUT, 300),
+            'max_retry' => self::int($options, 'max_retry', 0, self::MAX_RETRY, 3),
+            'status'    => 0,
+        ];
+        $key = (string) ($options['unique_key'] ?? '');
+        if ($key !== '') {
+            if (strlen($key) > self::MAX_UNIQUE_KEY) {
+                throw new InvalidArgumentException(sprintf('unique key is longer than %d characters', self::MAX_UNIQUE_KEY));
+            }
+            $row['unique_key'] = $key;
+        }
+        $queue = (string) ($options['queue'] ?? '');
+        if ($queue !== '') {
+            self::name('queue', $queue);
+            $row['queue'] = $queue;
+        }
+
+        return $row;
+    }
+
+    /** Publishes a wakeup: the schedulers look for due tasks in $in seconds. */
+    private function wake(float $in): void
+    {
+        if ($this->redis === null) {
+            return;
+        }
+        try {
+            $this->redis->publish($this->redisPrefix . 'wake', (string) (int) round($in * 1000));
+        } catch (\Throwable $e) {
+            // The task is in the task center: the next poll finds it.
+            error_log('taskd: wake schedulers failed; the task is picked up at the next poll: ' . $e->getMessage());
+        }
+    }
+
+    private static function name(string $kind, string $s): void
+    {
+        if ($s === '' || strlen($s) > 64 || !preg_match('/^[A-Za-z0-9_.:\-]+$/', $s)) {
+            throw new InvalidArgumentException(sprintf('%s %s: want 1-64 of A-Z a-z 0-9 _ . : -', $kind, json_encode($s)));
+        }
+    }
+
+    private static function int(array $options, string $key, int $min, int $max, ?int $default = null): int
+    {
+        $v = $options[$key] ?? $default;
+        if (!is_int($v) || $v < $min || $v > $max) {
+            throw new InvalidArgumentException(sprintf('%s %s is out of range %d-%d', $key, json_encode($v), $min, $max));
+        }
+
+        return $v;
+    }
+
+    private static function checkOptions(array $options, array $known): void
+    {
+        foreach (array_keys($options) as $k) {
+            if (!in_array($k, $known, true)) {
+                throw new InvalidArgumentException(sprintf('unknown option %s (known: %s)', json_encode($k), implode(', ', $known)));
+            }
+        }
+    }
+
+    /** @return array{0: list<string>, 1: list<int|string>} */
+    private static function split(array $row): array
+    {
+        return [array_keys($row), array_values($row)];
+    }
+}

@@ -1,0 +1,136 @@
+<?php
+declare(strict_types=1);
+
+namespace Taskd;
+
+use Throwable;
+
+/**
+ * The pool protocol's loop (docs/pool-protocol.md): a taskd `pool` handler
+ * starts this process once and hands it one task after another.
+ *
+ *     exit(Taskd\Worker::run(fn (Taskd\Task $task) => resize($task->payload)));
+ *
+ * The handler's return value is the task's result (JSON-encoded); an
+ * exception fails the attempt with its class and message (retried as the
+ * task's max_retry allows), and its trace goes to stderr. stdout carries
+ * the protocol only: before the first task the process's file descriptor
+ * 1 is pointed at stderr, so `echo`, `var_dump`, Symfony Console and
+ * Monolog output to php://stdout, and child processes all land in the
+ * attempt's output instead of breaking the protocol. (The STDOUT constant
+ * is closed by that: write to php://stdout instead.)
+ */
+final class Worker
+{
+    public const PROTOCOL = 1;
+
+    /** @var resource|null the protocol's end of the real stdout */
+    private static $protocol = null;
+    /** @var resource|null what file descriptor 1 now is (stderr) */
+    private static $stdout = null;
+
+    /**
+     * Serves tasks until stdin closes, then returns the exit code (0).
+     *
+     * @param callable(Task): mixed $handle
+     */
+    public static function run(callable $handle): int
+    {
+        ini_set('display_errors', 'stderr');
+        $in = defined('STDIN') ? STDIN : fopen('php://stdin', 'rb');
+        self::claimStdout();
+        self::send(['ready' => true, 'protocol' => self::PROTOCOL]);
+        while (($line = fgets($in)) !== false) {
+            $line = trim($line);
+            if ($line === '') {
+                continue;
+            }
+            self::send(self::handle($handle, $line));
+        }
+
+        return 0;
+    }
+
+    /**
+     * Runs one request line.
+     *
+     * @return array<string, mixed> the answer
+     */
+    private static function handle(callable $handle, string $line): array
+    {
+        try {
+            $request = json_decode($line, true, 512, JSON_THROW_ON_ERROR | JSON_BIGINT_AS_STRING);
+            if (!is_array($request)) {
+                throw new \UnexpectedValueException('the request is not a JSON object');
+            }
+            $task = Task::fromRequest($request);
+        } catch (Throwable $e) {
+            return ['ok' => false, 'error' => 'taskd worker: bad request line: ' . $e->getMessage()];
+        }
+        $level = ob_get_level();
+        try {
+            $result = $handle($task);
+            self::flushOutput($level);
+            json_encode($result, self::JSON_FLAGS | JSON_THROW_ON_ERROR);
+
+            return ['ok' => true, 'result' => $result];
+        } catch (Throwable $e) {
+            self::flushOutput($level);
+            fwrite(STDERR, sprintf("task %d attempt %d failed: %s\n", $task->id, $task->attempt, $e));
+
+            return ['ok' => false, 'error' => self::describe($e)];
+        }
+    }
+
+    private const JSON_FLAGS = JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_PRESERVE_ZERO_FRACTION | JSON_INVALID_UTF8_SUBSTITUTE;
+
+    /** Writes one protocol line to the real stdout. */
+    private static function send(array $message): void
+    {
+        $json = json_encode($message, self::JSON_FLAGS);
+        if ($json === false) {
+            $json = json_encode(['ok' => false, 'error' => 'the result is not JSON-encodable: ' . json_last_error_msg()]);
+        }
+        fwrite(self::$protocol, $json . "\n");
+        fflush(self::$protocol);
+    }
+
+    /**
+     * Keeps a duplicate of file descriptor 1 for the protocol and points
+     * descriptor 1 at stderr: closing STDOUT frees descriptor 1, and the
+     * next descriptor opened takes the lowest free number.
+     */
+    private static function claimStdout(): void
+    {
+        if (self::$protocol !== null) {
+            return;
+        }
+        self::$protocol = fopen('php://fd/1', 'wb');
+        if (defined('STDOUT')) {
+            fclose(STDOUT);
+        }
+        self::$stdout = fopen('php://fd/2', 'wb');
+    }
+
+    /** Sends what a handler left in output buffers to stderr. */
+    private static function flushOutput(int $level): void
+    {
+        while (ob_get_level() > $level) {
+            $buffered = ob_get_clean();
+            if ($buffered !== false && $buffered !== '') {
+                fwrite(STDERR, $buffered);
+            }
+        }
+        flush();
+    }
+
+    private static function describe(Throwable $e): string
+    {
+        $msg = $e->getMessage();
+        if ($e instanceof \JsonException) {
+            $msg = 'the result is not JSON-encodable: ' . $msg;
+        }
+
+        return $msg === '' ? get_class($e) : get_class($e) . ': ' . $msg;
+    }
+}

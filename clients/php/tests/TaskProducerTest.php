@@ -1,0 +1,150 @@
+<?php
+declare(strict_types=1);
+
+namespace Taskd\Tests;
+
+use InvalidArgumentException;
+use PDO;
+use PHPUnit\Framework\TestCase;
+use Taskd\TaskProducer;
+
+/** Against a migrated task center (DB_* variables, see Env). */
+final class TaskProducerTest extends TestCase
+{
+    private PDO $pdo;
+    private TaskProducer $producer;
+
+    protected function setUp(): void
+    {
+        $pdo = Env::pdo();
+        if ($pdo === null) {
+            self::markTestSkipped('DB_DATABASE is not set: no task center to write to');
+        }
+        $this->pdo = $pdo;
+        $this->producer = new TaskProducer($pdo);
+    }
+
+    /** A task code of this run only, so that runs do not see each other's rows. */
+    private function code(string $name): string
+    {
+        static $run = null;
+        $run ??= bin2hex(random_bytes(4));
+
+        return "{$name}_{$run}";
+    }
+
+    private function dbNow(): float
+    {
+        return (float) $this->pdo->query('SELECT UNIX_TIMESTAMP(NOW(3))')->fetchColumn();
+    }
+
+    private function dueIn(array $row): float
+    {
+        $stmt = $this->pdo->prepare('SELECT UNIX_TIMESTAMP(?) - UNIX_TIMESTAMP(NOW(3))');
+        $stmt->execute([$row['plan_next_run_at']]);
+
+        return (float) $stmt->fetchColumn();
+    }
+
+    public function testDelayWritesTheSeedColumns(): void
+    {
+        $id = $this->producer->delay($this->code('php_lib_delay'), 30, ['to' => 'a@example.com', 'name' => 'Zoë'], 2, 60, 1);
+        $row = Env::task($this->pdo, $id);
+        self::assertSame($this->code('php_lib_delay'), $row['task_code']);
+        self::assertSame(0, (int) $row['task_type']);
+        self::assertSame(['to' => 'a@example.com', 'name' => 'Zoë'], json_decode($row['payload'], true));
+        self::assertSame(2, (int) $row['priority']);
+        self::assertSame(30, (int) $row['delay']);
+        self::assertSame(60, (int) $row['timeout']);
+        self::assertSame(1, (int) $row['max_retry']);
+        self::assertSame(0, (int) $row['status']);
+        self::assertSame('', $row['queue']);
+        self::assertSame(null, $row['unique_key']);
+        // The database's clock, whatever PHP's time zone.
+        self::assertEqualsWithDelta(30.0, $this->dueIn($row), 5.0);
+    }
+
+    public function testSubmitWithOptions(): void
+    {
+        $id = $this->producer->submit($this->code('php_lib_submit'), ['n' => 1], [
+            'unique_key' => 'order-42', 'priority' => 0, 'timeout' => 5, 'max_retry' => 0, 'queue' => 'bulk',
+        ]);
+        $row = Env::task($this->pdo, $id);
+        self::assertSame('order-42', $row['unique_key']);
+        self::assertSame('bulk', $row['queue']);
+        self::assertSame(0, (int) $row['priority']);
+        self::assertFalse($this->producer->lastExisted());
+        self::assertEqualsWithDelta(0.0, $this->dueIn($row), 5.0);
+
+        // The same key again: the first task, nothing new.
+        $again = $this->producer->submit($this->code('php_lib_submit'), ['n' => 2], ['unique_key' => 'order-42']);
+        self::assertSame($id, $again);
+        self::assertTrue($this->producer->lastExisted());
+        self::assertSame(['n' => 1], json_decode(Env::task($this->pdo, $id)['payload'], true));
+        // Another code may use the same key.
+        self::assertNotSame($id, $this->producer->submit($this->code('php_lib_other'), [], ['unique_key' => 'order-42']));
+    }
+
+    public function testAt(): void
+    {
+        $at = (new \DateTimeImmutable('@' . (int) $this->dbNow()))->modify('+1 hour');
+        $id = $this->producer->at($this->code('php_lib_at'), $at, ['k' => 'v'], ['priority' => 7]);
+        $row = Env::task($this->pdo, $id);
+        self::assertSame(2, (int) $row['task_type']);
+        self::assertSame(7, (int) $row['priority']);
+        self::assertEqualsWithDelta(3600.0, $this->dueIn($row), 5.0);
+    }
+
+    public function testCronUpsertsByName(): void
+    {
+        $id = $this->producer->cron($this->code('php_lib_cron'), '0 3 * * *', ['report' => 'daily'], 5, 300, 3, ['timezone' => 'UTC']);
+        $row = Env::task($this->pdo, $id);
+        self::assertSame(1, (int) $row['task_type']);
+        self::assertSame('0 3 * * *', $row['cron_expr']);
+        self::assertSame('cron:' . $this->code('php_lib_cron'), $row['unique_key']);
+        self::assertSame('UTC', $row['timezone']);
+        $due = $this->dueIn($row);
+        self::assertGreaterThan(0.0, $due);
+        self::assertTrue($due <= 86400.0, "due in $due s");
+        self::assertSame(3, (int) (new \DateTimeImmutable('@' . (int) ($this->dbNow() + $due + 0.5)))->format('G'));
+
+        // A deploy running it again updates the one task.
+        $again = $this->producer->cron($this->code('php_lib_cron'), '*/5 * * * *', ['report' => 'often'], 5, 300, 3, ['timezone' => 'UTC']);
+        self::assertSame($id, $again);
+        self::assertTrue($this->producer->lastExisted());
+        $row = Env::task($this->pdo, $id);
+        self::assertSame('*/5 * * * *', $row['cron_expr']);
+        self::assertSame(['report' => 'often'], json_decode($row['payload'], true));
+        self::assertTrue($this->dueIn($row) <= 300.0);
+        // Another name is another task.
+        self::assertNotSame($id, $this->producer->cron($this->code('php_lib_cron'), '@hourly', [], 5, 300, 3, ['name' => 'second']));
+    }
+
+    public function testRejectsBadInput(): void
+    {
+        $cases = [
+            fn () => $this->producer->submit('bad code', []),
+            fn () => $this->producer->submit('', []),
+            fn () => $this->producer->submit('ok', [], ['priority' => 10]),
+            fn () => $this->producer->submit('ok', [], ['timeout' => 0]),
+            fn () => $this->producer->submit('ok', [], ['max_retry' => -1]),
+            fn () => $this->producer->submit('ok', [], ['uniq_key' => 'typo']),
+            fn () => $this->producer->submit('ok', [], ['queue' => 'a/b']),
+            fn () => $this->producer->submit('ok', [], ['unique_key' => str_repeat('k', 192)]),
+            fn () => $this->producer->submit('ok', ['bad' => "\xB1\x31"]),
+            fn () => $this->producer->submit('ok', [], ['delay' => 5, 'at' => new \DateTimeImmutable()]),
+            fn () => $this->producer->delay('ok', -1, []),
+            fn () => $this->producer->cron('ok', '61 * * * *', []),
+        ];
+        $before = (int) $this->pdo->query('SELECT COUNT(*) FROM task_center')->fetchColumn();
+        foreach ($cases as $i => $case) {
+            try {
+                $case();
+                self::fail("case $i was accepted");
+            } catch (InvalidArgumentException $e) {
+                self::assertTrue($e->getMessage() !== '', "case $i");
+            }
+        }
+        self::assertSame($before, (int) $this->pdo->query('SELECT COUNT(*) FROM task_center')->fetchColumn(), 'nothing written');
+    }
+}

@@ -1,0 +1,111 @@
+<?php
+declare(strict_types=1);
+
+namespace Taskd\Tests;
+
+use PHPUnit\Framework\TestCase;
+
+/** Speaks the pool protocol to examples/worker.php, as taskd does. */
+final class WorkerTest extends TestCase
+{
+    /** @var resource */
+    private $proc;
+    /** @var array<int, resource> */
+    private array $pipes = [];
+
+    private function start(array $env = []): void
+    {
+        $cmd = [PHP_BINARY, __DIR__ . '/../examples/worker.php'];
+        $this->proc = proc_open($cmd, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $this->pipes, null, $env + getenv());
+        stream_set_blocking($this->pipes[2], false);
+        self::assertSame(['ready' => true, 'protocol' => 1], $this->read());
+    }
+
+    public function __destruct()
+    {
+        if (is_resource($this->proc ?? null)) {
+            foreach ($this->pipes as $p) {
+                fclose($p);
+            }
+            proc_close($this->proc);
+        }
+    }
+
+    private function read(): array
+    {
+        $line = fgets($this->pipes[1]);
+        self::assertTrue($line !== false, 'the worker closed stdout');
+        $decoded = json_decode($line, true);
+        self::assertTrue(is_array($decoded), 'not a protocol line: ' . var_export($line, true));
+
+        return $decoded;
+    }
+
+    private function task(int $id, mixed $payload): array
+    {
+        $line = json_encode(['id' => $id, 'code' => 'send_email', 'attempt' => 2, 'unique_key' => 'k', 'queue' => 'mail',
+            'payload' => $payload, 'deadline' => gmdate('Y-m-d\TH:i:s.000\Z', time() + 60)]);
+        fwrite($this->pipes[0], $line . "\n");
+
+        return $this->read();
+    }
+
+    private function stderr(): string
+    {
+        usleep(50_000);
+
+        return (string) stream_get_contents($this->pipes[2]);
+    }
+
+    public function testAnswers(): void
+    {
+        $this->start();
+        $a = $this->task(7, ['to' => 'a@example.com']);
+        self::assertTrue($a['ok']);
+        self::assertSame(7, $a['result']['id']);
+        self::assertSame(2, $a['result']['attempt']);
+        self::assertSame(['to' => 'a@example.com'], $a['result']['payload']);
+        $pid = $a['result']['pid'];
+
+        self::assertSame(['ok' => false, 'error' => 'RuntimeException: no mailbox'], $this->task(8, ['fail' => 'no mailbox']));
+        self::assertStringContainsString('task 8 attempt 2 failed: RuntimeException: no mailbox', $this->stderr());
+        // The process goes on after a failure.
+        self::assertSame($pid, $this->task(9, [])['result']['pid']);
+    }
+
+    /** echo, print_r and child processes write to stderr, not into the protocol. */
+    public function testStdoutNoiseGoesToStderr(): void
+    {
+        $this->start();
+        $a = $this->task(1, ['echo' => 'hello from the handler']);
+        self::assertTrue($a['ok']);
+        $err = $this->stderr();
+        self::assertStringContainsString("hello from the handler\n", $err);
+        self::assertStringContainsString('[noise] => 1', $err);
+        self::assertTrue($this->task(2, [])['ok']);
+    }
+
+    public function testBadRequestAndEof(): void
+    {
+        $this->start();
+        fwrite($this->pipes[0], "not json\n");
+        $a = $this->read();
+        self::assertFalse($a['ok']);
+        self::assertStringContainsString('bad request line', $a['error']);
+        fclose($this->pipes[0]);
+        unset($this->pipes[0]);
+        self::assertSame(false, fgets($this->pipes[1]), 'EOF on stdin ends the worker');
+        foreach ($this->pipes as $p) {
+            fclose($p);
+        }
+        $this->pipes = [];
+        self::assertSame(0, proc_close($this->proc));
+    }
+
+    public function testBootDelay(): void
+    {
+        $t = microtime(true);
+        $this->start(['TASKD_BOOT_MS' => '200']);
+        self::assertTrue(microtime(true) - $t >= 0.2, 'the ready line comes after the boot');
+    }
+}
