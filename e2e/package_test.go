@@ -29,6 +29,7 @@ var packaged = map[string]string{
 	"/usr/share/taskd/supervisor/taskd-groups.conf":     "scripts/supervisor/taskd-groups.conf",
 	"/usr/share/taskd/prometheus/taskd-rules.yaml":      "deploy/prometheus/taskd-rules.yaml",
 	"/usr/share/taskd/prometheus/taskd-rules.test.yaml": "deploy/prometheus/taskd-rules.test.yaml",
+	"/usr/share/taskd/grafana/taskd-dashboard.json":     "deploy/grafana/taskd-dashboard.json",
 	"/usr/share/doc/taskd/README.md":                    "README.md",
 	"/usr/share/doc/taskd/quickstart.md":                "docs/quickstart.md",
 	"/usr/share/doc/taskd/deploy.md":                    "docs/deploy.md",
@@ -129,7 +130,7 @@ func TestPackageContents(t *testing.T) {
 		list := run("tar", "-tzf", archive)
 		for _, f := range []string{"taskd", "tasktop", "README.md", "config/taskd.yaml", "docs/deploy.md",
 			"scripts/systemd/taskd.service", "scripts/supervisor/taskd.conf",
-			"deploy/prometheus/taskd-rules.yaml", "deploy/prometheus/taskd-rules.test.yaml"} {
+			"deploy/prometheus/taskd-rules.yaml", "deploy/prometheus/taskd-rules.test.yaml", "deploy/grafana/taskd-dashboard.json"} {
 			require.Regexp(t, "(?m)^"+regexp.QuoteMeta(f)+"$", list, "%s holds %s", filepath.Base(archive), f)
 		}
 	}

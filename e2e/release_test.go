@@ -81,6 +81,7 @@ func TestReleaseStamp(t *testing.T) {
 		"/usr/share/taskd/supervisor/taskd.conf":        "",
 		"/usr/share/taskd/supervisor/taskd-groups.conf": "",
 		"/usr/share/taskd/prometheus/taskd-rules.yaml":  "",
+		"/usr/share/taskd/grafana/taskd-dashboard.json": "",
 		"/var/log/taskd":                                "dir",
 	} {
 		got, ok := installs[dst]
