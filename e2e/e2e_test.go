@@ -84,6 +84,19 @@ func (b *testBundle) taskd(t *testing.T, args ...string) string {
 	return stdout.String()
 }
 
+// created is the task a submit or cron add created, read from the JSON
+// result every action prints.
+type created struct{ ID int64 }
+
+func (b *testBundle) created(t *testing.T, args ...string) created {
+	t.Helper()
+	var res struct{ IDs []int64 }
+	require.NoError(t, json.Unmarshal([]byte(b.taskd(t, append([]string{"-o", "json"}, args...)...)), &res))
+	require.Len(t, res.IDs, 1)
+	require.Positive(t, res.IDs[0])
+	return created{ID: res.IDs[0]}
+}
+
 // daemon is one `taskd run` process.
 type daemon struct {
 	node string
@@ -292,12 +305,8 @@ worker:
 `)
 	b.startDaemon(t, "node-1")
 
-	var sub producer.Result
-	require.NoError(t, json.Unmarshal([]byte(b.taskd(t, "-o", "json", "submit", "append", "--delay", "2s")), &sub))
-	require.Positive(t, sub.ID)
-	var cron producer.CronResult
-	require.NoError(t, json.Unmarshal([]byte(b.taskd(t, "-o", "json", "cron", "add", "tick", "*/1 * * * * *")), &cron))
-	require.Positive(t, cron.ID)
+	sub := b.created(t, "submit", "append", "--delay", "2s")
+	cron := b.created(t, "cron", "add", "tick", "*/1 * * * * *")
 
 	// Delayed: it ran, and not before its delay by the database clock.
 	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 3`, sub.ID)
@@ -336,8 +345,7 @@ worker:
   kill_grace: 1s
 `)
 	d := b.startDaemon(t, "node-1")
-	var sub producer.Result
-	require.NoError(t, json.Unmarshal([]byte(b.taskd(t, "-o", "json", "submit", "slow")), &sub))
+	sub := b.created(t, "submit", "slow")
 	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2`, sub.ID)
 	// SIGTERM may land before or after the handler starts: either way the
 	// attempt is handed back.

@@ -142,7 +142,7 @@ func TestTasktop(t *testing.T) {
 
 	// Retry does not ask; the task runs again (and dies again).
 	s.keys("r")
-	s.waitFor("retry: 1 of 1 tasks changed (" + dead + ")")
+	s.waitFor("retry: 1 of 1 task changed (" + dead + ")")
 	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND attempt = 2`, dead)
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+dead)
 
@@ -160,7 +160,7 @@ func TestTasktop(t *testing.T) {
 	s.keys("x")
 	s.waitFor("Kill task " + running + "?")
 	s.keys("Right", "Enter")
-	s.waitFor("kill: 1 of 1 tasks changed (" + running + ")")
+	s.waitFor("kill: 1 of 1 task changed (" + running + ")")
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 6`, running)
 
 	// Pause the hello queue, then reshard it to 3 shards.
@@ -227,7 +227,7 @@ func TestTasktopIncident(t *testing.T) {
 	s.waitFor("kill: 2 of 2 tasks changed")
 	b.waitCount(t, 2, 5*time.Second, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6`, newest, second)
 	s.keys("r") // the cursor is on the third, pending: retry changes nothing
-	s.waitFor("retry: 0 of 1 tasks changed; not in a state it applies to: " + third)
+	s.waitFor("retry: 0 of 1 task changed; " + third + " not changed, pending")
 	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6
 		AND plan_next_run_at > NOW(3) + INTERVAL 20 MINUTE`, newest, second), "the killed tasks were not retried")
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+third))

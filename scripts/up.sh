@@ -60,8 +60,8 @@ for n in "${NODES[@]}"; do
 	grep -q "taskd node started" "$RUN/$n.log" || die "$n did not start within 10s (see .run/$n.log)"
 done
 
-# id_of reads the task id from `-o json` output.
-id_of() { sed -n 's/^[[:space:]]*"id":[[:space:]]*\([0-9][0-9]*\).*/\1/p' | head -n1; }
+# id_of reads the task id from an action's `-o json` result ("ids": [42]).
+id_of() { tr -d ' \n' | sed -n 's/.*"ids":\[\([0-9][0-9]*\).*/\1/p'; }
 
 say "submitting sample tasks to the hello handler"
 oneoff="$(taskd -o json submit hello --payload '{"greeting":"one-off"}' | id_of)"

@@ -42,29 +42,14 @@ func (m *Model) act(fn actionFn) tea.Cmd {
 }
 
 // queueAction is a pause or resume of queue q.
-func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.QueueChange, error), q string) actionFn {
+func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.Change, error), q string) actionFn {
 	return func(ctx context.Context) (string, error) {
 		c, err := fn(m.opt.Actions, ctx, q)
 		if err != nil {
 			return c.Action + " " + q, err
 		}
-		return queueChangeText(c), nil
+		return c.Sentence(), nil
 	}
-}
-
-// queueChangeText says what a queue action changed.
-func queueChangeText(c ops.QueueChange) string {
-	if !c.Changed {
-		return fmt.Sprintf("%s %s: nothing changed", c.Action, c.Queue)
-	}
-	var parts []string
-	if c.Before.Paused != c.After.Paused {
-		parts = append(parts, map[bool]string{true: "paused", false: "running"}[c.After.Paused])
-	}
-	if c.Before.Shards != c.After.Shards {
-		parts = append(parts, fmt.Sprintf("shards %d → %d", c.Before.Shards, c.After.Shards))
-	}
-	return fmt.Sprintf("%s %s: %s", c.Action, c.Queue, strings.Join(parts, ", "))
 }
 
 // taskAction is one of the task actions on ids.
@@ -74,20 +59,8 @@ func (m *Model) taskAction(fn func(Actions, context.Context, ops.Target) (ops.Ch
 		if err != nil {
 			return c.Action, err
 		}
-		return changeText(c), nil
+		return c.Sentence(), nil
 	}
-}
-
-// changeText says what a task action changed.
-func changeText(c ops.Change) string {
-	s := fmt.Sprintf("%s: %d of %d tasks changed", c.Action, c.Changed, c.Requested)
-	if len(c.IDs) > 0 {
-		s += " (" + joinIDs(c.IDs, 8) + ")"
-	}
-	if len(c.Unchanged) > 0 {
-		s += "; not in a state it applies to: " + joinIDs(c.Unchanged, 8)
-	}
-	return s
 }
 
 // taskAction is one task action key: its name, whether it asks first,

@@ -41,10 +41,7 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 		}
 		be.closes = append(be.closes, rs.Close)
 	}
-	shards := cfg.QueueShards()
-	be.Ops = ops.New(st, br)
-	be.Ops.Configured = func(q string) int { return shards[q] }
-	be.Ops.Timezone = cfg.Cron.Timezone
+	be.Ops = ops.NewFromConfig(st, br, cfg)
 	var queues []string
 	for q := range cfg.WorkerQueues() {
 		queues = append(queues, q)

@@ -150,19 +150,26 @@ func (a *fakeActions) Disable(_ context.Context, t ops.Target) (ops.Change, erro
 	return a.task("disable", t)
 }
 
-func (a *fakeActions) queue(name, q string, before, after store.Queue) (ops.QueueChange, error) {
-	a.record(name, q)
-	before.Name, after.Name = q, q
-	return ops.QueueChange{Action: name, Queue: q, Changed: before != after, Before: before, After: after}, nil
+func (a *fakeActions) queue(name, q string, before, after ops.QueueState) (ops.Change, error) {
+	if name != "reshard" {
+		a.record(name, q)
+	}
+	c := ops.Change{Action: name, Requested: 1, IDs: []int64{}, Unchanged: []ops.Skipped{},
+		Queue: &ops.QueueChange{Name: q, Before: before, After: after}}
+	if before != after {
+		c.Changed = 1
+	}
+	return c, nil
 }
-func (a *fakeActions) Pause(_ context.Context, q string) (ops.QueueChange, error) {
-	return a.queue("pause", q, store.Queue{Shards: 1}, store.Queue{Shards: 1, Paused: true})
+func (a *fakeActions) Pause(_ context.Context, q string) (ops.Change, error) {
+	return a.queue("pause", q, ops.QueueState{Shards: 1}, ops.QueueState{Shards: 1, Paused: true})
 }
-func (a *fakeActions) Resume(_ context.Context, q string) (ops.QueueChange, error) {
-	return a.queue("resume", q, store.Queue{Shards: 1, Paused: true}, store.Queue{Shards: 1})
+func (a *fakeActions) Resume(_ context.Context, q string) (ops.Change, error) {
+	return a.queue("resume", q, ops.QueueState{Shards: 1, Paused: true}, ops.QueueState{Shards: 1})
 }
-func (a *fakeActions) Reshard(_ context.Context, q string, n int) (ops.QueueChange, error) {
-	return a.queue(fmt.Sprintf("reshard %d", n), q, store.Queue{Shards: 1}, store.Queue{Shards: n})
+func (a *fakeActions) Reshard(_ context.Context, q string, n int) (ops.Change, error) {
+	a.record(fmt.Sprintf("reshard %d", n), q)
+	return a.queue("reshard", q, ops.QueueState{Shards: 1}, ops.QueueState{Shards: n})
 }
 
 func rate(r float64) *float64 { return &r }

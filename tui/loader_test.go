@@ -66,8 +66,8 @@ func TestLoaderReadsTheServices(t *testing.T) {
 	require.Equal(t, map[string]bool{"mail": true, "other": true}, names)
 	s := ov.Series["mail"]
 	require.Len(t, s, SeriesMinutes)
-	require.Equal(t, int64(4), total(s[SeriesMinutes-3:]), "the last minutes")
-	require.Equal(t, int64(4), total(s), "older runs are outside the 30 minutes")
+	require.Equal(t, int64(4), sum(s[SeriesMinutes-3:]), "the last minutes")
+	require.Equal(t, int64(4), sum(s), "older runs are outside the 30 minutes")
 	require.Len(t, ov.Workers, 1)
 	require.Equal(t, first, ov.Workers[0].Heartbeat.Slots[0].TaskID)
 	require.Len(t, ov.Events, 1)
@@ -79,7 +79,7 @@ func TestLoaderReadsTheServices(t *testing.T) {
 	env.Exec(t, `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, outcome) VALUES (?, 1, 'mail', 'mail', 'w1', 'succeeded')`, first+4)
 	ov, err = l.Overview(ctx)
 	require.NoError(t, err)
-	require.Equal(t, int64(5), total(ov.Series["mail"]))
+	require.Equal(t, int64(5), sum(ov.Series["mail"]))
 
 	page, err := l.Tasks(ctx, TaskQuery{Code: "mail", Limit: 2})
 	require.NoError(t, err)
@@ -134,4 +134,12 @@ func TestLoaderRedisDownAndBack(t *testing.T) {
 		_, err := l.Overview(ctx)
 		return err == nil
 	}, 10*time.Second, 100*time.Millisecond)
+}
+
+func sum(ns []int64) int64 {
+	var t int64
+	for _, n := range ns {
+		t += n
+	}
+	return t
 }

@@ -293,7 +293,7 @@ func TestConfirmDefaultsToCancel(t *testing.T) {
 
 	b.press(t, m, "x", "right", "enter")
 	require.Equal(t, []string{"kill [1010]"}, b.acts.Calls())
-	require.Contains(t, screen(m), "10:00:00 kill: 1 of 1 tasks changed (1010)")
+	require.Contains(t, screen(m), "10:00:00 kill: 1 of 1 task changed (1010)")
 
 	b.press(t, m, "down", "D", "y")
 	require.Equal(t, []string{"kill [1010]", "delete [1009]"}, b.acts.Calls())
@@ -383,7 +383,7 @@ func TestQueueActions(t *testing.T) {
 	require.Contains(t, screen(m), "Reshard queue send_email from 4 to 8 shards?")
 	b.press(t, m, "y")
 	require.Equal(t, []string{"pause send_email", "resume reports_low", "reshard 8 send_email"}, b.acts.Calls())
-	require.Contains(t, screen(m), "reshard 8 send_email: shards 1 → 8")
+	require.Contains(t, screen(m), "reshard: queue send_email shards 1 -> 8")
 }
 
 func TestReadOnly(t *testing.T) {

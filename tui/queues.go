@@ -54,7 +54,7 @@ func (v *queuesView) observe(ov *Overview, now time.Time) {
 		return
 	}
 	for _, q := range ov.Stats.Queues {
-		h := append(v.hist[q.Name], total(q.Backlog))
+		h := append(v.hist[q.Name], q.BacklogTotal())
 		v.hist[q.Name] = h[max(0, len(h)-histKeep):]
 		d := append(v.dead[q.Name], deadSample{now, q.Dead})
 		for len(d) > 1 && now.Sub(d[0].at) > deadWindow {
@@ -108,7 +108,7 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 		}
 		out = append(out, trouble{fmt.Sprintf("%s ok", percent(r)), sev})
 	}
-	backlog := total(q.Backlog)
+	backlog := q.BacklogTotal()
 	if !q.Paused && q.LiveWorkers == 0 && (backlog > 0 || q.OldestDueSeconds > 0) {
 		out = append(out, trouble{"no consumer", 3})
 	}
@@ -210,11 +210,11 @@ func (m *Model) queueRows(sparkW int) ([]row, []stats.Queue) {
 			rate = *q.SuccessRate10m
 		}
 		r.cells = []string{
-			q.Name, strconv.Itoa(q.Shards), count(q.Pending), count(total(q.Backlog)), count(q.Running), count(q.Failed),
+			q.Name, strconv.Itoa(q.Shards), count(q.Pending), count(q.BacklogTotal()), count(q.Running), count(q.Failed),
 			count(q.Dead), count(q.ProcessedPerMin), sparkline(m.ov.Series[q.Name], sparkW),
 			percent(q.SuccessRate10m), ageOrDash(q.OldestDueSeconds), strings.Join(state, ", "),
 		}
-		r.keys = []any{q.Name, q.Shards, q.Pending, total(q.Backlog), q.Running, q.Failed, q.Dead, q.ProcessedPerMin,
+		r.keys = []any{q.Name, q.Shards, q.Pending, q.BacklogTotal(), q.Running, q.Failed, q.Dead, q.ProcessedPerMin,
 			total(m.ov.Series[q.Name]), rate, q.OldestDueSeconds, sev}
 		rows[i] = r
 	}
@@ -303,7 +303,10 @@ func (m *Model) askShards(q stats.Queue) {
 			"Messages already queued are moved; none is lost or taken twice.", "Reshard",
 			func(ctx context.Context) (string, error) {
 				c, err := m.opt.Actions.Reshard(ctx, name, n)
-				return queueChangeText(c), err
+				if err != nil {
+					return "reshard " + name, err
+				}
+				return c.Sentence(), nil
 			})
 		return nil
 	})

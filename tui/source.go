@@ -40,9 +40,9 @@ type Actions interface {
 	Delete(ctx context.Context, t ops.Target) (ops.Change, error)
 	Enable(ctx context.Context, t ops.Target) (ops.Change, error)
 	Disable(ctx context.Context, t ops.Target) (ops.Change, error)
-	Pause(ctx context.Context, q string) (ops.QueueChange, error)
-	Resume(ctx context.Context, q string) (ops.QueueChange, error)
-	Reshard(ctx context.Context, q string, n int) (ops.QueueChange, error)
+	Pause(ctx context.Context, q string) (ops.Change, error)
+	Resume(ctx context.Context, q string) (ops.Change, error)
+	Reshard(ctx context.Context, q string, n int) (ops.Change, error)
 }
 
 var _ Actions = (*ops.Ops)(nil)

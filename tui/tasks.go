@@ -485,7 +485,7 @@ func (m *Model) filterKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		if err != nil {
 			return c.Action, err
 		}
-		return changeText(c), nil
+		return c.Sentence(), nil
 	}
 	m.confirm(fmt.Sprintf("%s all %s?", a.name, what), a.explain, a.name, fn)
 	return nil, true

@@ -113,7 +113,7 @@ func (m *Model) header() string {
 	}
 	var backlog, perMin int64
 	for _, q := range ov.Stats.Queues {
-		backlog += total(q.Backlog)
+		backlog += q.BacklogTotal()
 		perMin += q.ProcessedPerMin
 	}
 	live := 0

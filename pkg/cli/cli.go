@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -172,13 +173,15 @@ func (a *App) config() (*config.Config, error) {
 	return c, nil
 }
 
-// openStore opens the task center.
+// openStore opens the task center, whose schema must be this binary's:
+// every command on an unmigrated or outdated one says to run migrate.
 func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 	c, err := a.config()
 	if err != nil {
 		return nil, err
 	}
-	return node.OpenStore(ctx, c)
+	st, err := node.OpenStore(ctx, c)
+	return checked(ctx, st, err)
 }
 
 // openReadStore opens the task center for reads: mysql.read_dsn when set.
@@ -187,7 +190,22 @@ func (a *App) openReadStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return node.OpenReadStore(ctx, c)
+	st, err := node.OpenReadStore(ctx, c)
+	return checked(ctx, st, err)
+}
+
+// checked closes st unless its schema is the one of this binary.
+func checked(ctx context.Context, st *store.Store, err error) (*store.Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := st.CheckSchema(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
 }
 
 // openBroker opens Redis; commands that only need it to wake schedulers

@@ -207,31 +207,28 @@ func TestSubmit(t *testing.T) {
 	require.JSONEq(t, `{"to":"a@example.com"}`, payload)
 
 	t.Run("json output", func(t *testing.T) {
-		out := b.ok(t, "submit", "hello", "-o", "json")
-		var res struct {
-			ID       int64 `json:"id"`
-			Existing bool  `json:"existing"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(out), &res))
-		require.Greater(t, res.ID, id)
-		require.JSONEq(t, fmt.Sprintf(`{"id":%d,"existing":false}`, res.ID), out)
-		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, res.ID))
+		var res change
+		b.okJSON(t, &res, "submit", "hello", "--delay", "1h")
+		require.Len(t, res.IDs, 1)
+		require.Greater(t, res.IDs[0], id)
+		require.Equal(t, "submit", res.Action)
+		require.Equal(t, 1, res.Changed)
+		require.WithinDuration(t, time.Now().Add(time.Hour), *res.NextRun, time.Minute)
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, res.IDs[0]))
 	})
 
 	t.Run("unique key", func(t *testing.T) {
-		out := b.ok(t, "submit", "hello", "--unique-key", "order-42", "-o", "json")
-		var first struct {
-			ID       int64 `json:"id"`
-			Existing bool  `json:"existing"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(out), &first))
-		require.False(t, first.Existing)
+		var first, again change
+		b.okJSON(t, &first, "submit", "hello", "--unique-key", "order-42")
+		require.Equal(t, 1, first.Changed)
 
-		out = b.ok(t, "submit", "hello", "--unique-key", "order-42", "-o", "json")
-		require.JSONEq(t, fmt.Sprintf(`{"id":%d,"existing":true}`, first.ID), out)
+		b.okJSON(t, &again, "submit", "hello", "--unique-key", "order-42")
+		require.Zero(t, again.Changed)
+		require.Empty(t, again.IDs)
+		require.Equal(t, []skipped{{ID: first.IDs[0], Status: "pending", Reason: `a task with unique key "order-42" exists`}}, again.Unchanged)
 
-		out = b.ok(t, "submit", "hello", "--unique-key", "order-42")
-		require.Equal(t, fmt.Sprintf("task %d already exists with unique key \"order-42\"; nothing submitted\n", first.ID), out)
+		out := b.ok(t, "submit", "hello", "--unique-key", "order-42")
+		require.Equal(t, fmt.Sprintf("task %d already exists with unique key \"order-42\"; nothing submitted\n", first.IDs[0]), out)
 		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE unique_key = 'order-42'`))
 	})
 
@@ -295,7 +292,30 @@ type cronTask struct {
 	Next     string `json:"plan_next_run_at"`
 }
 
-var cronRE = regexp.MustCompile(`^(added|updated) periodic task (\d+); next run (\S+)\n$`)
+var cronRE = regexp.MustCompile(`^(added|updated) periodic task (\d+); next run (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\n$`)
+
+// change is the one JSON shape of every action's result.
+type change struct {
+	Action    string
+	Requested int
+	Changed   int
+	IDs       []int64
+	Unchanged []skipped
+	Queue     *struct {
+		Name          string
+		Before, After struct {
+			Paused       bool
+			Shards, Span int
+		}
+	}
+	NextRun *time.Time `json:"next_run"`
+}
+
+type skipped struct {
+	ID     int64
+	Status string
+	Reason string
+}
 
 func TestCron(t *testing.T) {
 	t.Parallel()
@@ -306,7 +326,7 @@ func TestCron(t *testing.T) {
 	require.NotNil(t, m, "output %q", out)
 	require.Equal(t, "added", m[1])
 	id := m[2]
-	next, err := time.Parse(time.RFC3339, m[3])
+	next, err := time.ParseInLocation("2006-01-02 15:04:05", m[3], time.Local)
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now(), next, 5*time.Minute+5*time.Second)
 	require.Zero(t, next.Minute()%5)
@@ -326,16 +346,13 @@ func TestCron(t *testing.T) {
 		`SELECT FLOOR(MOD(UNIX_TIMESTAMP(plan_next_run_at), 86400) / 3600) FROM task_center WHERE id = ?`, id).Scan(&hourUTC))
 	require.Equal(t, 18, hourUTC, "02:00 in Shanghai is 18:00 UTC")
 
-	var res struct {
-		ID      int64     `json:"id"`
-		Updated bool      `json:"updated"`
-		Next    time.Time `json:"next_run_at"`
-	}
+	var res change
 	b.okJSON(t, &res, "cron", "add", "report", "@hourly", "--name", "hourly-report")
-	require.False(t, res.Updated)
-	require.Zero(t, res.Next.Minute())
+	require.Equal(t, "cron add", res.Action)
+	require.Zero(t, res.NextRun.Minute())
 	b.okJSON(t, &res, "cron", "add", "report", "@daily", "--name", "hourly-report")
-	require.True(t, res.Updated)
+	require.Equal(t, "cron update", res.Action)
+	require.Len(t, res.IDs, 1)
 
 	var list []cronTask
 	b.okJSON(t, &list, "cron", "list")
@@ -349,7 +366,7 @@ func TestCron(t *testing.T) {
 	require.Equal(t, "0 2 * * *", byCode["hello"].CronExpr)
 	require.Equal(t, "Asia/Shanghai", byCode["hello"].Timezone)
 	require.Equal(t, "@daily", byCode["report"].CronExpr)
-	require.Equal(t, res.ID, byCode["report"].ID)
+	require.Equal(t, res.IDs[0], byCode["report"].ID)
 
 	// A one-off task is not a periodic one.
 	b.submit(t, "hello")
@@ -360,16 +377,27 @@ func TestCron(t *testing.T) {
 	require.Contains(t, text, "hourly-report")
 	require.Contains(t, text, "Asia/Shanghai")
 
-	out = b.ok(t, "cron", "remove", "hello")
+	// Removing asks first: refused off a terminal without --yes.
+	r := b.run(t, "cron", "remove", "hello")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Contains(t, r.stderr, "refusing without --yes")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, id))
+
+	out = b.ok(t, "cron", "remove", "hello", "--yes")
 	require.Equal(t, "removed periodic task "+id+"\n", out)
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, id))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'cron remove' AND target = ?`, "task "+id))
 
-	r := b.run(t, "cron", "remove", "hello")
+	audits := b.env.Count(t, `SELECT COUNT(*) FROM task_audit`)
+	r = b.run(t, "cron", "remove", "hello", "--yes")
 	requireOneLineError(t, r, cli.ExitFailure)
+	require.Contains(t, r.stderr, `no periodic task of code hello named "hello"`)
+	require.Equal(t, audits, b.env.Count(t, `SELECT COUNT(*) FROM task_audit`), "not found: no audit row")
 
-	var removed map[string]int64
-	b.okJSON(t, &removed, "cron", "remove", "report", "--name", "hourly-report")
-	require.Equal(t, map[string]int64{"removed": res.ID}, removed)
+	var removed change
+	b.okJSON(t, &removed, "cron", "remove", "report", "--name", "hourly-report", "--yes")
+	require.Equal(t, "cron remove", removed.Action)
+	require.Equal(t, []int64{res.IDs[0]}, removed.IDs)
 
 	b.okJSON(t, &list, "cron", "list")
 	require.Empty(t, list)
@@ -601,6 +629,6 @@ func TestFailureExitCodeIgnoresMessageText(t *testing.T) {
 	for _, name := range []string{"requires at least one", "unknown command", "invalid argument"} {
 		r := b.run(t, "cron", "remove", "hello", "--name", name)
 		requireOneLineError(t, r, cli.ExitFailure)
-		require.Contains(t, r.stderr, "no task hello")
+		require.Contains(t, r.stderr, "no periodic task of code hello")
 	}
 }

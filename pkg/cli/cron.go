@@ -3,10 +3,10 @@ package cli
 import (
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -20,6 +20,7 @@ func (a *App) cronCmd() *cobra.Command {
 func (a *App) cronAddCmd() *cobra.Command {
 	var f taskFlags
 	var tz, name string
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "add CODE 'EXPR'",
 		Short: "Add a periodic task, or update the one with the same code and name",
@@ -52,18 +53,20 @@ same CODE and --name updates the task in place.`,
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(res)
-			}
+			ch := ops.Change{Action: "cron add", Requested: 1, Changed: 1, IDs: []int64{res.ID}, Unchanged: []ops.Skipped{}, NextRun: &res.Next}
 			verb := "added"
 			if res.Updated {
-				verb = "updated"
+				ch.Action, verb = "cron update", "updated"
 			}
-			fmt.Fprintf(a.Stdout, "%s periodic task %d; next run %s\n", verb, res.ID, res.Next.Local().Format(time.RFC3339))
+			if a.json() {
+				return a.printJSON(ch)
+			}
+			fmt.Fprintf(a.Stdout, "%s periodic task %d; next run %s\n", verb, res.ID, fmtTime(&res.Next))
 			return nil
 		},
 	}
 	f.register(cmd)
+	neverAsks(cmd, &yes)
 	cmd.Flags().StringVar(&tz, "tz", "", "IANA time zone of the expression (default: cron.timezone)")
 	cmd.Flags().StringVar(&name, "name", "", "name among periodic tasks of the same code (default: the code)")
 	return cmd
@@ -91,7 +94,7 @@ func (a *App) cronListCmd() *cobra.Command {
 			fmt.Fprintln(w, "ID\tCODE\tNAME\tEXPR\tTZ\tSTATUS\tNEXT RUN\tLAST RESULT")
 			for _, t := range ts {
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Code, producer.CronName(t.UniqueKey),
-					t.CronExpr, dash(t.Timezone), t.Status, t.PlanNextRun.Local().Format("2006-01-02 15:04:05"), oneLine(t.LastResult, 40))
+					t.CronExpr, dash(t.Timezone), t.Status, fmtTime(&t.PlanNextRun), oneLine(t.LastResult, 40))
 			}
 			return w.Flush()
 		},
@@ -100,10 +103,12 @@ func (a *App) cronListCmd() *cobra.Command {
 
 func (a *App) cronRemoveCmd() *cobra.Command {
 	var name string
+	var yes bool
 	cmd := &cobra.Command{
-		Use:   "remove CODE",
-		Short: "Remove a periodic task",
-		Args:  cobra.ExactArgs(1),
+		Use:     "remove CODE",
+		Short:   "Remove a periodic task",
+		Example: "  taskd cron remove report:daily --yes\n  taskd cron remove heartbeat --name every-10s --yes",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := task.ValidateName("task code", args[0]); err != nil {
 				return err
@@ -113,17 +118,29 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			t, err := cl.CronGet(cmd.Context(), args[0], name)
+			if err != nil {
+				return err
+			}
+			if err := a.confirm(yes, fmt.Sprintf("remove periodic task %d (%s %q, %s)", t.ID, t.Code, producer.CronName(t.UniqueKey), t.CronExpr)); err != nil {
+				return err
+			}
 			id, err := cl.CronRemove(cmd.Context(), args[0], name)
 			if err != nil {
 				return err
 			}
+			if err := cl.store.Audit(cmd.Context(), ops.CurrentActor(), "cron remove", fmt.Sprintf("task %d", id), 1,
+				map[string]any{"code": t.Code, "name": producer.CronName(t.UniqueKey), "cron": t.CronExpr}); err != nil {
+				fmt.Fprintf(a.Stderr, "taskd: warning: removed, but the audit log was not written: %v\n", err)
+			}
 			if a.json() {
-				return a.printJSON(map[string]any{"removed": id})
+				return a.printJSON(ops.Change{Action: "cron remove", Requested: 1, Changed: 1, IDs: []int64{id}, Unchanged: []ops.Skipped{}})
 			}
 			fmt.Fprintf(a.Stdout, "removed periodic task %d\n", id)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "name of the periodic task (default: the code)")
+	yesFlag(cmd, &yes)
 	return cmd
 }

@@ -51,7 +51,7 @@ func (a *App) listCmd() *cobra.Command {
 			fmt.Fprintln(w, "ID\tCODE\tQUEUE\tTYPE\tSTATUS\tPRI\tATTEMPT\tRETRY\tNEXT RUN\tLAST RESULT")
 			for _, t := range ts {
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", t.ID, t.Code, t.QueueName(), t.Type, t.Status,
-					t.Priority, t.Attempt, t.RetryCount, t.MaxRetry, t.PlanNextRun.Local().Format("2006-01-02 15:04:05"), oneLine(t.LastResult, 40))
+					t.Priority, t.Attempt, t.RetryCount, t.MaxRetry, fmtTime(&t.PlanNextRun), oneLine(t.LastResult, 40))
 			}
 			return w.Flush()
 		},
@@ -90,13 +90,15 @@ func (a *App) showCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			node := a.workerNode(cmd, t.WorkerID, rs)
 			if a.json() {
 				return a.printJSON(struct {
 					*task.Task
-					Runs []*task.Run `json:"runs"`
-				}{t, nonNil(rs)})
+					WorkerNode string      `json:"worker_node"`
+					Runs       []*task.Run `json:"runs"`
+				}{t, node, nonNil(rs)})
 			}
-			a.printTask(t, rs)
+			a.printTask(t, node, rs)
 			return nil
 		},
 	}
@@ -104,7 +106,43 @@ func (a *App) showCmd() *cobra.Command {
 	return cmd
 }
 
-func (a *App) printTask(t *task.Task, rs []*task.Run) {
+// workerNode names the node of worker id: from its heartbeat while it
+// lives, else from the task's runs ("" when neither knows it).
+func (a *App) workerNode(cmd *cobra.Command, id string, rs []*task.Run) string {
+	if id == "" {
+		return ""
+	}
+	for _, r := range rs {
+		if r.WorkerID == id && r.Node != "" {
+			return r.Node
+		}
+	}
+	br, err := a.openBroker(cmd.Context())
+	if err != nil {
+		return "" // best effort: show still shows the task
+	}
+	defer br.Close()
+	live, _ := br.LiveWorkers(cmd.Context())
+	for _, w := range live {
+		if w.ID == id {
+			return w.Node
+		}
+	}
+	return ""
+}
+
+// withNode is a worker id with its node: "web-1-4242-7b2c (node web-1)".
+func withNode(worker, node string) string {
+	if worker == "" {
+		return "-"
+	}
+	if node == "" {
+		return worker
+	}
+	return worker + " (node " + node + ")"
+}
+
+func (a *App) printTask(t *task.Task, node string, rs []*task.Run) {
 	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("id", strconv.FormatInt(t.ID, 10))
@@ -121,7 +159,7 @@ func (a *App) printTask(t *task.Task, rs []*task.Run) {
 	row("crashes", strconv.Itoa(t.CrashCount))
 	row("timeout", (time.Duration(t.Timeout) * time.Second).String())
 	row("unique key", dash(t.UniqueKey))
-	row("worker", dash(t.WorkerID))
+	row("worker", withNode(t.WorkerID, node))
 	row("next run", fmtTime(&t.PlanNextRun))
 	row("dispatched", fmtTime(t.Dispatched))
 	row("started", fmtTime(t.StartedAt))
@@ -140,19 +178,23 @@ func (a *App) printTask(t *task.Task, rs []*task.Run) {
 	}
 	fmt.Fprintf(a.Stdout, "\nruns (newest first):\n")
 	w = tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ATTEMPT\tOUTCOME\tSTARTED\tDURATION\tWORKER\tRESULT")
+	fmt.Fprintln(w, "ATTEMPT\tOUTCOME\tSTARTED\tDURATION\tNODE\tWORKER\tRESULT")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Attempt, r.Outcome, fmtTime(&r.StartedAt),
-			(time.Duration(r.DurationMS) * time.Millisecond).String(), r.WorkerID, oneLine(r.Result, 50))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Attempt, r.Outcome, fmtTime(&r.StartedAt),
+			(time.Duration(r.DurationMS) * time.Millisecond).String(), dash(r.Node), r.WorkerID, oneLine(r.Result, 50))
 	}
 	w.Flush()
 }
+
+// timeLayout is the one format of times in text output: the local time,
+// as --at takes it. JSON has RFC 3339.
+const timeLayout = "2006-01-02 15:04:05"
 
 func fmtTime(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05.000")
+	return t.Local().Format(timeLayout)
 }
 
 func dash(s string) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -137,7 +138,12 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 	var locker lock.Locker
 	switch r.backend {
 	case "mysql":
-		st, err := a.openStore(ctx)
+		// GET_LOCK needs no schema: the lock works on any database.
+		c, err := a.config()
+		if err != nil {
+			return err
+		}
+		st, err := node.OpenStore(ctx, c)
 		if err != nil {
 			return err
 		}

@@ -16,12 +16,17 @@ var (
 )
 
 func (a *App) migrateCmd() *cobra.Command {
-	return &cobra.Command{
+	var yes bool
+	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the task center schema (idempotent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := a.openStore(cmd.Context())
+			c, err := a.config()
+			if err != nil {
+				return err
+			}
+			st, err := node.OpenStore(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
@@ -45,6 +50,8 @@ func (a *App) migrateCmd() *cobra.Command {
 			return nil
 		},
 	}
+	neverAsks(cmd, &yes)
+	return cmd
 }
 
 func (a *App) versionCmd() *cobra.Command {

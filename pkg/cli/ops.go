@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
 	"github.com/taskd/taskd/pkg/ops"
@@ -26,7 +27,7 @@ func (s *selection) register(cmd *cobra.Command) {
 	fl.StringVar(&s.queue, "queue", "", "select tasks of this queue")
 	fl.StringVar(&s.code, "code", "", "select tasks with this code")
 	fl.StringVar(&s.search, "search", "", "select tasks whose code, queue, unique key or last result contains this text")
-	fl.BoolVarP(&s.yes, "yes", "y", false, "do not ask for confirmation")
+	yesFlag(cmd, &s.yes)
 }
 
 // target resolves the arguments or the filter to what an action applies to.
@@ -60,26 +61,30 @@ func (s *selection) target(args []string) (ops.Target, error) {
 	return ops.Target{Filter: &f}, nil
 }
 
-// confirm asks on a terminal; elsewhere it requires --yes.
+// confirm asks on a terminal; elsewhere it requires --yes. Only a real
+// terminal counts: /dev/null is a character device too, and reading EOF
+// from it is not an answer.
 func (a *App) confirm(yes bool, prompt string) error {
 	if yes {
 		return nil
 	}
 	in, ok := a.Stdin.(*os.File)
 	if !ok || !isTerminal(in) {
-		return task.Invalidf("%s: refusing without --yes (not a terminal)", prompt)
+		return task.Invalidf("%s: refusing without --yes (standard input is not a terminal)", prompt)
 	}
 	fmt.Fprintf(a.Stderr, "%s? [y/N] ", prompt)
 	line, _ := bufio.NewReader(in).ReadString('\n')
 	if ans := strings.ToLower(strings.TrimSpace(line)); ans != "y" && ans != "yes" {
-		return fmt.Errorf("cancelled: nothing changed")
+		return exitError{code: ExitFailure, msg: "cancelled: nothing changed"}
 	}
 	return nil
 }
 
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+func isTerminal(f *os.File) bool { return term.IsTerminal(f.Fd()) }
+
+// yesFlag adds --yes to a command that changes state.
+func yesFlag(cmd *cobra.Command, yes *bool) {
+	cmd.Flags().BoolVarP(yes, "yes", "y", false, "do not ask for confirmation (required when standard input is not a terminal)")
 }
 
 // ops opens the operator actions.
@@ -94,23 +99,16 @@ func (a *App) ops(cmd *cobra.Command) (*ops.Ops, func(), error) {
 		return nil, nil, err
 	}
 	c, _ := a.config() // loaded by openStore
-	o := ops.New(st, br)
-	shards := c.QueueShards()
-	o.Configured = func(q string) int { return shards[q] }
-	o.Timezone = c.Cron.Timezone
-	return o, func() { st.Close(); br.Close() }, nil
+	return ops.NewFromConfig(st, br, c), func() { st.Close(); br.Close() }, nil
 }
 
+// printChange prints what an action did: its JSON, or one sentence.
 func (a *App) printChange(c ops.Change) error {
 	if a.json() {
 		return a.printJSON(c)
 	}
-	fmt.Fprintf(a.Stdout, "%s: %d of %d tasks changed", c.Action, c.Changed, c.Requested)
-	if len(c.IDs) > 0 && len(c.IDs) <= 50 {
-		fmt.Fprintf(a.Stdout, " (%s)", joinIDs(c.IDs))
-	}
-	fmt.Fprintln(a.Stdout)
-	return nil
+	_, err := fmt.Fprintln(a.Stdout, c.Sentence())
+	return err
 }
 
 func joinIDs(ids []int64) string {
@@ -121,9 +119,10 @@ func joinIDs(ids []int64) string {
 	return strings.Join(s, ",")
 }
 
-// bulkAction is the body of a command acting on task ids or a filter.
-// destructive actions always ask; others ask only for a filter.
-func (a *App) bulkAction(sel *selection, verb string, destructive bool,
+// bulkAction is the body of a command acting on task ids or a filter: it
+// resolves them (unknown ids or queue: not found, nothing asked or
+// written), asks with the count, and acts on exactly the tasks confirmed.
+func (a *App) bulkAction(sel *selection, verb string,
 	act func(o *ops.Ops, ctx context.Context, t ops.Target) (ops.Change, error)) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		t, err := sel.target(args)
@@ -135,22 +134,17 @@ func (a *App) bulkAction(sel *selection, verb string, destructive bool,
 			return err
 		}
 		defer closeFn()
-		if t.Filter != nil {
-			// Resolve the filter first: the question says how many, and the
-			// action applies to exactly the tasks confirmed.
-			if t.IDs, err = o.IDs(cmd.Context(), t); err != nil {
-				return err
-			}
-			t.IDs = nonNil(t.IDs)
+		if t, err = o.Resolve(cmd.Context(), t); err != nil {
+			return err
 		}
-		if destructive || t.Filter != nil {
-			prompt := fmt.Sprintf("%s %d tasks", verb, len(t.IDs))
-			if t.Filter != nil {
-				prompt += " (" + t.String() + ")"
-			}
-			if err := a.confirm(sel.yes, prompt); err != nil {
-				return err
-			}
+		prompt := fmt.Sprintf("%s %s", verb, ops.Plural(len(t.IDs), "task"))
+		if t.Filter != nil {
+			prompt += " (" + t.String() + ")"
+		} else {
+			prompt += " (" + joinIDs(t.IDs) + ")"
+		}
+		if err := a.confirm(sel.yes, prompt); err != nil {
+			return err
 		}
 		c, err := act(o, cmd.Context(), t)
 		if err != nil {
@@ -161,40 +155,40 @@ func (a *App) bulkAction(sel *selection, verb string, destructive bool,
 }
 
 // taskCmd is a command acting on task ids or a filter.
-func (a *App) taskCmd(use, short, example, verb string, destructive bool,
+func (a *App) taskCmd(use, short, example, verb string,
 	act func(o *ops.Ops, ctx context.Context, t ops.Target) (ops.Change, error)) *cobra.Command {
 	var sel selection
-	cmd := &cobra.Command{Use: use, Short: short, Example: example, RunE: a.bulkAction(&sel, verb, destructive, act)}
+	cmd := &cobra.Command{Use: use, Short: short, Example: example, RunE: a.bulkAction(&sel, verb, act)}
 	sel.register(cmd)
 	return cmd
 }
 
 func (a *App) runNowCmd() *cobra.Command {
 	return a.taskCmd("run-now [ID...]", "Make pending or failed tasks due now (run once)",
-		"  taskd run-now 42\n  taskd run-now --status failed --queue reports --yes", "run", false, (*ops.Ops).RunNow)
+		"  taskd run-now 42 --yes\n  taskd run-now --status failed --queue reports --yes", "run", (*ops.Ops).RunNow)
 }
 
 func (a *App) deleteCmd() *cobra.Command {
-	return a.taskCmd("delete [ID...]", "Delete pending tasks; asks first",
-		"  taskd delete 42 --yes\n  taskd delete --status pending --code report --yes", "delete", true, (*ops.Ops).Delete)
+	return a.taskCmd("delete [ID...]", "Delete pending tasks",
+		"  taskd delete 42 --yes\n  taskd delete --status pending --code report --yes", "delete", (*ops.Ops).Delete)
 }
 
 func (a *App) disableCmd() *cobra.Command {
-	return a.taskCmd("disable [ID...]", "Stop periodic tasks from running until enabled; asks first",
-		"  taskd disable 42 --yes", "disable", true, (*ops.Ops).Disable)
+	return a.taskCmd("disable [ID...]", "Stop periodic tasks from running until enabled",
+		"  taskd disable 42 --yes", "disable", (*ops.Ops).Disable)
 }
 
 func (a *App) enableCmd() *cobra.Command {
 	return a.taskCmd("enable [ID...]", "Put disabled periodic tasks back on their schedules",
-		"  taskd enable 42", "enable", false, (*ops.Ops).Enable)
+		"  taskd enable 42 --yes", "enable", (*ops.Ops).Enable)
 }
 
 func (a *App) retryCmd() *cobra.Command {
 	return a.taskCmd("retry [ID...]", "Send dead, failed or cancelled tasks back to pending (retry count reset)",
-		"  taskd retry 42 43\n  taskd retry --status dead --queue send_email --yes", "retry", false, (*ops.Ops).Retry)
+		"  taskd retry 42 43 --yes\n  taskd retry --status dead --queue send_email --yes", "retry", (*ops.Ops).Retry)
 }
 
 func (a *App) killCmd() *cobra.Command {
 	return a.taskCmd("kill [ID...]", "Cancel tasks; a running one is stopped wherever it runs",
-		"  taskd kill 42\n  taskd kill --status pending --code report --yes", "kill", true, (*ops.Ops).Kill)
+		"  taskd kill 42 --yes\n  taskd kill --status pending --code report --yes", "kill", (*ops.Ops).Kill)
 }

@@ -1,44 +1,70 @@
 package cli_test
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/cli"
 )
 
+// submitID submits a task and returns its id, read from the JSON result.
+func (b *testBundle) submitID(t *testing.T, args ...string) int64 {
+	t.Helper()
+	var c change
+	b.okJSON(t, &c, append([]string{"submit"}, args...)...)
+	require.Len(t, c.IDs, 1)
+	return c.IDs[0]
+}
+
+// runDevNull runs the command line with standard input from /dev/null: a
+// character device, but not a terminal.
+func runDevNull(t *testing.T, cfgPath string, args ...string) result {
+	t.Helper()
+	null, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer null.Close()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := cli.Execute(ctx, append([]string{"--config", cfgPath}, args...), &stdout, &stderr, null)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func (b *testBundle) audits(t *testing.T) int {
+	return b.env.Count(t, `SELECT COUNT(*) FROM task_audit`)
+}
+
 func TestKillAndRetryCommands(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var sub struct{ ID int64 }
-	b.okJSON(t, &sub, "submit", "hello")
-	id := strconv.FormatInt(sub.ID, 10)
+	sub := b.submitID(t, "hello")
+	id := strconv.FormatInt(sub, 10)
 
 	// Not a terminal and no --yes: refused, nothing changed.
 	r := b.run(t, "kill", id)
 	requireOneLineError(t, r, cli.ExitUsage)
 	require.Contains(t, r.stderr, "--yes")
-	require.Equal(t, 0, b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, sub.ID))
+	require.Equal(t, 0, b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, sub))
 
-	var c struct {
-		Action    string
-		Requested int
-		Changed   int
-		IDs       []int64
-	}
+	var c change
 	b.okJSON(t, &c, "kill", id, "--yes")
 	require.Equal(t, "kill", c.Action)
-	require.Equal(t, []int64{sub.ID}, c.IDs)
-	require.Equal(t, 6, b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, sub.ID))
+	require.Equal(t, []int64{sub}, c.IDs)
+	require.Equal(t, 6, b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, sub))
 
-	// Retry by id needs no confirmation; by filter it does.
 	requireOneLineError(t, b.run(t, "retry", "--status", "cancelled"), cli.ExitUsage)
-	b.okJSON(t, &c, "retry", id)
+	b.okJSON(t, &c, "retry", id, "--yes")
 	require.Equal(t, 1, c.Changed)
-	require.Equal(t, 0, b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, sub.ID))
-	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_audit`), "one audit row per action")
+	require.Equal(t, 0, b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, sub))
+	require.Equal(t, 2, b.audits(t), "one audit row per action")
 
 	// Bad input.
 	requireOneLineError(t, b.run(t, "retry"), cli.ExitUsage)
@@ -49,49 +75,34 @@ func TestKillAndRetryCommands(t *testing.T) {
 func TestOperatorCommands(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var sub struct{ ID int64 }
-	b.okJSON(t, &sub, "submit", "hello", "--delay", "1h")
-	id := strconv.FormatInt(sub.ID, 10)
-	var c struct {
-		Action    string
-		Changed   int
-		IDs       []int64
-		Unchanged []int64
-	}
-	b.okJSON(t, &c, "run-now", id)
-	require.Equal(t, []int64{sub.ID}, c.IDs)
+	sub := b.submitID(t, "hello", "--delay", "1h")
+	id := strconv.FormatInt(sub, 10)
+	var c change
+	b.okJSON(t, &c, "run-now", id, "--yes")
+	require.Equal(t, []int64{sub}, c.IDs)
 
-	// delete is destructive: it needs --yes off a terminal.
 	requireOneLineError(t, b.run(t, "delete", id), cli.ExitUsage)
 	b.okJSON(t, &c, "delete", "--code", "hello", "--yes")
 	require.Equal(t, 1, c.Changed)
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center`))
 
-	var q struct {
-		Action  string
-		Queue   string
-		Changed bool
-		Before  struct{ Paused bool }
-		After   struct {
-			Paused bool
-			Shards int
-			Span   int
-		}
-	}
-	b.okJSON(t, &q, "pause", "hello")
-	require.True(t, q.Changed)
-	require.True(t, q.After.Paused)
-	b.okJSON(t, &q, "resume", "hello")
-	require.False(t, q.After.Paused)
-	b.okJSON(t, &q, "reshard", "hello", "4")
-	require.Equal(t, 4, q.After.Shards)
-	b.okJSON(t, &q, "reshard", "hello", "2")
-	require.Equal(t, 2, q.After.Shards)
-	require.Equal(t, 4, q.After.Span, "retired shards stay consumed until emptied")
-	requireOneLineError(t, b.run(t, "reshard", "hello", "0"), cli.ExitUsage)
-	requireOneLineError(t, b.run(t, "reshard", "hello", "x"), cli.ExitUsage)
-	requireOneLineError(t, b.run(t, "pause"), cli.ExitUsage)
-	requireOneLineError(t, b.run(t, "pause", "bad queue!"), cli.ExitUsage)
+	b.okJSON(t, &c, "pause", "hello", "--yes")
+	require.Equal(t, "pause", c.Action)
+	require.Equal(t, 1, c.Changed)
+	require.Equal(t, "hello", c.Queue.Name)
+	require.True(t, c.Queue.After.Paused)
+	b.okJSON(t, &c, "resume", "hello", "--yes")
+	require.False(t, c.Queue.After.Paused)
+	b.okJSON(t, &c, "reshard", "hello", "4", "--yes")
+	require.Equal(t, 4, c.Queue.After.Shards)
+	b.okJSON(t, &c, "reshard", "hello", "2", "--yes")
+	require.Equal(t, 2, c.Queue.After.Shards)
+	require.Equal(t, 4, c.Queue.After.Span, "retired shards stay consumed until emptied")
+	require.Equal(t, "resume: queue hello unchanged (running, 2 shards)\n", b.ok(t, "resume", "hello", "--yes"))
+	requireOneLineError(t, b.run(t, "reshard", "hello", "0", "--yes"), cli.ExitUsage)
+	requireOneLineError(t, b.run(t, "reshard", "hello", "x", "--yes"), cli.ExitUsage)
+	requireOneLineError(t, b.run(t, "pause", "--yes"), cli.ExitUsage)
+	requireOneLineError(t, b.run(t, "pause", "bad queue!", "--yes"), cli.ExitUsage)
 
 	var audit []struct {
 		Action   string
@@ -104,7 +115,7 @@ func TestOperatorCommands(t *testing.T) {
 		actions = append(actions, e.Action)
 		require.NotEmpty(t, e.Actor)
 	}
-	require.Equal(t, []string{"reshard", "reshard", "resume", "pause", "delete", "run"}, actions)
+	require.Equal(t, []string{"resume", "reshard", "reshard", "resume", "pause", "delete", "run"}, actions)
 
 	var st struct {
 		Queues []struct {
@@ -125,4 +136,210 @@ func TestOperatorCommands(t *testing.T) {
 	}
 	require.True(t, found)
 	require.Contains(t, b.ok(t, "stats"), "hello")
+}
+
+// Every command that changes state takes --yes; it asks only on a
+// terminal, and elsewhere (a pipe, /dev/null) refuses with exit 2 without
+// changing anything.
+func TestEveryStateChangeTakesYes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pending := strconv.FormatInt(b.submitID(t, "hello", "--delay", "1h"), 10)
+	b.ok(t, "cron", "add", "report", "@hourly")
+	periodic := b.env.Count(t, `SELECT id FROM task_center WHERE task_type = 1`)
+	audits := b.audits(t)
+
+	for _, args := range [][]string{
+		{"retry", pending}, {"run-now", pending}, {"delete", pending}, {"kill", pending},
+		{"disable", strconv.Itoa(periodic)}, {"enable", strconv.Itoa(periodic)},
+		{"retry", "--status", "dead"}, {"kill", "--queue", "hello"},
+		{"pause", "hello"}, {"resume", "hello"}, {"reshard", "hello", "4"},
+		{"cron", "remove", "report"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			for _, r := range []result{runDevNull(t, b.cfgPath, args...), b.run(t, args...)} {
+				requireOneLineError(t, r, cli.ExitUsage)
+				require.Contains(t, r.stderr, "refusing without --yes (standard input is not a terminal)")
+			}
+		})
+	}
+	require.Equal(t, audits, b.audits(t), "nothing changed, nothing audited")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, pending))
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_queue`))
+	require.Equal(t, 2, b.rows(t))
+
+	// With --yes each goes ahead; commands that only create accept it too.
+	for _, args := range [][]string{
+		{"submit", "hello", "--yes"}, {"cron", "add", "hello", "@daily", "--yes"}, {"migrate", "--yes"},
+		{"run-now", pending, "--yes"}, {"retry", pending, "--yes"}, {"kill", pending, "--yes"},
+		{"disable", strconv.Itoa(periodic), "--yes"}, {"enable", strconv.Itoa(periodic), "--yes"},
+		{"pause", "hello", "-y"}, {"resume", "hello", "--yes"}, {"reshard", "hello", "4", "--yes"},
+		{"cron", "remove", "report", "--yes"},
+	} {
+		r := runDevNull(t, b.cfgPath, args...)
+		require.Equal(t, cli.ExitOK, r.code, "taskd %v: %s", args, r.stderr)
+	}
+}
+
+// An unknown task or queue is exit 1 and writes nothing: no change, no
+// audit row, no phantom queue.
+func TestUnknownTaskOrQueueWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := strconv.FormatInt(b.submitID(t, "hello"), 10)
+	audits := b.audits(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"retry", "999999999"}, "task 999999999 not found"},
+		{[]string{"kill", "999999999", "998"}, "tasks 999999999, 998 not found"},
+		{[]string{"kill", id, "999999999"}, "task 999999999 not found"},
+		{[]string{"run-now", "999999999"}, "task 999999999 not found"},
+		{[]string{"delete", "999999999"}, "task 999999999 not found"},
+		{[]string{"enable", "999999999"}, "task 999999999 not found"},
+		{[]string{"disable", "999999999"}, "task 999999999 not found"},
+		{[]string{"retry", "--queue", "no_such_queue"}, `unknown queue "no_such_queue"`},
+		{[]string{"pause", "no_such_queue"}, `unknown queue "no_such_queue"`},
+		{[]string{"resume", "no_such_queue"}, `unknown queue "no_such_queue"`},
+		{[]string{"reshard", "no_such_queue", "4"}, `unknown queue "no_such_queue"`},
+		{[]string{"cron", "remove", "nosuch"}, `no periodic task of code nosuch`},
+	} {
+		r := b.run(t, append(tc.args, "--yes")...)
+		requireOneLineError(t, r, cli.ExitFailure)
+		require.Contains(t, r.stderr, tc.want, tc.args)
+	}
+	require.Equal(t, audits, b.audits(t))
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_queue`))
+	require.Equal(t, 0, b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, id), "the known task of a half-unknown kill is left alone")
+	var st struct{ Queues []struct{ Queue string } }
+	b.okJSON(t, &st, "stats")
+	for _, q := range st.Queues {
+		require.NotEqual(t, "no_such_queue", q.Queue)
+	}
+
+	// A queue no handler configures is known while a task is in it.
+	b.ok(t, "submit", "hello", "--queue", "side", "--yes")
+	b.ok(t, "pause", "side", "--yes")
+}
+
+// "0 of N changed" says, per task, why not.
+func TestUnchangedSaysWhy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	done, dead, oneoff := b.submitID(t, "hello"), b.submitID(t, "hello"), b.submitID(t, "hello")
+	b.env.Exec(t, `UPDATE task_center SET status = 3 WHERE id = ?`, done)
+	b.env.Exec(t, `UPDATE task_center SET status = 5 WHERE id = ?`, dead)
+
+	var c change
+	b.okJSON(t, &c, "retry", strconv.FormatInt(done, 10), strconv.FormatInt(dead, 10), "--yes")
+	require.Equal(t, []int64{dead}, c.IDs)
+	require.Equal(t, []skipped{{ID: done, Status: "succeeded", Reason: "retry applies to dead, failed and cancelled tasks"}}, c.Unchanged)
+
+	out := b.ok(t, "retry", strconv.FormatInt(done, 10), "--yes")
+	require.Equal(t, "retry: 0 of 1 task changed; "+strconv.FormatInt(done, 10)+
+		" not changed, succeeded: retry applies to dead, failed and cancelled tasks\n", out)
+	out = b.ok(t, "enable", strconv.FormatInt(oneoff, 10), "--yes")
+	require.Contains(t, out, "not periodic; enable applies to periodic tasks only")
+	out = b.ok(t, "kill", strconv.FormatInt(done, 10), strconv.FormatInt(oneoff, 10), "--yes")
+	require.Equal(t, "kill: 1 of 2 tasks changed ("+strconv.FormatInt(oneoff, 10)+"); "+strconv.FormatInt(done, 10)+
+		" not changed, succeeded: kill applies to pending, dispatched, running and failed tasks\n", out)
+}
+
+// --at more than a minute in the past is a typo until proven otherwise.
+func TestSubmitAtInThePast(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.run(t, "submit", "hello", "--at", "2020-01-01 00:00:00")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Contains(t, r.stderr, "--at 2020-01-01 00:00:00 is")
+	require.Contains(t, r.stderr, "in the past (pass --allow-past")
+	require.Zero(t, b.rows(t))
+
+	id := b.submitID(t, "hello", "--at", "2020-01-01 00:00:00", "--allow-past")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND plan_next_run_at <= NOW(3)`, id))
+	// A time typed for "now" is a little late when it arrives: accepted.
+	b.submitID(t, "hello", "--at", time.Now().Add(-30*time.Second).Format(time.RFC3339))
+}
+
+// Every command on an unmigrated or outdated task center says to run
+// taskd migrate, not the server's "table doesn't exist".
+func TestUnmigratedSchemaSaysMigrate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, stmt := range []string{`DROP TABLE task_audit`, `DROP TABLE task_run`, `DROP TABLE task_center`, `DROP TABLE task_queue`, `DROP TABLE taskd_schema`} {
+		b.env.Exec(t, stmt)
+	}
+	commands := [][]string{
+		{"list"}, {"show", "1"}, {"stats"}, {"audit"}, {"submit", "hello"}, {"cron", "add", "hello", "@daily"},
+		{"cron", "list"}, {"retry", "1", "--yes"}, {"kill", "1", "--yes"}, {"pause", "hello", "--yes"},
+	}
+	for _, args := range commands {
+		r := b.run(t, args...)
+		requireOneLineError(t, r, cli.ExitFailure)
+		require.Equal(t, "taskd: the task center has no schema: run `taskd migrate`\n", r.stderr, args)
+	}
+	b.ok(t, "migrate")
+	b.env.Exec(t, `DELETE FROM taskd_schema WHERE version = (SELECT MAX(version) FROM (SELECT version FROM taskd_schema) v)`)
+	r := b.run(t, "list")
+	requireOneLineError(t, r, cli.ExitFailure)
+	require.Regexp(t, "older than this taskd's \\d+: run `taskd migrate`", r.stderr)
+	b.ok(t, "migrate")
+	b.env.Exec(t, `INSERT INTO taskd_schema (version, name) VALUES (999, 'from the future')`)
+	for _, args := range [][]string{{"list"}, {"migrate"}} {
+		r = b.run(t, args...)
+		requireOneLineError(t, r, cli.ExitFailure)
+		require.Contains(t, r.stderr, "version 999, newer than this taskd's")
+	}
+}
+
+// Every action prints one JSON shape.
+func TestOneResultShape(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := strconv.FormatInt(b.submitID(t, "hello"), 10)
+	keys := regexp.MustCompile(`(?m)^  "([a-z_]+)":`)
+	for _, args := range [][]string{
+		{"submit", "hello"}, {"cron", "add", "hello", "@daily"}, {"retry", id, "--yes"}, {"kill", id, "--yes"},
+		{"pause", "hello", "--yes"}, {"reshard", "hello", "2", "--yes"}, {"cron", "remove", "hello", "--yes"},
+	} {
+		out := b.ok(t, append(args, "-o", "json")...)
+		var got []string
+		for _, m := range keys.FindAllStringSubmatch(out, -1) {
+			got = append(got, m[1])
+		}
+		require.Subset(t, got, []string{"action", "requested", "changed", "ids", "unchanged"}, "%v: %s", args, out)
+		require.NotContains(t, out, "0001-01-01", args)
+	}
+}
+
+// Text output has one time format, the node next to each worker, plurals,
+// and the backlog as one number.
+func TestTextOutput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.submitID(t, "hello", "--delay", "1h")
+	b.ok(t, "cron", "add", "report", "0 2 * * *")
+	b.env.Exec(t, `UPDATE task_center SET worker_id = 'vm-1-42-7b2c' WHERE id = ?`, id)
+	b.env.Exec(t, `INSERT INTO task_run (task_id, attempt, task_code, worker_id, node, queue, outcome, started_at, finished_at, duration_ms)
+		VALUES (?, 1, 'hello', 'vm-1-42-7b2c', 'web-1', 'hello', 'failed', NOW(3), NOW(3), 12)`, id)
+	b.ok(t, "pause", "hello", "--yes")
+
+	local := `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d`
+	stamp := regexp.MustCompile(`\d{4}-\d\d-\d\d[ T]\d\d:\d\d[:.\dZ+-]*`)
+	for _, args := range [][]string{{"list"}, {"show", strconv.FormatInt(id, 10)}, {"cron", "list"}, {"audit"}, {"cron", "add", "report", "0 3 * * *"}} {
+		out := b.ok(t, args...)
+		for _, s := range stamp.FindAllString(out, -1) {
+			require.Regexp(t, "^"+local+"$", s, "taskd %v: %s", args, out)
+		}
+	}
+	show := b.ok(t, "show", strconv.FormatInt(id, 10))
+	require.Regexp(t, `worker\s+vm-1-42-7b2c \(node web-1\)`, show)
+	require.Regexp(t, `NODE\s+WORKER`, show)
+
+	stats := b.ok(t, "stats")
+	require.Regexp(t, `(?m)^hello\s+1\s+0\s+0\s+0\s+0\s+0\s+0\s+.*PAUSED, 1 shard\s`, stats)
+	require.Contains(t, stats, "WORKER  NODE")
+	require.NotContains(t, stats, "1 shards")
+	require.NotContains(t, b.ok(t, "retry", strconv.FormatInt(id, 10), "--yes"), "1 tasks")
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,10 +13,12 @@ import (
 	"github.com/taskd/taskd/pkg/task"
 )
 
-// queueCmd is a command changing one queue's state.
+// queueCmd is a command changing one queue's state. It asks first: a
+// pause stops work on every node at once.
 func (a *App) queueCmd(use, short, example string, args cobra.PositionalArgs,
-	act func(ctx context.Context, o *ops.Ops, args []string) (ops.QueueChange, error)) *cobra.Command {
-	return &cobra.Command{
+	act func(ctx context.Context, o *ops.Ops, args []string) (ops.Change, error)) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
 		Use: use, Short: short, Example: example, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, closeFn, err := a.ops(cmd)
@@ -25,50 +26,57 @@ func (a *App) queueCmd(use, short, example string, args cobra.PositionalArgs,
 				return err
 			}
 			defer closeFn()
+			if err := o.CheckQueue(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			if err := a.confirm(yes, cmd.Name()+" queue "+strings.Join(args, " ")); err != nil {
+				return err
+			}
 			c, err := act(cmd.Context(), o, args)
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(c)
-			}
-			if !c.Changed {
-				fmt.Fprintf(a.Stdout, "%s: queue %s unchanged (paused=%t shards=%d)\n", c.Action, c.Queue, c.After.Paused, c.After.Shards)
-				return nil
-			}
-			fmt.Fprintf(a.Stdout, "%s: queue %s paused %t -> %t, shards %d -> %d\n", c.Action, c.Queue,
-				c.Before.Paused, c.After.Paused, c.Before.Shards, c.After.Shards)
-			return nil
+			return a.printChange(c)
 		},
 	}
+	yesFlag(cmd, &yes)
+	return cmd
 }
 
 func (a *App) pauseCmd() *cobra.Command {
 	return a.queueCmd("pause QUEUE", "Stop dispatching and starting tasks of a queue (running ones finish)",
-		"  taskd pause send_email", cobra.ExactArgs(1),
-		func(ctx context.Context, o *ops.Ops, args []string) (ops.QueueChange, error) {
+		"  taskd pause send_email --yes", cobra.ExactArgs(1),
+		func(ctx context.Context, o *ops.Ops, args []string) (ops.Change, error) {
 			return o.Pause(ctx, args[0])
 		})
 }
 
 func (a *App) resumeCmd() *cobra.Command {
 	return a.queueCmd("resume QUEUE", "Let a paused queue run again",
-		"  taskd resume send_email", cobra.ExactArgs(1),
-		func(ctx context.Context, o *ops.Ops, args []string) (ops.QueueChange, error) {
+		"  taskd resume send_email --yes", cobra.ExactArgs(1),
+		func(ctx context.Context, o *ops.Ops, args []string) (ops.Change, error) {
 			return o.Resume(ctx, args[0])
 		})
 }
 
 func (a *App) reshardCmd() *cobra.Command {
 	return a.queueCmd("reshard QUEUE N", "Change the number of Redis shards of a queue, online",
-		"  taskd reshard send_email 8", cobra.ExactArgs(2),
-		func(ctx context.Context, o *ops.Ops, args []string) (ops.QueueChange, error) {
-			n, err := strconv.Atoi(args[1])
-			if err != nil {
-				return ops.QueueChange{}, task.Invalidf("shards %q is not a number", args[1])
-			}
+		"  taskd reshard send_email 8 --yes", shardsArgs,
+		func(ctx context.Context, o *ops.Ops, args []string) (ops.Change, error) {
+			n, _ := strconv.Atoi(args[1]) // checked by shardsArgs
 			return o.Reshard(ctx, args[0], n)
 		})
+}
+
+// shardsArgs checks reshard's QUEUE N before anything is asked.
+func shardsArgs(cmd *cobra.Command, args []string) error {
+	if err := cobra.ExactArgs(2)(cmd, args); err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(args[1]); err != nil || n < 1 || n > ops.MaxShards {
+		return usageError{fmt.Errorf("shards %q is not a number from 1 to %d", args[1], ops.MaxShards)}
+	}
+	return nil
 }
 
 func (a *App) auditCmd() *cobra.Command {
@@ -98,7 +106,7 @@ func (a *App) auditCmd() *cobra.Command {
 			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tTIME\tWHO\tFROM\tACTION\tTARGET\tAFFECTED\tDETAIL")
 			for _, e := range es {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.CreatedAt.Local().Format(time.DateTime), e.Actor,
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, fmtTime(&e.CreatedAt), e.Actor,
 					dash(strings.TrimSpace(e.Origin+" "+e.Key)), e.Action, oneLine(e.Target, 40), e.Affected, oneLine(string(e.Detail), 60))
 			}
 			return w.Flush()

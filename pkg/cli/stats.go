@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/stats"
 )
 
@@ -44,25 +45,21 @@ func (a *App) statsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "QUEUE\tPENDING\tDISP\tRUN\tFAILED\tDEAD\tCANC\tBACKLOG\tDONE/MIN\tFAIL/MIN\tOK 10M\tOLDEST DUE\tSTATE\tWORKERS")
 			for _, q := range s.Queues {
-				var backlog []string
-				for _, n := range q.Backlog {
-					backlog = append(backlog, fmt.Sprint(n))
-				}
 				rate := "-"
 				if q.SuccessRate10m != nil {
 					rate = fmt.Sprintf("%.1f%%", 100**q.SuccessRate10m)
 				}
-				state := fmt.Sprintf("%d shards", q.Shards)
+				state := ops.Plural(q.Shards, "shard")
 				if q.Paused {
 					state = "PAUSED, " + state
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%.1fs\t%s\t%d\n", q.Name, q.Pending, q.Dispatched, q.Running,
-					q.Failed, q.Dead, q.Cancelled, strings.Join(backlog, "/"), q.ProcessedPerMin, q.FailedPerMin, rate, q.OldestDueSeconds, state, q.LiveWorkers)
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.1fs\t%s\t%d\n", q.Name, q.Pending, q.Dispatched, q.Running,
+					q.Failed, q.Dead, q.Cancelled, q.BacklogTotal(), q.ProcessedPerMin, q.FailedPerMin, rate, q.OldestDueSeconds, state, q.LiveWorkers)
 			}
 			fmt.Fprintln(w)
-			fmt.Fprintln(w, "WORKER\tHOST\tPID\tBEAT AGE\tDONE/MIN\tBUSY\tRUNNING\tQUEUES")
+			fmt.Fprintln(w, "WORKER\tNODE\tHOST\tPID\tBEAT AGE\tDONE/MIN\tBUSY\tRUNNING\tQUEUES")
 			for _, wk := range s.Workers {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%.1fs\t%d\t%d\t%s\t%s\n", wk.ID, wk.Host, wk.PID, wk.HeartbeatAgeSeconds,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.1fs\t%d\t%d\t%s\t%s\n", wk.ID, dash(wk.Node), wk.Host, wk.PID, wk.HeartbeatAgeSeconds,
 					wk.ProcessedPerMin, wk.Busy, oneLine(joinIDs(wk.Current), 40), strings.Join(wk.Queues, ","))
 			}
 			return w.Flush()

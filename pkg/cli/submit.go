@@ -11,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -69,16 +71,22 @@ func checkCode(c *config.Config, code string, any bool) error {
 	return nil
 }
 
+// producer is a producer client and the task center it writes to.
+type producerClient struct {
+	*producer.Client
+	store *store.Store
+}
+
 // client opens a producer client; Redis is optional (it only wakes the
 // schedulers).
-func (a *App) client(cmd *cobra.Command) (*producer.Client, func(), error) {
+func (a *App) client(cmd *cobra.Command) (producerClient, func(), error) {
 	c, err := a.config()
 	if err != nil {
-		return nil, nil, err
+		return producerClient{}, nil, err
 	}
 	st, err := a.openStore(cmd.Context())
 	if err != nil {
-		return nil, nil, err
+		return producerClient{}, nil, err
 	}
 	br, err := a.openBroker(cmd.Context())
 	if err != nil {
@@ -88,7 +96,7 @@ func (a *App) client(cmd *cobra.Command) (*producer.Client, func(), error) {
 	cl := producer.New(st, br, producer.Options{
 		MaxPayload: c.Submit.MaxPayload, QueueFor: c.QueueFor, Timezone: c.Cron.Timezone, Logger: a.logger(c),
 	})
-	return cl, func() {
+	return producerClient{Client: cl, store: st}, func() {
 		st.Close()
 		if br != nil {
 			br.Close()
@@ -96,10 +104,15 @@ func (a *App) client(cmd *cobra.Command) (*producer.Client, func(), error) {
 	}, nil
 }
 
+// pastSlack is how far in the past --at may be without --allow-past: a
+// time typed for "now" is a little late by the time it is submitted.
+const pastSlack = time.Minute
+
 func (a *App) submitCmd() *cobra.Command {
 	var f taskFlags
 	var delay time.Duration
 	var at, uniqueKey string
+	var allowPast, yes bool
 	cmd := &cobra.Command{
 		Use:   "submit CODE",
 		Short: "Submit a one-off task, now or later",
@@ -134,12 +147,34 @@ func (a *App) submitCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			if !sub.At.IsZero() && !allowPast {
+				// The database clock decides when tasks are due.
+				now, err := cl.store.Now(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if sub.At.Before(now.Add(-pastSlack)) {
+					return task.Invalidf("--at %s is %s in the past (pass --allow-past to run it now)",
+						fmtTime(&sub.At), now.Sub(sub.At).Round(time.Second))
+				}
+			}
 			res, err := cl.Submit(cmd.Context(), sub)
 			if err != nil {
 				return err
 			}
+			t, err := cl.store.TaskGet(cmd.Context(), res.ID)
+			if err != nil {
+				return err
+			}
+			ch := ops.Change{Action: "submit", Requested: 1, IDs: []int64{}, Unchanged: []ops.Skipped{}, NextRun: &t.PlanNextRun}
+			if res.Existing {
+				ch.Unchanged = append(ch.Unchanged, ops.Skipped{ID: res.ID, Status: t.Status.String(),
+					Reason: fmt.Sprintf("a task with unique key %q exists", uniqueKey)})
+			} else {
+				ch.Changed, ch.IDs = 1, []int64{res.ID}
+			}
 			if a.json() {
-				return a.printJSON(res)
+				return a.printJSON(ch)
 			}
 			if res.Existing {
 				fmt.Fprintf(a.Stdout, "task %d already exists with unique key %q; nothing submitted\n", res.ID, uniqueKey)
@@ -152,8 +187,16 @@ func (a *App) submitCmd() *cobra.Command {
 	f.register(cmd)
 	cmd.Flags().DurationVar(&delay, "delay", 0, "run after this delay (e.g. 30s, 5m)")
 	cmd.Flags().StringVar(&at, "at", "", "run at this time: RFC 3339, or 'YYYY-MM-DD HH:MM[:SS]' in the local zone")
+	cmd.Flags().BoolVar(&allowPast, "allow-past", false, "accept an --at more than a minute in the past (the task runs at once)")
 	cmd.Flags().StringVar(&uniqueKey, "unique-key", "", "deduplicate: a second submit with the same code and key returns the first task")
+	neverAsks(cmd, &yes)
 	return cmd
+}
+
+// neverAsks adds --yes to a command that creates rather than changes, and
+// so never asks: a script may pass --yes to every command.
+func neverAsks(cmd *cobra.Command, yes *bool) {
+	cmd.Flags().BoolVarP(yes, "yes", "y", false, "accepted for uniformity; this command never asks")
 }
 
 // parseTime accepts RFC 3339 or a local 'YYYY-MM-DD HH:MM[:SS]'.

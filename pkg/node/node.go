@@ -167,7 +167,7 @@ func OpenReadStore(ctx context.Context, cfg *config.Config) (*store.Store, error
 		return OpenStore(ctx, cfg)
 	}
 	return store.Open(ctx, cfg.MySQL.ReadDSN, store.Options{
-		MaxOpenConns: cfg.MySQL.MaxOpenConns, LockWaitTimeout: cfg.MySQL.LockWaitTimeout,
+		MaxOpenConns: cfg.MySQL.MaxOpenConns, LockWaitTimeout: cfg.MySQL.LockWaitTimeout, Key: "mysql.read_dsn",
 	})
 }
 

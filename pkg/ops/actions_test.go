@@ -63,13 +63,13 @@ func TestTaskActionsAudited(t *testing.T) {
 	c, err := b.ops.RunNow(ctx, ops.Target{IDs: []int64{p1, failed, dead}})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []int64{p1, failed}, c.IDs)
-	require.Equal(t, []int64{dead}, c.Unchanged)
+	require.Equal(t, []ops.Skipped{{ID: dead, Status: "dead", Reason: "run applies to pending and failed tasks"}}, c.Unchanged)
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND plan_next_run_at <= NOW(3)`, p1))
 	d := detailOf(t, b.auditOne(t, "run"))
 	require.Equal(t, map[string]int{"pending": 1, "failed": 1}, d.Before)
 	require.Equal(t, 3, d.Requested)
 
-	c, err = b.ops.Delete(ctx, ops.Target{IDs: []int64{p2, dead, 999999}})
+	c, err = b.ops.Delete(ctx, ops.Target{IDs: []int64{p2, dead}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{p2}, c.IDs)
 	require.Equal(t, 0, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, p2))
@@ -201,8 +201,8 @@ func TestPauseResume(t *testing.T) {
 
 	c, err := b.ops.Pause(ctx, "pq")
 	require.NoError(t, err)
-	require.True(t, c.Changed)
-	require.True(t, c.After.Paused)
+	require.Equal(t, 1, c.Changed)
+	require.True(t, c.Queue.After.Paused)
 	require.Eventually(t, func() bool { return cache.Paused("pq") }, 5*time.Second, 10*time.Millisecond)
 	// Let what was taken before the pause finish, then nothing moves.
 	time.Sleep(500 * time.Millisecond)
@@ -232,7 +232,7 @@ func TestPauseResume(t *testing.T) {
 	// Pausing twice changes nothing (and says so).
 	c, err = b.ops.Resume(ctx, "pq")
 	require.NoError(t, err)
-	require.False(t, c.Changed)
+	require.Zero(t, c.Changed)
 }
 
 // A paused queue's due backlog in front of another queue's tasks of the

@@ -36,7 +36,7 @@ func TestActionsAttributedToKey(t *testing.T) {
 	require.NoError(t, err)
 	q, err := as.Pause(ctx, "send")
 	require.NoError(t, err)
-	require.True(t, q.Changed)
+	require.Equal(t, 1, q.Changed)
 	_, err = b.ops.Pause(ctx, "send") // already paused
 	require.NoError(t, err)
 	require.Equal(t, 2, changes, "one retry and one pause changed something")

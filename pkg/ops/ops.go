@@ -36,6 +36,9 @@ type Ops struct {
 	// Changed, when set, is called after an action that changed something
 	// (tasktop serve's shared loader then reads afresh).
 	Changed func()
+	// Known reports whether the configuration names a queue (a handler's
+	// queue or a queues: entry); see QueueKnown.
+	Known func(queue string) bool
 }
 
 // New returns the operator actions, attributed to the current OS user and
@@ -132,31 +135,6 @@ func (o *Ops) IDs(ctx context.Context, t Target) ([]int64, error) {
 	return o.Select(ctx, *t.Filter)
 }
 
-// Change is what an action on tasks did.
-type Change struct {
-	Action    string  `json:"action"`
-	Requested int     `json:"requested"`
-	Changed   int     `json:"changed"`
-	IDs       []int64 `json:"ids"`
-	// Unchanged are the requested tasks the action did not apply to (not
-	// in a state it changes, or gone).
-	Unchanged []int64 `json:"unchanged"`
-}
-
-func newChange(action string, requested, changed []int64) Change {
-	done := make(map[int64]bool, len(changed))
-	for _, id := range changed {
-		done[id] = true
-	}
-	c := Change{Action: action, Requested: len(requested), Changed: len(changed), IDs: nonNil(changed), Unchanged: []int64{}}
-	for _, id := range requested {
-		if !done[id] {
-			c.Unchanged = append(c.Unchanged, id)
-		}
-	}
-	return c
-}
-
 // Count counts the tasks matching f, at most store.TaskCountMax: what a
 // bulk action on f would be asked for.
 func (o *Ops) Count(ctx context.Context, f Filter) (int, error) {
@@ -191,17 +169,21 @@ func (o *Ops) action(name string, t Target) store.TaskAction {
 // taskAction resolves t and applies one store action to it.
 func (o *Ops) taskAction(ctx context.Context, name string, t Target, wake bool,
 	apply func(context.Context, store.TaskAction, []int64) ([]int64, error)) (Change, error) {
-	ids, err := o.IDs(ctx, t)
+	ids, err := o.resolve(ctx, t)
 	if err != nil {
-		return Change{Action: name, IDs: []int64{}, Unchanged: []int64{}}, err
+		return failed(name), err
 	}
 	done, err := apply(ctx, o.action(name, t), ids)
 	o.changed(len(done))
-	c := newChange(name, ids, done)
-	if err == nil && wake && len(done) > 0 && o.broker != nil {
+	if err != nil {
+		c := failed(name)
+		c.Requested, c.Changed, c.IDs = len(ids), len(done), nonNil(done)
+		return c, err
+	}
+	if wake && len(done) > 0 && o.broker != nil {
 		o.broker.Wake(ctx, 0) // best effort: the next poll finds them anyway
 	}
-	return c, err
+	return o.newChange(ctx, name, ids, done)
 }
 
 // Retry moves dead, failed or cancelled tasks back to pending, due now,
@@ -265,9 +247,9 @@ func (o *Ops) Enable(ctx context.Context, t Target) (Change, error) {
 // failed tasks are cancelled directly. One audit row records it all,
 // written with the cancellation of the idle ones.
 func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
-	ids, err := o.IDs(ctx, t)
+	ids, err := o.resolve(ctx, t)
 	if err != nil {
-		return newChange("kill", nil, nil), err
+		return failed("kill"), err
 	}
 	var idle []int64
 	running := map[int64]*task.Task{}
@@ -277,7 +259,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 			continue
 		}
 		if err != nil {
-			return newChange("kill", ids, nil), err
+			return failed("kill"), err
 		}
 		if tk.Status == task.Running {
 			running[id] = tk
@@ -302,10 +284,12 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 	}
 	done, err := o.store.TaskCancel(ctx, a, idle)
 	o.changed(len(done) + len(killed))
-	if killErr != nil {
-		err = killErr
+	if err = cmp.Or(killErr, err); err != nil {
+		c := failed("kill")
+		c.Requested, c.Changed, c.IDs = len(ids), len(done), nonNil(done)
+		return c, err
 	}
-	return newChange("kill", ids, done), err
+	return o.newChange(ctx, "kill", ids, done)
 }
 
 // killRunning asks the workers of running tasks to cancel them, and takes
@@ -357,34 +341,29 @@ func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]
 	return done, nil
 }
 
-// QueueChange is what an action on a queue did.
-type QueueChange struct {
-	Action  string      `json:"action"`
-	Queue   string      `json:"queue"`
-	Changed bool        `json:"changed"`
-	Before  store.Queue `json:"before"`
-	After   store.Queue `json:"after"`
-}
-
 // queueAction changes one queue's state, audited, and announces it so
-// every node follows at once.
-func (o *Ops) queueAction(ctx context.Context, action, q string, fn func(*store.Queue) error) (QueueChange, error) {
-	if err := task.ValidateName("queue", q); err != nil {
-		return QueueChange{Action: action, Queue: q}, err
+// every node follows at once. An unknown queue is not found, and nothing
+// is written.
+func (o *Ops) queueAction(ctx context.Context, action, q string, fn func(*store.Queue) error) (Change, error) {
+	if err := o.CheckQueue(ctx, q); err != nil {
+		return failed(action), err
 	}
 	c, changed, err := o.store.QueueUpdate(ctx, o.actor, action, q, o.Configured(q), fn)
-	res := QueueChange{Action: action, Queue: q, Changed: changed, Before: c.Before, After: c.After}
-	if changed {
-		o.changed(1)
-	}
 	if err != nil {
-		return res, err
+		return failed(action), err
 	}
-	if changed && o.broker != nil {
-		// Best effort: nodes re-read the state within a second anyway.
-		o.broker.NudgeQueues(ctx)
-		if !c.After.Paused {
-			o.broker.Wake(ctx, 0)
+	res := failed(action)
+	res.Requested = 1
+	res.Queue = &QueueChange{Name: q, Before: queueState(c.Before), After: queueState(c.After)}
+	if changed {
+		res.Changed = 1
+		o.changed(1)
+		if o.broker != nil {
+			// Best effort: nodes re-read the state within a second anyway.
+			o.broker.NudgeQueues(ctx)
+			if !c.After.Paused {
+				o.broker.Wake(ctx, 0)
+			}
 		}
 	}
 	return res, nil
@@ -393,12 +372,12 @@ func (o *Ops) queueAction(ctx context.Context, action, q string, fn func(*store.
 // Pause stops dispatching and starting tasks of queue q. Running tasks
 // finish; queued messages wait in Redis and pending tasks in the task
 // center until Resume.
-func (o *Ops) Pause(ctx context.Context, q string) (QueueChange, error) {
+func (o *Ops) Pause(ctx context.Context, q string) (Change, error) {
 	return o.queueAction(ctx, "pause", q, func(s *store.Queue) error { s.Paused = true; return nil })
 }
 
 // Resume lets queue q run again.
-func (o *Ops) Resume(ctx context.Context, q string) (QueueChange, error) {
+func (o *Ops) Resume(ctx context.Context, q string) (Change, error) {
 	return o.queueAction(ctx, "resume", q, func(s *store.Queue) error { s.Paused = false; return nil })
 }
 
@@ -410,9 +389,9 @@ const MaxShards = 256
 // still hold messages (the span) until recovery has moved what is left in
 // retired shards and retires them, so nothing queued is lost or taken
 // twice.
-func (o *Ops) Reshard(ctx context.Context, q string, n int) (QueueChange, error) {
+func (o *Ops) Reshard(ctx context.Context, q string, n int) (Change, error) {
 	if n < 1 || n > MaxShards {
-		return QueueChange{Action: "reshard", Queue: q}, task.Invalidf("shards must be between 1 and %d, not %d", MaxShards, n)
+		return failed("reshard"), task.Invalidf("shards must be between 1 and %d, not %d", MaxShards, n)
 	}
 	return o.queueAction(ctx, "reshard", q, func(s *store.Queue) error {
 		s.Span = max(s.Span, s.Shards, n)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
@@ -50,7 +51,9 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	env := testenv.New(t)
-	return &testBundle{env: env, ops: ops.New(env.Store, env.Broker), prod: producer.New(env.Store, nil, producer.Options{})}
+	o := ops.New(env.Store, env.Broker)
+	o.Known = func(string) bool { return true } // every queue of these tests is configured
+	return &testBundle{env: env, ops: o, prod: producer.New(env.Store, nil, producer.Options{})}
 }
 
 func (b *testBundle) submit(t *testing.T, code string) int64 {
@@ -221,4 +224,64 @@ func TestSearchFilter(t *testing.T) {
 	require.Equal(t, []int64{byKey}, c.IDs)
 	e := b.auditOne(t, "delete")
 	require.Equal(t, `filter code=mail search="order"`, e.Target)
+}
+
+// Unknown tasks and queues are not found and leave no trace; a queue is
+// known by its configuration, its tasks, or a live worker consuming it.
+func TestUnknownTargetsWriteNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.ops.Known = func(q string) bool { return q == "configured" }
+	ctx := context.Background()
+	id := b.submit(t, "x")
+	for name, act := range map[string]func() (ops.Change, error){
+		"retry":            func() (ops.Change, error) { return b.ops.Retry(ctx, ops.Target{IDs: []int64{999999}}) },
+		"kill":             func() (ops.Change, error) { return b.ops.Kill(ctx, ops.Target{IDs: []int64{id, 999999}}) },
+		"enable":           func() (ops.Change, error) { return b.ops.Enable(ctx, ops.Target{IDs: []int64{999999}}) },
+		"pause":            func() (ops.Change, error) { return b.ops.Pause(ctx, "nosuch") },
+		"reshard":          func() (ops.Change, error) { return b.ops.Reshard(ctx, "nosuch", 2) },
+		"filter on queue":  func() (ops.Change, error) { return b.ops.Retry(ctx, ops.Target{Filter: &ops.Filter{Queue: "nosuch"}}) },
+		"resolve for a UI": func() (ops.Change, error) { _, err := b.ops.Resolve(ctx, ops.Target{IDs: []int64{999999}}); return ops.Change{}, err },
+	} {
+		_, err := act()
+		require.Equal(t, task.CodeNotFound, task.ErrorCode(err), "%s: %v", name, err)
+	}
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_audit`))
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_queue`))
+	require.Equal(t, task.Pending, b.get(t, id).Status)
+
+	for _, q := range []string{"configured", "x"} { // configured; a task of code x waits in queue x
+		_, err := b.ops.Pause(ctx, q)
+		require.NoError(t, err, q)
+	}
+	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w", Queues: []string{"consumed"}}, time.Minute))
+	_, err := b.ops.Pause(ctx, "consumed")
+	require.NoError(t, err)
+	// A resumed queue without tasks or configuration is unknown again.
+	_, err = b.ops.Resume(ctx, "configured")
+	require.NoError(t, err)
+	b.ops.Known = nil
+	_, err = b.ops.Pause(ctx, "configured")
+	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
+}
+
+// Each task an action leaves alone comes with why.
+func TestUnchangedReasons(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	done, running := b.submit(t, "x"), b.submit(t, "x")
+	b.setStatus(t, done, task.Succeeded)
+	b.setStatus(t, running, task.Running)
+	c, err := b.ops.Delete(ctx, ops.Target{IDs: []int64{done, running}})
+	require.NoError(t, err)
+	require.Equal(t, []ops.Skipped{
+		{ID: done, Status: "succeeded", Reason: "delete applies to pending tasks"},
+		{ID: running, Status: "running", Reason: "delete applies to pending tasks"},
+	}, c.Unchanged)
+	require.Equal(t, fmt.Sprintf("delete: 0 of 2 tasks changed; %d not changed, succeeded: delete applies to pending tasks; "+
+		"%d not changed, running: delete applies to pending tasks", done, running), c.Sentence())
+	c, err = b.ops.Disable(ctx, ops.Target{IDs: []int64{done}})
+	require.NoError(t, err)
+	require.Equal(t, "not periodic; disable applies to periodic tasks only", c.Unchanged[0].Reason)
 }

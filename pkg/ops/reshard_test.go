@@ -42,7 +42,7 @@ func TestReshardUnderLoad(t *testing.T) {
 	require.Eventually(t, func() bool { return rc.count() >= n/2 }, time.Minute, 5*time.Millisecond)
 	c, err := b.ops.Reshard(ctx, "rq", 2)
 	require.NoError(t, err)
-	require.Equal(t, 8, c.After.Span, "the retired shards are still consumed")
+	require.Equal(t, 8, c.Queue.After.Span, "the retired shards are still consumed")
 	_, err = b.env.Broker.RetireShards(ctx, "rq", 2, 8)
 	require.NoError(t, err)
 

@@ -273,13 +273,22 @@ func (c *Client) CronList(ctx context.Context) ([]*task.Task, error) {
 	return c.store.TaskList(ctx, &store.TaskListParams{Type: &typ, Limit: 10000})
 }
 
-// CronRemove deletes the periodic task of code with name (default: the
-// code). A run in flight finishes; its result write is rejected by the fence.
-func (c *Client) CronRemove(ctx context.Context, code, name string) (int64, error) {
+// CronGet returns the periodic task of code named name ("": the code).
+func (c *Client) CronGet(ctx context.Context, code, name string) (*task.Task, error) {
 	if name == "" {
 		name = code
 	}
 	t, err := c.store.TaskGetByUnique(ctx, code, cronKey(name))
+	if task.ErrorCode(err) == task.CodeNotFound {
+		return nil, task.NotFoundf("no periodic task of code %s named %q", code, name)
+	}
+	return t, err
+}
+
+// CronRemove deletes the periodic task of code with name (default: the
+// code). A run in flight finishes; its result write is rejected by the fence.
+func (c *Client) CronRemove(ctx context.Context, code, name string) (int64, error) {
+	t, err := c.CronGet(ctx, code, name)
 	if err != nil {
 		return 0, err
 	}

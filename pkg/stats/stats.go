@@ -29,7 +29,8 @@ type Queue struct {
 	Failed     int64  `json:"failed"`
 	Dead       int64  `json:"dead"`
 	Cancelled  int64  `json:"cancelled"`
-	// Backlog is the number of queued messages in Redis, per shard.
+	// Backlog is the number of queued messages in Redis, per shard list
+	// (Span lists while retired shards drain); see BacklogTotal.
 	Backlog         []int64 `json:"backlog"`
 	ProcessedPerMin int64   `json:"processed_per_min"`
 	FailedPerMin    int64   `json:"failed_per_min"`
@@ -43,16 +44,30 @@ type Queue struct {
 	LiveWorkers      int     `json:"live_workers"`
 }
 
+// BacklogTotal is the number of queued messages over all shards: what
+// every front end prints as the backlog.
+func (q Queue) BacklogTotal() int64 {
+	var n int64
+	for _, b := range q.Backlog {
+		n += b
+	}
+	return n
+}
+
 // Worker is one live worker's figures.
 type Worker struct {
 	ID                  string   `json:"id"`
+	Node                string   `json:"node"`
 	Host                string   `json:"host"`
 	PID                 int      `json:"pid"`
 	Queues              []string `json:"queues"`
 	HeartbeatAgeSeconds float64  `json:"heartbeat_age_seconds"`
 	ProcessedPerMin     int64    `json:"processed_per_min"`
-	Busy                int      `json:"busy"`
-	// Current are the ids of the tasks it runs.
+	// Busy is the number of tasks it runs: len(Current).
+	Busy int `json:"busy"`
+	// Current are the ids of the tasks the task center says it runs. Busy
+	// counts them too, not the heartbeat's count, which lags by up to a
+	// heartbeat interval, so the two always agree.
 	Current []int64 `json:"current"`
 }
 
@@ -155,13 +170,14 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 		out.Queues = append(out.Queues, q)
 	}
 	for _, w := range live {
-		sw := Worker{ID: w.ID, Host: w.Host, PID: w.PID, Queues: w.Queues, Busy: w.Busy,
+		sw := Worker{ID: w.ID, Node: w.Node, Host: w.Host, PID: w.PID, Queues: w.Queues,
 			HeartbeatAgeSeconds: max(0, time.Since(w.LastBeat).Seconds()), Current: []int64{},
 			ProcessedPerMin: int64(math.Round(perMin[w.ID]))}
 		if c := wc[w.ID]; c != nil {
 			sw.Current = append(sw.Current, c.Running...)
 			slices.Sort(sw.Current)
 		}
+		sw.Busy = len(sw.Current)
 		out.Workers = append(out.Workers, sw)
 	}
 	return out, nil

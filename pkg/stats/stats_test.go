@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/clock"
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
@@ -94,4 +95,26 @@ func TestQueueFiguresWithoutAttempts(t *testing.T) {
 	require.Len(t, st.Queues, 1)
 	require.Nil(t, st.Queues[0].SuccessRate10m)
 	require.Zero(t, st.Queues[0].ProcessedPerMin)
+}
+
+// A worker's BUSY is the number of tasks its RUNNING lists, even when its
+// last heartbeat predates them, and the worker names its node.
+func TestWorkerBusyAgreesWithRunning(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	require.NoError(t, env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w-1", Node: "web-1", Host: "h", PID: 1, Queues: []string{"q"}, Busy: 0}, time.Minute))
+	prod := producer.New(env.Store, nil, producer.Options{})
+	for range 3 {
+		r, err := prod.Submit(ctx, producer.Submission{Code: "q"})
+		require.NoError(t, err)
+		env.Exec(t, `UPDATE task_center SET status = 2, worker_id = 'w-1', attempt = 1, dispatched_at = NOW(3), started_at = NOW(3) WHERE id = ?`, r.ID)
+	}
+	st, err := stats.Collect(ctx, stats.Source{Store: env.Store, Broker: env.Broker})
+	require.NoError(t, err)
+	require.Len(t, st.Workers, 1)
+	w := st.Workers[0]
+	require.Len(t, w.Current, 3)
+	require.Equal(t, 3, w.Busy)
+	require.Equal(t, "web-1", w.Node)
 }

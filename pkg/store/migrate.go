@@ -3,11 +3,18 @@ package store
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskd/taskd/pkg/task"
 )
 
 //go:embed migrations/*.sql
@@ -89,6 +96,11 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 		have[v] = true
 	}
 	rows.Close()
+	if len(have) > 0 {
+		if v := slices.Max(slices.Collect(maps.Keys(have))); v > migs[len(migs)-1].Version {
+			return nil, schemaError(v, migs[len(migs)-1].Version)
+		}
+	}
 
 	var applied []int
 	for _, m := range migs {
@@ -117,10 +129,48 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
 	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM taskd_schema`).Scan(&v)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == errNoSuchTable {
+		return 0, nil
+	}
 	if err != nil {
-		return 0, fmt.Errorf("read schema version (run taskd migrate?): %w", err)
+		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
+}
+
+// LatestVersion is the schema version this binary migrates to.
+func LatestVersion() int {
+	migs, err := Migrations()
+	if err != nil || len(migs) == 0 {
+		return 0 // the embedded files are checked by the tests
+	}
+	return migs[len(migs)-1].Version
+}
+
+// CheckSchema is a config error unless the task center's schema is the one
+// this binary was built for: missing or older, `taskd migrate` fixes it;
+// newer, this binary is too old for it.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	return schemaError(v, LatestVersion())
+}
+
+// schemaError says what to do about schema version v, for a binary that
+// knows up to latest (nil when they match).
+func schemaError(v, latest int) error {
+	switch {
+	case v == 0:
+		return task.Configf("the task center has no schema: run `taskd migrate`")
+	case v < latest:
+		return task.Configf("the task center's schema is version %d, older than this taskd's %d: run `taskd migrate`", v, latest)
+	case v > latest:
+		return task.Configf("the task center's schema is version %d, newer than this taskd's %d: upgrade taskd to the version that migrated it", v, latest)
+	}
+	return nil
 }
 
 // splitStatements splits a migration file on semicolons that end a line,

@@ -320,3 +320,53 @@ func IDsTarget(ids []int64) string {
 	}
 	return b.String()
 }
+
+// TaskState is what an action needs to know of a task to say why it did not
+// apply to it.
+type TaskState struct {
+	Status task.Status
+	Type   task.Type
+}
+
+// TaskStates returns the state of each of ids that exists.
+func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]TaskState, error) {
+	out := make(map[int64]TaskState, len(ids))
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), 1000)]
+		ids = ids[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := s.db.QueryContext(ctx, fmt.Sprintf(qTaskStates, placeholders(len(chunk))), args...)
+		if err != nil {
+			return nil, fmt.Errorf("read task states: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			var st TaskState
+			if err := rows.Scan(&id, &st.Status, &st.Type); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read task states: %w", err)
+			}
+			out[id] = st
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read task states: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// QueueNamed reports whether the task center names queue q: a pause or
+// reshard of it is in force, or a task of it waits, runs, is dead or
+// cancelled. Finished tasks are not read (there can be millions).
+func (s *Store) QueueNamed(ctx context.Context, q string) (bool, error) {
+	var named bool
+	if err := s.db.QueryRowContext(ctx, qQueueNamed, q, q, q, q).Scan(&named); err != nil {
+		return false, fmt.Errorf("look up queue %s: %w", q, err)
+	}
+	return named, nil
+}

@@ -390,3 +390,15 @@ const qStatsInflight = `SELECT IF(queue = '', task_code, queue) q, status, worke
 
 const qStatsHeld = `SELECT IF(queue = '', task_code, queue) q, held_status, COUNT(*) FROM task_center FORCE INDEX (idx_held)
 	WHERE held_status IS NOT NULL GROUP BY q, held_status`
+
+// qTaskStates reads the status and type of a set of tasks.
+const qTaskStates = `SELECT id, status, task_type FROM task_center WHERE id IN (%s)`
+
+// qQueueNamed tells whether anything in the task center names a queue: a
+// row that pauses or reshards it, or a task waiting, in flight, dead or
+// cancelled in it (each read through its own bounded index, like stats).
+var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1))
+	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_inflight) WHERE inflight_at IS NOT NULL AND IF(queue = '', task_code, queue) = ?)
+	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND IF(queue = '', task_code, queue) = ?)
+	OR EXISTS (SELECT 1 FROM (` + unionPriorities(`(SELECT IF(queue = '', task_code, queue) q FROM task_center FORCE INDEX (idx_claim)
+	WHERE priority = %d AND claim_key IS NOT NULL)`) + `) w WHERE q = ?)`

@@ -10,6 +10,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // Defaults of Options.
@@ -39,6 +42,9 @@ type Options struct {
 	// StatementTimeout bounds every network read/write on a connection
 	// (default 30s).
 	StatementTimeout time.Duration
+	// Key is the configuration key of the DSN, named in errors that only
+	// a change of it fixes (default mysql.dsn).
+	Key string
 }
 
 // Store is a handle on the task center.
@@ -76,6 +82,9 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
+		if cerr := configError(err, cfg, cmp.Or(o.Key, "mysql.dsn")); cerr != nil {
+			return nil, cerr
+		}
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
 	}
 	s.values = jsonValues
@@ -179,6 +188,34 @@ func nullUnix(ns sql.NullString) *time.Time {
 	}
 	t := parseUnix(ns.String)
 	return &t
+}
+
+// MySQL server errors taskd tells apart.
+const (
+	errDBAccessDenied = 1044
+	errAccessDenied   = 1045
+	errUnknownDB      = 1049
+	errNoSuchTable    = 1146
+)
+
+// configError returns a config error (task.CodeConfig) when the server
+// refused the connection for a reason only a person can fix, else nil: a
+// daemon must not retry wrong credentials forever.
+func configError(err error, cfg *mysql.Config, key string) error {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return nil
+	}
+	switch me.Number {
+	case errAccessDenied:
+		return task.Configf("mysql %s: %s: fix the user or password in %s", cfg.Addr, me.Message, key)
+	case errDBAccessDenied:
+		return task.Configf("mysql %s: %s: GRANT the user access to %s, or fix %s", cfg.Addr, me.Message, cfg.DBName, key)
+	case errUnknownDB:
+		return task.Configf("mysql %s: unknown database %q: create it (CREATE DATABASE %s) and run `taskd migrate`, or fix the database name in %s",
+			cfg.Addr, cfg.DBName, cfg.DBName, key)
+	}
+	return nil
 }
 
 // transientErrors are server errors that go away by themselves: lock waits,

@@ -12,6 +12,10 @@ type Code string
 const (
 	CodeInvalid  Code = "invalid"   // bad input: nothing was written
 	CodeNotFound Code = "not_found" // the task, queue or lock does not exist
+	// CodeConfig: the deployment is wrong (credentials, database name,
+	// schema version, Redis policy); retrying cannot help, a person must
+	// fix it. `taskd run` exits with EX_CONFIG on it.
+	CodeConfig Code = "config"
 	CodeInternal Code = "internal"  // anything else: a dependency failed
 )
 
@@ -31,6 +35,11 @@ func Invalidf(format string, args ...any) error {
 // NotFoundf reports a missing object.
 func NotFoundf(format string, args ...any) error {
 	return &Error{Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// Configf reports a deployment error that retrying cannot heal.
+func Configf(format string, args ...any) error {
+	return &Error{Code: CodeConfig, Message: fmt.Sprintf(format, args...)}
 }
 
 // ErrorCode returns the Code of the first *Error in err's chain, or

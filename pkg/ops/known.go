@@ -1,0 +1,131 @@
+package ops
+
+import (
+	"context"
+	"slices"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// An action on a task or queue that does not exist is "not found" and
+// writes nothing, not even an audit row: a mistyped id or queue name must
+// not look like success, and pausing a queue nobody uses must not leave a
+// phantom queue behind.
+
+// NewFromConfig returns the operator actions with what c configures: the
+// shards and names of queues and the default time zone of periodic tasks.
+func NewFromConfig(s *store.Store, b *broker.Broker, c *config.Config) *Ops {
+	o := New(s, b)
+	shards := c.QueueShards()
+	queues := c.WorkerQueues()
+	o.Configured = func(q string) int { return shards[q] }
+	o.Known = func(q string) bool { _, ok := queues[q]; return ok }
+	o.Timezone = c.Cron.Timezone
+	return o
+}
+
+// QueueKnown reports whether queue q exists for taskd: the configuration
+// names it (Known), a live worker consumes it, or the task center has a
+// pause, a reshard or an unfinished, dead or cancelled task of it.
+func (o *Ops) QueueKnown(ctx context.Context, q string) (bool, error) {
+	if o.Known != nil && o.Known(q) {
+		return true, nil
+	}
+	named, err := o.store.QueueNamed(ctx, q)
+	if err != nil || named {
+		return named, err
+	}
+	if o.broker == nil {
+		return false, nil
+	}
+	live, err := o.broker.LiveWorkers(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, w := range live {
+		if slices.Contains(w.Queues, q) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// CheckQueue is a not-found error unless queue q is known.
+func (o *Ops) CheckQueue(ctx context.Context, q string) error {
+	if err := task.ValidateName("queue", q); err != nil {
+		return err
+	}
+	known, err := o.QueueKnown(ctx, q)
+	if err != nil {
+		return err
+	}
+	if !known {
+		return task.NotFoundf("unknown queue %q: no handler or queues: entry configures it, no worker consumes it and no task is in it", q)
+	}
+	return nil
+}
+
+// resolve returns the tasks t names, each once. Ids that name no task, or
+// a filter on an unknown queue, are a not-found error.
+func (o *Ops) resolve(ctx context.Context, t Target) ([]int64, error) {
+	if t.Filter != nil && t.Filter.Queue != "" {
+		if err := o.CheckQueue(ctx, t.Filter.Queue); err != nil {
+			return nil, err
+		}
+	}
+	ids, err := o.IDs(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	ids = dedupe(ids)
+	if t.Filter != nil || len(ids) == 0 {
+		return ids, nil
+	}
+	states, err := o.store.TaskStates(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var missing []int64
+	for _, id := range ids {
+		if _, ok := states[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 1 {
+		return nil, task.NotFoundf("task %d not found", missing[0])
+	}
+	if len(missing) > 1 {
+		return nil, task.NotFoundf("tasks %s not found", joinIDs(missing, 10))
+	}
+	return ids, nil
+}
+
+// dedupe drops repeated ids, keeping the order.
+func dedupe(ids []int64) []int64 {
+	seen := make(map[int64]bool, len(ids))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+
+// Resolve returns t with the tasks it names in IDs, checked: ids that name
+// no task, or a filter on an unknown queue, are a not-found error. A
+// front end resolves before it asks, so the question has the count and the
+// action applies to exactly the tasks confirmed.
+func (o *Ops) Resolve(ctx context.Context, t Target) (Target, error) {
+	ids, err := o.resolve(ctx, t)
+	if err != nil {
+		return t, err
+	}
+	t.IDs = nonNil(ids)
+	return t, nil
+}
