@@ -116,7 +116,6 @@ func dedupe(ids []int64) []int64 {
 	return out
 }
 
-
 // Resolve returns t with the tasks it names in IDs, checked: ids that name
 // no task, or a filter on an unknown queue, are a not-found error. A
 // front end resolves before it asks, so the question has the count and the

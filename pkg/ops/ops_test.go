@@ -235,13 +235,16 @@ func TestUnknownTargetsWriteNothing(t *testing.T) {
 	ctx := context.Background()
 	id := b.submit(t, "x")
 	for name, act := range map[string]func() (ops.Change, error){
-		"retry":            func() (ops.Change, error) { return b.ops.Retry(ctx, ops.Target{IDs: []int64{999999}}) },
-		"kill":             func() (ops.Change, error) { return b.ops.Kill(ctx, ops.Target{IDs: []int64{id, 999999}}) },
-		"enable":           func() (ops.Change, error) { return b.ops.Enable(ctx, ops.Target{IDs: []int64{999999}}) },
-		"pause":            func() (ops.Change, error) { return b.ops.Pause(ctx, "nosuch") },
-		"reshard":          func() (ops.Change, error) { return b.ops.Reshard(ctx, "nosuch", 2) },
-		"filter on queue":  func() (ops.Change, error) { return b.ops.Retry(ctx, ops.Target{Filter: &ops.Filter{Queue: "nosuch"}}) },
-		"resolve for a UI": func() (ops.Change, error) { _, err := b.ops.Resolve(ctx, ops.Target{IDs: []int64{999999}}); return ops.Change{}, err },
+		"retry":           func() (ops.Change, error) { return b.ops.Retry(ctx, ops.Target{IDs: []int64{999999}}) },
+		"kill":            func() (ops.Change, error) { return b.ops.Kill(ctx, ops.Target{IDs: []int64{id, 999999}}) },
+		"enable":          func() (ops.Change, error) { return b.ops.Enable(ctx, ops.Target{IDs: []int64{999999}}) },
+		"pause":           func() (ops.Change, error) { return b.ops.Pause(ctx, "nosuch") },
+		"reshard":         func() (ops.Change, error) { return b.ops.Reshard(ctx, "nosuch", 2) },
+		"filter on queue": func() (ops.Change, error) { return b.ops.Retry(ctx, ops.Target{Filter: &ops.Filter{Queue: "nosuch"}}) },
+		"resolve for a UI": func() (ops.Change, error) {
+			_, err := b.ops.Resolve(ctx, ops.Target{IDs: []int64{999999}})
+			return ops.Change{}, err
+		},
 	} {
 		_, err := act()
 		require.Equal(t, task.CodeNotFound, task.ErrorCode(err), "%s: %v", name, err)

@@ -15,8 +15,8 @@ const (
 	// CodeConfig: the deployment is wrong (credentials, database name,
 	// schema version, Redis policy); retrying cannot help, a person must
 	// fix it. `taskd run` exits with EX_CONFIG on it.
-	CodeConfig Code = "config"
-	CodeInternal Code = "internal"  // anything else: a dependency failed
+	CodeConfig   Code = "config"
+	CodeInternal Code = "internal" // anything else: a dependency failed
 )
 
 // Error is an error with a Code and a one-line message for humans.
