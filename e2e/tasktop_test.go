@@ -169,7 +169,7 @@ func TestTasktop(t *testing.T) {
 	s.keys("Enter", "p")
 	s.waitFor("Pause queue hello?")
 	s.keys("y")
-	s.waitFor("pause hello: paused", "PAUSED")
+	s.waitFor("pause: queue hello paused", "PAUSED")
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_queue WHERE name = 'hello' AND paused = 1`)
 	s.keys("S")
 	s.waitFor("Shards for queue hello (now 1, 1-256):")
@@ -177,7 +177,7 @@ func TestTasktop(t *testing.T) {
 	s.keys("Enter")
 	s.waitFor("Reshard queue hello from 1 to 3 shards?")
 	s.keys("y")
-	s.waitFor("reshard hello: shards 1 → 3")
+	s.waitFor("reshard: queue hello shards 1 -> 3")
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_queue WHERE name = 'hello' AND shards = 3`)
 	require.Equal(t, 4, b.env.Count(t, `SELECT COUNT(*) FROM task_audit`), "retry, kill, pause, reshard")
 
