@@ -194,6 +194,16 @@ func (a *App) openReadStore(ctx context.Context) (*store.Store, error) {
 	return checked(ctx, st, err)
 }
 
+// openLockStore opens the task center for named locks (GET_LOCK), which
+// need no schema: `taskd lock` works on any database.
+func (a *App) openLockStore(ctx context.Context) (*store.Store, error) {
+	c, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	return node.OpenStore(ctx, c)
+}
+
 // checked closes st unless its schema is the one of this binary.
 func checked(ctx context.Context, st *store.Store, err error) (*store.Store, error) {
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/lock"
-	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -138,12 +137,7 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 	var locker lock.Locker
 	switch r.backend {
 	case "mysql":
-		// GET_LOCK needs no schema: the lock works on any database.
-		c, err := a.config()
-		if err != nil {
-			return err
-		}
-		st, err := node.OpenStore(ctx, c)
+		st, err := a.openLockStore(ctx)
 		if err != nil {
 			return err
 		}

@@ -61,7 +61,7 @@ func (a *App) listLocks(ctx context.Context, backend string) ([]lock.Held, error
 		listers = append(listers, lock.NewRedis(br.Client(), br.Keys.Prefix))
 	}
 	if backend != "redis" {
-		st, err := a.openStore(ctx)
+		st, err := a.openLockStore(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -85,9 +85,4 @@ func pidText(pid int) string {
 	return strconv.Itoa(pid)
 }
 
-func sinceText(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format("2006-01-02 15:04:05")
-}
+func sinceText(t time.Time) string { return fmtTime(&t) }
