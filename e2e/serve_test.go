@@ -304,7 +304,7 @@ func TestServeRoles(t *testing.T) {
 	ot.keys("3")
 	ot.waitFor(id, "dead")
 	ot.keys("r")
-	ot.waitFor("retry: 1 of 1 tasks changed (" + id + ")")
+	ot.waitFor("retry: 1 of 1 task changed (" + id + ")")
 	var actor, origin, fp string
 	require.NoError(t, sb.env.Store.DB().QueryRow(`SELECT actor, origin, key_fingerprint FROM task_audit WHERE action = 'retry'`).
 		Scan(&actor, &origin, &fp))
@@ -521,7 +521,7 @@ func TestServeOpenSSH(t *testing.T) {
 	s.keys("3")
 	s.waitFor(id, "dead")
 	s.keys("r")
-	s.waitFor("retry: 1 of 1 tasks changed (" + id + ")")
+	s.waitFor("retry: 1 of 1 task changed (" + id + ")")
 	s.keys("q")
 	s.waitFor("Quit tasktop?")
 	s.keys("y")
