@@ -73,7 +73,7 @@ func TestDocs(t *testing.T) {
 		t.Run(filepath.Base(guide), func(t *testing.T) {
 			srv.reset(t)
 			dir := t.TempDir()
-			for _, d := range []string{"config", "examples", "scripts", "clients"} {
+			for _, d := range []string{"config", "deploy", "examples", "scripts", "clients"} {
 				require.NoError(t, os.Symlink(filepath.Join(repo, d), filepath.Join(dir, d)))
 			}
 			runGuide(t, guide, dir, env, stubs)
