@@ -4,9 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,7 +78,12 @@ func (s *screen) keys(keys ...string) {
 	s.t.Helper()
 	for _, k := range keys {
 		s.tmux("send-keys", "-t", "t", k)
-		time.Sleep(50 * time.Millisecond) // one frame apart, as a person types
+		pause := 50 * time.Millisecond // one frame apart, as a person types
+		if k == "Escape" {
+			// A key right after ESC reads as that key with alt.
+			pause = 300 * time.Millisecond
+		}
+		time.Sleep(pause)
 	}
 }
 
@@ -203,8 +210,15 @@ func TestTasktop(t *testing.T) {
 func TestTasktopIncident(t *testing.T) {
 	t.Parallel()
 	bin := buildTasktop(t)
-	b := setup(t, `handlers:
+	const timings = `worker:
+  heartbeat_interval: 1s
+  heartbeat_ttl: 3s
+recovery:
+  interval: 1s
+`
+	b := setup(t, timings+`handlers:
   later: { exec: ["true"] }
+  slow: { exec: ["sh", "-c", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"] }
 `)
 	// Five tasks due in 30 minutes: nothing runs them meanwhile.
 	var ids []string
@@ -253,4 +267,54 @@ func TestTasktopIncident(t *testing.T) {
 		`filter search="ly_bu"`))
 	require.Equal(t, 3, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'later' AND status = 0`),
 		"the tasks outside the search are untouched")
+
+	// A live tail: node-a runs the slow task (node-b has no handler for
+	// it), and l shows its output as it prints.
+	cfgB := filepath.Join(b.dir, "node-b.yaml")
+	require.NoError(t, os.WriteFile(cfgB, []byte(b.env.ConfigYAML(timings+"handlers:\n  later: { exec: [\"true\"] }\n")), 0o644))
+	nodeA := b.startDaemonArgs(t, "node-a", "run", "--node-id", "node-a", "--roles", "scheduler,worker")
+	b.startDaemonArgs(t, "node-b", "run", "--config", cfgB, "--node-id", "node-b", "--roles", "scheduler,worker,recovery")
+	slow := strings.TrimPrefix(strings.TrimSpace(b.taskd(t, "submit", "slow", "--timeout", "10m")), "submitted task ")
+	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2`, slow)
+	s.keys("Escape", "/")
+	s.text("slow")
+	s.keys("Enter")
+	s.waitFor(slow + " running")
+	s.keys("l")
+	s.waitFor("Output of task "+slow+", attempt 1", "live", "tick 3")
+	s.waitFor("tick 12") // it moves
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2 AND worker_id LIKE '%'`, slow))
+
+	// A killed node: its worker turns into a red dead row, with its node,
+	// and stays; the header counts it.
+	s.keys("Escape", "2")
+	s.waitFor("2/2 workers")
+	require.NoError(t, nodeA.cmd.Process.Signal(syscall.SIGKILL))
+	<-nodeA.done
+	s.waitFor("1/2 workers · 1 dead")
+	deadRow := regexp.MustCompile(`(?m)^! \S+ +node-a .* dead( |$)`)
+	s.waitForMatch(deadRow)
+	// Recovery drains it, and it is still listed as dead.
+	b.waitCount(t, 1, 20*time.Second, `SELECT COUNT(*) FROM task_run WHERE task_id = ? AND outcome = 'crashed'`, slow)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND crash_count = 1 AND status IN (0, 1)`, slow))
+	time.Sleep(2 * time.Second) // two refreshes after the drain
+	require.Regexp(t, deadRow, s.capture())
+
+	// The recovery is in Events: the drained worker and the recovered task.
+	s.keys("4")
+	s.waitFor("drained", "node-a", "dead worker drained")
+	s.waitForMatch(regexp.MustCompile(`recovered .* ` + slow + ` task recovered, now pending`))
+}
+
+// waitForMatch polls the screen until re matches it.
+func (s *screen) waitForMatch(re *regexp.Regexp) string {
+	s.t.Helper()
+	var last string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if last = s.capture(); re.MatchString(last) {
+			return last
+		}
+	}
+	s.t.Fatalf("the screen does not match %s:\n%s", re, last)
+	return ""
 }

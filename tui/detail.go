@@ -44,6 +44,9 @@ func (m *Model) detailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	if scroll(&d.vp, k) {
 		return nil, true
 	}
+	if key.Matches(k, tailKey) {
+		return m.openTail(d.id), true
+	}
 	return m.taskKey(k, []int64{d.id}, false)
 }
 

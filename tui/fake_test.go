@@ -30,6 +30,7 @@ var now = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 // fakeSource serves fixed data; err, when set, fails every read.
 type fakeSource struct {
 	mu      sync.Mutex
+	tails   map[int64]*broker.TaskTail
 	ov      *Overview
 	tasks   []*task.Task // newest first
 	runs    map[int64][]*task.Run
@@ -96,6 +97,12 @@ func (f *fakeSource) Task(_ context.Context, id int64) (*task.Task, []*task.Run,
 		}
 	}
 	return nil, nil, task.NotFoundf("task %d not found", id)
+}
+
+func (f *fakeSource) Tail(_ context.Context, id int64) (*broker.TaskTail, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tails[id], f.err
 }
 
 func (f *fakeSource) Audit(_ context.Context, before int64, limit int) ([]store.AuditEntry, error) {
@@ -221,7 +228,10 @@ func fixture() *fakeSource {
 			{Name: "dead_tasks reports_low", Queue: "reports_low", Summary: "never fired"},
 		},
 	}
-	f := &fakeSource{ov: ov, runs: map[int64][]*task.Run{}}
+	f := &fakeSource{ov: ov, runs: map[int64][]*task.Run{}, tails: map[int64]*broker.TaskTail{
+		1009: {ID: 1009, Attempt: 2, Worker: "node-a-w1", At: now.Add(-800 * time.Millisecond),
+			Output: "building report for 2026-11\nreading 12000 orders\n  page 1 of 4\n  page 2 of 4\n"},
+	}}
 	statuses := []task.Status{task.Running, task.Running, task.Dead, task.Pending, task.Failed, task.Succeeded, task.Cancelled}
 	for i := range 40 {
 		id := int64(1010 - i)

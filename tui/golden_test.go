@@ -35,6 +35,7 @@ func TestGolden(t *testing.T) {
 		{"detail", []step{first, {[]string{"3"}, "1010"}, {[]string{"down", "down", "enter"}, "Payload"}}},
 		{"events", []step{first, {[]string{"4"}, "abandoned"}}},
 		{"audit", []step{first, {[]string{"5"}, "alice"}}},
+		{"tail", []step{first, {[]string{"3"}, "1010"}, {[]string{"down", "l"}, "Output of task 1009"}}},
 		{"help", []step{first, {[]string{"?"}, "Everywhere"}}},
 		{"worker", []step{first, {[]string{"2"}, "node-c-w1"}, {[]string{"down", "enter"}, "Worker node-a-w1"}}},
 	}

@@ -137,7 +137,7 @@ func helpGroups() []helpGroup {
 		}},
 		{title: "Queues", keys: []key.Binding{queueKeys.Open}},
 		{title: "Queue actions", act: true, keys: []key.Binding{queueKeys.Pause, queueKeys.Reshard}},
-		{title: "Workers", keys: []key.Binding{workerKeys.Open}},
+		{title: "Workers", keys: []key.Binding{workerKeys.Open, tailKey}},
 		{title: "Audit", keys: []key.Binding{auditKeys.NextPage, auditKeys.PrevPage}},
 	}
 }
@@ -174,8 +174,10 @@ func (m *Model) shortKeys() []key.Binding {
 	switch p := m.top(); {
 	case m.help != nil:
 		return []key.Binding{listKeys.Down, listKeys.PageDown, globalKeys.Back}
+	case p.tail != nil:
+		return pick([]key.Binding{listKeys.Up, listKeys.Bottom, globalKeys.Back})
 	case p.worker != nil:
-		return pick([]key.Binding{workerKeys.Open, globalKeys.Back})
+		return pick([]key.Binding{workerKeys.Open, tailKey, globalKeys.Back})
 	case p.detail != nil:
 		return pick([]key.Binding{listKeys.Down, globalKeys.Back, tailKey}, actionKeys.Retry, actionKeys.Kill)
 	}
@@ -185,7 +187,7 @@ func (m *Model) shortKeys() []key.Binding {
 	case viewWorkers:
 		return pick([]key.Binding{workerKeys.Open, globalKeys.Filter, listKeys.Sort})
 	case viewTasks:
-		return pick([]key.Binding{tasksKeys.Open, globalKeys.Filter, tasksKeys.Status, tasksKeys.NextPage},
+		return pick([]key.Binding{tasksKeys.Open, globalKeys.Filter, tasksKeys.Status, tailKey},
 			selectKeys.One, selectKeys.All, actionKeys.Retry, actionKeys.Kill)
 	}
 	return pick([]key.Binding{globalKeys.Filter, globalKeys.Next})

@@ -7,6 +7,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -19,6 +20,7 @@ const (
 	loadDetail
 	loadAudit
 	loadCount
+	loadTail
 )
 
 // loadedMsg carries the result of one load.
@@ -33,6 +35,7 @@ type loadedMsg struct {
 	runs  []*task.Run
 	audit []store.AuditEntry
 	count int
+	tail  *broker.TaskTail
 }
 
 // load runs fn off the UI goroutine with the refresh deadline. A load of
@@ -64,6 +67,12 @@ func (m *Model) refresh() tea.Cmd {
 		return err
 	})}
 	switch {
+	case m.cur.tail != nil:
+		id := m.cur.tail.id
+		cmds = append(cmds, m.load(loadTail, int(id), func(ctx context.Context, msg *loadedMsg) (err error) {
+			msg.tail, err = src.Tail(ctx, id)
+			return err
+		}))
 	case m.cur.detail != nil:
 		id := m.cur.detail.id
 		cmds = append(cmds, m.load(loadDetail, int(id), func(ctx context.Context, msg *loadedMsg) (err error) {
@@ -124,6 +133,10 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 		}
 	case loadAudit:
 		m.audit.rows, m.audit.loaded = msg.audit, true
+	case loadTail:
+		if v := m.cur.tail; v != nil && int64(msg.seq) == v.id {
+			v.set(msg.tail)
+		}
 	case loadCount:
 		if msg.seq == m.tasks.seq && m.tasks.all {
 			m.tasks.allCount = msg.count
@@ -134,7 +147,7 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 
 // errorText is the error bar's text ("" when everything answers).
 func (m *Model) errorText() string {
-	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount} {
+	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount, loadTail} {
 		if err := m.errs[k]; err != nil {
 			s := err.Error() + " · retrying every " + m.opt.Refresh.String()
 			if !m.ovAt.IsZero() {

@@ -185,3 +185,12 @@ func (l *Loader) Audit(ctx context.Context, beforeID int64, limit int) ([]store.
 	}
 	return es, nil
 }
+
+// Tail implements Source.
+func (l *Loader) Tail(ctx context.Context, id int64) (*broker.TaskTail, error) {
+	t, err := l.Broker.Tail(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("Redis: %w", err)
+	}
+	return t, nil
+}

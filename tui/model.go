@@ -205,6 +205,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	var cmd tea.Cmd
 	var ok bool
 	switch p := m.cur; {
+	case p.tail != nil:
+		cmd, ok = m.tailKey(k)
 	case p.worker != nil:
 		cmd, ok = m.workerDetailKey(k)
 	case p.detail != nil:

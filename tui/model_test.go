@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -682,4 +683,30 @@ func TestEventsHideNeverFired(t *testing.T) {
 	s := screen(m)
 	require.Contains(t, s, "success_rate send_email")
 	require.NotContains(t, s, "dead_tasks reports_low")
+}
+
+// TestLiveTail: l opens the output the worker publishes for a running
+// task, follows its end, and esc goes back.
+func TestLiveTail(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "l") // 1010, running
+	require.Contains(t, screen(m), "task 1010 published no output")
+	b.src.mu.Lock()
+	b.src.tails = map[int64]*broker.TaskTail{1010: {ID: 1010, Attempt: 1, Worker: "node-a-w1", At: now.Add(-time.Second),
+		Output: strings.Repeat("line\n", 40) + "step 41 of 50\x1b[2J\n"}}
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	s := screen(m)
+	require.Contains(t, s, "Output of task 1010, attempt 1 on node-a-w1 · live, published 1.0s ago")
+	require.Contains(t, s, "step 41 of 50", "it follows the end")
+	require.NotContains(t, s, "\x1b[2J")
+	b.press(t, m, "esc")
+	require.Nil(t, m.cur.tail)
+	require.Equal(t, viewTasks, m.view)
+
+	b.press(t, m, "enter", "l") // from the detail too
+	require.NotNil(t, m.cur.tail)
+	b.press(t, m, "q")
+	require.NotNil(t, m.cur.detail, "back to the detail")
 }

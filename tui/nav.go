@@ -6,11 +6,12 @@ import (
 	tea "charm.land/bubbletea/v2"
 )
 
-// page is what is open over a view: a task's detail or a worker's detail
-// (at most one is set).
+// page is what is open over a view: a task's detail, a worker's detail or
+// a task's live output (at most one is set).
 type page struct {
 	detail *detailView
 	worker *workerDetail
+	tail   *tailView
 }
 
 // frame is a place esc and q go back to: a view, the page open over it,
@@ -99,6 +100,10 @@ func (m *Model) resizePages() {
 		if m.help.vp.TotalLineCount() > h {
 			m.help.vp.SetHeight(h - 1) // the last line says how to see the rest
 		}
+	}
+	if t := m.cur.tail; t != nil {
+		t.vp.SetWidth(m.w)
+		t.vp.SetHeight(max(1, h-1)) // less the line that names the task
 	}
 	if d := m.cur.detail; d != nil {
 		d.vp.SetWidth(m.w)

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -162,4 +163,13 @@ func (s *Shared) Audit(ctx context.Context, beforeID int64, limit int) ([]store.
 	})
 	es, _ := v.([]store.AuditEntry)
 	return es, err
+}
+
+// Tail implements Source.
+func (s *Shared) Tail(ctx context.Context, id int64) (*broker.TaskTail, error) {
+	v, err := s.read(ctx, fmt.Sprintf("tail %d", id), func(ctx context.Context) (any, error) {
+		return s.Source.Tail(ctx, id)
+	})
+	t, _ := v.(*broker.TaskTail)
+	return t, err
 }

@@ -29,6 +29,9 @@ type Source interface {
 	Task(ctx context.Context, id int64) (*task.Task, []*task.Run, error)
 	// Audit returns audit rows newest first, before id beforeID (0: newest).
 	Audit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error)
+	// Tail returns the latest output the worker running task id
+	// published (nil: none).
+	Tail(ctx context.Context, id int64) (*broker.TaskTail, error)
 }
 
 // Actions are the operator actions: *ops.Ops, the same code as the taskd

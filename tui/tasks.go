@@ -234,6 +234,10 @@ func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		if v.cur.pos < len(v.rows) {
 			return m.openDetail(v.rows[v.cur.pos].ID), true
 		}
+	case key.Matches(k, tailKey):
+		if v.cur.pos < len(v.rows) {
+			return m.openTail(v.rows[v.cur.pos].ID), true
+		}
 	case key.Matches(k, sk.One):
 		if !m.canAct() || v.cur.pos >= len(v.rows) {
 			return nil, true

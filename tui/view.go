@@ -49,6 +49,8 @@ func (m *Model) render() string {
 	switch {
 	case m.help != nil:
 		body = m.helpBody(h)
+	case m.cur.tail != nil:
+		body = m.tailBody(m.w, h)
 	case m.cur.worker != nil:
 		body = m.workerDetailView(m.w, h)
 	case d != nil && d.task == nil:
@@ -184,6 +186,8 @@ func (m *Model) tabs() string {
 		info = fmt.Sprintf("task %d", m.cur.detail.id)
 	case m.cur.worker != nil:
 		info = "worker " + m.cur.worker.id
+	case m.cur.tail != nil:
+		info = fmt.Sprintf("task %d output", m.cur.tail.id)
 	case m.view == viewTasks:
 		info = m.tasksInfo()
 	case m.view == viewQueues && m.queues.filter != "":

@@ -201,6 +201,10 @@ func (m *Model) workerDetailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		if d.cur.pos < len(ss) {
 			return m.openDetail(ss[d.cur.pos].TaskID), true
 		}
+	case key.Matches(k, tailKey):
+		if d.cur.pos < len(ss) {
+			return m.openTail(ss[d.cur.pos].TaskID), true
+		}
 	default:
 		return nil, false
 	}

@@ -315,3 +315,49 @@ func (b *Broker) Events(ctx context.Context, limit int) ([]Event, error) {
 	}
 	return out, nil
 }
+
+// TailKeep is how long a task's published output outlives its last
+// publication: the end of a finished attempt stays readable for a while,
+// and the tail of a worker that died expires.
+const TailKeep = 2 * time.Minute
+
+// TaskTail is the latest output of a task's attempt, published by the
+// worker running it while it runs (handler.Tail).
+type TaskTail struct {
+	ID      int64     `json:"id"`
+	Attempt int       `json:"attempt"`
+	Worker  string    `json:"worker"`
+	At      time.Time `json:"at"`
+	// Done: the attempt ended; Output is its last output.
+	Done   bool   `json:"done,omitempty"`
+	Output string `json:"output"`
+}
+
+// PublishTail stores t as its task's latest output, kept TailKeep.
+func (b *Broker) PublishTail(ctx context.Context, t *TaskTail) error {
+	raw, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("publish output of task %d: %w", t.ID, err)
+	}
+	if err := b.rdb.Set(ctx, b.Keys.Tail(t.ID), raw, TailKeep).Err(); err != nil {
+		return fmt.Errorf("publish output of task %d: %w", t.ID, err)
+	}
+	return nil
+}
+
+// Tail returns task id's latest published output, nil when there is none
+// (it never ran with a tail, or that ended more than TailKeep ago).
+func (b *Broker) Tail(ctx context.Context, id int64) (*TaskTail, error) {
+	raw, err := b.rdb.Get(ctx, b.Keys.Tail(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read output of task %d: %w", id, err)
+	}
+	var t TaskTail
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, fmt.Errorf("read output of task %d: %w", id, err)
+	}
+	return &t, nil
+}

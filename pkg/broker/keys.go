@@ -81,6 +81,9 @@ func (k Keys) WorkerNode(w string) string { return k.Prefix + "worker-node:" + w
 // last heartbeat (ms).
 func (k Keys) WorkersGone() string { return k.Prefix + "workers-gone" }
 
+// Tail is the latest output of task id's running attempt (TaskTail).
+func (k Keys) Tail(id int64) string { return k.Prefix + "tail:" + strconv.FormatInt(id, 10) }
+
 // WorkerQueues is the set of queues worker w consumes.
 func (k Keys) WorkerQueues(w string) string { return k.Prefix + "worker-queues:" + w }
 

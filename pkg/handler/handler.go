@@ -6,6 +6,7 @@ package handler
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"runtime"
 	"slices"
@@ -21,6 +22,18 @@ type Request struct {
 	Attempt   int
 	UniqueKey string
 	Payload   []byte // JSON
+	// Tail, when set, receives the attempt's output as it comes (see
+	// Tail): Exec its stdout and stderr, HTTP the response body, Pool
+	// the process's stderr.
+	Tail io.Writer
+}
+
+// withTail is w, also writing to the request's tail when it has one.
+func (r *Request) withTail(w io.Writer) io.Writer {
+	if r.Tail == nil {
+		return w
+	}
+	return io.MultiWriter(w, r.Tail)
 }
 
 // Handler runs one attempt. output is kept (truncated) as the task's result;

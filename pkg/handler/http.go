@@ -64,9 +64,10 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	head := make([]byte, errorLineLimit)
 	n, err := io.ReadFull(resp.Body, head)
 	head = head[:n]
-	_, _ = out.Write(head)
+	body := r.withTail(out) // a streamed body shows while it comes
+	_, _ = body.Write(head)
 	if err == nil {
-		_, err = io.Copy(out, resp.Body)
+		_, err = io.Copy(body, resp.Body)
 	} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		err = nil
 	}

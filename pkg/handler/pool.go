@@ -536,7 +536,7 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 		return true
 	}
 	out := &tailBuffer{limit: p.cfg.OutputLimit}
-	proc.tap.begin(out, log)
+	proc.tap.begin(r.withTail(out), log)
 
 	fail := func(reason string, err error) bool {
 		proc.tap.take()

@@ -316,7 +316,7 @@ type stderrTap struct {
 	mu      sync.Mutex
 	log     *slog.Logger // the process's logger
 	taskLog *slog.Logger // with the task's id while one runs
-	out     *tailBuffer  // the running task's output, or nil
+	out     io.Writer    // the running task's output, or nil
 	partial []byte       // an unfinished line, for the log
 	logged  int          // lines logged since the task began or ended
 	last    *tailBuffer  // the last bytes, for an exit message
@@ -424,7 +424,7 @@ func (t *stderrTap) flushPartial() {
 }
 
 // begin attributes what follows to a task, kept in out.
-func (t *stderrTap) begin(out *tailBuffer, log *slog.Logger) {
+func (t *stderrTap) begin(out io.Writer, log *slog.Logger) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.flushPartial()

@@ -214,7 +214,7 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 			return err
 		}
 		res.DeadWorkers++
-		r.log.Warn("dead worker drained", "worker_id", w, "node", node, "handed_back", n)
+		r.log.Warn("dead worker drained", "worker_id", w, "worker_node", node, "handed_back", n)
 		r.record(ctx, &broker.Event{Kind: KindDrained, Node: node, WorkerID: w,
 			Detail: fmt.Sprintf("dead worker drained: %d never-started messages handed back", n)})
 	}

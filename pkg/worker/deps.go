@@ -41,4 +41,6 @@ type Broker interface {
 	Withdraw(ctx context.Context, w string) error
 	Orphans(ctx context.Context, w string) (map[string][]string, error)
 	Forget(ctx context.Context, w string) error
+	// PublishTail stores a running attempt's latest output.
+	PublishTail(ctx context.Context, t *broker.TaskTail) error
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
-
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
@@ -479,9 +478,16 @@ func (p *pool) run(j *job) {
 	if !ok {
 		e.err = fmt.Errorf("no handler for task code %q on worker %s", m.Code, w.cfg.ID)
 	} else {
+		// The latest output is published while the attempt runs, for
+		// operators watching it.
+		tail := handler.StartTail(func(ctx context.Context, out string, done bool) error {
+			return w.broker.PublishTail(ctx, &broker.TaskTail{ID: m.ID, Attempt: m.Attempt, Worker: w.cfg.ID,
+				At: w.clock.Now(), Done: done, Output: out})
+		}, 0, 0)
 		e.output, e.err = handler.Safe(ctx, h, &handler.Request{
-			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, UniqueKey: m.UniqueKey, Payload: m.Payload,
+			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, UniqueKey: m.UniqueKey, Payload: m.Payload, Tail: tail,
 		})
+		tail.Close()
 	}
 	e.duration = w.clock.Now().Sub(j.started)
 	w.slots.markProgress(j.queue)

@@ -1,0 +1,118 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// published records what a Tail publishes.
+type published struct {
+	mu   sync.Mutex
+	outs []string
+	done []bool
+}
+
+func (p *published) publish(_ context.Context, out string, done bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.outs, p.done = append(p.outs, out), append(p.done, done)
+	return nil
+}
+
+func (p *published) last() (string, bool, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.outs) == 0 {
+		return "", false, 0
+	}
+	return p.outs[len(p.outs)-1], p.done[len(p.done)-1], len(p.outs)
+}
+
+// The tail keeps only the last bytes, and its last publication is marked
+// done; the attempt's own output is kept whole.
+func TestExecTailBounded(t *testing.T) {
+	t.Parallel()
+	pub := &published{}
+	tail := StartTail(pub.publish, 64, 20*time.Millisecond)
+	r := testRequest()
+	r.Tail = tail
+	h := &Exec{Argv: sh(`echo first line; echo to stderr >&2; i=0; while [ $i -lt 40 ]; do echo filler $i; i=$((i+1)); done`)}
+	out, err := h.Handle(context.Background(), r)
+	require.NoError(t, err)
+	tail.Close()
+	tail.Close() // twice is safe
+	last, done, _ := pub.last()
+	require.True(t, done)
+	require.LessOrEqual(t, len(last), 64+len("…(truncated 9999 bytes)\n"), "bounded")
+	require.Contains(t, last, "filler 39")
+	require.NotContains(t, last, "first line")
+	require.Contains(t, out, "first line")
+	require.Contains(t, out, "to stderr")
+}
+
+// Output published before the attempt ends: a command that waits after
+// printing is seen printing.
+func TestExecTailBeforeTheEnd(t *testing.T) {
+	t.Parallel()
+	pub := &published{}
+	tail := StartTail(pub.publish, 0, 20*time.Millisecond)
+	r := testRequest()
+	r.Tail = tail
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = (&Exec{Argv: sh(`echo working on it; sleep 30`), KillGrace: time.Second}).Handle(ctx, r)
+	}()
+	require.Eventually(t, func() bool {
+		out, fin, _ := pub.last()
+		return strings.Contains(out, "working on it") && !fin
+	}, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	<-done
+	tail.Close()
+	_, fin, _ := pub.last()
+	require.True(t, fin)
+}
+
+// An HTTP attempt's body is published as it streams.
+func TestHTTPTailStreams(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, strings.Repeat("x", errorLineLimit)+"\nprogress 50%\n")
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprint(w, "done\n")
+	}))
+	defer srv.Close()
+	defer close(release)
+	pub := &published{}
+	tail := StartTail(pub.publish, 0, 20*time.Millisecond)
+	r := testRequest()
+	r.Tail = tail
+	res := make(chan error, 1)
+	go func() {
+		_, err := (&HTTP{URL: srv.URL}).Handle(context.Background(), r)
+		res <- err
+	}()
+	require.Eventually(t, func() bool {
+		out, _, _ := pub.last()
+		return strings.Contains(out, "progress 50%")
+	}, 10*time.Second, 10*time.Millisecond)
+	release <- struct{}{}
+	require.NoError(t, <-res)
+	tail.Close()
+	out, fin, _ := pub.last()
+	require.True(t, fin)
+	require.Contains(t, out, "done")
+}
