@@ -29,9 +29,9 @@ import (
 // holding the repository's config/ and examples/. Fenced blocks:
 //
 //   - ```sh: run with bash -e -o pipefail; a non-zero exit fails the guide.
-//   - ```sh daemon: started in the background (a `taskd run`); the guide
-//     goes on once the node logs that it started, and at its end the node
-//     gets SIGTERM and must exit 0.
+//   - ```sh daemon: started in the background (a `taskd run`, a `tasktop
+//     serve`); the guide goes on once it logs that it started, and at its
+//     end it gets SIGTERM and must exit 0.
 //   - ```sh manual: host administration the test cannot do (apt-get
 //     install, systemctl, editing /etc); not run, listed in the log.
 //   - ```crontab: every line's command is run once with `php` on PATH
@@ -54,6 +54,7 @@ func TestDocs(t *testing.T) {
 	// and :6379 on a host.
 	shims := t.TempDir()
 	require.NoError(t, os.Symlink(taskdBin, filepath.Join(shims, "taskd")))
+	require.NoError(t, os.Symlink(buildTasktop(t), filepath.Join(shims, "tasktop")))
 	myCnf := filepath.Join(shims, "my.cnf")
 	require.NoError(t, os.WriteFile(myCnf, fmt.Appendf(nil,
 		"[client]\nprotocol=tcp\nhost=127.0.0.1\nport=%d\nuser=root\npassword=\n", srv.mysqlPort), 0o644))
@@ -222,7 +223,7 @@ func startDocDaemon(t *testing.T, where, dir string, env []string, script string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, _ := os.ReadFile(logPath)
-		if strings.Contains(string(out), "taskd node started") {
+		if strings.Contains(string(out), "taskd node started") || strings.Contains(string(out), "tasktop serve listening") {
 			return d
 		}
 		select {

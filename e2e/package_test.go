@@ -27,6 +27,8 @@ var packaged = map[string]string{
 	"/usr/lib/systemd/system/taskd.service":             "scripts/systemd/taskd.service",
 	"/usr/share/taskd/supervisor/taskd.conf":            "scripts/supervisor/taskd.conf",
 	"/usr/share/taskd/supervisor/taskd-groups.conf":     "scripts/supervisor/taskd-groups.conf",
+	"/usr/lib/systemd/system/tasktop-serve.service":     "scripts/systemd/tasktop-serve.service",
+	"/usr/share/taskd/supervisor/tasktop-serve.conf":    "scripts/supervisor/tasktop-serve.conf",
 	"/usr/share/taskd/prometheus/taskd-rules.yaml":      "deploy/prometheus/taskd-rules.yaml",
 	"/usr/share/taskd/prometheus/taskd-rules.test.yaml": "deploy/prometheus/taskd-rules.test.yaml",
 	"/usr/share/taskd/grafana/taskd-dashboard.json":     "deploy/grafana/taskd-dashboard.json",
@@ -82,6 +84,12 @@ func TestPackageContents(t *testing.T) {
 	conffiles, err := os.ReadFile(filepath.Join(ctrl, "conffiles"))
 	require.NoError(t, err)
 	require.Equal(t, "/etc/taskd/taskd.yaml\n", string(conffiles), "dpkg keeps a changed configuration on upgrade")
+	// The units and programs are installed, not enabled or started: no
+	// maintainer script does it.
+	for _, script := range []string{"preinst", "postinst"} {
+		raw, err := os.ReadFile(filepath.Join(ctrl, script))
+		require.True(t, os.IsNotExist(err) || !strings.Contains(string(raw), "systemctl"), "%s: %s", script, raw)
+	}
 	root := t.TempDir()
 	run("dpkg-deb", "-x", deb, root)
 	for dst, src := range packaged {
@@ -123,6 +131,7 @@ func TestPackageContents(t *testing.T) {
 	require.Contains(t, rpmFiles, "/var/log/taskd")
 	flags := run("rpm", "-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags}\n]", rpm)
 	require.Regexp(t, `(?m)^/etc/taskd/taskd\.yaml cn$`, flags, "config(noreplace) in the rpm")
+	require.NotContains(t, run("rpm", "-qp", "--scripts", rpm), "systemctl", "the rpm enables and starts nothing")
 
 	// Archives and checksums.
 	for _, target := range []string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64"} {
@@ -130,6 +139,7 @@ func TestPackageContents(t *testing.T) {
 		list := run("tar", "-tzf", archive)
 		for _, f := range []string{"taskd", "tasktop", "README.md", "config/taskd.yaml", "docs/deploy.md",
 			"scripts/systemd/taskd.service", "scripts/supervisor/taskd.conf",
+			"scripts/systemd/tasktop-serve.service", "scripts/supervisor/tasktop-serve.conf",
 			"deploy/prometheus/taskd-rules.yaml", "deploy/prometheus/taskd-rules.test.yaml", "deploy/grafana/taskd-dashboard.json"} {
 			require.Regexp(t, "(?m)^"+regexp.QuoteMeta(f)+"$", list, "%s holds %s", filepath.Base(archive), f)
 		}

@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 // supervise runs supervisord on program (a file of scripts/supervisor/ with
@@ -120,17 +124,60 @@ func TestSupervisorGroups(t *testing.T) {
 	}
 }
 
-// scripts/systemd/taskd.service passes systemd's own checks.
+// scripts/systemd/taskd.service and tasktop-serve.service pass systemd's
+// own checks.
 func TestSystemdUnit(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("systemd-analyze is not installed")
 	}
-	unit, err := os.ReadFile("../scripts/systemd/taskd.service")
+	tasktop := buildTasktop(t)
+	for _, name := range []string{"taskd.service", "tasktop-serve.service"} {
+		unit, err := os.ReadFile("../scripts/systemd/" + name)
+		require.NoError(t, err)
+		text := strings.NewReplacer("/usr/bin/taskd", taskdBin, "/usr/bin/tasktop", tasktop).Replace(string(unit))
+		path := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+		out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+		require.NoError(t, err, "%s: %s", name, out)
+		require.Empty(t, strings.TrimSpace(string(out)), name)
+	}
+}
+
+// scripts/supervisor/tasktop-serve.conf works as shipped: Supervisor
+// starts tasktop serve, a key logs in, and `supervisorctl stop` closes
+// its session with a message and exits 0.
+func TestSupervisorServeProgram(t *testing.T) {
+	t.Parallel()
+	op := newKey(t, "role=operator", "otto@laptop")
+	port := testenv.FreePort(t)
+	b := setup(t, fmt.Sprintf("tasktop:\n  serve:\n    listen: \"127.0.0.1:%d\"\n    host_key: %%DIR%%/host_ed25519\n"+
+		"    authorized_keys: %%DIR%%/tasktop_keys\n", port))
+	require.NoError(t, os.WriteFile(filepath.Join(b.dir, "tasktop_keys"), []byte(op.line+"\n"), 0o644))
+	ctl := supervise(t, b, "tasktop-serve.conf", map[string]string{
+		"/usr/bin/tasktop":                 buildTasktop(t),
+		"/etc/taskd/taskd.yaml":            b.config,
+		"/var/log/taskd/tasktop-serve.log": filepath.Join(b.dir, "serve.log"),
+	})
+	require.Eventually(t, func() bool { return strings.Contains(ctl("status", "tasktop-serve"), "RUNNING") },
+		30*time.Second, 200*time.Millisecond, "supervisor runs tasktop serve: %s", ctl("status"))
+	sb := &serveBundle{testBundle: b, addr: "127.0.0.1:" + strconv.Itoa(port), serve: &daemon{log: filepath.Join(b.dir, "serve.log")}}
+	require.Eventually(t, func() bool {
+		for _, line := range sb.logLines(t) {
+			if line["msg"] == "tasktop serve host key" {
+				sb.hostKey, _ = line["fingerprint"].(string)
+			}
+		}
+		return sb.hostKey != ""
+	}, 30*time.Second, 100*time.Millisecond)
+	term := openTerm(t, sb.login(t, op), 100, 30)
+	term.waitFor("[1 Queues]")
+
+	out := ctl("stop", "tasktop-serve")
+	require.Contains(t, out, "stopped", out)
+	require.Equal(t, 1, term.closed(10*time.Second))
+	require.Contains(t, term.errText(), "tasktop serve is stopping")
+	log, err := os.ReadFile(filepath.Join(b.dir, "supervisord.log"))
 	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "taskd.service")
-	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/bin/taskd", taskdBin)), 0o644))
-	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Empty(t, strings.TrimSpace(string(out)))
+	require.Contains(t, string(log), "stopped: tasktop-serve (exit status 0)", "a graceful stop, not a kill")
 }
