@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,6 +72,62 @@ func BenchmarkRefresh(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// countedSource counts the overviews that reach the Loader.
+type countedSource struct {
+	Source
+	n atomic.Int64
+}
+
+func (c *countedSource) Overview(ctx context.Context) (*Overview, error) {
+	c.n.Add(1)
+	return c.Source.Overview(ctx)
+}
+
+// BenchmarkTenSessions measures one refresh round of ten tasktop serve
+// sessions at once (each reads the overview) on a task center of
+// TASKTOP_BENCH_TASKS tasks (default 100,000): each session reading the
+// Loader itself, through Shared with only overlapping reads joined
+// (MaxAge 0), and through Shared as tasktop serve uses it. loads/round is
+// how many overviews reached the task center and Redis.
+//
+//	go test -run NONE -bench TenSessions -benchtime 50x ./tui/
+func BenchmarkTenSessions(b *testing.B) {
+	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("TASKTOP_BENCH_TASKS")); err == nil && v > 0 {
+		n = v
+	}
+	env := testenv.New(b)
+	env.FillLarge(b, n, 30*time.Minute)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		src  func(Source) Source
+	}{
+		{"direct", func(s Source) Source { return s }},
+		{"shared_joined_only", func(s Source) Source { sh := NewShared(s); sh.MaxAge = 0; return sh }},
+		{"shared", func(s Source) Source { return NewShared(s) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			counted := &countedSource{Source: &Loader{Store: env.Store, Broker: env.Broker, Alerts: BrokerAlerts(env.Broker)}}
+			src := c.src(counted)
+			rounds := 0
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for range 10 {
+					wg.Go(func() {
+						if _, err := src.Overview(ctx); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				rounds++
+			}
+			b.ReportMetric(float64(counted.n.Load())/float64(rounds), "loads/round")
 		})
 	}
 }
