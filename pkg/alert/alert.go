@@ -42,6 +42,7 @@ const (
 	RuleOldestDue      = "taskd_oldest_due"
 	RuleDeadTasks      = "taskd_dead_tasks"
 	RuleWatchdogHeal   = "taskd_watchdog_heal"
+	RuleRedisMemory    = "taskd_redis_memory"
 )
 
 // Rule is one rule's threshold and duration. A negative threshold turns
@@ -81,6 +82,9 @@ type Rules struct {
 	// WatchdogHeal: more than Threshold watchdog heals of one worker
 	// within the window For.
 	WatchdogHeal Rule
+	// RedisMemory: Redis uses at least Threshold of its maxmemory, for
+	// For.
+	RedisMemory Rule
 }
 
 // DefaultRules are the defaults of the alerts.* configuration keys.
@@ -92,6 +96,7 @@ var DefaultRules = Rules{
 	OldestDue:      Rule{Threshold: 300},
 	DeadTasks:      Rule{Threshold: 0, For: 10 * time.Minute},
 	WatchdogHeal:   Rule{Threshold: 0, For: 10 * time.Minute},
+	RedisMemory:    Rule{Threshold: 0.9},
 }
 
 // Alert is one notification: an alert that fired or resolved.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ var quiet = slog.New(slog.DiscardHandler)
 var off = alert.Rule{Threshold: -1}
 
 // allOff has every rule off; each test switches on the ones it checks.
-var allOff = alert.Rules{Backlog: off, SuccessRate: off, HeartbeatStale: off, NoConsumer: off, OldestDue: off, DeadTasks: off, WatchdogHeal: off}
+var allOff = alert.Rules{Backlog: off, SuccessRate: off, HeartbeatStale: off, NoConsumer: off, OldestDue: off, DeadTasks: off,
+	WatchdogHeal: off, RedisMemory: off}
 
 type testBundle struct {
 	env  *testenv.Env
@@ -253,6 +255,52 @@ func TestHeartbeatAndWatchdogRules(t *testing.T) {
 			require.Contains(t, n.Annotations["summary"], "slot_abandoned: held 1s past its timeout")
 		}
 	}
+}
+
+// A Redis filling up towards maxmemory fires the Redis memory alert at the
+// threshold, before it refuses messages, and resolves when it has room.
+func TestRedisMemoryRule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	br, err := broker.Open(ctx, broker.Options{Addr: addr, Prefix: env.Prefix})
+	require.NoError(t, err)
+	defer br.Close()
+	recv := newReceiver(t, "")
+	rules := allOff
+	rules.RedisMemory = alert.Rule{Threshold: 0.9}
+	a := alert.New(alert.Config{Interval: 50 * time.Millisecond, Cooldown: time.Hour, Rules: rules,
+		Notifiers: []alert.Notifier{&alert.Webhook{URL: recv.URL}}, Logger: quiet},
+		env.Store, br, lock.NewRedis(br.Client(), env.Prefix))
+	t.Cleanup(a.Stop)
+	b := &testBundle{env: env, recv: recv}
+
+	_, err = a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, b.count(t, alert.RuleRedisMemory, alert.StatusFiring))
+	// Another application's keys fill it past 92%.
+	blob := strings.Repeat("x", 32<<10)
+	for {
+		m, err := br.Memory(ctx)
+		require.NoError(t, err)
+		if m.Ratio() > 0.92 {
+			break
+		}
+		require.NoError(t, br.Client().RPush(ctx, "other-app:blobs", blob).Err())
+	}
+	_, err = a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, alert.RuleRedisMemory, alert.StatusFiring))
+	n := b.sent(t)[0]
+	require.Equal(t, "warning", n.Labels["severity"])
+	require.Contains(t, n.Annotations["summary"], "of maxmemory used")
+	require.Contains(t, n.Annotations["runbook_url"], "#redis-is-near-maxmemory-redis-memory")
+
+	require.NoError(t, br.Client().Del(ctx, "other-app:blobs").Err())
+	_, err = a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, alert.RuleRedisMemory, alert.StatusResolved))
 }
 
 // Within the cooldown an alert is not notified as firing again, even when

@@ -55,6 +55,7 @@ func TestPrometheusRulesMatchTheBuiltInRules(t *testing.T) {
 		RuleDeadTasks:      {fmt.Sprintf("> %g", d.DeadTasks.Threshold), "[" + promDuration(d.DeadTasks.For) + "]"},
 		// "A heal within the window" is "more than 0 heals" only.
 		RuleWatchdogHeal: {fmt.Sprintf("< %g", d.WatchdogHeal.For.Seconds())},
+		RuleRedisMemory:  {fmt.Sprintf(">= %g", d.RedisMemory.Threshold)},
 	}
 	require.Zero(t, d.WatchdogHeal.Threshold, "taskd_watchdog_heal's expression holds for a threshold of 0 only")
 	fors := map[string]string{

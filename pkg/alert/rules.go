@@ -34,6 +34,7 @@ var severities = map[string]string{
 	RuleOldestDue:      "warning",
 	RuleDeadTasks:      "warning",
 	RuleWatchdogHeal:   "critical",
+	RuleRedisMemory:    "warning",
 }
 
 // observation is what a rule sees of one alert in one evaluation.
@@ -141,6 +142,11 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 					w, h.node, h.n, promDuration(r.WatchdogHeal.For), h.last.Kind, h.last.Detail), "worker", w, "node", h.node)
 		}
 	}
+	if m := in.Snapshot.Redis; !r.RedisMemory.Off() && m != nil && m.Max > 0 {
+		add(r.RedisMemory, RuleRedisMemory, m.Ratio() >= r.RedisMemory.Threshold,
+			fmt.Sprintf("redis: %.0f%% of maxmemory used (%d of %d bytes; threshold %g%%)",
+				100*m.Ratio(), m.Used, m.Max, 100*r.RedisMemory.Threshold))
+	}
 	return out
 }
 
@@ -193,6 +199,9 @@ func describe(name string, rules *Rules) string {
 	case RuleDeadTasks:
 		r := rules.DeadTasks
 		return fmt.Sprintf("More than %g tasks exhausted their retries within %s; they wait for an operator (taskd retry).", r.Threshold, promDuration(r.For))
+	case RuleRedisMemory:
+		r := rules.RedisMemory
+		return fmt.Sprintf("Redis uses at least %g%% of its maxmemory: at the limit it refuses new messages, and due tasks wait in the task center until workers free room.", 100*r.Threshold)
 	case RuleWatchdogHeal:
 		r := rules.WatchdogHeal
 		return fmt.Sprintf("The watchdog healed a worker more than %g times within %s: a hung handler's slot abandoned, a worker alive but idle, or the process exited for its supervisor to restart it (see {prefix}events).",
@@ -232,6 +241,7 @@ var runbooks = map[string]string{
 	RuleOldestDue:      "due-tasks-wait-for-a-scheduler-oldest-due",
 	RuleDeadTasks:      "dead-and-failed-tasks",
 	RuleWatchdogHeal:   "workers-alive-but-idle",
+	RuleRedisMemory:    "redis-is-near-maxmemory-redis-memory",
 }
 
 // runbook is the address of rule name's runbook section.

@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // AlertStates returns the alert states, one JSON document per alert
@@ -15,21 +18,34 @@ func (b *Broker) AlertStates(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
-// SaveAlertStates writes set and deletes del in the alert states, in one
-// transaction so a reader never sees half an evaluation.
+// SaveAlertStates writes set and deletes del in the alert states, at once
+// so a reader never sees half an evaluation, and even at maxmemory so the
+// alert about it still goes out (MULTI is refused there: one script).
 func (b *Broker) SaveAlertStates(ctx context.Context, set map[string]string, del []string) error {
 	if len(set) == 0 && len(del) == 0 {
 		return nil
 	}
-	pipe := b.rdb.TxPipeline()
-	if len(set) > 0 {
-		pipe.HSet(ctx, b.Keys.Alerts(), set)
+	args := make([]any, 0, 1+2*len(set)+len(del))
+	args = append(args, len(set))
+	for k, v := range set {
+		args = append(args, k, v)
 	}
-	if len(del) > 0 {
-		pipe.HDel(ctx, b.Keys.Alerts(), del...)
+	for _, k := range del {
+		args = append(args, k)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := b.run(ctx, b.rdb, saveAlertsScript, []string{b.Keys.Alerts()}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("save alert states: %w", err)
 	}
 	return nil
 }
+
+// saveAlertsScript sets and deletes fields of the alert states hash.
+//
+//	KEYS[1] the hash
+//	ARGV[1] n, then n field/value pairs to set, then fields to delete
+var saveAlertsScript = newScript(`
+local n = tonumber(ARGV[1])
+for i = 2, 2 * n, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 2 * n + 2, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+return 0
+`)

@@ -61,6 +61,9 @@ type Broker struct {
 	// endedLast is, per queue, the minute of the last AckEnded that
 	// counted some of its attempts.
 	endedLast sync.Map
+	// scriptFlags: the server runs script flags (Redis 7+), so scripts
+	// may declare allow-oom (see oom.go).
+	scriptFlags bool
 }
 
 // quiet drops go-redis's own log lines: every error it logs also reaches
@@ -130,6 +133,7 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("connect to redis %s: %w", strings.Join(seeds, ","), err)
 	}
+	b.scriptFlags = hasScriptFlags(pctx, rdb)
 	return b, nil
 }
 
@@ -209,14 +213,23 @@ func (b *Broker) Ack(ctx context.Context, w string, msgs map[string][]string) er
 // Quarantine moves a message that cannot be decoded from a processing list
 // to the queue's poison list, where an operator can inspect it.
 func (b *Broker) Quarantine(ctx context.Context, q, w, raw string) error {
-	pipe := b.rdb.TxPipeline()
-	pipe.LPush(ctx, b.Keys.Poison(q), raw)
-	pipe.LRem(ctx, b.Keys.Processing(q, w), 1, raw)
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := b.run(ctx, b.rdb, quarantineScript, []string{b.Keys.Processing(q, w), b.Keys.Poison(q)}, raw).Err(); err != nil {
 		return fmt.Errorf("quarantine message of %s: %w", q, err)
 	}
 	return nil
 }
+
+// quarantineScript moves one message from a processing list to a poison
+// list.
+//
+//	KEYS[1] processing list, KEYS[2] poison list
+//	ARGV[1] the message
+var quarantineScript = newScript(`
+if redis.call('LREM', KEYS[1], 1, ARGV[1]) > 0 then
+  redis.call('LPUSH', KEYS[2], ARGV[1])
+end
+return 0
+`)
 
 // QueueLen returns the number of queued messages of q, over its shards and
 // priorities.
@@ -289,10 +302,12 @@ func (b *Broker) beat(ctx context.Context, pipe redis.Pipeliner, hb *Heartbeat, 
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
-	pipe.Set(ctx, b.Keys.Worker(hb.ID), raw, ttl)
-	pipe.ZAdd(ctx, b.Keys.Workers(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: hb.ID})
+	// Written even at maxmemory: a worker draining a full Redis must not
+	// look dead.
+	b.write(ctx, pipe, "SET", b.Keys.Worker(hb.ID), raw, "PX", ttl.Milliseconds())
+	b.write(ctx, pipe, "ZADD", b.Keys.Workers(), time.Now().UnixMilli(), hb.ID)
 	if hb.Node != "" {
-		pipe.Set(ctx, b.Keys.WorkerNode(hb.ID), hb.Node, ThroughputKeep)
+		b.write(ctx, pipe, "SET", b.Keys.WorkerNode(hb.ID), hb.Node, "PX", ThroughputKeep.Milliseconds())
 	}
 	if len(hb.Queues) > 0 {
 		// Recovery reads it to find the processing lists of a dead worker.
@@ -300,7 +315,7 @@ func (b *Broker) beat(ctx context.Context, pipe redis.Pipeliner, hb *Heartbeat, 
 		for i, q := range hb.Queues {
 			members[i] = q
 		}
-		pipe.SAdd(ctx, b.Keys.WorkerQueues(hb.ID), members...)
+		b.write(ctx, pipe, "SADD", b.Keys.WorkerQueues(hb.ID), members...)
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func (b *Broker) BeatCounts(ctx context.Context, hb *Heartbeat, ttl time.Duratio
 	if !at.IsZero() {
 		// A beat at least once a minute keeps the hash at ThroughputKeep.
 		m := at.Unix() / 60
-		addMinute(ctx, pipe, b.Keys.Throughput(hb.ID), ThroughputKeep, m, m-1, "pfd", c.Processed, c.Failed, c.Dead)
+		b.addMinute(ctx, pipe, b.Keys.Throughput(hb.ID), ThroughputKeep, m, m-1, "pfd", c.Processed, c.Failed, c.Dead)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
@@ -219,8 +219,8 @@ func (b *Broker) BeatProcess(ctx context.Context, p *Process, ttl time.Duration)
 		return fmt.Errorf("process heartbeat: %w", err)
 	}
 	pipe := b.rdb.Pipeline()
-	pipe.Set(ctx, b.Keys.Process(p.ID), raw, ttl)
-	pipe.ZAdd(ctx, b.Keys.Processes(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: p.ID})
+	b.write(ctx, pipe, "SET", b.Keys.Process(p.ID), raw, "PX", ttl.Milliseconds())
+	b.write(ctx, pipe, "ZADD", b.Keys.Processes(), time.Now().UnixMilli(), p.ID)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("process heartbeat: %w", err)
 	}
@@ -292,7 +292,7 @@ func (b *Broker) RecordEvent(ctx context.Context, e *Event) error {
 		return fmt.Errorf("record event: %w", err)
 	}
 	pipe := b.rdb.Pipeline()
-	pipe.LPush(ctx, b.Keys.Events(), raw)
+	b.write(ctx, pipe, "LPUSH", b.Keys.Events(), raw) // trimmed: bounded
 	pipe.LTrim(ctx, b.Keys.Events(), 0, eventsKeep-1)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("record event: %w", err)

@@ -179,7 +179,7 @@ func (b *Broker) QueueNudges(ctx context.Context) (<-chan struct{}, func() error
 //
 //	KEYS pairs of (retired list, successor list)
 //	returns the number of messages moved
-var retireScript = redis.NewScript(`
+var retireScript = newScript(`
 local n = 0
 for i = 1, #KEYS, 2 do
   while redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'LEFT', 'RIGHT') do n = n + 1 end
@@ -199,7 +199,7 @@ func (b *Broker) RetireShards(ctx context.Context, q string, shards, span int) (
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	n, err := retireScript.Run(ctx, b.rdb, keys).Int64()
+	n, err := b.run(ctx, b.rdb, retireScript, keys).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("retire shards %d-%d of %s: %w", shards, span-1, q, err)
 	}

@@ -25,10 +25,11 @@ func minuteField(m int64, kind byte) string {
 // passes as since its previous write's minute (m-1 when it writes every
 // minute or does not know), so no field outlives keep by much whatever the
 // gaps between writes.
-func addMinute(ctx context.Context, pipe redis.Pipeliner, key string, keep time.Duration, m, since int64, kinds string, n ...int64) {
+func (b *Broker) addMinute(ctx context.Context, pipe redis.Pipeliner, key string, keep time.Duration, m, since int64, kinds string, n ...int64) {
 	for i := range kinds {
 		if n[i] != 0 {
-			pipe.HIncrBy(ctx, key, minuteField(m, kinds[i]), n[i])
+			// Counted even at maxmemory: the hash is bounded by keep.
+			b.write(ctx, pipe, "HINCRBY", key, minuteField(m, kinds[i]), n[i])
 		}
 	}
 	k := int64(keep / time.Minute)

@@ -61,7 +61,7 @@ func (b *Broker) AckEnded(ctx context.Context, w string, msgs map[string][]strin
 		if v, ok := b.endedLast.Swap(q, m); ok {
 			since = v.(int64)
 		}
-		addMinute(ctx, pipe, b.Keys.QueueStats(q), QueueStatsKeep, m, since, queueStatsKinds,
+		b.addMinute(ctx, pipe, b.Keys.QueueStats(q), QueueStatsKeep, m, since, queueStatsKinds,
 			e.Succeeded, e.Failed, e.Other, e.Interrupted)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

@@ -20,7 +20,7 @@ import (
 //	ARGV[1] number of queues; then for each queue: number of lanes, maximum
 //	     number of messages, span
 //	returns for each queue the messages moved
-var takeScript = redis.NewScript(`
+var takeScript = newScript(`
 local nq = tonumber(ARGV[1])
 local function exists(keys, from, to)
   for i = from, to, 2000 do
@@ -117,11 +117,12 @@ func (b *Broker) TakeMany(ctx context.Context, w string, reqs []TakeRequest) ([]
 	run := func(calls []call, load bool) ([]call, error) {
 		pipe := b.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(calls))
+		take := b.pick(takeScript)
 		for j, c := range calls {
 			if load {
-				cmds[j] = takeScript.Eval(ctx, pipe, c.keys, c.args...)
+				cmds[j] = take.Eval(ctx, pipe, c.keys, c.args...)
 			} else {
-				cmds[j] = takeScript.EvalSha(ctx, pipe, c.keys, c.args...)
+				cmds[j] = take.EvalSha(ctx, pipe, c.keys, c.args...)
 			}
 		}
 		pipe.Exec(ctx) // errors are read per command
@@ -226,7 +227,7 @@ func (b *Broker) WaitNotify(ctx context.Context, w string, queues []string, wait
 // set of queues.
 func (b *Broker) Interrupt(ctx context.Context, w string) error {
 	pipe := b.rdb.Pipeline()
-	pipe.LPush(ctx, b.Keys.WorkerWake(w), "1")
+	b.write(ctx, pipe, "LPUSH", b.Keys.WorkerWake(w), "1") // expires: bounded
 	pipe.Expire(ctx, b.Keys.WorkerWake(w), time.Minute)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("wake worker %s: %w", w, err)

@@ -39,6 +39,8 @@ type AlertsConfig struct {
 	DeadWindow              time.Duration `mapstructure:"dead_window"`
 	WatchdogThreshold       int64         `mapstructure:"watchdog_threshold"`
 	WatchdogWindow          time.Duration `mapstructure:"watchdog_window"`
+	RedisMemoryThreshold    float64       `mapstructure:"redis_memory_threshold"`
+	RedisMemoryFor          time.Duration `mapstructure:"redis_memory_for"`
 }
 
 // alertDefaults are the alerts.* keys with their defaults.
@@ -63,6 +65,8 @@ var alertDefaults = map[string]any{
 	"alerts.dead_window":               "10m",
 	"alerts.watchdog_threshold":        0,
 	"alerts.watchdog_window":           "10m",
+	"alerts.redis_memory_threshold":    alert.DefaultRules.RedisMemory.Threshold,
+	"alerts.redis_memory_for":          dur(alert.DefaultRules.RedisMemory.For),
 }
 
 func init() {
@@ -81,10 +85,14 @@ func (c *Config) validateAlerts() error {
 		return invalid("alerts.cooldown", a.Cooldown.String(), "a duration not negative")
 	}
 	for key, d := range map[string]time.Duration{"alerts.backlog_for": a.BacklogFor, "alerts.success_rate_for": a.SuccessRateFor,
-		"alerts.heartbeat_stale_for": a.HeartbeatStaleFor, "alerts.no_consumer_for": a.NoConsumerFor, "alerts.oldest_due_for": a.OldestDueFor} {
+		"alerts.heartbeat_stale_for": a.HeartbeatStaleFor, "alerts.no_consumer_for": a.NoConsumerFor, "alerts.oldest_due_for": a.OldestDueFor,
+		"alerts.redis_memory_for": a.RedisMemoryFor} {
 		if d < 0 {
 			return invalid(key, d.String(), "a duration not negative")
 		}
+	}
+	if a.RedisMemoryThreshold > 1 || a.RedisMemoryThreshold == 0 {
+		return invalid("alerts.redis_memory_threshold", a.RedisMemoryThreshold, "a share of maxmemory in (0, 1], or negative to switch the rule off")
 	}
 	if a.DeadWindow <= 0 {
 		return invalid("alerts.dead_window", a.DeadWindow.String(), "a positive duration")

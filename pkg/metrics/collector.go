@@ -43,6 +43,10 @@ var (
 		"Time since a taskd process's last heartbeat; a process that exits cleanly is removed.", []string{"process", "node", "host"}, nil)
 	descLastHeal = prometheus.NewDesc("taskd_watchdog_last_heal_timestamp_seconds",
 		"When the watchdog last healed the worker (slot abandoned, alive but idle, exit), for workers healed in the last hour; read from {prefix}events, so it outlives the process.", []string{"worker", "node"}, nil)
+	descRedisUsed = prometheus.NewDesc("taskd_redis_memory_used_bytes",
+		"Memory Redis uses (used_memory; on a Cluster, the master closest to its limit).", nil, nil)
+	descRedisMax = prometheus.NewDesc("taskd_redis_memory_max_bytes",
+		"Redis's maxmemory (0: no limit); at it, Redis refuses new messages and the backlog waits in the task center.", nil, nil)
 	descUp = prometheus.NewDesc("taskd_monitor_up",
 		"1 when the last snapshot of MySQL and Redis succeeded; the gauges above are missing otherwise.", nil, nil)
 )
@@ -69,7 +73,8 @@ func (m *Metrics) CollectSnapshots(take SnapshotFunc, log *slog.Logger) {
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSubmitted, descQueueTasks, descBacklog, descMessages, descOldest,
-		descConsumers, descPaused, descDead, descBusy, descSlots, descBeatAge, descProcAge, descLastHeal, descUp} {
+		descConsumers, descPaused, descDead, descBusy, descSlots, descBeatAge, descProcAge, descLastHeal,
+		descRedisUsed, descRedisMax, descUp} {
 		ch <- d
 	}
 }
@@ -102,6 +107,10 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descUp, 1)
 	ch <- prometheus.MustNewConstMetric(descSubmitted, prometheus.CounterValue, float64(s.MaxTaskID))
+	if s.Redis != nil {
+		gauge(descRedisUsed, float64(s.Redis.Used))
+		gauge(descRedisMax, float64(s.Redis.Max))
+	}
 	for _, name := range s.QueueNames() {
 		q := s.Queues[name]
 		gauge(descQueueTasks, float64(q.Pending), name, "pending")

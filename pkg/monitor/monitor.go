@@ -42,6 +42,9 @@ type Snapshot struct {
 	// Events are the watchdog's recorded events of the last hour, newest
 	// first.
 	Events []broker.Event
+	// Redis is Redis's memory use against maxmemory; nil where INFO is
+	// refused (some managed Redis).
+	Redis *broker.Memory
 }
 
 // eventsRead bounds the watchdog events a snapshot reads.
@@ -68,6 +71,9 @@ func Take(ctx context.Context, st *store.Store, br *broker.Broker, queues []stri
 	}
 	if s.Processes, err = br.Processes(ctx, time.Hour); err != nil {
 		return nil, err
+	}
+	if m, err := br.Memory(ctx); err == nil {
+		s.Redis = &m
 	}
 	events, err := br.Events(ctx, eventsRead)
 	if err != nil {

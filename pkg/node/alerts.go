@@ -18,6 +18,7 @@ func (n *Node) newAlerter() *alert.Alerter {
 		OldestDue:      alert.Rule{Threshold: a.OldestDueThreshold.Seconds(), For: a.OldestDueFor},
 		DeadTasks:      alert.Rule{Threshold: float64(a.DeadThreshold), For: a.DeadWindow},
 		WatchdogHeal:   alert.Rule{Threshold: float64(a.WatchdogThreshold), For: a.WatchdogWindow},
+		RedisMemory:    alert.Rule{Threshold: a.RedisMemoryThreshold, For: a.RedisMemoryFor},
 	}
 	var notifiers []alert.Notifier
 	if a.WebhookURL != "" {

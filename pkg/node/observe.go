@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/monitor"
@@ -48,12 +50,35 @@ func (n *Node) serveMetrics() error {
 	if n.cfg.Metrics.Addr == "" {
 		return nil
 	}
-	srv, err := metrics.Serve(n.cfg.Metrics.Addr, n.Metrics, map[string]metrics.Pinger{"mysql": n.Store, "redis": n.Broker}, n.log)
+	srv, err := metrics.Serve(n.cfg.Metrics.Addr, n.Metrics, map[string]metrics.Pinger{"mysql": n.Store, "redis": redisReady{n.Broker, n.cfg.Alerts.RedisMemoryThreshold}}, n.log)
 	if err != nil {
 		return err
 	}
 	n.metricsSrv = srv
 	n.log.Info("metrics listening", "addr", srv.Addr())
+	return nil
+}
+
+// redisReady is Redis as /readyz checks it: it answers, and it uses less
+// of its maxmemory than the threshold of the Redis memory alert (at the
+// limit it refuses new messages).
+type redisReady struct {
+	b         *broker.Broker
+	threshold float64 // negative: memory not checked
+}
+
+func (r redisReady) Ping(ctx context.Context) error {
+	if err := r.b.Ping(ctx); err != nil {
+		return err
+	}
+	if r.threshold < 0 {
+		return nil
+	}
+	m, err := r.b.Memory(ctx)
+	if err == nil && m.Max > 0 && m.Ratio() >= r.threshold {
+		return fmt.Errorf("%.0f%% of maxmemory used (%d of %d bytes; threshold %g%%): at the limit new messages are refused and due tasks wait in the task center",
+			100*m.Ratio(), m.Used, m.Max, 100*r.threshold)
+	}
 	return nil
 }
 

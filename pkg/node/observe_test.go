@@ -252,3 +252,42 @@ func labels(m *dto.Metric) map[string]string {
 	}
 	return out
 }
+
+// Redis at maxmemory: /readyz says so, and the memory gauges show it; with
+// room again /readyz is ready.
+func TestReadyzAndGaugesAtMaxmemory(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	env.RedisAddr = testenv.PrivateRedis(t, 0, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	n := startNode(t, env, handler.NewRegistry(), "metrics:\n  addr: 127.0.0.1:0\n")
+	addr := n.MetricsAddr()
+	ready := func() (int, string) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, body := ready()
+	require.Equal(t, http.StatusOK, code, body)
+	fams := scrape(t, addr)
+	require.EqualValues(t, 4<<20, sum(fams, "taskd_redis_memory_max_bytes"))
+	require.Positive(t, sum(fams, "taskd_redis_memory_used_bytes"))
+
+	// Another application fills Redis up.
+	rdb := n.Broker.Client()
+	blob := strings.Repeat("x", 32<<10)
+	for rdb.RPush(context.Background(), "other-app:blobs", blob).Err() == nil {
+	}
+	code, body = ready()
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "of maxmemory used")
+	require.True(t, strings.HasPrefix(body, "redis: "), body)
+	time.Sleep(2100 * time.Millisecond) // past the metrics' snapshot reuse
+	fams = scrape(t, addr)
+	require.GreaterOrEqual(t, sum(fams, "taskd_redis_memory_used_bytes"), float64(4<<20)*0.9)
+
+	require.NoError(t, rdb.Del(context.Background(), "other-app:blobs").Err())
+	code, body = ready()
+	require.Equal(t, http.StatusOK, code, body)
+}

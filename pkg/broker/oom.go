@@ -1,0 +1,148 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis at maxmemory under noeviction (the policy taskd requires) refuses
+// every command that may use memory, even one that moves a message from a
+// queue to a processing list. Without more care a full Redis wedges for
+// good: workers cannot take, so nothing is acked and nothing frees memory,
+// and heartbeats fail, so live workers look dead.
+//
+// Redis 7 lets a script declare flags=allow-oom: what moves or overwrites
+// (take, reshard moves, quarantine) and the small writes that keep a
+// cluster alive (heartbeats, per-minute counters, alert states, events)
+// run as such scripts, while pushes of new messages stay refused and leave
+// their tasks pending in the task center. Acks (LREM) free memory and are
+// never refused. Before Redis 7 the same scripts and commands run plain.
+
+// allowOOM is the shebang that lets a script run at maxmemory.
+const allowOOM = "#!lua flags=allow-oom\n"
+
+// script is a Lua script that runs with allow-oom where the server has
+// script flags.
+type script struct {
+	flagged, plain *redis.Script
+}
+
+func newScript(src string) *script {
+	return &script{flagged: redis.NewScript(allowOOM + src), plain: redis.NewScript(src)}
+}
+
+// pick is the form of s this server runs.
+func (b *Broker) pick(s *script) *redis.Script {
+	if b.scriptFlags {
+		return s.flagged
+	}
+	return s.plain
+}
+
+// run runs s on c (the client or a pipeline).
+func (b *Broker) run(ctx context.Context, c redis.Scripter, s *script, keys []string, args ...any) *redis.Cmd {
+	return b.pick(s).Run(ctx, c, keys, args...)
+}
+
+// oomWriteSrc runs one command on one key (KEYS[1]): the command is
+// ARGV[1], its further arguments the rest.
+const oomWriteSrc = `return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))`
+
+// write queues on pipe the command cmd on key with args, run even at
+// maxmemory where the server allows it. Only for writes whose memory is
+// small and bounded (they overwrite, or are trimmed).
+func (b *Broker) write(ctx context.Context, pipe redis.Pipeliner, cmd, key string, args ...any) redis.Cmder {
+	if !b.scriptFlags {
+		return pipe.Do(ctx, append([]any{cmd, key}, args...)...)
+	}
+	// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and the
+	// script is a few bytes.
+	return pipe.Eval(ctx, allowOOM+oomWriteSrc, []string{key}, append([]any{cmd}, args...)...)
+}
+
+// hasScriptFlags reports whether the server runs script flags (Redis 7+),
+// from its INFO server.
+func hasScriptFlags(ctx context.Context, rdb redis.UniversalClient) bool {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return false // INFO disabled (some managed Redis): run plain
+	}
+	major, ok := infoField(info, "redis_version")
+	if !ok {
+		return false
+	}
+	v, _, _ := strings.Cut(major, ".")
+	n, err := strconv.Atoi(v)
+	return err == nil && n >= 7
+}
+
+// infoField returns a field of an INFO reply.
+func infoField(info, name string) (string, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Memory is how much memory Redis uses against its limit.
+type Memory struct {
+	// Used is used_memory, Max maxmemory (0: no limit), in bytes. On a
+	// Cluster they are the fullest master's.
+	Used, Max int64
+}
+
+// Ratio is Used / Max, or 0 without a limit.
+func (m Memory) Ratio() float64 {
+	if m.Max <= 0 {
+		return 0
+	}
+	return float64(m.Used) / float64(m.Max)
+}
+
+// Memory reads Redis's memory use (INFO memory); on a Cluster, that of the
+// master closest to its limit.
+func (b *Broker) Memory(ctx context.Context) (Memory, error) {
+	read := func(ctx context.Context, c redis.Cmdable) (Memory, error) {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return Memory{}, fmt.Errorf("redis memory: %w", err)
+		}
+		var m Memory
+		for name, dst := range map[string]*int64{"used_memory": &m.Used, "maxmemory": &m.Max} {
+			v, ok := infoField(info, name)
+			if !ok {
+				return Memory{}, fmt.Errorf("redis memory: no %s in INFO memory", name)
+			}
+			if *dst, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return Memory{}, fmt.Errorf("redis memory: %s: %w", name, err)
+			}
+		}
+		return m, nil
+	}
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok {
+		return read(ctx, b.rdb)
+	}
+	var mu sync.Mutex
+	var fullest Memory
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		m, err := read(ctx, c)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Ratio() > fullest.Ratio() || fullest == (Memory{}) {
+			fullest = m
+		}
+		return nil
+	})
+	return fullest, err
+}
