@@ -9,9 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/testenv"
@@ -93,4 +96,122 @@ func TestFaultConfigTypo(t *testing.T) {
 	require.Zero(t, env.Count(t, `SELECT COUNT(*) FROM task_center`), "nothing written")
 	require.Zero(t, env.Count(t, `SELECT COUNT(*) FROM task_audit`))
 	require.Equal(t, before, redisKeys(t, env), "no heartbeat, no wakeup: nothing written to Redis")
+}
+
+// cannotHealConfig is a configuration of env with mysql.dsn and the Redis
+// section replaced.
+func cannotHealConfig(t *testing.T, env *testenv.Env, dsn, redis string) string {
+	t.Helper()
+	if redis == "" {
+		redis = fmt.Sprintf("redis: { addr: %q, master_name: %q, prefix: %q }\n", env.RedisAddr, testenv.RedisMaster(), env.Prefix)
+	}
+	return writeFile(t, fmt.Sprintf("mysql: { dsn: %q }\n", dsn)+redis+"log: { format: json }\nhandlers:\n  hello: { exec: [\"true\"] }\n")
+}
+
+func withDSN(t *testing.T, dsn string, change func(*mysql.Config)) string {
+	t.Helper()
+	c, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	change(c)
+	return c.FormatDSN()
+}
+
+// FAULTS.md row 29: an error that waiting cannot heal stops `taskd run`
+// with EX_CONFIG (78) and one last line saying what to fix, at once,
+// without a retry loop.
+func TestFaultCannotHeal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, env *testenv.Env) string // the configuration file
+		want  string
+	}{
+		{"wrong password", func(t *testing.T, env *testenv.Env) string {
+			return cannotHealConfig(t, env, withDSN(t, env.DSN, func(c *mysql.Config) { c.Passwd = "wrong-password" }), "")
+		}, "Access denied for user"},
+		{"unknown database", func(t *testing.T, env *testenv.Env) string {
+			return cannotHealConfig(t, env, withDSN(t, env.DSN, func(c *mysql.Config) { c.DBName = env.Database + "_nosuch" }), "")
+		}, "unknown database \"taskd_test_"},
+		{"schema missing", func(t *testing.T, env *testenv.Env) string {
+			env.Exec(t, `DROP TABLE taskd_schema`)
+			return cannotHealConfig(t, env, env.DSN, "")
+		}, "the task center has no schema: run `taskd migrate`"},
+		{"schema older", func(t *testing.T, env *testenv.Env) string {
+			env.Exec(t, `DELETE FROM taskd_schema WHERE version = (SELECT v FROM (SELECT MAX(version) v FROM taskd_schema) m)`)
+			return cannotHealConfig(t, env, env.DSN, "")
+		}, "older than this taskd's"},
+		{"schema newer", func(t *testing.T, env *testenv.Env) string {
+			env.Exec(t, `INSERT INTO taskd_schema (version, name) VALUES (999, 'from a newer taskd')`)
+			return cannotHealConfig(t, env, env.DSN, "")
+		}, "newer than this taskd's"},
+		{"redis refuses the password", func(t *testing.T, env *testenv.Env) string {
+			addr := privateRedisWithPassword(t, "s3cret")
+			return cannotHealConfig(t, env, env.DSN, fmt.Sprintf("redis: { addr: %q, password: wrong, prefix: %q }\n", addr, env.Prefix))
+		}, "refused the password"},
+		{"redis wants a password", func(t *testing.T, env *testenv.Env) string {
+			addr := privateRedisWithPassword(t, "s3cret")
+			return cannotHealConfig(t, env, env.DSN, fmt.Sprintf("redis: { addr: %q, prefix: %q }\n", addr, env.Prefix))
+		}, "requires a password"},
+		{"redis evicts keys", func(t *testing.T, env *testenv.Env) string {
+			addr := testenv.PrivateRedis(t, 0, "--maxmemory-policy", "allkeys-lru")
+			return cannotHealConfig(t, env, env.DSN, fmt.Sprintf("redis: { addr: %q, prefix: %q }\n", addr, env.Prefix))
+		}, `maxmemory-policy is "allkeys-lru": set it to noeviction`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t)
+			cfg := tc.setup(t, env)
+			r := runTaskd(t, 60*time.Second, nil, "--config", cfg, "run", "--node-id", "heal")
+			require.Equal(t, 78, r.code, "stderr: %s", r.stderr)
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			last := lines[len(lines)-1]
+			require.True(t, strings.HasPrefix(last, "taskd: "), last)
+			require.Contains(t, last, tc.want)
+			require.NotContains(t, r.stderr, "retrying", "no retry on what cannot heal")
+			require.NotContains(t, r.stderr, "s3cret")
+			require.NotContains(t, r.stderr, "wrong-password")
+		})
+	}
+}
+
+func privateRedisWithPassword(t *testing.T, password string) string {
+	t.Helper()
+	addr := testenv.PrivateRedis(t, 0)
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+	require.NoError(t, rdb.ConfigSet(context.Background(), "requirepass", password).Err())
+	return addr
+}
+
+// A Redis that is not up yet is waited for, with a growing backoff logged
+// as durations, and SIGTERM still stops the waiting daemon at once.
+func TestTransientErrorsRetry(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	closed := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg := cannotHealConfig(t, env, env.DSN, fmt.Sprintf("redis: { addr: %q, prefix: %q }\n", closed, env.Prefix))
+	logPath := filepath.Join(t.TempDir(), "taskd.log")
+	logf, err := os.Create(logPath)
+	require.NoError(t, err)
+	defer logf.Close()
+	cmd := exec.Command(taskdBin, "--config", cfg, "run", "--node-id", "transient")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Contains(string(b), `"in":"1s"`)
+	}, 30*time.Second, 100*time.Millisecond, "the second retry waits twice as long")
+	b, _ := os.ReadFile(logPath)
+	require.Contains(t, string(b), `"msg":"cannot connect; retrying","node":"transient","to":"redis"`)
+	require.Contains(t, string(b), `"in":"500ms"`)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a waiting daemon stops cleanly on SIGTERM")
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiting daemon did not stop on SIGTERM")
+	}
 }

@@ -181,3 +181,41 @@ func TestSupervisorServeProgram(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(log), "stopped: tasktop-serve (exit status 0)", "a graceful stop, not a kill")
 }
+
+// The shipped program gives up on a node that exits with EX_CONFIG (here:
+// no schema) after a few starts, instead of restarting it in a loop.
+func TestSupervisorGivesUpOnExConfig(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  hello:\n    exec: [\"true\"]\n")
+	b.env.Exec(t, `DROP TABLE taskd_schema`)
+	ctl := supervise(t, b, "taskd.conf", map[string]string{
+		"/usr/bin/taskd":           taskdBin,
+		"/etc/taskd/taskd.yaml":    b.config,
+		"/var/log/taskd/taskd.log": filepath.Join(b.dir, "taskd.log"),
+	})
+	require.Eventually(t, func() bool { return strings.Contains(ctl("status", "taskd"), "FATAL") },
+		40*time.Second, 200*time.Millisecond, "supervisor gives up: %s", ctl("status"))
+	log, err := os.ReadFile(filepath.Join(b.dir, "supervisord.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(log), "exited: taskd (exit status 78", "%s", log)
+	require.LessOrEqual(t, strings.Count(string(log), "spawned: 'taskd'"), 4, "at most startretries+1 starts: %s", log)
+	out, err := os.ReadFile(filepath.Join(b.dir, "taskd.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(out), "taskd: the task center has no schema: run `taskd migrate`")
+}
+
+// The shipped unit restarts a crashed or unhealthy node, but not one that
+// exits on bad configuration (2) or an error only a person fixes (78).
+func TestSystemdUnitDoesNotRestartOnExConfig(t *testing.T) {
+	t.Parallel()
+	unit, err := os.ReadFile("../scripts/systemd/taskd.service")
+	require.NoError(t, err)
+	settings := map[string]string{}
+	for _, line := range strings.Split(string(unit), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			settings[k] = v
+		}
+	}
+	require.Equal(t, "on-failure", settings["Restart"])
+	require.ElementsMatch(t, []string{"2", "78"}, strings.Fields(settings["RestartPreventExitStatus"]))
+}

@@ -92,7 +92,7 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 		return nil, errors.New("connect to redis: no address")
 	}
 	if (o.Cluster || (len(seeds) > 1 && o.MasterName == "")) && o.DB != 0 {
-		return nil, fmt.Errorf("connect to redis: a Cluster has only database 0, not %d", o.DB)
+		return nil, task.Configf("connect to redis: a Cluster has only database 0, not %d: set redis.db to 0", o.DB)
 	}
 	// UniversalClient: a master name means Sentinel, several addresses or
 	// Cluster mean a Cluster client, else one server. Every key of a queue
@@ -131,10 +131,31 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()
+		if cerr := configError(err, strings.Join(seeds, ","), o.DB); cerr != nil {
+			return nil, cerr
+		}
 		return nil, fmt.Errorf("connect to redis %s: %w", strings.Join(seeds, ","), err)
 	}
 	b.scriptFlags = hasScriptFlags(pctx, rdb)
 	return b, nil
+}
+
+// configError returns a config error (task.CodeConfig) when Redis refused
+// the connection for a reason only a person can fix, else nil: a daemon
+// must not retry a wrong password forever.
+func configError(err error, addr string, db int) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "ERR invalid password"), strings.HasPrefix(msg, "NOPERM"):
+		return task.Configf("redis %s refused the password (%s): fix redis.password", addr, msg)
+	case strings.HasPrefix(msg, "NOAUTH"):
+		return task.Configf("redis %s requires a password (%s): set redis.password", addr, msg)
+	case strings.HasPrefix(msg, "ERR AUTH") && strings.Contains(msg, "without any password configured"):
+		return task.Configf("redis %s has no password, but redis.password is set: empty it or set the server's requirepass", addr)
+	case strings.HasPrefix(msg, "ERR DB index is out of range"), strings.HasPrefix(msg, "ERR invalid DB index"):
+		return task.Configf("redis %s has no database %d: fix redis.db (the server's databases setting bounds it)", addr, db)
+	}
+	return nil
 }
 
 // Client exposes the Redis client for tests and tools.
@@ -155,7 +176,7 @@ func (b *Broker) CheckEviction(ctx context.Context) error {
 		return nil
 	}
 	if p, ok := v["maxmemory-policy"]; ok && p != "noeviction" {
-		return fmt.Errorf("redis maxmemory-policy is %q: set it to noeviction, or queued tasks can be evicted", p)
+		return task.Configf("redis maxmemory-policy is %q: set it to noeviction (in redis.conf, and CONFIG SET maxmemory-policy noeviction), or queued tasks can be evicted", p)
 	}
 	return nil
 }

@@ -31,6 +31,11 @@ const (
 	ExitOK      = 0
 	ExitFailure = 1
 	ExitUsage   = 2
+	// ExitConfig (EX_CONFIG of sysexits.h) is `taskd run` stopping on an
+	// error that waiting cannot heal: wrong credentials, an unknown
+	// database, a schema to migrate, Redis refusing the password or
+	// evicting keys. Supervisor and systemd are told not to restart on it.
+	ExitConfig = 78
 )
 
 // App holds what every command shares: streams, flags, configuration.
@@ -236,7 +241,7 @@ func (a *App) logger(c *config.Config) *slog.Logger { return NewLogger(c, a.Stde
 func NewLogger(c *config.Config, w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	level.UnmarshalText([]byte(c.Log.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
 	format := c.Log.Format
 	if format == "auto" || format == "" {
 		format = "json"
@@ -248,6 +253,14 @@ func NewLogger(c *config.Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationsAsText logs a time.Duration as "500ms", not as nanoseconds.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // json reports whether output is JSON.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 func (a *App) runCmd() *cobra.Command {
@@ -35,6 +36,11 @@ func (a *App) runCmd() *cobra.Command {
 				if ctx.Err() != nil {
 					log.Info("stopped while waiting for dependencies", "err", err)
 					return nil
+				}
+				if task.ErrorCode(err) == task.CodeConfig {
+					// Waiting cannot heal it: exit for a person to fix it,
+					// with a code the shipped units do not restart on.
+					return exitError{code: ExitConfig, msg: err.Error()}
 				}
 				return err
 			}

@@ -29,6 +29,7 @@ import (
 	"github.com/taskd/taskd/pkg/retention"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/watchdog"
 	"github.com/taskd/taskd/pkg/worker"
 )
@@ -68,22 +69,33 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		log = slog.Default()
 	}
 	log = log.With("node", cfg.Node.ID)
-	st, err := retry(ctx, log, "mysql", func() (*store.Store, error) { return OpenStore(ctx, cfg) })
+	st, err := retry(ctx, log, "mysql", func() (*store.Store, error) {
+		st, err := OpenStore(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.CheckSchema(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+		return st, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if v, err := st.SchemaVersion(ctx); err != nil || v == 0 {
-		st.Close()
-		return nil, fmt.Errorf("the task center has no schema: run `taskd migrate` first")
-	}
-	br, err := retry(ctx, log, "redis", func() (*broker.Broker, error) { return OpenBroker(ctx, cfg) })
+	br, err := retry(ctx, log, "redis", func() (*broker.Broker, error) {
+		br, err := OpenBroker(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := br.CheckEviction(ctx); err != nil {
+			br.Close()
+			return nil, err
+		}
+		return br, nil
+	})
 	if err != nil {
 		st.Close()
-		return nil, err
-	}
-	if err := br.CheckEviction(ctx); err != nil {
-		st.Close()
-		br.Close()
 		return nil, err
 	}
 	n := &Node{ID: worker.NewID(), cfg: cfg, log: log, Store: st, Broker: br, Metrics: metrics.New(Version, cfg.Node.ID)}
@@ -133,13 +145,15 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 
 // retry calls open until it succeeds or ctx is done: a daemon started
 // before its database (a host boot, a failover) waits for it with clear
-// logs instead of exiting.
+// logs instead of exiting. An error that waiting cannot heal (wrong
+// credentials, an unknown database, a schema to migrate: task.CodeConfig)
+// is returned at once, for the daemon to exit with EX_CONFIG.
 func retry[T any](ctx context.Context, log *slog.Logger, what string, open func() (T, error)) (T, error) {
-	delay := 500 * time.Millisecond
+	delay := retryFirst
 	for {
 		v, err := open()
-		if err == nil {
-			return v, nil
+		if err == nil || task.ErrorCode(err) == task.CodeConfig {
+			return v, err
 		}
 		log.Error("cannot connect; retrying", "to", what, "err", err, "in", delay)
 		t := time.NewTimer(delay)
@@ -149,9 +163,15 @@ func retry[T any](ctx context.Context, log *slog.Logger, what string, open func(
 			return v, fmt.Errorf("gave up connecting to %s: %w", what, err)
 		case <-t.C:
 		}
-		delay = min(2*delay, 10*time.Second)
+		delay = min(2*delay, retryMax)
 	}
 }
+
+// The backoff between connection attempts at start.
+const (
+	retryFirst = 500 * time.Millisecond
+	retryMax   = 10 * time.Second
+)
 
 // OpenStore opens the task center of cfg.
 func OpenStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
