@@ -204,7 +204,9 @@ func TestMetricsPausedHostsAndHeals(t *testing.T) {
 	addr := n.MetricsAddr()
 	ctx := context.Background()
 
-	_, err := ops.New(env.Store, env.Broker).Pause(ctx, "q")
+	o := ops.New(env.Store, env.Broker)
+	o.Known = func(q string) bool { return q == "q" || q == "other" } // the node's queues: entries
+	_, err := o.Pause(ctx, "q")
 	require.NoError(t, err)
 	healed := time.Now().Add(-3 * time.Minute).Truncate(time.Millisecond)
 	for _, at := range []time.Time{healed.Add(-time.Minute), healed} { // recorded oldest first

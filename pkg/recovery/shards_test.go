@@ -18,6 +18,7 @@ func TestRetireShards(t *testing.T) {
 	b := setup(t, recovery.Config{})
 	ctx := context.Background()
 	o := ops.New(b.env.Store, b.env.Broker)
+	o.Known = func(q string) bool { return q == "sq" } // configured
 	_, err := o.Reshard(ctx, "sq", 8)
 	require.NoError(t, err)
 	for s := range 8 {
