@@ -39,6 +39,10 @@ same CODE and --name updates the task in place.`,
 			if err := checkCode(c, args[0], f.anyCode); err != nil {
 				return err
 			}
+			children, err := f.children(c)
+			if err != nil {
+				return err
+			}
 			payload, err := a.readPayload(f.payload)
 			if err != nil {
 				return err
@@ -49,7 +53,8 @@ same CODE and --name updates the task in place.`,
 			}
 			defer closeFn()
 			res, err := cl.CronAdd(cmd.Context(), producer.Cron{Code: args[0], Name: name, Expr: args[1], Timezone: tz,
-				Payload: payload, Queue: f.queue, Priority: &f.priority, Timeout: f.timeout, MaxRetry: &f.maxRetry})
+				Payload: payload, Queue: f.queue, Priority: &f.priority, Timeout: f.timeout, MaxRetry: &f.maxRetry,
+				Children: children})
 			if err != nil {
 				return err
 			}

@@ -18,13 +18,14 @@ import (
 func (a *App) listCmd() *cobra.Command {
 	var status, code, queue, search string
 	var limit int
-	var before int64
+	var before, parent, batchID int64
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List tasks, newest first (page with --before ID)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p := &store.TaskListParams{Code: code, Queue: queue, Search: search, Limit: limit, BeforeID: before}
+			p := &store.TaskListParams{Code: code, Queue: queue, Search: search, Limit: limit, BeforeID: before,
+				ParentID: parent, BatchID: batchID}
 			if status != "" {
 				st, err := task.ParseStatus(status)
 				if err != nil {
@@ -63,25 +64,40 @@ func (a *App) listCmd() *cobra.Command {
 	fl.StringVar(&search, "search", "", "only tasks whose code, queue, unique key or last result contains this text")
 	fl.IntVar(&limit, "limit", 50, "number of tasks")
 	fl.Int64Var(&before, "before", 0, "only tasks with an id below this (next page)")
+	fl.Int64Var(&parent, "parent", 0, "only the children of this task (submitted when it succeeded)")
+	fl.Int64Var(&batchID, "batch", 0, "only the members of this batch")
 	return cmd
 }
 
 func (a *App) showCmd() *cobra.Command {
 	var runs int
+	var batchID int64
 	cmd := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a task and its run history",
-		Args:  cobra.ExactArgs(1),
+		Use:   "show ID | --batch ID",
+		Short: "Show a task and its run history, or a batch and its failed members",
+		Example: `  taskd show 42
+  taskd show --batch 7`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := strconv.ParseInt(args[0], 10, 64)
-			if err != nil || id <= 0 {
-				return task.Invalidf("task id %q is not a positive number", args[0])
+			if cmd.Flags().Changed("batch") {
+				if len(args) > 0 || batchID <= 0 {
+					return task.Invalidf("give either a task ID or --batch with a positive batch id")
+				}
+			} else if len(args) == 0 {
+				return task.Invalidf("missing task ID; usage: taskd show ID, or taskd show --batch ID")
 			}
 			s, err := a.openReadStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			if batchID > 0 {
+				return a.showBatch(cmd, s, batchID)
+			}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return task.Invalidf("task id %q is not a positive number", args[0])
+			}
 			t, err := s.TaskGet(cmd.Context(), id)
 			if err != nil {
 				return err
@@ -91,18 +107,25 @@ func (a *App) showCmd() *cobra.Command {
 				return err
 			}
 			node := a.workerNode(cmd, t.WorkerID, rs)
+			st, err := a.taskSteps(cmd, s, t)
+			if err != nil {
+				return err
+			}
 			if a.json() {
 				return a.printJSON(struct {
 					*task.Task
-					WorkerNode string      `json:"worker_node"`
-					Runs       []*task.Run `json:"runs"`
-				}{t, node, nonNil(rs)})
+					WorkerNode string       `json:"worker_node"`
+					Runs       []*task.Run  `json:"runs"`
+					Children   []*task.Task `json:"children,omitempty"`
+					Batch      *store.Batch `json:"batch,omitempty"`
+				}{t, node, nonNil(rs), st.children, st.batch})
 			}
-			a.printTask(t, node, rs)
+			a.printTask(t, node, rs, st)
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&runs, "runs", 20, "number of runs to show")
+	cmd.Flags().Int64Var(&batchID, "batch", 0, "show this batch: progress, callback and failed members")
 	return cmd
 }
 
@@ -142,7 +165,34 @@ func withNode(worker, node string) string {
 	return worker + " (node " + node + ")"
 }
 
-func (a *App) printTask(t *task.Task, node string, rs []*task.Run) {
+// childrenMax bounds the children `show` lists.
+const childrenMax = 50
+
+// steps are a task's links to its chain and batch.
+type steps struct {
+	children []*task.Task
+	batch    *store.Batch // of a member, or of the callback
+}
+
+func (a *App) taskSteps(cmd *cobra.Command, s *store.Store, t *task.Task) (steps, error) {
+	var st steps
+	var err error
+	if st.children, err = s.TaskList(cmd.Context(), &store.TaskListParams{ParentID: t.ID, Limit: childrenMax}); err != nil {
+		return st, err
+	}
+	bid := t.BatchID
+	if bid == 0 {
+		bid = store.BatchOfCallback(t.UniqueKey)
+	}
+	if bid != 0 {
+		if st.batch, err = s.BatchGet(cmd.Context(), bid); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st steps) {
 	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("id", strconv.FormatInt(t.ID, 10))
@@ -166,6 +216,26 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run) {
 	row("last run", fmtTime(t.LastRunAt))
 	row("created", fmtTime(&t.CreatedAt))
 	row("updated", fmtTime(&t.UpdatedAt))
+	if t.ParentID != 0 {
+		row("parent", strconv.FormatInt(t.ParentID, 10))
+	}
+	if len(t.Then) > 0 {
+		row("then", chainText(t.Then))
+	}
+	if b := st.batch; b != nil {
+		role := "member of batch"
+		if t.BatchID == 0 {
+			role = "callback of batch"
+		}
+		row("batch", fmt.Sprintf("%s %d: %s (taskd show --batch %d)", role, b.ID, batchProgress(b), b.ID))
+	}
+	for i, c := range st.children {
+		k := ""
+		if i == 0 {
+			k = "children"
+		}
+		row(k, fmt.Sprintf("%d %s %s", c.ID, c.Code, c.Status))
+	}
 	w.Flush()
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, t.Payload, "", "  ") != nil {

@@ -39,7 +39,7 @@ the server's clock.`,
 			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tBACKEND\tHOST\tPID\tSINCE\tTTL LEFT\tTOKEN")
 			for _, h := range held {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", h.Name, h.Backend, orDash(h.Host), pidText(h.PID),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", h.Name, h.Backend, dash(h.Host), pidText(h.PID),
 					sinceText(h.Since), h.TTLLeft.Round(100*time.Millisecond), h.Token)
 			}
 			return w.Flush()
@@ -69,13 +69,6 @@ func (a *App) listLocks(ctx context.Context, backend string) ([]lock.Held, error
 		listers = append(listers, lock.NewMySQL(st.DB()))
 	}
 	return lock.ListAll(ctx, listers...)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func pidText(pid int) string {

@@ -25,6 +25,7 @@ type taskFlags struct {
 	timeout  time.Duration
 	maxRetry int
 	anyCode  bool
+	then     []string
 }
 
 func (f *taskFlags) register(cmd *cobra.Command) {
@@ -35,6 +36,21 @@ func (f *taskFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.timeout, "timeout", task.DefaultTimeout*time.Second, "timeout of each attempt")
 	fl.IntVar(&f.maxRetry, "max-retry", task.DefaultMaxRetry, "retries after a failed attempt")
 	fl.BoolVar(&f.anyCode, "any-code", false, "accept a task code that has no handler in the configuration")
+	fl.StringArrayVar(&f.then, "then", nil, "when the task succeeds, submit this code with its result as payload; "+
+		"repeat for a chain: --then B --then C runs C after B")
+}
+
+// children turns --then CODE... into a chain: each code the only child of
+// the one before. Every code must have a handler, as the task's must.
+func (f *taskFlags) children(c *config.Config) ([]producer.Child, error) {
+	var chain []producer.Child
+	for i := len(f.then) - 1; i >= 0; i-- {
+		if err := checkCode(c, f.then[i], f.anyCode); err != nil {
+			return nil, fmt.Errorf("--then: %w", err)
+		}
+		chain = []producer.Child{{Code: f.then[i], Children: chain}}
+	}
+	return chain, nil
 }
 
 // readPayload resolves --payload.
@@ -118,7 +134,8 @@ func (a *App) submitCmd() *cobra.Command {
 		Short: "Submit a one-off task, now or later",
 		Example: `  taskd submit send_email --payload '{"to":"a@example.com"}'
   taskd submit build_report --payload @report.json --delay 30s --priority 1
-  taskd submit close_order --at '2026-12-01 10:00:00' --unique-key order-42`,
+  taskd submit close_order --at '2026-12-01 10:00:00' --unique-key order-42
+  taskd submit build_report --then email_report --then archive_report`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.config()
@@ -128,12 +145,17 @@ func (a *App) submitCmd() *cobra.Command {
 			if err := checkCode(c, args[0], f.anyCode); err != nil {
 				return err
 			}
+			children, err := f.children(c)
+			if err != nil {
+				return err
+			}
 			payload, err := a.readPayload(f.payload)
 			if err != nil {
 				return err
 			}
 			sub := producer.Submission{Code: args[0], Payload: payload, Queue: f.queue, Delay: delay,
-				Priority: &f.priority, Timeout: f.timeout, MaxRetry: &f.maxRetry, UniqueKey: uniqueKey}
+				Priority: &f.priority, Timeout: f.timeout, MaxRetry: &f.maxRetry, UniqueKey: uniqueKey,
+				Children: children}
 			if at != "" {
 				if delay != 0 {
 					return task.Invalidf("give either --delay or --at, not both")

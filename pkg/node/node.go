@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/alert"
+	"github.com/taskd/taskd/pkg/batch"
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
@@ -50,6 +51,7 @@ type Node struct {
 	Worker    *worker.Worker       // nil without the worker role
 	Pools     []*handler.Pool      // the worker's pool handlers
 	Recoverer *recovery.Recoverer  // nil without the recovery role
+	Batches   *batch.Finisher      // nil without the recovery role
 	Retention *retention.Retention // nil without the retention role
 	Queues    *queues.Cache        // queue state (paused, shards) every role follows
 
@@ -126,6 +128,9 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			CrashLimit: cfg.Recovery.CrashLimit, DefaultTimezone: cfg.Cron.Timezone, Logger: log,
 			Metrics: n.Metrics,
 		}, st, br)
+		// Finishing batches whose last end no result write finished is
+		// recovery's kind of duty.
+		n.Batches = batch.New(batch.Config{Logger: log}, st)
 	}
 	if cfg.HasRole("retention") {
 		n.Retention = retention.New(retention.Config{
@@ -284,6 +289,12 @@ func (n *Node) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if n.Batches != nil {
+		if err := n.Batches.Start(ctx); err != nil {
+			n.Stop()
+			return err
+		}
+	}
 	if n.Retention != nil {
 		if err := n.Retention.Start(ctx); err != nil {
 			n.Stop()
@@ -307,6 +318,9 @@ func (n *Node) Stop() {
 	}
 	if n.Retention != nil {
 		n.Retention.Stop()
+	}
+	if n.Batches != nil {
+		n.Batches.Stop()
 	}
 	if n.Recoverer != nil {
 		n.Recoverer.Stop()

@@ -324,7 +324,7 @@ func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]
 	for id, t := range running {
 		forced = append(forced, id)
 		ts = append(ts, store.Transition{ID: id, Attempt: t.Attempt, From: task.Running, To: task.Cancelled,
-			SetResult: true, Result: why,
+			SetResult: true, Result: why, Batch: t.BatchID,
 			Run: &store.RunRecord{Code: t.Code, Queue: t.QueueName(), WorkerID: t.WorkerID, Outcome: task.OutcomeCancelled, Result: why}})
 	}
 	if len(ts) > 0 {

@@ -7,6 +7,7 @@ package producer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -36,6 +37,27 @@ type Submission struct {
 	// UniqueKey deduplicates: a second submission with the same code and
 	// key returns the first task.
 	UniqueKey string
+	// Children are submitted when the task succeeds (a periodic task: each
+	// time it succeeds), in the transaction that writes the success: once
+	// even if the task ran twice, never if it failed. Each gets the task's
+	// result as its payload.
+	Children []Child
+}
+
+// Child is a task its parent submits when it succeeds (a step of a chain).
+// Its payload is the parent's result: that result when it is a JSON value,
+// {} when it is empty, else the result as a JSON string.
+type Child struct {
+	Code string
+	// Queue, Priority, Timeout and MaxRetry default as in a Submission.
+	Queue    string
+	Priority *int
+	Timeout  time.Duration
+	MaxRetry *int
+	// Delay after the parent's success.
+	Delay time.Duration
+	// Children are submitted when this child succeeds.
+	Children []Child
 }
 
 // Result is the outcome of one submission.
@@ -188,11 +210,117 @@ func (c *Client) params(s *Submission) (store.TaskInsertParams, error) {
 	if !s.At.IsZero() {
 		typ = task.Timed
 	}
+	then, err := c.children(s.Children)
+	if err != nil {
+		return p, err
+	}
 	return store.TaskInsertParams{
 		Code: s.Code, Type: typ, Queue: queue, Payload: payload, Priority: prio,
 		Timeout: int(timeout / time.Second), MaxRetry: maxRetry, UniqueKey: s.UniqueKey,
-		RunAt: s.At, Delay: s.Delay,
+		RunAt: s.At, Delay: s.Delay, Then: then,
 	}, nil
+}
+
+// children validates cs and encodes them for then_spec, with defaults and
+// queues resolved now, as for a submission.
+func (c *Client) children(cs []Child) (json.RawMessage, error) {
+	var conv func(cs []Child) ([]task.Child, error)
+	conv = func(cs []Child) ([]task.Child, error) {
+		out := make([]task.Child, len(cs))
+		for i, ch := range cs {
+			// The same defaults and checks as a submission of the child.
+			p, err := c.params(&Submission{Code: ch.Code, Queue: ch.Queue, Priority: ch.Priority,
+				Timeout: ch.Timeout, MaxRetry: ch.MaxRetry, Delay: ch.Delay})
+			if err != nil {
+				return nil, fmt.Errorf("child %s: %w", ch.Code, err)
+			}
+			then, err := conv(ch.Children)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = task.Child{Code: p.Code, Queue: p.Queue, Priority: p.Priority, Timeout: p.Timeout,
+				MaxRetry: p.MaxRetry, DelayMS: ch.Delay.Milliseconds(), Then: then}
+		}
+		return out, nil
+	}
+	tc, err := conv(cs)
+	if err != nil {
+		return nil, err
+	}
+	if err := task.ValidateChildren(tc); err != nil {
+		return nil, err
+	}
+	return task.EncodeChildren(tc)
+}
+
+// Batch is N tasks plus a callback task submitted together. The callback
+// is created once, when the last member has ended (succeeded, dead or
+// cancelled), whatever happened on the way: retries, kills, crashes and
+// recovery. Its payload is Callback.Payload (an object, {} by default)
+// with a "batch" key: {"id", "total", "succeeded", "dead", "cancelled"}.
+type Batch struct {
+	Members  []Submission
+	Callback Callback
+}
+
+// Callback is the task a batch creates when its last member ends.
+type Callback struct {
+	Code    string
+	Payload json.RawMessage // a JSON object; nil means {}
+	// Queue, Priority, Timeout and MaxRetry default as in a Submission.
+	Queue    string
+	Priority *int
+	Timeout  time.Duration
+	MaxRetry *int
+}
+
+// BatchResult is a submitted batch.
+type BatchResult = store.BatchInsertResult
+
+// Batch submits a batch: the members and the batch in one
+// transaction, all or nothing. Members may not have a unique key (a member
+// that already existed would not be the batch's).
+func (c *Client) Batch(ctx context.Context, b Batch) (BatchResult, error) {
+	if len(b.Members) == 0 {
+		return BatchResult{}, task.Invalidf("a batch needs at least one task")
+	}
+	if len(b.Members) > store.BatchMembersMax {
+		return BatchResult{}, task.Invalidf("a batch has at most %d tasks, not %d", store.BatchMembersMax, len(b.Members))
+	}
+	cb, err := c.params(&Submission{Code: b.Callback.Code, Payload: b.Callback.Payload, Queue: b.Callback.Queue,
+		Priority: b.Callback.Priority, Timeout: b.Callback.Timeout, MaxRetry: b.Callback.MaxRetry})
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("callback: %w", err)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(cb.Payload, &obj); err != nil || obj == nil {
+		return BatchResult{}, task.Invalidf("callback payload must be a JSON object")
+	}
+	if _, ok := obj["batch"]; ok {
+		return BatchResult{}, task.Invalidf(`callback payload must not have a "batch" key: the counts go there`)
+	}
+	ps := make([]store.TaskInsertParams, len(b.Members))
+	wake := time.Duration(-1)
+	for i := range b.Members {
+		m := &b.Members[i]
+		if m.UniqueKey != "" {
+			return BatchResult{}, task.Invalidf("task %d of the batch: a batch member cannot have a unique key", i+1)
+		}
+		if ps[i], err = c.params(m); err != nil {
+			return BatchResult{}, task.Invalidf("task %d of the batch: %v", i+1, err)
+		}
+		if d := dueIn(m); wake < 0 || d < wake {
+			wake = d
+		}
+	}
+	res, err := c.store.BatchInsert(ctx, store.BatchInsertParams{Members: ps, Callback: store.BatchCallback{
+		Code: cb.Code, Queue: cb.Queue, Priority: cb.Priority, Timeout: cb.Timeout, MaxRetry: cb.MaxRetry,
+		Payload: cb.Payload}})
+	if err != nil {
+		return BatchResult{}, err
+	}
+	c.wake(ctx, wake)
+	return res, nil
 }
 
 // Cron describes a periodic task.
@@ -208,6 +336,8 @@ type Cron struct {
 	Priority *int
 	Timeout  time.Duration
 	MaxRetry *int
+	// Children are submitted each time a run succeeds.
+	Children []Child
 }
 
 // CronResult says what CronAdd did.
@@ -235,7 +365,8 @@ func (c *Client) CronAdd(ctx context.Context, cr Cron) (CronResult, error) {
 		name = cr.Code
 	}
 	p, err := c.params(&Submission{Code: cr.Code, Payload: cr.Payload, Queue: cr.Queue,
-		Priority: cr.Priority, Timeout: cr.Timeout, MaxRetry: cr.MaxRetry, UniqueKey: cronKey(name)})
+		Priority: cr.Priority, Timeout: cr.Timeout, MaxRetry: cr.MaxRetry, UniqueKey: cronKey(name),
+		Children: cr.Children})
 	if err != nil {
 		return CronResult{}, err
 	}

@@ -145,11 +145,14 @@ func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64, claimID s
 		var m task.Message
 		var payload []byte
 		var due, disp string
+		var then []byte
 		if err := rs.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
-			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &disp); err != nil {
+			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &disp,
+			&then, &m.Batch); err != nil {
 			return nil, fmt.Errorf("read back: %w", err)
 		}
 		m.Payload = payload
+		m.Then = nilIfEmpty(then)
 		m.Queue = task.QueueOf(m.Queue, m.Code)
 		m.DueUnixMS = parseUnix(due).UnixMilli()
 		m.DispatchedUnixMS = parseUnix(disp).UnixMilli()

@@ -113,11 +113,14 @@ func (s *Store) claimCandidates(ctx context.Context, args []any) ([]*task.Messag
 		var m task.Message
 		var payload []byte
 		var due, now string
+		var then []byte
 		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
-			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &now); err != nil {
+			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &now,
+			&then, &m.Batch); err != nil {
 			return nil, err
 		}
 		m.Payload = payload
+		m.Then = nilIfEmpty(then)
 		m.Queue = task.QueueOf(m.Queue, m.Code)
 		m.DueUnixMS = parseUnix(due).UnixMilli()
 		m.DispatchedUnixMS = parseUnix(now).UnixMilli()
@@ -342,6 +345,13 @@ type Transition struct {
 	Result    string
 	// Run, when set, is inserted into task_run if the transition applies.
 	Run *RunRecord
+	// Then, when set, are the tasks to create if the transition applies
+	// (a parent's success: task.Message.Then), with Result as their
+	// payload.
+	Then []byte
+	// Batch is the batch the task is a member of (0: none). After a write
+	// that ends members, their batches are finished if that was the last.
+	Batch int64
 }
 
 // HandBack is the transition that returns a dispatched task whose message
@@ -410,11 +420,12 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 		for j, i := range idx {
 			applied[i] = done[j]
 		}
-		return nil
+		return insertChildren(ctx, tx, ts, applied)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
 	}
+	s.finishEnded(ctx, ts, applied)
 	return applied, lockedResult(ids, free)
 }
 
@@ -461,6 +472,23 @@ func (s *Store) transition(ctx context.Context, tx *sql.Tx, ts []Transition, app
 		}
 	}
 	return nil
+}
+
+// finishEnded finishes the batches of members whose end was just written,
+// so that a batch's callback follows its last member at once. It runs
+// after the commit, so it sees every member that ended before; a failure
+// here only delays the callback until the next pass of the batch
+// finisher, which looks at every open batch.
+func (s *Store) finishEnded(ctx context.Context, ts []Transition, applied []bool) {
+	var ids []int64
+	for i := range ts {
+		if applied[i] && ts[i].Batch != 0 && ts[i].To.Ended() {
+			ids = append(ids, ts[i].Batch)
+		}
+	}
+	if len(ids) > 0 {
+		_, _ = s.BatchFinish(ctx, ids)
+	}
 }
 
 func cmpOr(a, b RetryMode) RetryMode {

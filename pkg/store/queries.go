@@ -19,7 +19,8 @@ const taskColumns = `id, task_code, task_type, queue, payload, COALESCE(cron_exp
 	priority, delay, timeout, max_retry, retry_count, status, COALESCE(unique_key, ''), attempt,
 	crash_count, worker_id, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(last_run_at),
 	UNIX_TIMESTAMP(dispatched_at), UNIX_TIMESTAMP(started_at), COALESCE(last_result, ''),
-	UNIX_TIMESTAMP(created_at), UNIX_TIMESTAMP(updated_at)`
+	UNIX_TIMESTAMP(created_at), UNIX_TIMESTAMP(updated_at), COALESCE(parent_id, 0), COALESCE(then_spec, ''),
+	COALESCE(batch_id, 0)`
 
 const qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
 
@@ -33,9 +34,9 @@ const qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_co
 // absolute instant when the second-to-last argument is set, else NOW(3) plus
 // a delay in microseconds.
 const qInsertHead = `INSERT INTO task_center (task_code, task_type, queue, payload, cron_expr, timezone,
-	priority, delay, timeout, max_retry, unique_key, plan_next_run_at) VALUES `
+	priority, delay, timeout, max_retry, unique_key, then_spec, batch_id, plan_next_run_at) VALUES `
 
-const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 	COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
 
 // qClaimCandidates selects due tasks in priority, then due-time order, with
@@ -48,7 +49,8 @@ var qClaimCandidates = func() string {
 	var b strings.Builder
 	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, t.queue, t.payload, COALESCE(t.cron_expr, ''),
 	t.timezone, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''),
-	UNIX_TIMESTAMP(t.plan_next_run_at), UNIX_TIMESTAMP(NOW(3)) FROM (SELECT id FROM (`)
+	UNIX_TIMESTAMP(t.plan_next_run_at), UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0)
+	FROM (SELECT id FROM (`)
 	for p := 0; p <= 9; p++ {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
@@ -360,7 +362,7 @@ const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, atte
 // qClaimedRows reads back the messages a filtered claim won.
 const qClaimedRows = `SELECT id, attempt, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
 	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), UNIX_TIMESTAMP(plan_next_run_at),
-	UNIX_TIMESTAMP(dispatched_at)
+	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0)
 	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?
 	ORDER BY priority, plan_next_run_at, id`
 
@@ -402,3 +404,33 @@ var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (p
 	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND IF(queue = '', task_code, queue) = ?)
 	OR EXISTS (SELECT 1 FROM (` + unionPriorities(`(SELECT IF(queue = '', task_code, queue) q FROM task_center FORCE INDEX (idx_claim)
 	WHERE priority = %d AND claim_key IS NOT NULL)`) + `) w WHERE q = ?)`
+
+const qBatchInsert = `INSERT INTO task_batch (total, callback_code, callback_queue, callback_priority,
+	callback_timeout, callback_max_retry, callback_payload) VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+// qBatchLockOpen locks an open batch's row and reads its callback.
+const qBatchLockOpen = `SELECT total, callback_code, callback_queue, callback_priority, callback_timeout,
+	callback_max_retry, callback_payload FROM task_batch WHERE id = ? AND finished_at IS NULL FOR UPDATE`
+
+// qBatchHasOpen tells whether a batch has a member that has not ended.
+const qBatchHasOpen = `SELECT EXISTS (SELECT 1 FROM task_center WHERE batch_open = ?)`
+
+// qBatchCounts counts a batch's members by status, along idx_batch.
+const qBatchCounts = `SELECT status, COUNT(*) FROM task_center WHERE batch_id = ? GROUP BY status`
+
+// qBatchCallbackInsert creates a batch's callback, due now. Its unique key
+// (BatchCallbackKey) makes a second one fail loudly rather than run twice.
+const qBatchCallbackInsert = `INSERT INTO task_center (task_code, task_type, queue, payload, priority, timeout,
+	max_retry, unique_key, plan_next_run_at) VALUES (?, 0, ?, ?, ?, ?, ?, ?, NOW(3))`
+
+const qBatchFinished = `UPDATE task_batch SET callback_id = ?, succeeded = ?, dead = ?, cancelled = ?,
+	finished_at = NOW(3) WHERE id = ?`
+
+// qBatchFinishable lists open batches without an open member.
+const qBatchFinishable = `SELECT b.id FROM task_batch b FORCE INDEX (idx_batch_finished)
+	WHERE b.finished_at IS NULL AND NOT EXISTS (SELECT 1 FROM task_center t WHERE t.batch_open = b.id)
+	ORDER BY b.id LIMIT ?`
+
+const qBatchGet = `SELECT id, total, callback_code, callback_queue, callback_priority, callback_timeout,
+	callback_max_retry, callback_payload, callback_id, succeeded, dead, cancelled, UNIX_TIMESTAMP(created_at),
+	UNIX_TIMESTAMP(finished_at) FROM task_batch WHERE id = ?`

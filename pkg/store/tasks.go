@@ -31,6 +31,10 @@ type TaskInsertParams struct {
 	// the database's NOW(3).
 	RunAt time.Time
 	Delay time.Duration
+	// Then are the tasks to submit when this one succeeds (then_spec).
+	Then json.RawMessage
+	// BatchID makes the task a member of a batch (set by BatchInsert).
+	BatchID int64
 }
 
 // TaskInsertResult is the outcome of one insert.
@@ -99,6 +103,23 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 type insertedIDs struct{ id, step int64 }
 
 func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int) (insertedIDs, error) {
+	// The step is a session variable: read it on the inserting connection.
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
+	}
+	defer conn.Close()
+	return insertRowsOn(ctx, conn, ps, idx)
+}
+
+// session is one connection: a *sql.Conn or a *sql.Tx.
+type session interface {
+	execer
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// insertRowsOn inserts ps[idx...] in one statement on db.
+func insertRowsOn(ctx context.Context, db session, ps []TaskInsertParams, idx []int) (insertedIDs, error) {
 	q := []byte(qInsertHead)
 	args := make([]any, 0, len(idx)*13)
 	for k, i := range idx {
@@ -113,21 +134,15 @@ func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int
 		}
 		args = append(args, p.Code, int(p.Type), p.Queue, string(p.Payload), nullString(p.CronExpr),
 			p.Timezone, p.Priority, int(p.Delay/time.Second), p.Timeout, p.MaxRetry,
-			nullString(p.UniqueKey), runAt, p.Delay.Microseconds())
+			nullString(p.UniqueKey), nullString(string(p.Then)), nullInt(p.BatchID), runAt, p.Delay.Microseconds())
 	}
-	// The step is a session variable: read it on the inserting connection.
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
-	}
-	defer conn.Close()
 	ids := insertedIDs{step: 1}
 	if len(idx) > 1 {
-		if err := conn.QueryRowContext(ctx, qAutoIncStep).Scan(&ids.step); err != nil {
+		if err := db.QueryRowContext(ctx, qAutoIncStep).Scan(&ids.step); err != nil {
 			return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
 		}
 	}
-	res, err := conn.ExecContext(ctx, string(q), args...)
+	res, err := db.ExecContext(ctx, string(q), args...)
 	if err != nil {
 		return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
 	}
@@ -190,6 +205,20 @@ func nullString(s string) any {
 	return s
 }
 
+func nullInt(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
 // TaskGet reads one task.
 func (s *Store) TaskGet(ctx context.Context, id int64) (*task.Task, error) {
 	t, err := scanTask(s.db.QueryRowContext(ctx, qTaskGet, id))
@@ -221,12 +250,16 @@ func scanTask(r rowScanner) (*task.Task, error) {
 	var payload []byte
 	var plan, created, updated string
 	var lastRun, disp, started sql.NullString
+	var then []byte
 	err := r.Scan(&t.ID, &t.Code, &t.Type, &t.Queue, &payload, &t.CronExpr, &t.Timezone,
 		&t.Priority, &t.Delay, &t.Timeout, &t.MaxRetry, &t.RetryCount, &t.Status, &t.UniqueKey,
 		&t.Attempt, &t.CrashCount, &t.WorkerID, &plan, &lastRun, &disp, &started, &t.LastResult,
-		&created, &updated)
+		&created, &updated, &t.ParentID, &then, &t.BatchID)
 	if err != nil {
 		return nil, err
+	}
+	if t.Then, err = task.DecodeChildren(then); err != nil {
+		return nil, fmt.Errorf("task %d: %w", t.ID, err)
 	}
 	t.Payload = json.RawMessage(payload)
 	t.PlanNextRun = parseUnix(plan)
@@ -246,7 +279,11 @@ type TaskListParams struct {
 	// Search keeps tasks whose code, queue, unique key or last result
 	// contains it (a substring, case-insensitive under the table's
 	// collation). It reads rows until a page is full: no index serves it.
-	Search   string
+	Search string
+	// ParentID keeps the children of a task; BatchID the members of a
+	// batch.
+	ParentID int64
+	BatchID  int64
 	BeforeID int64
 	Limit    int
 }
@@ -272,6 +309,14 @@ func (p *TaskListParams) where() (string, []any) {
 	if p.Queue != "" {
 		q += ` AND (queue = ? OR (queue = '' AND task_code = ?))`
 		args = append(args, p.Queue, p.Queue)
+	}
+	if p.ParentID != 0 {
+		q += ` AND parent_id = ?`
+		args = append(args, p.ParentID)
+	}
+	if p.BatchID != 0 {
+		q += ` AND batch_id = ?`
+		args = append(args, p.BatchID)
 	}
 	if p.Type != nil {
 		q += ` AND task_type = ?`
@@ -368,12 +413,12 @@ func (s *Store) RunList(ctx context.Context, taskID int64, limit int) ([]*task.R
 // next run to p.RunAt unless it is running now.
 func (s *Store) CronUpdate(ctx context.Context, id int64, p *TaskInsertParams) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE task_center SET cron_expr = ?, timezone = ?, payload = ?,
-		queue = ?, priority = ?, timeout = ?, max_retry = ?, task_type = 1,
+		queue = ?, priority = ?, timeout = ?, max_retry = ?, then_spec = ?, task_type = 1,
 		plan_next_run_at = IF(status IN (1, 2), plan_next_run_at, FROM_UNIXTIME(?)),
 		status = IF(status IN (1, 2), status, 0)
 		WHERE id = ?`,
 		p.CronExpr, p.Timezone, string(p.Payload), p.Queue, p.Priority, p.Timeout, p.MaxRetry,
-		unixArg(p.RunAt), id)
+		nullString(string(p.Then)), unixArg(p.RunAt), id)
 	if err != nil {
 		return fmt.Errorf("update periodic task %d: %w", id, err)
 	}

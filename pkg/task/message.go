@@ -28,6 +28,11 @@ type Message struct {
 	// DispatchedUnixMS is dispatched_at: recovery compares it with the
 	// oldest message of a queue to tell a waiting message from a lost one.
 	DispatchedUnixMS int64 `json:"dispatched_ms"`
+	// Then are the tasks to submit when this one succeeds (then_spec, a
+	// JSON array of Child), passed through to the result write.
+	Then json.RawMessage `json:"then,omitempty"`
+	// Batch is the batch the task is a member of (0: none).
+	Batch int64 `json:"batch,omitempty"`
 }
 
 // Encode serialises the message for a Redis list.

@@ -33,6 +33,10 @@ func (s Status) String() string {
 	return "unknown"
 }
 
+// Ended reports whether a task in s has ended: succeeded, dead or
+// cancelled (an operator may still retry it).
+func (s Status) Ended() bool { return s == Succeeded || s == Dead || s == Cancelled }
+
 // ParseStatus accepts a status name or its number.
 func ParseStatus(s string) (Status, error) {
 	for i, n := range statusNames {
@@ -128,6 +132,12 @@ type Task struct {
 	LastResult  string          `json:"last_result,omitempty"`
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
+	// ParentID is the task whose success submitted this one (0: none).
+	ParentID int64 `json:"parent_id,omitempty"`
+	// Then are the tasks this one submits when it succeeds.
+	Then []Child `json:"then,omitempty"`
+	// BatchID is the batch the task is a member of (0: none).
+	BatchID int64 `json:"batch_id,omitempty"`
 }
 
 // QueueName is the queue the task travels through: its queue column, or its

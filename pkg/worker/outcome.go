@@ -50,7 +50,7 @@ type policy struct {
 // never die: when their retries are exhausted the run is recorded dead and
 // the task moves on to its next occurrence.
 func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord) store.Transition {
-	t := store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Running, Run: run}
+	t := store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Running, Run: run, Batch: m.Batch}
 	result := e.output
 	if e.err != nil {
 		result = e.err.Error()
@@ -80,6 +80,7 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 	case e.err == nil:
 		run.Outcome = task.OutcomeSucceeded
 		t.Crash = store.RetryReset
+		t.Then = m.Then // created with the write, only if it applies
 		if m.Type != task.Periodic {
 			t.To, t.Retry = task.Succeeded, store.RetryKeep
 			return t

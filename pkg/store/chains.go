@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// qChildHead and qChildRow insert the children of parents whose success is
+// being written. A child's unique key names its parent's attempt and its
+// place among the parent's children, so the task center itself refuses a
+// second copy (ON DUPLICATE KEY: nothing happens), whatever wrote it.
+const qChildHead = `INSERT INTO task_center (task_code, task_type, queue, payload, priority, timeout, max_retry,
+	unique_key, parent_id, then_spec, plan_next_run_at) VALUES `
+
+const qChildRow = `(?, 0, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? MICROSECOND)`
+
+const qChildTail = ` ON DUPLICATE KEY UPDATE id = id`
+
+// childRowsMax bounds one insert of children (10 arguments a row).
+const childRowsMax = 1000
+
+// ChildUniqueKey is the unique key of the k-th child (from 0) created by
+// attempt of task parent.
+func ChildUniqueKey(parent int64, attempt, k int) string {
+	return fmt.Sprintf("then:%d:%d:%d", parent, attempt, k)
+}
+
+// insertChildren creates, in tx, the children of the transitions that
+// applied and carry Then. It runs in the transaction of the fenced write:
+// a parent whose success is written has its children, one whose write the
+// fence rejected (it ran twice) or that failed has none.
+//
+// A then_spec that does not parse (written by hand) creates no children
+// rather than holding back the batch's results.
+func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []bool) error {
+	var args []any
+	rows := 0
+	flush := func() error {
+		if rows == 0 {
+			return nil
+		}
+		q := []byte(qChildHead)
+		for i := range rows {
+			if i > 0 {
+				q = append(q, ", "...)
+			}
+			q = append(q, qChildRow...)
+		}
+		q = append(q, qChildTail...)
+		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
+			return fmt.Errorf("insert %d children: %w", rows, err)
+		}
+		args, rows = args[:0], 0
+		return nil
+	}
+	for i := range ts {
+		t := &ts[i]
+		if !applied[i] || len(t.Then) == 0 {
+			continue
+		}
+		cs, err := task.DecodeChildren(t.Then)
+		if err != nil {
+			continue
+		}
+		payload := string(task.ChildPayload(t.Result))
+		for k := range cs {
+			c := &cs[k]
+			then, err := task.EncodeChildren(c.Then)
+			if err != nil {
+				return err
+			}
+			args = append(args, c.Code, c.Queue, payload, c.Priority, c.Timeout, c.MaxRetry,
+				ChildUniqueKey(t.ID, t.Attempt, k), t.ID, nullString(string(then)), c.DelayMS*1000)
+			if rows++; rows == childRowsMax {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}

@@ -1,0 +1,105 @@
+package task
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Child is a task that its parent submits when it succeeds: one step of a
+// chain. Its payload is the parent's result (see ChildPayload). Then are
+// its own children, submitted when it succeeds in turn.
+type Child struct {
+	Code     string  `json:"code"`
+	Queue    string  `json:"queue,omitempty"` // resolved at submission: "" is the code
+	Priority int     `json:"priority"`
+	Timeout  int     `json:"timeout"` // seconds
+	MaxRetry int     `json:"max_retry"`
+	DelayMS  int64   `json:"delay_ms,omitempty"`
+	Then     []Child `json:"then,omitempty"`
+}
+
+// MaxChildren bounds the steps one submission may name, counted over the
+// whole tree: a chain is a few steps, not a workload.
+const MaxChildren = 100
+
+// ValidateChildren checks a tree of children, each field as a submission's
+// (codes, queues, priority, timeout, retries), and its size.
+func ValidateChildren(cs []Child) error {
+	n := 0
+	var walk func(cs []Child) error
+	walk = func(cs []Child) error {
+		for i := range cs {
+			c := &cs[i]
+			if n++; n > MaxChildren {
+				return Invalidf("a task may name at most %d tasks to run after it", MaxChildren)
+			}
+			if err := ValidateName("task code", c.Code); err != nil {
+				return err
+			}
+			if c.Queue != "" {
+				if err := ValidateName("queue", c.Queue); err != nil {
+					return err
+				}
+			}
+			if err := ValidatePriority(c.Priority); err != nil {
+				return err
+			}
+			if err := ValidateTimeout(time.Duration(c.Timeout) * time.Second); err != nil {
+				return err
+			}
+			if err := ValidateMaxRetry(c.MaxRetry); err != nil {
+				return err
+			}
+			if c.DelayMS < 0 {
+				return Invalidf("delay of %s is negative", c.Code)
+			}
+			if err := walk(c.Then); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(cs)
+}
+
+// EncodeChildren is the then_spec column of a task with children cs, or
+// nil when there are none.
+func EncodeChildren(cs []Child) (json.RawMessage, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(cs)
+	if err != nil {
+		return nil, fmt.Errorf("encode children: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeChildren parses a then_spec column.
+func DecodeChildren(b []byte) ([]Child, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var cs []Child
+	if err := json.Unmarshal(b, &cs); err != nil {
+		return nil, fmt.Errorf("decode children: %w", err)
+	}
+	return cs, nil
+}
+
+// ChildPayload is the payload a child gets from its parent's result: the
+// result itself when it is one JSON value (a handler that prints
+// {"report": 7}), {} when it is empty, else the result as a JSON string.
+func ChildPayload(result string) json.RawMessage {
+	r := bytes.TrimSpace([]byte(result))
+	switch {
+	case len(r) == 0:
+		return json.RawMessage("{}")
+	case json.Valid(r):
+		return r
+	}
+	b, _ := json.Marshal(result) // a string always marshals
+	return b
+}
