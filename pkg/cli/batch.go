@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
@@ -74,7 +75,8 @@ object) with a "batch" key: {"id", "total", "succeeded", "dead",
 				return err
 			}
 			if a.json() {
-				return a.printJSON(res)
+				return a.printJSON(ops.Change{Action: "batch", Requested: len(b.Members), Changed: len(res.MemberIDs),
+					IDs: res.MemberIDs, Unchanged: []ops.Skipped{}, BatchID: res.ID})
 			}
 			fmt.Fprintf(a.Stdout, "submitted batch %d: %d tasks (%s); %s runs when the last has ended\n",
 				res.ID, len(res.MemberIDs), idRange(res.MemberIDs), callback)
@@ -82,6 +84,8 @@ object) with a "batch" key: {"id", "total", "succeeded", "dead",
 		},
 	}
 	f.register(cmd)
+	var yes bool
+	neverAsks(cmd, &yes)
 	fl := cmd.Flags()
 	fl.StringVar(&callback, "callback", "", "code of the task to run once every member has ended")
 	fl.StringVar(&callbackPayload, "callback-payload", "{}", "the callback's payload: a JSON object, @file, or @- for standard input")

@@ -54,10 +54,20 @@ func TestBatchCommand(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	var res store.BatchInsertResult
-	b.okJSON(t, &res, "batch", "hello", `{"n":1}`, `{"n":2}`, "--callback", "report", "--callback-payload", `{"month":"may"}`,
+	var ch struct {
+		Action    string  `json:"action"`
+		Requested int     `json:"requested"`
+		Changed   int     `json:"changed"`
+		IDs       []int64 `json:"ids"`
+		BatchID   int64   `json:"batch_id"`
+	}
+	b.okJSON(t, &ch, "batch", "hello", `{"n":1}`, `{"n":2}`, "--callback", "report", "--callback-payload", `{"month":"may"}`,
 		"--max-retry", "0")
-	require.Len(t, res.MemberIDs, 2)
+	require.Equal(t, "batch", ch.Action)
+	require.Equal(t, 2, ch.Requested)
+	require.Equal(t, 2, ch.Changed)
+	require.Len(t, ch.IDs, 2)
+	res := store.BatchInsertResult{ID: ch.BatchID, MemberIDs: ch.IDs}
 
 	r := runCLI(t, b.cfgPath, "{\"n\":3}\n\n{\"n\":4}\n{\"n\":5}\n", "batch", "hello", "-", "--callback", "report")
 	require.Equal(t, cli.ExitOK, r.code, "stderr %q", r.stderr)

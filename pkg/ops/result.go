@@ -16,7 +16,7 @@ import (
 // shape whatever the action.
 type Change struct {
 	// Action names it: retry, run, delete, enable, disable, kill, pause,
-	// resume, reshard, submit, cron add, cron update, cron remove.
+	// resume, reshard, submit, batch, cron add, cron update, cron remove.
 	Action string `json:"action"`
 	// Requested counts the tasks (or queues) the action was asked to
 	// change, Changed those it changed.
@@ -30,6 +30,9 @@ type Change struct {
 	Queue *QueueChange `json:"queue,omitempty"`
 	// NextRun is when a submitted or periodic task runs next.
 	NextRun *time.Time `json:"next_run,omitempty"`
+	// BatchID is the batch a batch submission created (IDs are its
+	// members).
+	BatchID int64 `json:"batch_id,omitempty"`
 }
 
 // Skipped is a requested task an action left alone, and why.
