@@ -67,40 +67,56 @@ func (e *Env) BrokerOptions() broker.Options {
 // New creates a migrated database and a fresh prefix for t.
 func New(t testing.TB) *Env {
 	t.Helper()
-	ctx := context.Background()
+	e, cleanup, err := Open(context.Background())
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(cleanup)
+	return e
+}
+
+// Open creates a migrated database and a fresh prefix, for code without a
+// *testing.T (a TestMain serving Example functions); cleanup removes them.
+func Open(ctx context.Context) (e *Env, cleanup func(), err error) {
 	id := randomID()
 	name := "taskd_test_" + id
 	base, err := mysql.ParseDSN(BaseDSN())
 	if err != nil {
-		t.Fatalf("testenv: base dsn: %v", err)
+		return nil, nil, fmt.Errorf("base dsn: %w", err)
 	}
 	admin, err := sql.Open("mysql", base.FormatDSN())
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		return nil, nil, err
 	}
 	defer admin.Close()
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("testenv: create database (is MySQL running on %s?): %v", base.Addr, err)
+		return nil, nil, fmt.Errorf("create database (is MySQL running on %s?): %w", base.Addr, err)
 	}
 	cfg := base.Clone()
 	cfg.DBName = name
-	e := &Env{DSN: cfg.FormatDSN(), Database: name, RedisAddr: RedisAddr(), Prefix: "t" + id + ":"}
-	t.Cleanup(func() { e.drop(base) })
-
-	e.Store, err = store.Open(ctx, e.DSN, store.Options{})
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
+	e = &Env{DSN: cfg.FormatDSN(), Database: name, RedisAddr: RedisAddr(), Prefix: "t" + id + ":"}
+	cleanup = func() {
+		e.drop(base)
+		if e.Broker != nil {
+			e.Broker.Close()
+		}
+		if e.Store != nil {
+			e.Store.Close()
+		}
 	}
-	t.Cleanup(func() { e.Store.Close() })
+	if e.Store, err = store.Open(ctx, e.DSN, store.Options{}); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
 	if _, err := e.Store.Migrate(ctx); err != nil {
-		t.Fatalf("testenv: migrate: %v", err)
+		cleanup()
+		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
-	e.Broker, err = broker.Open(ctx, e.BrokerOptions())
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
+	if e.Broker, err = broker.Open(ctx, e.BrokerOptions()); err != nil {
+		cleanup()
+		return nil, nil, err
 	}
-	t.Cleanup(func() { e.Broker.Close() })
-	return e
+	return e, cleanup, nil
 }
 
 func (e *Env) drop(base *mysql.Config) {

@@ -10,7 +10,7 @@
 // {"echo": "text"} prints (stdout noise that must not break the protocol),
 // {"exit": N} dies mid-task (on attempts up to "exit_until_attempt" when
 // given), {"grow_mb": N} keeps N MB more memory.
-// TASKD_BOOT_MS sleeps that long before the ready line: an application's
+// WORKER_BOOT_MS sleeps that long before the ready line: an application's
 // boot.
 declare(strict_types=1);
 
@@ -19,7 +19,7 @@ require __DIR__ . '/../src/autoload.php';
 use Taskd\Task;
 use Taskd\Worker;
 
-if ($boot = (int) getenv('TASKD_BOOT_MS')) {
+if ($boot = (int) getenv('WORKER_BOOT_MS')) {
     usleep($boot * 1000);
 }
 $kept = [];

@@ -105,7 +105,7 @@ final class WorkerTest extends TestCase
     public function testBootDelay(): void
     {
         $t = microtime(true);
-        $this->start(['TASKD_BOOT_MS' => '200']);
+        $this->start(['WORKER_BOOT_MS' => '200']);
         self::assertTrue(microtime(true) - $t >= 0.2, 'the ready line comes after the boot');
     }
 }

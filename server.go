@@ -1,0 +1,162 @@
+package taskd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Job is one attempt of a task whose payload decoded into A.
+type Job[A Args] struct {
+	Args A
+	// ID and Attempt identify the run (Attempt is 1 for the first);
+	// UniqueKey is the producer's deduplication key, "" when none. A task
+	// can run more than once: use them to make side effects idempotent.
+	ID        int64
+	Attempt   int
+	UniqueKey string
+	Code      string
+	Queue     string
+	result    string
+}
+
+// SetResult sets the attempt's result, kept in the task center (truncated
+// to worker.output_limit) and shown by `taskd show` and tasktop.
+func (j *Job[A]) SetResult(s string) { j.result = s }
+
+// Mux holds the Go handlers of a Server, by task code.
+type Mux struct {
+	mu  sync.Mutex
+	reg *handler.Registry
+}
+
+// NewMux returns an empty mux.
+func NewMux() *Mux { return &Mux{reg: handler.NewRegistry()} }
+
+// Handle registers f for the tasks of A's code (the zero A's Kind). The
+// payload is decoded into A; one that does not decode fails the attempt.
+// f's error fails the attempt (retried as the task allows); a panic fails
+// it too, with its stack as the output. ctx ends at the task's timeout,
+// on an operator's kill and on shutdown: f must return then.
+func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
+	var zero A
+	code := zero.Kind()
+	m.HandleFunc(code, func(ctx context.Context, r *handler.Request) (string, error) {
+		job := &Job[A]{ID: r.ID, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Code: r.Code, Queue: r.Queue}
+		if len(r.Payload) > 0 {
+			if err := json.Unmarshal(r.Payload, &job.Args); err != nil {
+				return "", fmt.Errorf("decode the payload of %s task %d: %w", code, r.ID, err)
+			}
+		}
+		err := f(ctx, job)
+		return job.result, err
+	})
+}
+
+// HandleFunc registers f for the tasks of code with the payload as JSON
+// text and the output f returns.
+func (m *Mux) HandleFunc(code string, f func(ctx context.Context, r *handler.Request) (output string, err error)) {
+	if err := task.ValidateName("task code", code); err != nil {
+		panic(fmt.Sprintf("taskd: Handle: %v", err))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reg.Register(code, handler.Func(f))
+}
+
+// Server runs a taskd node in this process: every role of the
+// configuration (node.roles: scheduler, worker, recovery, ...), its exec,
+// pool and http handlers, and the mux's Go handlers, which win on a clash.
+// The queue of each Go handler's code is consumed with worker.concurrency
+// slots unless the configuration names it.
+type Server struct {
+	cfg *Config
+	mux *Mux
+	log *slog.Logger
+
+	mu   sync.Mutex
+	node *node.Node
+}
+
+// NewServer returns a server; Start or Run starts it.
+func NewServer(cfg *Config, mux *Mux) *Server {
+	return &Server{cfg: cfg, mux: mux, log: slog.Default()}
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func (s *Server) WithLogger(log *slog.Logger) *Server {
+	s.log = log
+	return s
+}
+
+// Start connects (waiting for MySQL and Redis until ctx is done) and
+// starts the node.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.node != nil {
+		return errors.New("taskd: server already started")
+	}
+	cfg := *s.cfg
+	cfg.Queues = maps.Clone(cfg.Queues)
+	if cfg.Queues == nil {
+		cfg.Queues = map[string]config.QueueConfig{}
+	}
+	for _, code := range s.mux.reg.Codes() {
+		q := task.QueueOf(cfg.QueueFor(code), code)
+		if _, ok := cfg.Queues[q]; !ok {
+			cfg.Queues[q] = config.QueueConfig{}
+		}
+	}
+	n, err := node.Open(ctx, &cfg, s.mux.reg, s.log)
+	if err != nil {
+		return err
+	}
+	if err := n.Start(ctx); err != nil {
+		n.Close()
+		return err
+	}
+	s.node = n
+	return nil
+}
+
+// Stop drains, as on SIGTERM: no new tasks are taken, running ones get
+// worker.shutdown_grace to finish, the rest are handed back; then the
+// connections close. Safe to call twice or without Start.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	n := s.node
+	s.node = nil
+	s.mu.Unlock()
+	if n != nil {
+		n.Close()
+	}
+}
+
+// Run starts the server, runs it until ctx is done, and stops it. It
+// returns early with the watchdog's error when the node must exit (a
+// supervisor should restart the process).
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	defer s.Stop()
+	s.mu.Lock()
+	fatal := s.node.Fatal()
+	s.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-fatal:
+		return err
+	}
+}

@@ -1,0 +1,55 @@
+// Package taskd embeds taskd in a Go program: a Client submits tasks with
+// typed payloads, a Server runs a `taskd run` node in the process with Go
+// handlers, beside the exec, pool and http handlers of the configuration.
+//
+// A payload type names its task code with a Kind method; the client
+// encodes it as JSON, the handler gets it decoded:
+//
+//	type SendEmail struct{ To string `json:"to"` }
+//
+//	func (SendEmail) Kind() string { return "send_email" }
+//
+//	mux := taskd.NewMux()
+//	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[SendEmail]) error {
+//		return mailer.Send(ctx, job.Args.To)
+//	})
+//	srv := taskd.NewServer(cfg, mux)
+//	err := srv.Run(ctx) // until ctx is done, then drains
+//
+//	client, err := taskd.NewClient(ctx, cfg)
+//	res, err := client.Submit(ctx, SendEmail{To: "a@example.com"}, taskd.Delay(time.Minute))
+//
+// The configuration is taskd's own (Config, LoadConfig): one file and
+// TASKD_* variables, as for the daemon. The guarantees are the daemon's:
+// at-least-once, every write fenced by attempt; a handler gets the task's
+// id, attempt and unique key to be idempotent. This package only wraps
+// pkg/producer, pkg/node and pkg/handler, which stay the implementation.
+package taskd
+
+import (
+	"context"
+
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/node"
+)
+
+// Config is taskd's configuration (docs/configuration.md).
+type Config = config.Config
+
+// LoadConfig reads the configuration as `taskd run` does: path, else
+// ./taskd.yaml, else /etc/taskd/taskd.yaml (none at all: the defaults),
+// then TASKD_* variables.
+func LoadConfig(path string) (*Config, error) {
+	return config.Load(config.NewViper(), path)
+}
+
+// Migrate applies the task center's schema migrations (idempotent), as
+// `taskd migrate` does, and returns the versions it applied.
+func Migrate(ctx context.Context, cfg *Config) ([]int, error) {
+	s, err := node.OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Migrate(ctx)
+}
