@@ -31,10 +31,11 @@ func (b *testBundle) submitJSON(t *testing.T, code, payload string, args ...stri
 	t.Helper()
 	out := b.taskd(t, append([]string{"-o", "json", "submit", code, "--payload", payload}, args...)...)
 	var r struct {
-		ID int64 `json:"id"`
+		IDs []int64 `json:"ids"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
-	return r.ID
+	require.Len(t, r.IDs, 1, out)
+	return r.IDs[0]
 }
 
 type poolRun struct {
