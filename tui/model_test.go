@@ -228,7 +228,14 @@ func TestApplyToAllMatching(t *testing.T) {
 	require.False(t, m.tasks.all)
 	require.Contains(t, screen(m), "retry: 7 of 7 tasks changed")
 
-	b.press(t, m, "esc", "A", "D") // no filter: it says so
+	b.press(t, m, "esc", "/")
+	b.typeText(t, m, "nothing-matches-this")
+	b.press(t, m, "enter", "A", "r")
+	require.Nil(t, m.dialog)
+	require.Contains(t, screen(m), "no task matches the filter: nothing to do")
+	require.Len(t, b.acts.Calls(), 1)
+
+	b.press(t, m, "esc", "esc", "A", "D") // no filter: it says so
 	require.Contains(t, screen(m), "Delete all EVERY task (40 matching, no filter)?")
 	b.press(t, m, "esc")
 	require.False(t, m.tasks.all)

@@ -219,16 +219,8 @@ func (m *Model) queueRows(sparkW int) ([]row, []stats.Queue) {
 		rows[i] = r
 	}
 	// By trouble first: the worst queue is the first row.
-	idx := make([]int, len(rows))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return rows[b].keys[11].(int) - rows[a].keys[11].(int) })
-	byTrouble, byTroubleQ := make([]row, len(rows)), make([]stats.Queue, len(rows))
-	for k, i := range idx {
-		byTrouble[k], byTroubleQ[k] = rows[i], qs[i]
-	}
-	return sortBy(m.queues.sort, byTrouble, byTroubleQ)
+	rows, qs = sortBy(sorting{col: 11, desc: true}, rows, qs)
+	return sortBy(m.queues.sort, rows, qs)
 }
 
 func (m *Model) queuesTable(width, height int) string {

@@ -477,6 +477,10 @@ func (m *Model) filterKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		m.setStatus("still counting the matching tasks: press again in a moment", nil)
 		return nil, true
 	}
+	if v.allCount == 0 {
+		m.setStatus("no task matches the filter: nothing to do", nil)
+		return nil, true
+	}
 	f := v.q.filter()
 	what := v.allText() + " tasks"
 	if t := v.filterText(); t != "" {

@@ -123,16 +123,8 @@ func (m *Model) workerRows() ([]row, []broker.WorkerStatus) {
 		r.keys = []any{w.ID, w.Node, host, pid, queues, beat, n, bad, task, running}
 		rows[i] = r
 	}
-	idx := make([]int, len(rows))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return rows[b].keys[7].(int) - rows[a].keys[7].(int) })
-	r2, w2 := make([]row, len(rows)), make([]broker.WorkerStatus, len(rows))
-	for k, i := range idx {
-		r2[k], w2[k] = rows[i], ws[i]
-	}
-	return sortBy(m.workers.sort, r2, w2)
+	rows, ws = sortBy(sorting{col: 7, desc: true}, rows, ws) // dead and hung first
+	return sortBy(m.workers.sort, rows, ws)
 }
 
 func (m *Model) workersTable(width, height int) string {
