@@ -24,7 +24,7 @@ type Request struct {
 	Payload   []byte // JSON
 	// Tail, when set, receives the attempt's output as it comes (see
 	// Tail): Exec its stdout and stderr, HTTP the response body, Pool
-	// the process's stderr.
+	// the process's stderr. A Go handler may write its progress to it.
 	Tail io.Writer
 }
 

@@ -116,3 +116,22 @@ func TestHTTPTailStreams(t *testing.T) {
 	require.True(t, fin)
 	require.Contains(t, out, "done")
 }
+
+// A pool process's stderr during a task feeds that task's tail.
+func TestPoolStderrFeedsTheTail(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	pub := &published{}
+	tail := StartTail(pub.publish, 0, 20*time.Millisecond)
+	r := testRequest()
+	r.Tail = tail
+	r.Payload = []byte(`{"do":"stderr","text":"pool step 1\npool step 2\n"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := p.Handle(ctx, r)
+	require.NoError(t, err)
+	tail.Close()
+	out, done, _ := pub.last()
+	require.True(t, done)
+	require.Contains(t, out, "pool step 1\npool step 2\n")
+}
