@@ -65,6 +65,15 @@ func BenchmarkRefresh(b *testing.B) {
 			return err
 		}},
 		{"detail", func() error { _, _, err := l.Task(ctx, mid); return err }},
+		// A search reads rows until a page is full; a common word fills
+		// it at once, a rare one scans.
+		{"tasks_search_common", func() error { _, err := l.Tasks(ctx, TaskQuery{Search: "code1", Limit: 37}); return err }},
+		{"tasks_search_none", func() error { _, err := l.Tasks(ctx, TaskQuery{Search: "no such text", Limit: 37}); return err }},
+		// The count of an all-matching selection (bounded at
+		// store.TaskCountMax rows read).
+		{"count_dead", func() error { _, err := l.Count(ctx, TaskQuery{Status: &dead}); return err }},
+		{"count_code", func() error { _, err := l.Count(ctx, TaskQuery{Code: "code7"}); return err }},
+		{"count_search_none", func() error { _, err := l.Count(ctx, TaskQuery{Search: "no such text"}); return err }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
