@@ -8,6 +8,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +85,48 @@ func TestFaultLockedRows(t *testing.T) {
 	b.eventually(t, 30*time.Second, equal(60), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
 	b.checkRecords(t, ids)
 	require.Equal(t, 60, b.count(t, `SELECT COUNT(*) FROM task_run`), "a task ran twice")
+}
+
+// writeConfig writes a configuration of the bundle's task center and
+// Redis with extra YAML, and returns its path.
+func (b *faultBundle) writeConfig(t *testing.T, name, redisAddr, extra string) string {
+	t.Helper()
+	if redisAddr == "" {
+		redisAddr = b.env.RedisAddr
+	}
+	path := filepath.Join(b.dir, name+".yaml")
+	yaml := fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s%s", b.env.DSN, redisAddr, b.env.Prefix, faultTimings, extra)
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o644))
+	return path
+}
+
+// TestFaultSeedInsertRouting is FAULTS.md row 27: the handler of send_mail
+// names queue mail, and rows are INSERTed the seed's way, with no queue
+// column. The only scheduler runs on a node whose configuration has no
+// handlers at all: the tasks still go to mail, where the worker takes
+// them, and run once each.
+func TestFaultSeedInsertRouting(t *testing.T) {
+	t.Parallel()
+	b := faultSetup(t, "", `echo "$TASK_ID $TASK_ATTEMPT" >> %OUT%`)
+	argv, err := json.Marshal([]string{"sh", "-c", fmt.Sprintf(`echo "$TASK_ID $TASK_ATTEMPT $TASK_QUEUE" >> %s`, b.out)})
+	require.NoError(t, err)
+	workerCfg := b.writeConfig(t, "worker", "", fmt.Sprintf("handlers:\n  send_mail:\n    exec: %s\n    queue: mail\n", argv))
+	schedCfg := b.writeConfig(t, "scheduler", "", "")
+	b.startNodeWith(t, "worker-1", workerCfg, "worker")
+	b.startNodeWith(t, "sched-1", schedCfg, "scheduler,recovery")
+
+	for range 20 {
+		b.env.Exec(t, `INSERT INTO task_center (task_code, task_type, payload, cron_expr, priority, timeout, max_retry, plan_next_run_at, status)
+			VALUES ('send_mail', 0, '{"to":"a@b.c"}', NULL, 5, 300, 3, NOW(), 0)`)
+	}
+	b.eventually(t, 30*time.Second, equal(20), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
+	require.Equal(t, 20, b.count(t, `SELECT COUNT(*) FROM task_center WHERE attempt = 1`), "a task was dispatched twice")
+	require.Equal(t, 20, b.count(t, `SELECT COUNT(*) FROM task_run WHERE queue = 'mail' AND outcome = 'succeeded'`))
+	lines, err := os.ReadFile(b.out)
+	require.NoError(t, err)
+	require.Equal(t, 20, strings.Count(string(lines), " mail\n"), "the handler saw TASK_QUEUE=mail:\n%s", lines)
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM task_route WHERE task_code = 'send_mail' AND queue = 'mail' AND node = 'worker-1'`))
+	n, err := b.env.Broker.QueueLen(b.ctx, "send_mail")
+	require.NoError(t, err)
+	require.Zero(t, n, "messages in the unconsumed queue send_mail")
 }

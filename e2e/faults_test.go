@@ -91,10 +91,17 @@ type faultNode struct {
 
 func (b *faultBundle) startNode(t *testing.T, name string) *faultNode {
 	t.Helper()
+	return b.startNodeWith(t, name, b.config, "scheduler,worker,recovery")
+}
+
+// startNodeWith starts a `taskd run` with a configuration file and roles
+// of its own.
+func (b *faultBundle) startNodeWith(t *testing.T, name, config, roles string) *faultNode {
+	t.Helper()
 	n := &faultNode{name: name, log: filepath.Join(b.dir, name+".log"), done: make(chan struct{})}
 	logf, err := os.Create(n.log)
 	require.NoError(t, err)
-	n.cmd = exec.Command(taskdBin, "--config", b.config, "run", "--node-id", name, "--roles", "scheduler,worker,recovery")
+	n.cmd = exec.Command(taskdBin, "--config", config, "run", "--node-id", name, "--roles", roles)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	require.NoError(t, n.cmd.Start())
 	go func() {

@@ -120,6 +120,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
 			Metrics: n.Metrics,
 		}, st, br)
+		recordRoutes(ctx, st, cfg, reg, log)
 	}
 	if cfg.HasRole("recovery") {
 		n.Recoverer = recovery.New(recovery.Config{

@@ -31,16 +31,16 @@ type QueueDepth struct {
 // finished ones.
 var qQueueDepth = func() string {
 	var b strings.Builder
-	b.WriteString(`SELECT q, code, status, COUNT(*), SUM(due), COALESCE(MAX(waited), 0) FROM (`)
+	b.WriteString(`SELECT queue, task_code, status, COUNT(*) n, SUM(due) due, COALESCE(MAX(waited), 0) waited FROM (`)
 	for p := 0; p <= 9; p++ {
-		fmt.Fprintf(&b, `SELECT queue AS q, task_code AS code, status, claim_key <= NOW(3) AS due,
+		fmt.Fprintf(&b, `SELECT queue, task_code, status, claim_key <= NOW(3) AS due,
   IF(claim_key <= NOW(3), TIMESTAMPDIFF(MICROSECOND, claim_key, NOW(3)), 0) AS waited
 FROM task_center WHERE priority = %d AND claim_key IS NOT NULL UNION ALL `, p)
 	}
 	b.WriteString(`SELECT queue, task_code, status, 0, 0 FROM task_center WHERE inflight_at IS NOT NULL UNION ALL
 SELECT queue, task_code, status, 0, 0 FROM task_center FORCE INDEX (idx_held) WHERE held_status = 5
-) t GROUP BY q, code, status`)
-	return b.String()
+) t GROUP BY queue, task_code, status`)
+	return routedGroups(b.String(), "g.task_code, g.status, g.n, g.due, g.waited")
 }()
 
 // QueueDepths returns the depth of every queue that has unfinished or dead

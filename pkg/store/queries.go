@@ -10,25 +10,47 @@ import (
 
 // All SQL of the task center. Every due or expiry comparison uses NOW(3).
 
+// queueOf is the queue a row of task_center (as alias t) goes to: its own
+// queue, else the one the nodes running its code's handler recorded
+// (task_route: rows INSERTed with no queue go where their consumers
+// are), else its code. One primary-key lookup of a small table per row.
+func queueOf(t string) string {
+	return routed(t, "(SELECT r.queue FROM task_route r WHERE r.task_code = "+t+".task_code)")
+}
+
+// routed is the queue of row t given route, the queue task_route holds for
+// its code (NULL when none).
+func routed(t, route string) string {
+	return "IF(" + t + ".queue = '', COALESCE(" + route + ", " + t + ".task_code), " + t + ".queue)"
+}
+
+// routedGroups makes the queue of each row of grouped, a query grouped by
+// queue and task_code, the queue its tasks go to (queueOf), as column q
+// before cols: one lookup of task_route per group instead of one per task.
+func routedGroups(grouped, cols string) string {
+	return "SELECT " + routed("g", "r.queue") + " AS q, " + cols + " FROM (" + grouped +
+		") g LEFT JOIN task_route r ON r.task_code = g.task_code"
+}
+
 const qNow = `SELECT UNIX_TIMESTAMP(NOW(3))`
 
 const qAutoIncStep = `SELECT @@auto_increment_increment`
 
 // taskColumns is the select list for a whole task; scanTask reads it.
-const taskColumns = `id, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
+var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), timezone,
 	priority, delay, timeout, max_retry, retry_count, status, COALESCE(unique_key, ''), attempt,
 	crash_count, worker_id, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(last_run_at),
 	UNIX_TIMESTAMP(dispatched_at), UNIX_TIMESTAMP(started_at), COALESCE(last_result, ''),
 	UNIX_TIMESTAMP(created_at), UNIX_TIMESTAMP(updated_at), COALESCE(parent_id, 0), COALESCE(then_spec, ''),
 	COALESCE(batch_id, 0)`
 
-const qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
+var qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
 
 // qByUniqueKeys finds the tasks of one code holding any of a set of unique
 // keys: one range of uk_code_unique.
 const qByUniqueKeys = `SELECT unique_key, id FROM task_center WHERE task_code = ? AND unique_key IN (%s)`
 
-const qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code = ? AND unique_key = ?`
+var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code = ? AND unique_key = ?`
 
 // qInsertRow is one VALUES tuple of an insert. plan_next_run_at is an
 // absolute instant when the second-to-last argument is set, else NOW(3) plus
@@ -47,7 +69,7 @@ const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 // chosen ids are then read by primary key.
 var qClaimCandidates = func() string {
 	var b strings.Builder
-	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, t.queue, t.payload, COALESCE(t.cron_expr, ''),
+	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, ` + queueOf("t") + `, t.payload, COALESCE(t.cron_expr, ''),
 	t.timezone, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''),
 	UNIX_TIMESTAMP(t.plan_next_run_at), UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0)
 	FROM (SELECT id FROM (`)
@@ -254,13 +276,13 @@ func placeholders(n int) string {
 }
 
 // qStuckDispatched lists tasks dispatched before a cutoff, oldest first.
-const qStuckDispatched = `SELECT id, attempt, task_code, queue, UNIX_TIMESTAMP(dispatched_at)
+var qStuckDispatched = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, UNIX_TIMESTAMP(dispatched_at)
 	FROM task_center WHERE inflight_at < NOW(3) - INTERVAL ? MICROSECOND AND status = 1
 	ORDER BY inflight_at LIMIT ?`
 
 // qRunning lists running tasks in dispatch order after a keyset position,
 // with whether each is past its timeout plus a grace.
-const qRunning = `SELECT id, attempt, task_code, queue, task_type, COALESCE(cron_expr, ''), timezone,
+var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, task_type, COALESCE(cron_expr, ''), timezone,
 	worker_id, crash_count, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(dispatched_at),
 	started_at + INTERVAL timeout SECOND + INTERVAL ? MICROSECOND < NOW(3)
 	FROM task_center WHERE inflight_at >= FROM_UNIXTIME(?) AND (inflight_at, id) > (FROM_UNIXTIME(?), ?)
@@ -309,7 +331,7 @@ var qClaimWindow = func() string {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "(SELECT id, priority, CAST(claim_key AS CHAR), queue, task_code FROM task_center FORCE INDEX (idx_claim)"+
+		fmt.Fprintf(&b, "(SELECT id, priority, CAST(claim_key AS CHAR), "+queueOf("task_center")+", task_code FROM task_center FORCE INDEX (idx_claim)"+
 			" WHERE priority = %d AND claim_key <= NOW(3) AND (claim_key > ? OR (claim_key = ? AND id >= ?))"+
 			" ORDER BY claim_key, id LIMIT ?)", p)
 	}
@@ -360,7 +382,7 @@ const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, atte
 	WHERE id IN (%s) AND status IN (0, 4) AND plan_next_run_at <= NOW(3)`
 
 // qClaimedRows reads back the messages a filtered claim won.
-const qClaimedRows = `SELECT id, attempt, task_code, task_type, queue, payload, COALESCE(cron_expr, ''), timezone,
+var qClaimedRows = `SELECT id, attempt, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), timezone,
 	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), UNIX_TIMESTAMP(plan_next_run_at),
 	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0)
 	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?
@@ -383,15 +405,16 @@ func unionPriorities(format string) string {
 // Stats queries read only the index entries of tasks in the states they
 // count (idx_claim: waiting; idx_inflight: in flight; idx_held: dead and
 // cancelled), never the succeeded rows that make up most of the table.
-var qStatsWaiting = `SELECT q, status, COUNT(*), UNIX_TIMESTAMP(NOW(3)) - UNIX_TIMESTAMP(MIN(IF(claim_key <= NOW(3), claim_key, NULL)))
-	FROM (` + unionPriorities(`(SELECT IF(queue = '', task_code, queue) q, status, claim_key FROM task_center FORCE INDEX (idx_claim)
-	WHERE priority = %d AND claim_key IS NOT NULL)`) + `) w GROUP BY q, status`
+var qStatsWaiting = routedGroups(`SELECT queue, task_code, status, COUNT(*) n,
+	UNIX_TIMESTAMP(NOW(3)) - UNIX_TIMESTAMP(MIN(IF(claim_key <= NOW(3), claim_key, NULL))) age
+	FROM (`+unionPriorities(`(SELECT queue, task_code, status, claim_key FROM task_center FORCE INDEX (idx_claim)
+	WHERE priority = %d AND claim_key IS NOT NULL)`)+`) w GROUP BY queue, task_code, status`, "g.status, g.n, g.age")
 
-const qStatsInflight = `SELECT IF(queue = '', task_code, queue) q, status, worker_id, id FROM task_center FORCE INDEX (idx_inflight)
+var qStatsInflight = `SELECT ` + queueOf("task_center") + ` q, status, worker_id, id FROM task_center FORCE INDEX (idx_inflight)
 	WHERE inflight_at IS NOT NULL`
 
-const qStatsHeld = `SELECT IF(queue = '', task_code, queue) q, held_status, COUNT(*) FROM task_center FORCE INDEX (idx_held)
-	WHERE held_status IS NOT NULL GROUP BY q, held_status`
+var qStatsHeld = routedGroups(`SELECT queue, task_code, held_status, COUNT(*) n FROM task_center FORCE INDEX (idx_held)
+	WHERE held_status IS NOT NULL GROUP BY queue, task_code, held_status`, "g.held_status, g.n")
 
 // qTaskStates reads the status and type of a set of tasks.
 const qTaskStates = `SELECT id, status, task_type FROM task_center WHERE id IN (%s)`
@@ -400,9 +423,9 @@ const qTaskStates = `SELECT id, status, task_type FROM task_center WHERE id IN (
 // row that pauses or reshards it, or a task waiting, in flight, dead or
 // cancelled in it (each read through its own bounded index, like stats).
 var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1))
-	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_inflight) WHERE inflight_at IS NOT NULL AND IF(queue = '', task_code, queue) = ?)
-	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND IF(queue = '', task_code, queue) = ?)
-	OR EXISTS (SELECT 1 FROM (` + unionPriorities(`(SELECT IF(queue = '', task_code, queue) q FROM task_center FORCE INDEX (idx_claim)
+	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_inflight) WHERE inflight_at IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
+	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
+	OR EXISTS (SELECT 1 FROM (` + unionPriorities(`(SELECT `+queueOf("task_center")+` q FROM task_center FORCE INDEX (idx_claim)
 	WHERE priority = %d AND claim_key IS NOT NULL)`) + `) w WHERE q = ?)`
 
 const qBatchInsert = `INSERT INTO task_batch (total, callback_code, callback_queue, callback_priority,

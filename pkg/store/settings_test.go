@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 func TestRoutesRecordAndList(t *testing.T) {
@@ -72,4 +74,52 @@ func TestRedisEpoch(t *testing.T) {
 	seen, err = st.RedisEpoch(b.ctx, "p:", "200")
 	require.NoError(t, err)
 	require.Equal(t, store.EpochKnown, seen)
+}
+
+// A row with no queue goes to the queue recorded for its code, in claims
+// (both forms), recovery's scans, depths and task reads; a row with a
+// queue of its own keeps it, and a code with no route keeps its name.
+func TestRoutedQueue(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	_, err := st.RouteRecord(b.ctx, "n", map[string]string{"send_mail": "mail"})
+	require.NoError(t, err)
+	seed := insertRaw(t, b.env, "send_mail", 5, task.Pending, -time.Second)
+	own := insertRaw(t, b.env, "send_mail", 5, task.Pending, -time.Second)
+	b.env.Exec(t, `UPDATE task_center SET queue = 'urgent' WHERE id = ?`, own)
+	plain := insertRaw(t, b.env, "other", 5, task.Pending, -time.Second)
+	want := map[int64]string{seed: "mail", own: "urgent", plain: "other"}
+
+	depths, _, err := st.QueueDepths(b.ctx)
+	require.NoError(t, err)
+	for _, q := range want {
+		require.EqualValues(t, 1, depths[q].Due, q)
+	}
+	got, err := st.TaskGet(b.ctx, seed)
+	require.NoError(t, err)
+	require.Equal(t, "mail", got.Queue)
+	list, err := st.TaskList(b.ctx, &store.TaskListParams{Queue: "mail", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []int64{seed}, []int64{list[0].ID})
+	require.Len(t, list, 1)
+
+	// The filtered claim (a queue paused) and the plain one.
+	f := &store.ClaimFilter{Paused: func(q string) bool { return q == "urgent" }}
+	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	for _, m := range msgs {
+		require.Equal(t, want[m.ID], m.Queue)
+	}
+	msgs, err = st.TaskClaimDue(b.ctx, "c2", 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Equal(t, "urgent", msgs[0].Queue)
+
+	stuck, err := st.TaskListStuckDispatched(b.ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, stuck, 3)
+	for _, d := range stuck {
+		require.Equal(t, want[d.ID], d.Queue)
+	}
 }

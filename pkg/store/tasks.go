@@ -307,8 +307,8 @@ func (p *TaskListParams) where() (string, []any) {
 		args = append(args, p.Code)
 	}
 	if p.Queue != "" {
-		q += ` AND (queue = ? OR (queue = '' AND task_code = ?))`
-		args = append(args, p.Queue, p.Queue)
+		q += ` AND ` + queueOf("task_center") + ` = ?`
+		args = append(args, p.Queue)
 	}
 	if p.ParentID != 0 {
 		q += ` AND parent_id = ?`
