@@ -397,9 +397,14 @@ func TestFaultRedisFlushAll(t *testing.T) {
 // figuresLine is the one line scripts/faults.sh prints.
 var figuresLine = regexp.MustCompile(`(?m)^submitted=(\d+) succeeded=(\d+) lost=(\d+) ran-twice=(\d+) stale-writes-rejected=(\d+) max-recovery-seconds=(\d+\.\d)$`)
 
+// stepsLine is its line of chains and batches.
+var stepsLine = regexp.MustCompile(`(?m)^chains=(\d+) chains-complete=(\d+) children=(\d+) batches=(\d+) callbacks=(\d+) callback-counts-right=(\d+)$`)
+
 // TestFaultSuite runs scripts/faults.sh at a CI-sized count: three
 // daemons, SIGKILL, SIGSTOP, FLUSHALL, Redis and MariaDB restarts (on
-// private servers), then quiescence and the checks of the run log.
+// private servers), then quiescence and the checks of the run log; and
+// chains and batches under the same faults: every child exactly once,
+// every callback exactly once with the right counts.
 func TestFaultSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault suite takes about a minute")
@@ -434,4 +439,9 @@ func TestFaultSuite(t *testing.T) {
 	require.Equal(t, strconv.Itoa(tasks), m[1], "submitted")
 	require.Equal(t, strconv.Itoa(tasks), m[2], "succeeded")
 	require.Equal(t, "0", m[3], "lost")
+
+	st := stepsLine.FindStringSubmatch(stdout.String())
+	require.NotNil(t, st, "no chains and batches line in the output")
+	require.Equal(t, []string{"100", "100", "200", "20", "20", "20"}, st[1:],
+		"chains, complete chains, children, batches, callbacks, callbacks with the right counts")
 }

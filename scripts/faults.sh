@@ -15,12 +15,19 @@
 # Timings: worker.heartbeat_interval 1s, heartbeat_ttl 3s, recovery.interval
 # 1s, dispatch_window 5s, worker.shutdown_grace 5s.
 #
+# Beside them it submits --chains chains (default 100) of three steps (a
+# task, then a child with its result, then a grandchild) and --batches
+# batches (default 20) of --batch-size members (default 10), the last
+# --batch-dead of which (default 2) fail without retry and die, each batch
+# with a callback task.
+#
 # It then waits (at most --timeout, default 120s) until every task
-# succeeded, stops the daemons with SIGTERM and prints ONE line on stdout:
+# ended, stops the daemons with SIGTERM and prints two lines on stdout:
 #
 #   submitted=N succeeded=N lost=N ran-twice=N stale-writes-rejected=N max-recovery-seconds=X
+#   chains=N chains-complete=N children=N batches=N callbacks=N callback-counts-right=N
 #
-#   submitted      tasks created in task_center
+#   submitted      plain tasks (--tasks) created in task_center
 #   succeeded      of those, tasks in status 3 (succeeded)
 #   lost           tasks not succeeded at the end, plus succeeded tasks whose
 #                  handler left no line for the succeeded attempt
@@ -37,14 +44,24 @@
 #                  that moment; the longest over all faults and tasks. So it
 #                  is "fault to successful completion", not the gap between
 #                  attempts. Per-fault figures are printed on stderr.
+#   chains-complete
+#                  chains whose root, one child and one grandchild each
+#                  succeeded exactly once
+#   children       children found (2 per chain when none is missing)
+#   callbacks      callback tasks found (1 per batch)
+#   callback-counts-right
+#                  callbacks that succeeded once with the right counts in
+#                  their payload (succeeded and dead members)
 #
-# It exits 1 when a task is lost, when any task has two 'succeeded' rows in
+# It exits 1 when a task is lost, when a chain lacks a child or has two,
+# when a batch has no callback, two, or one with wrong counts, when any
+# task has two 'succeeded' rows in
 # task_run, when the task center and the run log disagree (every task in
 # status 3 must have exactly one succeeded run, whose attempt equals
 # task_center.attempt), or when a daemon does not exit 0 on SIGTERM; 2 on bad
 # usage; 0 otherwise.
 #
-# Usage: scripts/faults.sh [--tasks N] [--keep] [--timeout 120s] [--concurrency 16] [-v]
+# Usage: scripts/faults.sh [--tasks N] [--chains N] [--batches N] [--keep] [--timeout 120s] [--concurrency 16] [-v]
 #   --keep   keep the work directory (logs, data, out.txt) even on success;
 #            it is always kept, and named on stderr, when the suite fails.
 # Needs Go, redis-server and mariadbd (apt-get install redis-server
@@ -63,7 +80,7 @@ while [ $# -gt 0 ]; do
 		sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
-	--tasks | --timeout | --concurrency | --sleep | --spread | --redis-port | --mysql-port)
+	--tasks | --timeout | --concurrency | --sleep | --spread | --redis-port | --mysql-port | --chains | --batches | --batch-size | --batch-dead)
 		[ $# -ge 2 ] || {
 			echo "error: $1 needs a value" >&2
 			exit 2
@@ -71,7 +88,7 @@ while [ $# -gt 0 ]; do
 		args+=("$1" "$2")
 		shift
 		;;
-	--tasks=* | --timeout=* | --concurrency=* | --sleep=* | --spread=* | --redis-port=* | --mysql-port=* | -v)
+	--tasks=* | --timeout=* | --concurrency=* | --sleep=* | --spread=* | --redis-port=* | --mysql-port=* | --chains=* | --batches=* | --batch-size=* | --batch-dead=* | -v)
 		args+=("$1")
 		;;
 	*)

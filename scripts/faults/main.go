@@ -72,6 +72,10 @@ type options struct {
 	redisPort   int
 	mysqlPort   int
 	verbose     bool
+	chains      int
+	batches     int
+	batchSize   int
+	batchDead   int
 }
 
 func main() {
@@ -86,8 +90,13 @@ func main() {
 	flag.IntVar(&o.redisPort, "redis-port", 0, "port of the private redis-server (0: a free one)")
 	flag.IntVar(&o.mysqlPort, "mysql-port", 0, "port of the private mariadbd (0: a free one)")
 	flag.BoolVar(&o.verbose, "v", false, "log progress to stderr")
+	flag.IntVar(&o.chains, "chains", 100, "chains of three steps to submit beside the tasks")
+	flag.IntVar(&o.batches, "batches", 20, "batches to submit beside the tasks, each with a callback")
+	flag.IntVar(&o.batchSize, "batch-size", 10, "members per batch")
+	flag.IntVar(&o.batchDead, "batch-dead", 2, "members per batch whose handler fails (no retry)")
 	flag.Parse()
-	if o.tasks <= 0 || o.bin == "" || o.dir == "" || flag.NArg() > 0 {
+	if o.tasks <= 0 || o.bin == "" || o.dir == "" || flag.NArg() > 0 || o.chains < 0 || o.batches < 0 ||
+		o.batchSize <= 0 || o.batchDead < 0 {
 		fmt.Fprintln(os.Stderr, "usage: faults --bin TASKD --dir DIR [--tasks N] [flags]")
 		os.Exit(2)
 	}
@@ -130,6 +139,7 @@ type suite struct {
 	procs  []*proc // everything started, for cleanup
 	faults []fault
 	ids    map[int64]bool // submitted task ids
+	steps  steps          // chains and batches
 }
 
 // fault is one injected fault: when (database clock) and which tasks were
@@ -143,6 +153,7 @@ type fault struct {
 func (s *suite) run(ctx context.Context) int {
 	s.t0 = time.Now()
 	s.ids = map[int64]bool{}
+	s.steps.batches = map[int64]batchPlan{}
 	if err := s.setup(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "faults: setup:", err)
 		return 1
@@ -444,6 +455,7 @@ func (s *suite) configYAML() string {
 	handler := fmt.Sprintf(`sleep %s; echo "$TASK_ID $TASK_ATTEMPT" >> %s`,
 		strconv.FormatFloat(s.o.sleep.Seconds(), 'f', -1, 64), s.out)
 	argv, _ := json.Marshal([]string{"sh", "-c", handler})
+	dies, _ := json.Marshal([]string{"sh", "-c", handler + "; exit 1"})
 	return fmt.Sprintf(`mysql:
   dsn: %q
 redis:
@@ -454,6 +466,8 @@ log:
   level: info
 handlers:
   append:
+    exec: %s
+  die:
     exec: %s
 scheduler:
   poll_interval: 200ms
@@ -468,7 +482,7 @@ recovery:
   interval: %s
   dispatch_window: %s
   running_grace: %s
-`, s.dsn(), s.o.redisPort, prefix, argv, s.o.concurrency, shutdownGrace, heartbeatInterval, heartbeatTTL,
+`, s.dsn(), s.o.redisPort, prefix, argv, dies, s.o.concurrency, shutdownGrace, heartbeatInterval, heartbeatTTL,
 		recoveryInterval, dispatchWindow, runningGrace)
 }
 
@@ -564,7 +578,10 @@ func (s *suite) submit(ctx context.Context) error {
 	per := (s.o.tasks + batches - 1) / batches
 	cl := producer.New(s.st, s.br, producer.Options{Logger: slog.New(slog.DiscardHandler)})
 	next := time.Now()
-	for i := 0; i < s.o.tasks; {
+	for i, k := 0, 0; i < s.o.tasks; k++ {
+		if err := s.submitSteps(ctx, cl, k, batches); err != nil {
+			return err
+		}
 		n := min(per, s.o.tasks-i)
 		subs := make([]producer.Submission, n)
 		for k := range subs {
@@ -601,7 +618,7 @@ func (s *suite) submit(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return nil
+	return s.submitSteps(ctx, cl, batches-1, batches) // the rest, if the tasks ran out first
 }
 
 // --- faults ----------------------------------------------------------------
@@ -794,9 +811,13 @@ func (s *suite) waitQuiescence(ctx context.Context) bool {
 	lastLog := time.Now()
 	for time.Now().Before(deadline) {
 		var done, open int
-		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(status <> 3), 0) FROM task_center`).Scan(&done, &open)
+		// Dead is an end too: the batches' failing members die.
+		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(status NOT IN (3, 5)), 0) FROM task_center`).Scan(&done, &open)
 		done -= open
-		if err == nil && open == 0 && done >= len(s.ids) {
+		s.mu.Lock()
+		want := len(s.ids) + s.expectedStepRows()
+		s.mu.Unlock()
+		if err == nil && open == 0 && done >= want {
 			s.say("quiescent: %d tasks succeeded", done)
 			return true
 		}
@@ -844,38 +865,20 @@ func (s *suite) figures(ctx context.Context) (string, []string, error) {
 	}
 
 	// The task center.
-	type row struct {
-		status, attempt int
-	}
-	tasks := map[int64]row{}
-	rs, err := s.db.QueryContext(ctx, `SELECT id, status, attempt FROM task_center`)
+	tasks, err := readTasks(ctx, s.db)
 	if err != nil {
 		return "", nil, err
 	}
-	for rs.Next() {
-		var id int64
-		var r row
-		if err := rs.Scan(&id, &r.status, &r.attempt); err != nil {
-			rs.Close()
-			return "", nil, err
-		}
-		tasks[id] = r
-	}
-	rs.Close()
 
 	// The run log: succeeded runs per task.
-	type run struct {
-		attempt  int
-		finished float64
-	}
-	succ := map[int64][]run{}
-	rs, err = s.db.QueryContext(ctx, `SELECT task_id, attempt, UNIX_TIMESTAMP(finished_at) FROM task_run WHERE outcome = 'succeeded'`)
+	succ := map[int64][]runRow{}
+	rs, err := s.db.QueryContext(ctx, `SELECT task_id, attempt, UNIX_TIMESTAMP(finished_at) FROM task_run WHERE outcome = 'succeeded'`)
 	if err != nil {
 		return "", nil, err
 	}
 	for rs.Next() {
 		var id int64
-		var r run
+		var r runRow
 		if err := rs.Scan(&id, &r.attempt, &r.finished); err != nil {
 			rs.Close()
 			return "", nil, err
@@ -886,38 +889,56 @@ func (s *suite) figures(ctx context.Context) (string, []string, error) {
 
 	submitted, succeeded, lost, twice := len(s.ids), 0, 0, 0
 	var lostIDs []int64
-	for id := range s.ids {
+	// check checks a task that must have succeeded exactly once; plain
+	// ones count in the figures.
+	check := func(id int64, plain bool) bool {
 		t, ok := tasks[id]
 		runs := succ[id]
 		if len(runs) > 1 {
 			fail("task %d has %d 'succeeded' runs in task_run", id, len(runs))
 		}
-		if len(lines[id]) > 1 {
+		if plain && len(lines[id]) > 1 {
 			twice++
 		}
+		good := true
 		switch {
 		case !ok:
-			lost++
-			lostIDs = append(lostIDs, id)
+			good = false
 			fail("task %d is missing from task_center", id)
-			continue
 		case t.status != 3:
-			lost++
-			lostIDs = append(lostIDs, id)
-			continue
+			good = false
+			if !plain {
+				fail("task %d: status %d, want succeeded", id, t.status)
+			}
+		default:
+			if len(runs) != 1 || runs[0].attempt != t.attempt {
+				fail("task %d: task_center says succeeded at attempt %d, task_run has succeeded runs %v", id, t.attempt, runs)
+			}
+			if !contains(lines[id], t.attempt) {
+				good = false
+				fail("task %d succeeded at attempt %d but its handler recorded only attempts %v", id, t.attempt, lines[id])
+			}
 		}
-		succeeded++
-		if len(runs) != 1 || runs[0].attempt != t.attempt {
-			fail("task %d: task_center says succeeded at attempt %d, task_run has succeeded runs %v", id, t.attempt, runs)
+		if plain {
+			if good {
+				succeeded++
+			} else {
+				lost++
+				lostIDs = append(lostIDs, id)
+			}
 		}
-		if !contains(lines[id], t.attempt) {
-			lost++
-			lostIDs = append(lostIDs, id)
-			fail("task %d succeeded at attempt %d but its handler recorded only attempts %v", id, t.attempt, lines[id])
-		}
+		return good && len(runs) == 1
 	}
+	for id := range s.ids {
+		check(id, true)
+	}
+	known := map[int64]bool{}
+	for id := range s.ids {
+		known[id] = true
+	}
+	stepFig := s.stepFigures(tasks, known, func(id int64) bool { return check(id, false) }, lines, succ, fail)
 	for id := range tasks {
-		if !s.ids[id] {
+		if !known[id] {
 			fail("task %d in task_center was not submitted by the suite", id)
 		}
 	}
@@ -973,8 +994,8 @@ func (s *suite) figures(ctx context.Context) (string, []string, error) {
 	}
 	s.say("recovery per fault: %s", strings.Join(perFault, ", "))
 
-	fig := fmt.Sprintf("submitted=%d succeeded=%d lost=%d ran-twice=%d stale-writes-rejected=%d max-recovery-seconds=%.1f",
-		submitted, succeeded, lost, twice, stale, maxRec)
+	fig := fmt.Sprintf("submitted=%d succeeded=%d lost=%d ran-twice=%d stale-writes-rejected=%d max-recovery-seconds=%.1f\n%s",
+		submitted, succeeded, lost, twice, stale, maxRec, stepFig)
 	if submitted != s.o.tasks {
 		fail("submitted %d tasks, wanted %d", submitted, s.o.tasks)
 	}
