@@ -426,7 +426,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	for _, want := range []string{"Throughput per queue", "Success rate per queue", "Backlog per queue", "Oldest due per queue",
 		"Start delay percentiles", "Duration percentiles", "Busy and total slots", "Heartbeat ages", "Recoveries",
-		"Stale writes rejected", "Watchdog heals"} {
+		"Stale writes rejected", "Watchdog heals", "Redis memory"} {
 		require.True(t, titles[want], "a panel %q", want)
 	}
 }

@@ -61,7 +61,7 @@ func TestPrometheusRulesMatchTheBuiltInRules(t *testing.T) {
 	fors := map[string]string{
 		RuleBacklog: promDuration(d.Backlog.For), RuleSuccessRate: promDuration(d.SuccessRate.For),
 		RuleHeartbeatStale: promDuration(d.HeartbeatStale.For), RuleNoConsumer: promDuration(d.NoConsumer.For),
-		RuleOldestDue: promDuration(d.OldestDue.For),
+		RuleOldestDue: promDuration(d.OldestDue.For), RuleRedisMemory: promDuration(d.RedisMemory.For),
 	}
 
 	anchors := headingAnchors(t, "../../docs/troubleshooting.md")
@@ -98,6 +98,7 @@ func TestPrometheusRulesMatchTheBuiltInRules(t *testing.T) {
 	}
 	for name := range severities {
 		require.True(t, seen[name], "the rules file has no alert %s", name)
+		require.Contains(t, compares, name, "the comparison %s must make", name)
 	}
 	for name := range runbooks {
 		require.Contains(t, anchors, runbooks[name], "docs/troubleshooting.md has no section for %s", name)
