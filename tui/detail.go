@@ -11,16 +11,19 @@ import (
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
 
 // detailView shows one task: every field, the payload as indented JSON,
 // the run history and the last result.
 type detailView struct {
-	id   int64
-	task *task.Task
-	runs []*task.Run
-	vp   viewport.Model
+	id    int64
+	task  *task.Task
+	runs  []*task.Run
+	steps *store.Steps // nil: the Source reads none
+	hop   int          // the child or failed member c or f opens next
+	vp    viewport.Model
 }
 
 // openDetail opens task id's detail over what is shown.
@@ -31,9 +34,9 @@ func (m *Model) openDetail(id int64) tea.Cmd {
 	return m.refresh()
 }
 
-func (d *detailView) set(m *Model, t *task.Task, runs []*task.Run) {
-	d.task, d.runs = t, runs
-	d.vp.SetContent(m.detailText(t, runs))
+func (d *detailView) set(m *Model, t *task.Task, runs []*task.Run, steps *store.Steps) {
+	d.task, d.runs, d.steps = t, runs, steps
+	d.vp.SetContent(m.detailText(t, runs) + m.stepsText(t, steps))
 }
 
 func (m *Model) detailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
@@ -46,6 +49,9 @@ func (m *Model) detailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	}
 	if key.Matches(k, tailKey) {
 		return m.openTail(d.id), true
+	}
+	if cmd, ok := m.stepKey(k); ok {
+		return cmd, true
 	}
 	return m.taskKey(k, []int64{d.id}, false)
 }

@@ -137,7 +137,8 @@ func helpGroups() []helpGroup {
 		}},
 		{title: "Queues", keys: []key.Binding{queueKeys.Open}},
 		{title: "Queue actions", act: true, keys: []key.Binding{queueKeys.Pause, queueKeys.Reshard}},
-		{title: "Workers", keys: []key.Binding{workerKeys.Open, tailKey}},
+		{title: "Workers", keys: []key.Binding{workerKeys.Open, tailKey, stepKeys.Locks}},
+		{title: "Task detail: chains and batches", keys: []key.Binding{stepKeys.Parent, stepKeys.Child, stepKeys.Failed}},
 		{title: "Audit", keys: []key.Binding{auditKeys.NextPage, auditKeys.PrevPage}},
 	}
 }
@@ -178,6 +179,8 @@ func (m *Model) shortKeys() []key.Binding {
 		return pick([]key.Binding{listKeys.Up, listKeys.Bottom, globalKeys.Back})
 	case p.worker != nil:
 		return pick([]key.Binding{workerKeys.Open, tailKey, globalKeys.Back})
+	case p.locks != nil:
+		return pick([]key.Binding{listKeys.Down, globalKeys.Back})
 	case p.detail != nil:
 		return pick([]key.Binding{listKeys.Down, globalKeys.Back, tailKey}, actionKeys.Retry, actionKeys.Kill)
 	}
@@ -185,7 +188,7 @@ func (m *Model) shortKeys() []key.Binding {
 	case viewQueues:
 		return pick([]key.Binding{queueKeys.Open, globalKeys.Filter, listKeys.Sort}, queueKeys.Pause, queueKeys.Reshard)
 	case viewWorkers:
-		return pick([]key.Binding{workerKeys.Open, globalKeys.Filter, listKeys.Sort})
+		return pick([]key.Binding{workerKeys.Open, globalKeys.Filter, listKeys.Sort, stepKeys.Locks})
 	case viewTasks:
 		return pick([]key.Binding{tasksKeys.Open, globalKeys.Filter, tasksKeys.Status, tailKey},
 			selectKeys.One, selectKeys.All, actionKeys.Retry, actionKeys.Kill)

@@ -8,6 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/lock"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -21,6 +22,7 @@ const (
 	loadAudit
 	loadCount
 	loadTail
+	loadLocks
 )
 
 // loadedMsg carries the result of one load.
@@ -36,6 +38,8 @@ type loadedMsg struct {
 	audit []store.AuditEntry
 	count int
 	tail  *broker.TaskTail
+	steps *store.Steps
+	locks []lock.Held
 }
 
 // load runs fn off the UI goroutine with the refresh deadline. A load of
@@ -67,6 +71,8 @@ func (m *Model) refresh() tea.Cmd {
 		return err
 	})}
 	switch {
+	case m.cur.locks != nil:
+		cmds = append(cmds, m.loadLocks())
 	case m.cur.tail != nil:
 		id := m.cur.tail.id
 		cmds = append(cmds, m.load(loadTail, int(id), func(ctx context.Context, msg *loadedMsg) (err error) {
@@ -76,8 +82,10 @@ func (m *Model) refresh() tea.Cmd {
 	case m.cur.detail != nil:
 		id := m.cur.detail.id
 		cmds = append(cmds, m.load(loadDetail, int(id), func(ctx context.Context, msg *loadedMsg) (err error) {
-			msg.task, msg.runs, err = src.Task(ctx, id)
-			return err
+			if msg.task, msg.runs, err = src.Task(ctx, id); err != nil {
+				return err
+			}
+			return loadSteps(ctx, src, msg)
 		}))
 	case m.view == viewTasks:
 		q, seq := m.tasks.query(m.tableHeight()), m.tasks.seq
@@ -129,10 +137,14 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 		m.tasks.setRows(msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n)
 	case loadDetail:
 		if d := m.cur.detail; d != nil && int64(msg.seq) == d.id {
-			d.set(m, msg.task, msg.runs)
+			d.set(m, msg.task, msg.runs, msg.steps)
 		}
 	case loadAudit:
 		m.audit.rows, m.audit.loaded = msg.audit, true
+	case loadLocks:
+		if p := m.cur.locks; p != nil {
+			p.held, p.err, p.at = nonNilHeld(msg.locks), nil, m.opt.Now()
+		}
 	case loadTail:
 		if v := m.cur.tail; v != nil && int64(msg.seq) == v.id {
 			v.set(msg.tail)
@@ -147,7 +159,7 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 
 // errorText is the error bar's text ("" when everything answers).
 func (m *Model) errorText() string {
-	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount, loadTail} {
+	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount, loadTail, loadLocks} {
 		if err := m.errs[k]; err != nil {
 			s := err.Error() + " · retrying every " + m.opt.Refresh.String()
 			if !m.ovAt.IsZero() {

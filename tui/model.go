@@ -209,6 +209,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		cmd, ok = m.tailKey(k)
 	case p.worker != nil:
 		cmd, ok = m.workerDetailKey(k)
+	case p.locks != nil:
+		cmd, ok = m.locksKey(k)
 	case p.detail != nil:
 		cmd, ok = m.detailKey(k)
 	default:

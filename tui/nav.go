@@ -12,6 +12,7 @@ type page struct {
 	detail *detailView
 	worker *workerDetail
 	tail   *tailView
+	locks  *locksPage
 }
 
 // frame is a place esc and q go back to: a view, the page open over it,

@@ -53,6 +53,8 @@ func (m *Model) render() string {
 		body = m.tailBody(m.w, h)
 	case m.cur.worker != nil:
 		body = m.workerDetailView(m.w, h)
+	case m.cur.locks != nil:
+		body = m.locksView(m.w, h)
 	case d != nil && d.task == nil:
 		body = m.empty(fmt.Sprintf("loading task %d…", d.id), m.w, h)
 	case d != nil:
@@ -186,6 +188,8 @@ func (m *Model) tabs() string {
 		info = fmt.Sprintf("task %d", m.cur.detail.id)
 	case m.cur.worker != nil:
 		info = "worker " + m.cur.worker.id
+	case m.cur.locks != nil:
+		info = "locks"
 	case m.cur.tail != nil:
 		info = fmt.Sprintf("task %d output", m.cur.tail.id)
 	case m.view == viewTasks:

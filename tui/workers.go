@@ -146,6 +146,8 @@ func (m *Model) workersKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 			m.push()
 			m.cur = page{worker: &workerDetail{id: ws[p].ID}}
 		}
+	case key.Matches(k, stepKeys.Locks):
+		return m.openLocks(), true
 	default:
 		return nil, false
 	}

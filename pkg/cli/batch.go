@@ -156,12 +156,8 @@ func (a *App) showBatch(cmd *cobra.Command, s *store.Store, id int64) error {
 		return err
 	}
 	v := batchView{Batch: b}
-	for _, st := range []task.Status{task.Dead, task.Cancelled} {
-		ts, err := s.TaskList(cmd.Context(), &store.TaskListParams{BatchID: id, Status: &st, Limit: failedMembersMax})
-		if err != nil {
-			return err
-		}
-		v.Failed = append(v.Failed, ts...)
+	if v.Failed, err = s.BatchFailed(cmd.Context(), id, failedMembersMax); err != nil {
+		return err
 	}
 	if a.json() {
 		v.Failed = nonNil(v.Failed)

@@ -107,7 +107,7 @@ func (a *App) showCmd() *cobra.Command {
 				return err
 			}
 			node := a.workerNode(cmd, t.WorkerID, rs)
-			st, err := a.taskSteps(cmd, s, t)
+			st, err := s.TaskSteps(cmd.Context(), t, stepsShown)
 			if err != nil {
 				return err
 			}
@@ -118,7 +118,7 @@ func (a *App) showCmd() *cobra.Command {
 					Runs       []*task.Run  `json:"runs"`
 					Children   []*task.Task `json:"children,omitempty"`
 					Batch      *store.Batch `json:"batch,omitempty"`
-				}{t, node, nonNil(rs), st.children, st.batch})
+				}{t, node, nonNil(rs), st.Children, st.Batch})
 			}
 			a.printTask(t, node, rs, st)
 			return nil
@@ -165,34 +165,10 @@ func withNode(worker, node string) string {
 	return worker + " (node " + node + ")"
 }
 
-// childrenMax bounds the children `show` lists.
-const childrenMax = 50
+// stepsShown bounds the children and failed members `show` lists.
+const stepsShown = 50
 
-// steps are a task's links to its chain and batch.
-type steps struct {
-	children []*task.Task
-	batch    *store.Batch // of a member, or of the callback
-}
-
-func (a *App) taskSteps(cmd *cobra.Command, s *store.Store, t *task.Task) (steps, error) {
-	var st steps
-	var err error
-	if st.children, err = s.TaskList(cmd.Context(), &store.TaskListParams{ParentID: t.ID, Limit: childrenMax}); err != nil {
-		return st, err
-	}
-	bid := t.BatchID
-	if bid == 0 {
-		bid = store.BatchOfCallback(t.UniqueKey)
-	}
-	if bid != 0 {
-		if st.batch, err = s.BatchGet(cmd.Context(), bid); err != nil {
-			return st, err
-		}
-	}
-	return st, nil
-}
-
-func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st steps) {
+func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Steps) {
 	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("id", strconv.FormatInt(t.ID, 10))
@@ -222,14 +198,14 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st steps) {
 	if len(t.Then) > 0 {
 		row("then", chainText(t.Then))
 	}
-	if b := st.batch; b != nil {
+	if b := st.Batch; b != nil {
 		role := "member of batch"
 		if t.BatchID == 0 {
 			role = "callback of batch"
 		}
 		row("batch", fmt.Sprintf("%s %d: %s (taskd show --batch %d)", role, b.ID, batchProgress(b), b.ID))
 	}
-	for i, c := range st.children {
+	for i, c := range st.Children {
 		k := ""
 		if i == 0 {
 			k = "children"

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -288,4 +289,58 @@ func BatchOfCallback(key string) int64 {
 		return 0
 	}
 	return id
+}
+
+// Steps are a task's links to its chain and its batch.
+type Steps struct {
+	Parent   *task.Task   `json:"parent,omitempty"`
+	Children []*task.Task `json:"children,omitempty"`
+	// Batch is the batch the task is a member or the callback of, and
+	// Failed its dead and cancelled members.
+	Batch  *Batch       `json:"batch,omitempty"`
+	Failed []*task.Task `json:"failed,omitempty"`
+}
+
+// TaskSteps reads t's parent, its first limit children and its batch
+// with up to limit failed members.
+func (s *Store) TaskSteps(ctx context.Context, t *task.Task, limit int) (*Steps, error) {
+	st := &Steps{}
+	var err error
+	if t.ParentID != 0 {
+		if st.Parent, err = s.TaskGet(ctx, t.ParentID); err != nil && task.ErrorCode(err) != task.CodeNotFound {
+			return nil, err // a parent removed by retention is no error
+		}
+	}
+	if st.Children, err = s.TaskList(ctx, &TaskListParams{ParentID: t.ID, Limit: limit}); err != nil {
+		return nil, err
+	}
+	bid := t.BatchID
+	if bid == 0 {
+		bid = BatchOfCallback(t.UniqueKey)
+	}
+	if bid == 0 {
+		return st, nil
+	}
+	if st.Batch, err = s.BatchGet(ctx, bid); err != nil {
+		return nil, err
+	}
+	if st.Failed, err = s.BatchFailed(ctx, bid, limit); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// BatchFailed returns up to limit of batch id's dead and cancelled
+// members, newest first.
+func (s *Store) BatchFailed(ctx context.Context, id int64, limit int) ([]*task.Task, error) {
+	var out []*task.Task
+	for _, st := range []task.Status{task.Dead, task.Cancelled} {
+		ts, err := s.TaskList(ctx, &TaskListParams{BatchID: id, Status: &st, Limit: limit})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	slices.SortFunc(out, func(a, b *task.Task) int { return cmp.Compare(b.ID, a.ID) })
+	return out[:min(len(out), limit)], nil
 }
