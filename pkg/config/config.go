@@ -119,6 +119,10 @@ type WorkerConfig struct {
 	// HeartbeatInterval and HeartbeatTTL govern the worker's liveness key.
 	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	HeartbeatTTL      time.Duration `mapstructure:"heartbeat_ttl"`
+	// RunningMarkDelay: an attempt still running this long after it
+	// started is marked running in the task center; one that ends sooner
+	// goes from dispatched straight to its result.
+	RunningMarkDelay time.Duration `mapstructure:"running_mark_delay"`
 }
 
 // RecoveryConfig tunes the recovery scanner.
@@ -269,6 +273,7 @@ var defaults = map[string]any{
 	"worker.output_limit":                worker.OutputLimitDefault,
 	"worker.heartbeat_interval":          dur(worker.HeartbeatIntervalDefault),
 	"worker.heartbeat_ttl":               dur(worker.HeartbeatTTLDefault),
+	"worker.running_mark_delay":          dur(worker.RunningMarkDelayDefault),
 	"recovery.interval":                  dur(recovery.IntervalDefault),
 	"recovery.dispatch_window":           dur(recovery.DispatchWindowDefault),
 	"recovery.running_grace":             dur(recovery.RunningGraceDefault),

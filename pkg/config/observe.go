@@ -8,8 +8,8 @@ import (
 type WatchdogConfig struct {
 	// Interval between checks.
 	Interval time.Duration `mapstructure:"interval"`
-	// IdleWindow: a queue with a backlog and a free slot where nothing
-	// started or ended for this long is idle.
+	// IdleWindow: a queue with a backlog and a free slot where no result
+	// was written for this long is idle.
 	IdleWindow time.Duration `mapstructure:"idle_window"`
 	// Grace: a slot held this long past its task's timeout is abandoned and
 	// its task recovered; an abandoned handler that does not return, or an

@@ -118,7 +118,8 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: cfg.Worker.OutputLimit,
 			RetryBase: cfg.Retry.Base, RetryMax: cfg.Retry.Max, DefaultTimezone: cfg.Cron.Timezone,
 			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
-			Metrics: n.Metrics,
+			RunningMarkDelay: cfg.Worker.RunningMarkDelay,
+			Metrics:          n.Metrics,
 		}, st, br)
 		recordRoutes(ctx, st, cfg, reg, log)
 	}

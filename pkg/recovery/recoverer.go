@@ -181,9 +181,12 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 	return res, nil
 }
 
-// drainDeadWorkers hands back the never-started messages of dead workers
-// and deletes their lists. Their running tasks are recovered by
-// recoverRunning, from the task center.
+// drainDeadWorkers recovers the attempts in dead workers' processing lists
+// whose tasks are still dispatched, and deletes the lists. A worker starts
+// what it takes at once and marks it running only later, so such an
+// attempt did start: it counts as a crash, which is what stops a poison
+// task that kills its worker before the mark. Their marked (running) tasks
+// are recovered by recoverRunning, from the task center.
 func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 	dead, err := r.broker.DeadWorkers(ctx, r.cfg.HeartbeatTTL)
 	if err != nil {
@@ -195,15 +198,9 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
-		var ts []store.Transition
-		for _, raws := range orphans {
-			for _, raw := range raws {
-				m, err := task.DecodeMessage([]byte(raw))
-				if err != nil {
-					continue
-				}
-				ts = append(ts, store.HandBack(m.ID, m.Attempt))
-			}
+		ts, err := r.orphanCrashes(ctx, w, node, orphans)
+		if err != nil {
+			return err
 		}
 		n, err := r.apply(ctx, ts)
 		if err != nil {
@@ -348,6 +345,36 @@ func (r *Recoverer) record(ctx context.Context, e *broker.Event) {
 
 func (r *Recoverer) crashTransition(t *store.RunningTask, why string) store.Transition {
 	return CrashTransition(t, why, r.cfg.CrashLimit, r.cfg.DefaultTimezone, r.clock.Now())
+}
+
+// orphanCrashes are the crash transitions of dead worker w's taken
+// attempts whose tasks are still dispatched for them.
+func (r *Recoverer) orphanCrashes(ctx context.Context, w, node string, orphans map[string][]string) ([]store.Transition, error) {
+	var ts []store.Transition
+	for q, raws := range orphans {
+		for _, raw := range raws {
+			m, err := task.DecodeMessage([]byte(raw))
+			if err != nil {
+				continue
+			}
+			t, err := r.store.TaskGet(ctx, m.ID)
+			if task.ErrorCode(err) == task.CodeNotFound {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if t.Status != task.Dispatched || t.Attempt != m.Attempt {
+				continue
+			}
+			rt := &store.RunningTask{ID: t.ID, Attempt: t.Attempt, Code: t.Code, Queue: q, Type: t.Type, CronExpr: t.CronExpr,
+				Timezone: t.Timezone, WorkerID: w, CrashCount: t.CrashCount, PlanNextRun: t.PlanNextRun}
+			tr := CrashTransition(rt, "its worker "+w+" died", r.cfg.CrashLimit, r.cfg.DefaultTimezone, r.clock.Now())
+			tr.From, tr.Run.Node = task.Dispatched, node
+			ts = append(ts, tr)
+		}
+	}
+	return ts, nil
 }
 
 // CrashTransition takes running task t from a worker that died or hung:

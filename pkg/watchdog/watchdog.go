@@ -1,7 +1,7 @@
 // Package watchdog heals a worker that is alive but does no work: its
 // heartbeat is fresh, so recovery leaves it alone, yet a slot holds a task
 // far past its timeout (a handler that ignores cancellation), or a queue
-// with a backlog and free slots sees nothing start or end for a window
+// with a backlog and free slots sees no result written for a window
 // (the fetcher wedged, e.g. on a connection that silently stopped
 // answering).
 //
@@ -56,8 +56,8 @@ const (
 type Config struct {
 	// Interval between checks.
 	Interval time.Duration
-	// IdleWindow: a queue with a backlog and a free slot on which no task
-	// started or ended for this long is idle.
+	// IdleWindow: a queue with a backlog and a free slot of which no result
+	// was written for this long is idle.
 	IdleWindow time.Duration
 	// Grace: a slot held this long past its task's timeout is abandoned;
 	// an abandoned handler that has not returned this long after, or an
@@ -196,7 +196,7 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			d.idle[q] = true
 			res.Idle++
 			d.cfg.Metrics.Heal(KindIdle)
-			detail := fmt.Sprintf("queue %s: %d messages waiting, %d of %d slots free, nothing started or ended for %s",
+			detail := fmt.Sprintf("queue %s: %d messages waiting, %d of %d slots free, no result written for %s",
 				q, backlog, qs.Capacity-busy[q], qs.Capacity, quiet.Round(time.Second))
 			d.log.Error("worker alive but idle", "queue", q, "backlog", backlog, "quiet", quiet)
 			d.record(ctx, &broker.Event{Kind: KindIdle, Queue: q, Detail: detail})

@@ -298,12 +298,13 @@ func (p *pool) wake(ctx context.Context) {
 	}
 }
 
-// begin decodes taken messages, claims them with the fenced 1 -> 2
-// compare-and-set, and starts the winners. Each message holds one slot of
-// q until it is released.
+// begin decodes taken messages and starts them at once: the running mark
+// comes later, from the marker, for the attempts still running then. A
+// second copy of an attempt this worker runs already (a retried push) is
+// dropped. Each message holds one slot of q until it is released.
 func (p *pool) begin(ctx context.Context, q string, raws []string) {
 	w := p.w
-	jobs := make([]*job, 0, len(raws))
+	var stale []string
 	for _, raw := range raws {
 		m, err := task.DecodeMessage([]byte(raw))
 		if err != nil {
@@ -315,132 +316,23 @@ func (p *pool) begin(ctx context.Context, q string, raws []string) {
 			p.release(q)
 			continue
 		}
-		jobs = append(jobs, &job{msg: m, raw: raw, queue: q})
-	}
-	for len(jobs) > 0 {
-		if jobs = p.start(ctx, q, jobs); len(jobs) == 0 {
-			return
-		}
-		// Their rows are locked by another transaction: the others run
-		// meanwhile, and these are marked again once the lock is gone.
-		w.log.Warn("tasks locked by another transaction; marking them running later", "queue", q, "tasks", len(jobs))
-		if !startstop.Sleep(ctx, lockedRetry) {
-			for range jobs {
-				p.release(q) // left in the processing list: swept at shutdown
-			}
-			return
-		}
-	}
-}
-
-// lockedRetry is how long the worker waits before writing again what it
-// could not because another transaction held the task's row.
-const lockedRetry = time.Second
-
-// start marks jobs running, launches the winners and drops the stale. It
-// returns the jobs whose rows another transaction holds, still holding
-// their slots.
-func (p *pool) start(ctx context.Context, q string, jobs []*job) (held []*job) {
-	w := p.w
-	fences := make([]store.Fence, len(jobs))
-	for i, j := range jobs {
-		fences[i] = store.Fence{ID: j.msg.ID, Attempt: j.msg.Attempt}
-	}
-	ok, locked, err := p.markRunning(ctx, fences)
-	if err != nil {
-		// Shutting down with the task center unreachable: the messages stay
-		// in the processing list and their tasks in dispatched; recovery
-		// re-dispatches them.
-		w.log.Error("mark running failed; leaving messages for recovery", "queue", q, "tasks", len(jobs), "err", err)
-		for range jobs {
-			p.release(q)
-		}
-		return nil
-	}
-	isHeld := make([]bool, len(jobs))
-	for _, i := range locked {
-		isHeld[i] = !ok[i]
-	}
-	var stale map[string][]string
-	for i, j := range jobs {
-		if isHeld[i] {
-			held = append(held, j)
-			continue
-		}
-		if !ok[i] {
+		if !p.launch(&job{msg: m, raw: raw, queue: q}) {
 			w.count.stale.Add(1)
-			w.log.Warn("stale message dropped", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
-			if stale == nil {
-				stale = map[string][]string{}
-			}
-			stale[q] = append(stale[q], j.raw)
+			w.log.Warn("duplicate message dropped", "task_id", m.ID, "task_code", m.Code, "attempt", m.Attempt)
+			stale = append(stale, raw)
 			p.release(q)
-			continue
 		}
-		p.launch(j)
 	}
 	if stale != nil {
-		if err := w.broker.Ack(context.WithoutCancel(ctx), w.cfg.ID, stale); err != nil {
+		if err := w.broker.Ack(context.WithoutCancel(ctx), w.cfg.ID, map[string][]string{q: stale}); err != nil {
 			w.log.Warn("drop stale messages", "err", err)
 		}
 	}
-	return held
 }
 
-// markRunning retries the claim while the task center is unreachable,
-// until the worker stops taking work. locked are the fences whose rows
-// another transaction holds: neither won nor lost yet.
-func (p *pool) markRunning(ctx context.Context, fences []store.Fence) (ok []bool, locked []int, err error) {
-	w := p.w
-	delay := retryFirst
-	retried := false
-	for {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
-		ok, err := w.store.TaskMarkRunning(mctx, w.cfg.ID, fences)
-		locked := store.LockedEntries(err)
-		if locked != nil {
-			err = nil
-		}
-		if err == nil && retried {
-			p.ownAlready(mctx, fences, ok)
-		}
-		cancel()
-		if err == nil {
-			return ok, locked, nil
-		}
-		retried = true
-		w.log.Error("mark running failed; retrying", "err", err, "in", delay)
-		if !startstop.Sleep(ctx, delay) {
-			return nil, nil, err
-		}
-		delay = min(delay*2, retryMax)
-	}
-}
-
-// ownAlready marks as won the fences a retried claim lost only because an
-// earlier try did commit although its reply was lost (MySQL restarted or
-// the connection was cut at COMMIT): the task is already running for this
-// very worker and attempt. Dropped as stale, it would sit in running, held
-// by a live worker that never runs it, until its timeout plus the running
-// grace.
-func (p *pool) ownAlready(ctx context.Context, fences []store.Fence, ok []bool) {
-	won := map[int64]bool{}
-	for i, f := range fences {
-		won[f.ID] = won[f.ID] || ok[i]
-	}
-	for i, f := range fences {
-		if won[f.ID] { // a duplicate message of the same dispatch stays a loser
-			continue
-		}
-		t, err := p.w.store.TaskGet(ctx, f.ID)
-		if err == nil && t.Status == task.Running && t.Attempt == f.Attempt && t.WorkerID == p.w.cfg.ID {
-			ok[i], won[f.ID] = true, true
-		}
-	}
-}
-
-// launch runs j in the slot it holds.
-func (p *pool) launch(j *job) {
+// launch runs j in the slot it holds, unless the worker runs that attempt
+// already.
+func (p *pool) launch(j *job) bool {
 	w := p.w
 	j.ctx, j.kill = context.WithCancelCause(p.runCtx)
 	j.started = w.clock.Now()
@@ -450,17 +342,21 @@ func (p *pool) launch(j *job) {
 		p.release(j.queue)
 		p.runs.Done()
 	})
-	w.slots.markProgress(j.queue)
+	p.runs.Add(1)
+	if !w.slots.add(j) {
+		j.kill(nil)
+		p.runs.Done()
+		return false
+	}
 	if j.msg.DueUnixMS > 0 {
 		w.cfg.Metrics.Started(j.queue, w.db.Now().Sub(time.UnixMilli(j.msg.DueUnixMS)))
 	}
-	p.runs.Add(1)
-	w.slots.add(j)
 	go func() {
 		defer j.release()
 		defer close(j.returned)
 		p.run(j)
 	}()
+	return true
 }
 
 // run executes one attempt and hands its result to the completer.
@@ -490,11 +386,12 @@ func (p *pool) run(j *job) {
 		tail.Close()
 	}
 	e.duration = w.clock.Now().Sub(j.started)
-	w.slots.markProgress(j.queue)
 	if e.err != nil {
 		switch {
 		case errors.Is(context.Cause(j.ctx), errKilled):
 			e.killed = true
+		case errors.Is(context.Cause(j.ctx), errMarkLost):
+			e.interrupted = true // nothing is written: complete drops it
 		case p.runCtx.Err() != nil:
 			e.interrupted = true
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -514,14 +411,30 @@ func (p *pool) run(j *job) {
 	p.complete(j, e)
 }
 
-// complete hands the end of j's attempt to the completer, once.
+// complete hands the end of j's attempt to the completer, once. The
+// result is fenced on the status the attempt has: dispatched when it ended
+// before its running mark, running after. An attempt whose mark the fence
+// rejected (recovered or cancelled meanwhile) writes nothing.
 func (p *pool) complete(j *job, e *attemptEnd) {
 	if !j.done.CompareAndSwap(false, true) {
 		return
 	}
 	w := p.w
+	from, ok := j.endMark()
+	if !ok {
+		w.count.stale.Add(1)
+		w.log.Warn("result of a recovered attempt dropped", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
+		ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+		defer cancel()
+		if err := w.broker.Ack(ctx, w.cfg.ID, map[string][]string{j.queue: {j.raw}}); err != nil {
+			w.log.Warn("drop stale message", "err", err)
+		}
+		return
+	}
 	run := &store.RunRecord{Code: j.msg.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
-	w.comp.add(completion{tr: p.policy.transition(j.msg, e, run), code: j.msg.Code, queue: j.queue, raw: j.raw})
+	tr := p.policy.transition(j.msg, e, run)
+	tr.From = from
+	w.comp.add(completion{tr: tr, code: j.msg.Code, queue: j.queue, raw: j.raw})
 }
 
 // forceHandBack hands back tasks whose handlers ignored cancellation.

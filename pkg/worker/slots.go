@@ -35,6 +35,46 @@ type job struct {
 	release   func()
 	abandoned atomic.Bool
 	returned  chan struct{} // closed when the handler returned
+	// mark is where the attempt's running mark stands (markUnmarked...);
+	// marking is closed when a mark in flight is decided.
+	mark    atomic.Int32
+	marking atomic.Pointer[chan struct{}]
+	// markFailed: a mark of it failed (no answer): a later loss may be a
+	// commit whose reply was lost.
+	markFailed bool
+}
+
+// States of a job's running mark.
+const (
+	markUnmarked int32 = iota // not written (yet)
+	markInFlight              // in a mark the marker writes now
+	markWritten               // the task is running for this attempt
+	markSkipped               // the attempt ended first: no mark is written
+	markLost                  // the fence rejected it: the attempt was taken away
+)
+
+// endMark settles the mark as the attempt ends: it returns the status the
+// result is fenced on, and false when the mark was lost. A mark in flight
+// is waited for.
+func (j *job) endMark() (task.Status, bool) {
+	for {
+		switch j.mark.Load() {
+		case markUnmarked:
+			if j.mark.CompareAndSwap(markUnmarked, markSkipped) {
+				return task.Dispatched, true
+			}
+		case markInFlight:
+			if ch := j.marking.Load(); ch != nil {
+				<-*ch
+			}
+		case markWritten:
+			return task.Running, true
+		case markSkipped:
+			return task.Dispatched, true
+		default:
+			return task.Running, false
+		}
+	}
 }
 
 // slotTable knows what every slot runs: the pool fills it, the kill
@@ -43,8 +83,10 @@ type slotTable struct {
 	queues map[string]int
 	clock  clock.Clock
 	busy   atomic.Int64
-	// progress holds, per queue, when a task of it last started or ended
-	// (unix ns): the watchdog's measure of an alive but idle worker.
+	// progress holds, per queue, when a result of it was last written
+	// (unix ns): the watchdog's measure of an alive but idle worker. A
+	// start is no progress: attempts start without the task center, and
+	// a worker whose task center hangs keeps starting them for a while.
 	progress map[string]*atomic.Int64
 
 	mu        sync.Mutex
@@ -90,12 +132,17 @@ func (t *slotTable) capacity() int {
 	return n
 }
 
-// add records a started job.
-func (t *slotTable) add(j *job) {
+// add records a started job; false if a slot runs that attempt already.
+func (t *slotTable) add(j *job) bool {
 	t.mu.Lock()
+	if o := t.inflight[j.msg.ID]; o != nil && o.msg.Attempt == j.msg.Attempt {
+		t.mu.Unlock()
+		return false
+	}
 	t.inflight[j.msg.ID] = j
 	t.mu.Unlock()
 	t.busy.Add(1)
+	return true
 }
 
 // remove forgets a job whose slot is released.
@@ -145,8 +192,8 @@ type Running struct {
 type QueueSlots struct {
 	Name     string
 	Capacity int
-	// Progress is when a task of the queue last started or ended (the
-	// start of the worker when none did yet).
+	// Progress is when a result of the queue was last written (the start
+	// of the worker when none was yet).
 	Progress time.Time
 }
 
@@ -160,8 +207,10 @@ func (w *Worker) QueueSlots() []QueueSlots {
 	return out
 }
 
-// Running lists the attempts the worker's slots run, abandoned ones
-// included while their handlers have not returned.
+// Running lists the attempts whose handlers the worker's slots run,
+// abandoned ones included while their handlers have not returned. A slot
+// whose handler returned, waiting for its result to be written, runs
+// nothing.
 func (w *Worker) Running() []Running {
 	t := w.slots
 	t.mu.Lock()
@@ -176,7 +225,9 @@ func (w *Worker) Running() []Running {
 		})
 	}
 	for _, j := range t.inflight {
-		add(j)
+		if !j.done.Load() {
+			add(j)
+		}
 	}
 	for j := range t.abandoned {
 		add(j)

@@ -4,16 +4,19 @@
 // result back in batches. On shutdown it drains within a grace period and
 // hands back what did not finish, without counting a retry.
 //
-// A Worker is four components, each a startstop component in its own file:
+// A Worker is five components, each a startstop component in its own file:
 //
 //   - the heartbeater (heartbeat.go) publishes liveness, slots and counters;
 //   - the kill listener (kills.go) cancels attempts an operator killed;
 //   - the completer (completer.go) writes results in batches, then acks;
+//   - the marker (marker.go) marks running, in batches, the attempts still
+//     running a moment after they started;
 //   - the pool (pool.go) fetches messages and runs them in bounded slots.
 //
 // They start in that order and stop in the reverse one (shutdown, below):
-// the pool stops taking and drains, the completer flushes, the listener and
-// the heartbeat go, and last the processing lists are swept.
+// the pool stops taking and drains, the marker stops, the completer
+// flushes, the listener and the heartbeat go, and last the processing
+// lists are swept.
 package worker
 
 import (
@@ -47,6 +50,7 @@ const (
 	OutputLimitDefault       = 64 << 10
 	RetryBaseDefault         = 10 * time.Second
 	RetryMaxDefault          = time.Hour
+	RunningMarkDelayDefault  = 250 * time.Millisecond
 )
 
 // Deadlines of the calls the components make; each network call has one.
@@ -66,6 +70,9 @@ const (
 	// write.
 	retryFirst = 100 * time.Millisecond
 	retryMax   = 5 * time.Second
+	// lockedRetry is how long the worker waits before writing again what
+	// it could not because another transaction held the task's row.
+	lockedRetry = time.Second
 )
 
 // Config configures a Worker.
@@ -89,6 +96,10 @@ type Config struct {
 	HandBackWait time.Duration
 	// FlushWait is how long Stop retries writing the last results.
 	FlushWait time.Duration
+	// RunningMarkDelay is how long an attempt runs before its task is
+	// marked running in the task center; one that ends sooner goes from
+	// dispatched straight to its result.
+	RunningMarkDelay time.Duration
 	// OutputLimit is the number of bytes of output kept per attempt.
 	OutputLimit int
 	// RetryBase and RetryMax shape the backoff between attempts.
@@ -112,6 +123,7 @@ func (cfg Config) withDefaults() Config {
 	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, ShutdownGraceDefault)
 	cfg.HandBackWait = cmp.Or(cfg.HandBackWait, HandBackWaitDefault)
 	cfg.FlushWait = cmp.Or(cfg.FlushWait, FlushWaitDefault)
+	cfg.RunningMarkDelay = cmp.Or(cfg.RunningMarkDelay, RunningMarkDelayDefault)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, HeartbeatIntervalDefault)
 	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, HeartbeatTTLDefault)
 	cfg.OutputLimit = cmp.Or(cfg.OutputLimit, OutputLimitDefault)
@@ -166,6 +178,7 @@ type Worker struct {
 	beat  *heartbeater
 	kills *killListener
 	comp  *completer
+	mark  *marker
 	pool  *pool
 
 	mu        sync.Mutex
@@ -190,6 +203,8 @@ func New(cfg Config, s Store, b Broker) *Worker {
 	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.count.stale)
 	w.comp.written = w.written
 	w.comp.now = w.db.Now
+	w.mark = &marker{store: s, workerID: cfg.ID, log: w.log, slots: w.slots, delay: cfg.RunningMarkDelay,
+		stale: func() { w.count.stale.Add(1) }}
 	pol := policy{
 		backoff:         func(r int) time.Duration { return Backoff(cfg.RetryBase, cfg.RetryMax, r) },
 		now:             w.db.Now,
@@ -225,7 +240,7 @@ func (w *Worker) Stats() Stats {
 func (w *Worker) components() []interface {
 	Start(context.Context) error
 } {
-	return []interface{ Start(context.Context) error }{w.beat, w.kills, w.comp, w.pool}
+	return []interface{ Start(context.Context) error }{w.beat, w.kills, w.comp, w.mark, w.pool}
 }
 
 // Start starts consuming. The worker runs until Stop or Abort; ctx only
@@ -292,6 +307,7 @@ func (w *Worker) shutdown(p shutdownPlan) {
 		w.comp.abandon()
 	}
 	w.pool.stop(p.grace, p.handBack, !p.abort)
+	w.mark.Stop()
 	if !p.abort {
 		w.comp.stop(p.flush)
 	}
@@ -364,6 +380,9 @@ func (w *Worker) Queues() []string {
 // dead ones for the per-minute counters.
 func (w *Worker) written(batch []completion, applied []bool) {
 	rs := make([]metrics.Result, 0, len(batch))
+	for i := range batch {
+		w.slots.markProgress(batch[i].queue)
+	}
 	for i, ok := range applied {
 		r := batch[i].tr.Run
 		if !ok || r == nil {

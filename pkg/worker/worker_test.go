@@ -237,8 +237,11 @@ func TestStaleMessageIsDropped(t *testing.T) {
 
 	w := b.startWorker(t, nil)
 	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	// The copy of the live attempt is dropped at launch; the stale attempt
+	// runs, as it ends before its running mark would have been refused,
+	// and its result is rejected by the fence.
 	require.Eventually(t, func() bool { return w.Stats().Stale == 2 }, 5*time.Second, 10*time.Millisecond)
-	require.EqualValues(t, 1, calls.Load(), "the handler runs once")
+	require.EqualValues(t, 2, calls.Load(), "the live attempt once, the stale one once")
 	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
 }
 
@@ -292,13 +295,15 @@ func TestShutdownHandsBackWithoutRetry(t *testing.T) {
 func TestShutdownWaitsForRunningTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	started := make(chan struct{}, 1)
 	b.reg.Register("short", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
-		time.Sleep(300 * time.Millisecond)
+		started <- struct{}{}
+		time.Sleep(300 * time.Millisecond) // work that outlasts the start of Stop
 		return "finished", nil
 	}))
 	w := b.startWorker(t, nil)
 	id := b.submit(t, producer.Submission{Code: "short"})
-	b.dispatchUntil(t, "running", func() bool { return b.task(t, id).Status == task.Running })
+	b.dispatchUntil(t, "started", func() bool { return len(started) > 0 })
 	w.Stop()
 	require.Equal(t, task.Succeeded, b.task(t, id).Status, "drained within the grace period")
 }
@@ -347,24 +352,30 @@ func (f *faultyStore) TaskTransition(ctx context.Context, ts []store.Transition)
 	return ok, err
 }
 
-// A claim (dispatched -> running) that fails while the task center is
-// unreachable is retried: the task runs once and succeeds.
+// A running mark (dispatched -> running) that fails while the task center
+// is unreachable is retried while the attempt runs: the task runs once and
+// succeeds.
 func TestMarkRunningRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	st := &faultyStore{Store: b.env.Store}
 	st.failMark.Store(3)
 	var calls atomic.Int32
+	release := make(chan struct{})
 	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) {
 		calls.Add(1)
+		<-release
 		return "", nil
 	}))
-	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg}, st, b.env.Broker)
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg,
+		RunningMarkDelay: time.Millisecond}, st, b.env.Broker)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
 	id := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "running", func() bool { return b.task(t, id).Status == task.Running })
+	close(release)
 	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
-	require.EqualValues(t, 4, st.marks.Load(), "three failed claims, then one that lands")
+	require.EqualValues(t, 4, st.marks.Load(), "three failed marks, then one that lands")
 	require.EqualValues(t, 1, calls.Load())
 	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
 }
@@ -497,4 +508,42 @@ func TestOneFetcherServesManyQueues(t *testing.T) {
 	})
 	late := submit("ok", "a")
 	b.dispatchUntil(t, "a woken again", func() bool { return b.task(t, late).Status == task.Succeeded })
+}
+
+// An attempt that ends within the running-mark delay goes from dispatched
+// straight to its result (no running mark written); one still running
+// after it is marked running, with its worker, and ends as usual.
+func TestRunningMarkOnlyForLongAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st := &faultyStore{Store: b.env.Store}
+	release := make(chan struct{})
+	b.reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) { return "quick", nil }))
+	b.reg.Register("long", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		<-release
+		return "long", nil
+	}))
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 4}, Handlers: b.reg,
+		RunningMarkDelay: time.Hour}, st, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	quick := b.submit(t, producer.Submission{Code: "quick"})
+	b.dispatchUntil(t, "quick done", func() bool { return b.task(t, quick).Status == task.Succeeded })
+	require.Zero(t, st.marks.Load(), "no running mark for an attempt that ended first")
+	tk := b.task(t, quick)
+	require.Equal(t, w.ID(), tk.WorkerID, "the result records its worker")
+	require.NotNil(t, tk.StartedAt, "and its start")
+	require.Equal(t, []string{"succeeded"}, b.outcomes(t, quick))
+
+	fast := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 4}, Handlers: b.reg,
+		RunningMarkDelay: 20 * time.Millisecond}, st, b.env.Broker)
+	w.Stop()
+	require.NoError(t, fast.Start(context.Background()))
+	t.Cleanup(fast.Stop)
+	long := b.submit(t, producer.Submission{Code: "long"})
+	b.dispatchUntil(t, "long marked running", func() bool { return b.task(t, long).Status == task.Running })
+	require.Equal(t, fast.ID(), b.task(t, long).WorkerID)
+	close(release)
+	b.dispatchUntil(t, "long done", func() bool { return b.task(t, long).Status == task.Succeeded })
+	require.Equal(t, []string{"succeeded"}, b.outcomes(t, long))
 }

@@ -1,0 +1,124 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/taskd/taskd/pkg/startstop"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// markBatchMax bounds the attempts marked running per statement.
+const markBatchMax = 500
+
+// errMarkLost is the cancel cause of an attempt whose running mark the
+// fence rejected: the task was recovered or cancelled meanwhile.
+var errMarkLost = errors.New("the task was taken from this attempt")
+
+// marker writes the running mark (dispatched -> running, fenced) of the
+// attempts still running RunningMarkDelay after they started, many per
+// statement. An attempt that ends sooner never gets one: its result is
+// written straight over dispatched, which saves a durable write per task.
+// The mark is what shows a long task as running (tasktop, stats) and what
+// recovery judges a task by once its worker is gone.
+type marker struct {
+	store    Store
+	workerID string
+	log      *slog.Logger
+	slots    *slotTable
+	delay    time.Duration
+	stale    func()
+	runner   startstop.Runner
+}
+
+// Start marks until Stop.
+func (m *marker) Start(ctx context.Context) error {
+	return m.runner.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, max(m.delay/4, 5*time.Millisecond), func(ctx context.Context) { m.runOnce(ctx) })
+	})
+}
+
+// Stop stops marking; attempts not marked yet end over dispatched.
+func (m *marker) Stop() { m.runner.Stop() }
+
+// runOnce marks the attempts due for a mark and returns how many it
+// marked.
+func (m *marker) runOnce(ctx context.Context) int {
+	due := m.slots.clock.Now().Add(-m.delay)
+	var batch []*job
+	for _, j := range m.slots.running() {
+		if len(batch) == markBatchMax {
+			break
+		}
+		if j.started.After(due) || j.mark.Load() != markUnmarked {
+			continue
+		}
+		ch := make(chan struct{})
+		j.marking.Store(&ch)
+		if j.mark.CompareAndSwap(markUnmarked, markInFlight) {
+			batch = append(batch, j)
+		}
+	}
+	if len(batch) == 0 {
+		return 0
+	}
+	return m.mark(ctx, batch)
+}
+
+// mark writes one batch and settles each job's mark.
+func (m *marker) mark(ctx context.Context, batch []*job) int {
+	fences := make([]store.Fence, len(batch))
+	for i, j := range batch {
+		fences[i] = store.Fence{ID: j.msg.ID, Attempt: j.msg.Attempt}
+	}
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	ok, err := m.store.TaskMarkRunning(mctx, m.workerID, fences)
+	locked := map[int]bool{}
+	if idx := store.LockedEntries(err); idx != nil {
+		// Rows held by another transaction: marked on a later pass.
+		for _, i := range idx {
+			locked[i] = !ok[i]
+		}
+		err = nil
+	}
+	if err != nil {
+		m.log.Error("mark running failed; retrying", "tasks", len(batch), "err", err)
+	}
+	marked := 0
+	for i, j := range batch {
+		state := markWritten
+		switch {
+		case err != nil || locked[i]:
+			j.markFailed = j.markFailed || err != nil
+			state = markUnmarked
+		case !ok[i] && j.markFailed && m.ownAlready(mctx, fences[i]):
+		case !ok[i]:
+			state = markLost
+		}
+		j.mark.Store(state)
+		close(*j.marking.Load())
+		switch state {
+		case markWritten:
+			marked++
+		case markLost:
+			m.stale()
+			m.log.Warn("running mark rejected by the fence; attempt cancelled",
+				"task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
+			j.kill(errMarkLost)
+		}
+	}
+	return marked
+}
+
+// ownAlready reports whether a mark that lost after an earlier try failed
+// did apply: that try committed although its reply was lost (MySQL
+// restarted, or the connection was cut at COMMIT), and the task runs for
+// this very worker and attempt.
+func (m *marker) ownAlready(ctx context.Context, f store.Fence) bool {
+	t, err := m.store.TaskGet(ctx, f.ID)
+	return err == nil && t.Status == task.Running && t.Attempt == f.Attempt && t.WorkerID == m.workerID
+}
