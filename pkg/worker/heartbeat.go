@@ -25,8 +25,12 @@ type heartbeater struct {
 	sent broker.Counts
 }
 
-// Start beats until Stop.
+// Start publishes the first heartbeat, so that the worker is registered
+// before it takes any work, then beats until Stop.
 func (h *heartbeater) Start(ctx context.Context) error {
+	if err := h.runOnce(ctx); err != nil {
+		h.w.log.Warn("heartbeat failed", "err", err)
+	}
 	return h.runner.Start(ctx, h.loop)
 }
 
@@ -53,6 +57,11 @@ func (h *heartbeater) loop(ctx context.Context) {
 	defer syncs.Wait()
 	var syncing atomic.Bool
 	for beats := 1; ; beats++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		if err := h.runOnce(ctx); err != nil && ctx.Err() == nil {
 			h.w.log.Warn("heartbeat failed", "err", err)
 		}
@@ -67,11 +76,6 @@ func (h *heartbeater) loop(ctx context.Context) {
 					h.w.log.Warn("database clock sync failed", "err", err)
 				}
 			}()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }
