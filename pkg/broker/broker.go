@@ -170,15 +170,29 @@ func (b *Broker) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() 
 // CheckEviction returns an error when Redis may evict keys: a queue whose
 // messages are evicted loses work silently, so taskd refuses to start.
 func (b *Broker) CheckEviction(ctx context.Context) error {
-	v, err := b.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	p, err := b.EvictionPolicy(ctx)
 	if err != nil {
 		// CONFIG may be disabled on managed Redis: nothing to check.
 		return nil
 	}
-	if p, ok := v["maxmemory-policy"]; ok && p != "noeviction" {
+	if p != "noeviction" {
 		return task.Configf("redis maxmemory-policy is %q: set it to noeviction (in redis.conf, and CONFIG SET maxmemory-policy noeviction), or queued tasks can be evicted", p)
 	}
 	return nil
+}
+
+// EvictionPolicy returns Redis's maxmemory-policy (an error where CONFIG
+// is disabled, as on some managed services).
+func (b *Broker) EvictionPolicy(ctx context.Context) (string, error) {
+	v, err := b.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return "", fmt.Errorf("redis maxmemory-policy: %w", err)
+	}
+	p, ok := v["maxmemory-policy"]
+	if !ok {
+		return "", fmt.Errorf("redis maxmemory-policy: not in CONFIG GET")
+	}
+	return p, nil
 }
 
 // Push appends messages to their queues in one pipeline. It returns the

@@ -179,6 +179,10 @@ type Process struct {
 	Version   string    `json:"version"`
 	Roles     []string  `json:"roles"`
 	StartedAt time.Time `json:"started_at"`
+	// Zone is the host's time zone ("Asia/Shanghai +08:00"), CronTimezone
+	// the node's cron.timezone: `taskd doctor` tells nodes that differ.
+	Zone         string `json:"zone,omitempty"`
+	CronTimezone string `json:"cron_timezone,omitempty"`
 	// Pools are the process's pool handlers, as of the beat.
 	Pools []PoolState `json:"pools,omitempty"`
 	// LastBeat is filled in by Processes from the registry.

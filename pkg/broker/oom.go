@@ -72,7 +72,7 @@ func hasScriptFlags(ctx context.Context, rdb redis.UniversalClient) bool {
 	if err != nil {
 		return false // INFO disabled (some managed Redis): run plain
 	}
-	major, ok := infoField(info, "redis_version")
+	major, ok := InfoField(info, "redis_version")
 	if !ok {
 		return false
 	}
@@ -81,8 +81,8 @@ func hasScriptFlags(ctx context.Context, rdb redis.UniversalClient) bool {
 	return err == nil && n >= 7
 }
 
-// infoField returns a field of an INFO reply.
-func infoField(info, name string) (string, bool) {
+// InfoField returns a field of an INFO reply.
+func InfoField(info, name string) (string, bool) {
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
 			return v, true
@@ -116,7 +116,7 @@ func (b *Broker) Memory(ctx context.Context) (Memory, error) {
 		}
 		var m Memory
 		for name, dst := range map[string]*int64{"used_memory": &m.Used, "maxmemory": &m.Max} {
-			v, ok := infoField(info, name)
+			v, ok := InfoField(info, name)
 			if !ok {
 				return Memory{}, fmt.Errorf("redis memory: no %s in INFO memory", name)
 			}

@@ -160,7 +160,7 @@ func (a *App) Root() *cobra.Command {
 
 	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.retryCmd(), a.killCmd(),
 		a.runNowCmd(), a.deleteCmd(), a.enableCmd(), a.disableCmd(), a.pauseCmd(), a.resumeCmd(), a.reshardCmd(), a.auditCmd(), a.statsCmd(),
-		a.batchCmd(), a.lockCmd(), a.locksCmd(), a.benchCmd(), a.versionCmd())
+		a.batchCmd(), a.lockCmd(), a.doctorCmd(), a.locksCmd(), a.benchCmd(), a.versionCmd())
 	markRunErrors(root)
 	return root
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
@@ -48,4 +49,22 @@ func (h *processBeat) Stop() {
 	if err := h.broker.EndProcess(ctx, h.p.ID); err != nil {
 		h.log.Warn("withdraw process heartbeat", "err", err)
 	}
+}
+
+// HostZone names this host's time zone at t: its IANA name when the
+// system says it (TZ, or the /etc/localtime link), and the UTC offset,
+// "Asia/Shanghai +08:00". Two hosts in one zone give the same string.
+func HostZone(t time.Time) string {
+	name := os.Getenv("TZ")
+	if name == "" {
+		if link, err := os.Readlink("/etc/localtime"); err == nil {
+			if _, after, ok := strings.Cut(link, "zoneinfo/"); ok {
+				name = after
+			}
+		}
+	}
+	if name == "" {
+		name, _ = t.Local().Zone()
+	}
+	return strings.TrimPrefix(name, ":") + " " + t.Local().Format("-07:00")
 }

@@ -29,7 +29,8 @@ func NewFromConfig(s *store.Store, b *broker.Broker, c *config.Config) *Ops {
 
 // QueueKnown reports whether queue q exists for taskd: the configuration
 // names it (Known), a live worker consumes it, or the task center has a
-// pause, a reshard or an unfinished, dead or cancelled task of it.
+// node's handler for it, a pause, a reshard or an unfinished, dead or
+// cancelled task of it.
 func (o *Ops) QueueKnown(ctx context.Context, q string) (bool, error) {
 	if o.Known != nil && o.Known(q) {
 		return true, nil

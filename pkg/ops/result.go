@@ -121,10 +121,16 @@ func (s QueueState) String() string {
 	return state + ", " + Plural(s.Shards, "shard")
 }
 
-// Plural is n and noun, in the plural unless n is 1: "1 task", "2 tasks".
+// Plural is n and noun, in the plural unless n is 1: "1 task", "2 tasks",
+// "2 processes".
 func Plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	for _, end := range []string{"s", "sh", "ch", "x"} {
+		if strings.HasSuffix(noun, end) {
+			return fmt.Sprintf("%d %ses", n, noun)
+		}
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -360,12 +360,12 @@ func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]TaskStat
 	return out, nil
 }
 
-// QueueNamed reports whether the task center names queue q: a pause or
-// reshard of it is in force, or a task of it waits, runs, is dead or
-// cancelled. Finished tasks are not read (there can be millions).
+// QueueNamed reports whether the task center names queue q: a node
+// recorded a handler for it, a pause or reshard of it is in force, or a
+// task of it waits, runs, is dead or cancelled. Finished tasks are not read (there can be millions).
 func (s *Store) QueueNamed(ctx context.Context, q string) (bool, error) {
 	var named bool
-	if err := s.db.QueryRowContext(ctx, qQueueNamed, q, q, q, q).Scan(&named); err != nil {
+	if err := s.db.QueryRowContext(ctx, qQueueNamed, q, q, q, q, q).Scan(&named); err != nil {
 		return false, fmt.Errorf("look up queue %s: %w", q, err)
 	}
 	return named, nil

@@ -428,9 +428,11 @@ var qStatsHeld = routedGroups(`SELECT queue, task_code, held_status, COUNT(*) n 
 const qTaskStates = `SELECT id, status, task_type FROM task_center WHERE id IN (%s)`
 
 // qQueueNamed tells whether anything in the task center names a queue: a
-// row that pauses or reshards it, or a task waiting, in flight, dead or
-// cancelled in it (each read through its own bounded index, like stats).
-var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1))
+// node's handler configuration (task_route), a row that pauses or reshards
+// it, or a task waiting, in flight, dead or cancelled in it (each read
+// through its own bounded index, like stats).
+var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE queue = ?)
+	OR EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1))
 	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_inflight) WHERE inflight_at IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
 	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
 	OR EXISTS (SELECT 1 FROM (` + unionPriorities(`(SELECT `+queueOf("task_center")+` q FROM task_center FORCE INDEX (idx_claim)

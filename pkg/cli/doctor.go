@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/doctor"
+	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/store"
+)
+
+func (a *App) doctorCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the configuration and what it points at: MySQL, Redis, handlers, queues, nodes",
+		Long: `Check what a deployment needs, one line per check: ok, warn or fail, with
+what to do. Exit 0 when nothing failed (warnings allowed), 1 otherwise:
+run it after every configuration change and in deploy pipelines.`,
+		Example: "  taskd doctor\n  taskd --config /etc/taskd/taskd.yaml -o json doctor",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rep *doctor.Report
+			c, err := a.config()
+			if err != nil {
+				rep = doctor.ConfigFailed(err)
+			} else {
+				rep = doctor.Run(cmd.Context(), c, doctor.Options{},
+					func(ctx context.Context) (*store.Store, error) { return node.OpenStore(ctx, c) },
+					func(ctx context.Context) (*broker.Broker, error) { return node.OpenBroker(ctx, c) })
+			}
+			if a.json() {
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				w := tabwriter.NewWriter(a.Stdout, 0, 0, 1, ' ', 0)
+				for _, ch := range rep.Checks {
+					line := ch.Detail
+					if ch.Fix != "" {
+						line += "; fix: " + ch.Fix
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\n", ch.Status, ch.Name, line)
+				}
+				w.Flush()
+				fmt.Fprintf(a.Stdout, "doctor: %d ok, %s, %s\n", rep.Counts[doctor.OK],
+					ops.Plural(rep.Counts[doctor.Warn], "warning"), ops.Plural(rep.Counts[doctor.Fail], "failure"))
+			}
+			if !rep.OK {
+				return exitError{code: ExitFailure}
+			}
+			return nil
+		},
+	}
+}

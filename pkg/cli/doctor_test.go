@@ -1,0 +1,51 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/cli"
+)
+
+// taskd doctor: one line per check and a summary, -o json, exit 0 unless
+// a check failed; a broken configuration is a failed check, not exit 2.
+func TestDoctorCommand(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.run(t, "doctor")
+	require.Equal(t, cli.ExitOK, r.code, "%s%s", r.stdout, r.stderr)
+	require.Empty(t, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	line := regexp.MustCompile(`^(ok|warn|fail) +[a-z_.]+[a-z] +\S`)
+	for _, l := range lines[:len(lines)-1] {
+		require.Regexp(t, line, l)
+	}
+	require.Regexp(t, `^doctor: \d+ ok, \d+ warnings?, 0 failures$`, lines[len(lines)-1])
+	require.Contains(t, r.stdout, "handlers.hello")
+
+	var rep struct {
+		OK     bool
+		Counts map[string]int
+		Checks []struct{ Name, Status, Detail, Fix string }
+	}
+	b.okJSON(t, &rep, "doctor")
+	require.True(t, rep.OK)
+	require.Len(t, rep.Checks, len(lines)-1)
+
+	b.env.Exec(t, `DROP TABLE taskd_schema`)
+	r = b.run(t, "doctor", "-o", "json")
+	require.Equal(t, cli.ExitFailure, r.code)
+	require.Empty(t, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.False(t, rep.OK)
+	require.Equal(t, 1, rep.Counts["fail"])
+
+	typo := writeConfig(t, b.env.ConfigYAML("workr: { concurrency: 2 }\n"))
+	r = runCLI(t, typo, "", "doctor")
+	require.Equal(t, cli.ExitFailure, r.code)
+	require.Contains(t, r.stdout, `fail config unknown key "workr" in `+typo+` (did you mean "worker"?)`)
+}

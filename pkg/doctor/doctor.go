@@ -1,0 +1,151 @@
+// Package doctor checks what a deployment of taskd needs, the way an
+// operator would after a configuration change or in a deploy pipeline: the
+// configuration, MySQL (reachable, grants, schema, lock wait, time zone,
+// clock), Redis (reachable, eviction, memory, persistence, Cluster slots),
+// every handler's program or endpoint, the task codes and queues nothing
+// serves, and nodes that disagree on time zones. Each check gives one line:
+// ok, warn or fail, and for a problem what to do about it.
+package doctor
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/store"
+)
+
+// Status is the outcome of a check.
+type Status string
+
+const (
+	OK   Status = "ok"
+	Warn Status = "warn" // works, but an operator should look
+	Fail Status = "fail" // taskd cannot work (or loses work) like this
+)
+
+// Check is one line of the report.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	// Detail is what was found, Fix what to do about a problem.
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Report is every check, in order.
+type Report struct {
+	Checks []Check `json:"checks"`
+	// OK is true when no check failed (warnings allowed).
+	OK     bool           `json:"ok"`
+	Counts map[Status]int `json:"counts"`
+}
+
+func (r *Report) add(name string, st Status, fix, format string, args ...any) {
+	r.Checks = append(r.Checks, Check{Name: name, Status: st, Detail: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+func (r *Report) ok(name, format string, args ...any) { r.add(name, OK, "", format, args...) }
+
+func (r *Report) finish() *Report {
+	r.Counts = map[Status]int{OK: 0, Warn: 0, Fail: 0}
+	for _, c := range r.Checks {
+		r.Counts[c.Status]++
+	}
+	r.OK = r.Counts[Fail] == 0
+	if r.Checks == nil {
+		r.Checks = []Check{}
+	}
+	return r
+}
+
+// Deps are what the checks talk to; nil when it could not be opened.
+type Deps struct {
+	Store  *store.Store
+	Broker *broker.Broker
+}
+
+// Options tune the checks.
+type Options struct {
+	// Timeout bounds each network check (default 5s).
+	Timeout time.Duration
+	// MaxSkew is the clock difference with the database from which the
+	// clock check warns (default 1s); FailSkew fails (default 30s, the
+	// heartbeat TTL's order).
+	MaxSkew, FailSkew time.Duration
+	// Now is the local clock (default time.Now).
+	Now func() time.Time
+}
+
+// Defaults of Options.
+const (
+	TimeoutDefault  = 5 * time.Second
+	MaxSkewDefault  = time.Second
+	FailSkewDefault = 30 * time.Second
+)
+
+// ConfigFailed is the report when the configuration cannot be loaded:
+// nothing else can be checked.
+func ConfigFailed(err error) *Report {
+	r := &Report{}
+	r.add("config", Fail, "fix the key or value named", "%v", err)
+	return r.finish()
+}
+
+// Run checks cfg and what it points at. open opens the task center and
+// Redis; an error of either is a failed check, and the checks that need it
+// are skipped.
+func Run(ctx context.Context, cfg *config.Config, o Options,
+	openStore func(context.Context) (*store.Store, error), openBroker func(context.Context) (*broker.Broker, error)) *Report {
+	o.Timeout = cmp.Or(o.Timeout, TimeoutDefault)
+	o.MaxSkew = cmp.Or(o.MaxSkew, MaxSkewDefault)
+	o.FailSkew = cmp.Or(o.FailSkew, FailSkewDefault)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	r := &Report{}
+	checkConfig(r, cfg)
+
+	var d Deps
+	schemaOK := false
+	sctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	st, err := openStore(sctx)
+	cancel()
+	if err != nil {
+		r.add("mysql", Fail, "start MySQL, or fix mysql.dsn", "%v", err)
+	} else {
+		defer st.Close()
+		d.Store = st
+		schemaOK = checkMySQL(ctx, r, cfg, st, o)
+	}
+	bctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	br, err := openBroker(bctx)
+	cancel()
+	if err != nil {
+		r.add("redis", Fail, "start Redis, or fix redis.addr and redis.password", "%v", err)
+	} else {
+		defer br.Close()
+		d.Broker = br
+		checkRedis(ctx, r, cfg, br, o)
+	}
+	checkHandlers(ctx, r, cfg, br, o)
+	if d.Store != nil && d.Broker != nil && schemaOK {
+		checkWork(ctx, r, cfg, d, o)
+	}
+	if d.Broker != nil {
+		checkZones(ctx, r, cfg, d.Broker, o)
+	}
+	return r.finish()
+}
+
+func checkConfig(r *Report, cfg *config.Config) {
+	if cfg.File == "" {
+		r.add("config", Warn, "pass --config, or install /etc/taskd/taskd.yaml",
+			"no configuration file: the defaults and TASKD_* variables are in force")
+		return
+	}
+	r.ok("config", "%s: no unknown keys, every value valid; %d handlers, %d queues", cfg.File, len(cfg.Handlers), len(cfg.WorkerQueues()))
+}

@@ -1,0 +1,190 @@
+package doctor_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/doctor"
+	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
+
+type testBundle struct {
+	env *testenv.Env
+	cfg *config.Config
+}
+
+// setup loads a configuration of the test's environment with extra YAML.
+func setup(t *testing.T, extra string) *testBundle {
+	t.Helper()
+	env := testenv.New(t)
+	return &testBundle{env: env, cfg: load(t, env.ConfigYAML(extra))}
+}
+
+func load(t *testing.T, body string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	c, err := config.Load(config.NewViper(), path)
+	require.NoError(t, err)
+	return c
+}
+
+func (b *testBundle) run(t *testing.T, o doctor.Options) *doctor.Report {
+	t.Helper()
+	return doctor.Run(context.Background(), b.cfg, o,
+		func(ctx context.Context) (*store.Store, error) { return node.OpenStore(ctx, b.cfg) },
+		func(ctx context.Context) (*broker.Broker, error) { return node.OpenBroker(ctx, b.cfg) })
+}
+
+// check returns the report's check named name.
+func check(t *testing.T, r *doctor.Report, name string) doctor.Check {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %s in %+v", name, r.Checks)
+	return doctor.Check{}
+}
+
+func requireStatus(t *testing.T, r *doctor.Report, name string, want doctor.Status, detail string) {
+	t.Helper()
+	c := check(t, r, name)
+	require.Equal(t, want, c.Status, "%s: %s (fix: %s)", name, c.Detail, c.Fix)
+	require.Contains(t, c.Detail, detail, name)
+	if want != doctor.OK {
+		require.NotEmpty(t, c.Fix, "%s says what to do", name)
+	}
+}
+
+// A deployment that works passes every check, warnings aside.
+func TestHealthy(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	b := setup(t, "handlers:\n  hello: { exec: [\"true\"] }\n  web: { http: \""+srv.URL+"/task\" }\n")
+	ctx := context.Background()
+	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w1", Node: "n1", Queues: []string{"hello", "web"}}, time.Minute))
+
+	r := b.run(t, doctor.Options{})
+	require.True(t, r.OK, "%+v", r.Checks)
+	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.time_zone",
+		"mysql.clock", "redis", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "queues.consumers",
+		"nodes.time_zones", "nodes.cron_timezone"} {
+		requireStatus(t, r, name, doctor.OK, "")
+	}
+	require.Equal(t, len(r.Checks), r.Counts[doctor.OK]+r.Counts[doctor.Warn])
+}
+
+// Each problem is found, by the check that names it, with a fix.
+func TestProblems(t *testing.T) {
+	t.Parallel()
+	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	b := setup(t, "handlers:\n  gone: { exec: [\"/no/such/program\"] }\n  down: { http: \"http://"+closed+"/task\" }\n"+
+		"  nowhere: { http: \"http://no-such-host.invalid/task\" }\n  indir: { exec: [\"true\"], dir: /no/such/dir }\n")
+	ctx := context.Background()
+	// A waiting task whose code no node handles, in a queue nobody consumes.
+	prod := producer.New(b.env.Store, nil, producer.Options{})
+	_, err := prod.Submit(ctx, producer.Submission{Code: "ghost"})
+	require.NoError(t, err)
+	// A node in another zone, with another cron.timezone.
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "p1", Node: "tokyo-1", Zone: "Asia/Tokyo +09:00",
+		CronTimezone: "Asia/Tokyo"}, time.Minute))
+
+	// This host's clock 45 s ahead of the database's, in UTC+05:00.
+	skewed := func() time.Time { return time.Now().Add(45 * time.Second).In(time.FixedZone("X", 5*3600)) }
+	r := b.run(t, doctor.Options{Now: skewed})
+	require.False(t, r.OK)
+	requireStatus(t, r, "handlers.gone", doctor.Fail, `exec "/no/such/program" cannot start`)
+	requireStatus(t, r, "handlers.indir", doctor.Fail, "dir /no/such/dir")
+	requireStatus(t, r, "handlers.down", doctor.Fail, "refuses")
+	requireStatus(t, r, "handlers.nowhere", doctor.Fail, "does not resolve")
+	requireStatus(t, r, "tasks.handlers", doctor.Warn, "ghost (1 task)")
+	requireStatus(t, r, "queues.consumers", doctor.Warn, "ghost (1 task waiting)")
+	requireStatus(t, r, "mysql.clock", doctor.Fail, "ahead of the database's")
+	requireStatus(t, r, "mysql.time_zone", doctor.Warn, "this host's UTC+05:00")
+	requireStatus(t, r, "nodes.time_zones", doctor.Warn, "Asia/Tokyo +09:00: tokyo-1")
+	requireStatus(t, r, "nodes.cron_timezone", doctor.Warn, "Asia/Tokyo: tokyo-1")
+
+	// A node records a handler for ghost, a worker consumes its queue.
+	_, err = b.env.Store.RouteRecord(ctx, "n2", map[string]string{"ghost": "ghost"})
+	require.NoError(t, err)
+	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w2", Node: "n2", Queues: []string{"ghost", "gone", "down", "nowhere", "indir"}}, time.Minute))
+	r = b.run(t, doctor.Options{Now: func() time.Time { return time.Now().Add(2 * time.Second) }})
+	requireStatus(t, r, "tasks.handlers", doctor.OK, "")
+	requireStatus(t, r, "queues.consumers", doctor.OK, "")
+	requireStatus(t, r, "mysql.clock", doctor.Warn, "2")
+}
+
+func TestSchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.env.Exec(t, `DROP TABLE taskd_schema`)
+	r := b.run(t, doctor.Options{})
+	require.False(t, r.OK)
+	c := check(t, r, "mysql.schema")
+	require.Equal(t, doctor.Fail, c.Status)
+	require.Contains(t, c.Detail, "run `taskd migrate`")
+	for _, ch := range r.Checks {
+		require.NotEqual(t, "tasks.handlers", ch.Name, "the task checks need the schema")
+	}
+}
+
+func TestRedis(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	for _, tc := range []struct {
+		name, args, extra string
+		check             string
+		want              doctor.Status
+		detail            string
+	}{
+		{"evicting", "--maxmemory-policy allkeys-lru", "", "redis.eviction", doctor.Fail, "maxmemory-policy is allkeys-lru"},
+		{"nearly full", "--maxmemory 64mb", "alerts: { redis_memory_threshold: 0.001 }\n", "redis.memory", doctor.Fail, "pushes will fail with OOM"},
+		{"headroom", "--maxmemory 64mb", "", "redis.memory", doctor.OK, "of 64.0 MiB used"},
+		{"no persistence", "", "", "redis.persistence", doctor.Warn, "neither AOF nor snapshots"},
+		{"append-only", "--appendonly yes", "", "redis.persistence", doctor.OK, "append-only file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var args []string
+			if tc.args != "" {
+				args = strings.Fields(tc.args)
+			}
+			addr := testenv.PrivateRedis(t, 0, args...)
+			cfg := load(t, "mysql: { dsn: \""+env.DSN+"\" }\nredis: { addr: \""+addr+"\" }\n"+tc.extra)
+			b := &testBundle{env: env, cfg: cfg}
+			requireStatus(t, b.run(t, doctor.Options{}), tc.check, tc.want, tc.detail)
+		})
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(testenv.FreePort(t))
+	cfg := load(t, "mysql: { dsn: \"root:@tcp(127.0.0.1:"+port+")/taskd\" }\nredis: { addr: \"127.0.0.1:"+port+"\" }\n")
+	b := &testBundle{cfg: cfg}
+	r := b.run(t, doctor.Options{Timeout: 2 * time.Second})
+	require.False(t, r.OK)
+	requireStatus(t, r, "mysql", doctor.Fail, "127.0.0.1:"+port)
+	requireStatus(t, r, "redis", doctor.Fail, "127.0.0.1:"+port)
+}
+

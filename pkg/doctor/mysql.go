@@ -1,0 +1,237 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Privileges taskd needs on its database: to run, and to migrate.
+var (
+	runPrivileges     = []string{"SELECT", "INSERT", "UPDATE", "DELETE"}
+	migratePrivileges = []string{"CREATE", "ALTER", "INDEX"}
+)
+
+// checkMySQL checks the task center; it reports whether its schema is
+// this binary's (the checks of tasks need it).
+func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.Store, o Options) (schemaOK bool) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	sent := o.Now()
+	in, err := st.Server(ctx)
+	received := o.Now()
+	if err != nil {
+		r.add("mysql", Fail, "check the server's logs", "%v", err)
+		return false
+	}
+	r.ok("mysql", "%s answers as %s, database %s (%s)", dsnAddr(cfg.MySQL.DSN), in.User, in.Database, in.Version)
+	schemaOK = true
+	checkGrants(ctx, r, st, in.Database)
+
+	if err := st.CheckSchema(ctx); err != nil {
+		schemaOK = false
+		st := Fail
+		if task.ErrorCode(err) != task.CodeConfig {
+			st = Warn
+		}
+		r.add("mysql.schema", st, "", "%v", err)
+	} else {
+		r.ok("mysql.schema", "version %d, this taskd's", store.LatestVersion())
+	}
+
+	want := cfg.MySQL.LockWaitTimeout.Round(time.Second)
+	switch {
+	case in.LockWait > 30*time.Second:
+		r.add("mysql.lock_wait_timeout", Warn, "lower mysql.lock_wait_timeout (a proxy that drops session settings needs the server's changed)",
+			"a session waits %s for a row lock (server default %s): a long transaction elsewhere freezes workers that long", in.LockWait, in.GlobalLockWait)
+	case in.LockWait != max(want, time.Second):
+		r.add("mysql.lock_wait_timeout", Warn, "if a proxy sits in between, make it keep session variables",
+			"the session's innodb_lock_wait_timeout is %s, not mysql.lock_wait_timeout %s", in.LockWait, want)
+	default:
+		r.ok("mysql.lock_wait_timeout", "%s per session (server default %s)", in.LockWait, in.GlobalLockWait)
+	}
+
+	zone := in.TimeZone
+	if zone == "SYSTEM" {
+		zone = "SYSTEM (" + in.SystemTimeZone + ")"
+	}
+	now := sent
+	_, hostOff := now.Zone()
+	if time.Duration(hostOff)*time.Second != in.Offset {
+		r.add("mysql.time_zone", Warn, "give the database session and the hosts one zone (time_zone, or TZ)",
+			"the session's time_zone %s is UTC%s, this host's UTC%s: DATETIMEs written by producers as local times (PHP date()) are read %s off",
+			zone, fmtOffset(in.Offset), now.Format("-07:00"), (in.Offset - time.Duration(hostOff)*time.Second).Abs())
+	} else {
+		r.ok("mysql.time_zone", "session %s, UTC%s like this host", zone, fmtOffset(in.Offset))
+	}
+
+	// The database clock was read between sent and received: compare it
+	// with the middle of the round trip.
+	rtt := received.Sub(sent)
+	skew := in.Now.Sub(sent.Add(rtt / 2))
+	switch {
+	case skew.Abs() >= o.FailSkew:
+		r.add("mysql.clock", Fail, "run NTP (chrony, systemd-timesyncd) on this host and the database's",
+			"this host's clock is %s %s the database's: heartbeats and leases are judged wrong", skew.Abs().Round(time.Millisecond), aheadBehind(skew))
+	case skew.Abs() >= o.MaxSkew:
+		r.add("mysql.clock", Warn, "run NTP (chrony, systemd-timesyncd) on this host and the database's",
+			"this host's clock is %s %s the database's (due times use the database clock; heartbeat ages use the hosts')", skew.Abs().Round(time.Millisecond), aheadBehind(skew))
+	default:
+		r.ok("mysql.clock", "this host and the database agree within %s", max(skew.Abs(), rtt, time.Millisecond).Round(time.Millisecond))
+	}
+	return schemaOK
+}
+
+func aheadBehind(skew time.Duration) string {
+	// skew > 0: the database is ahead, so this host is behind.
+	if skew > 0 {
+		return "behind"
+	}
+	return "ahead of"
+}
+
+func fmtOffset(d time.Duration) string {
+	return time.Date(2000, 1, 1, 0, 0, 0, 0, time.FixedZone("", int(d.Seconds()))).Format("-07:00")
+}
+
+// dsnAddr is the server address of a DSN, without credentials.
+func dsnAddr(dsn string) string {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "mysql"
+	}
+	return c.Addr
+}
+
+// grantRE splits one GRANT line: privileges, the object (*.*, `db`.*,
+// `db`.`table`). Role grants (GRANT `role` TO ...) have no ON.
+var grantRE = regexp.MustCompile("^GRANT (.+?) ON (\\S+) TO ")
+
+func checkGrants(ctx context.Context, r *Report, st *store.Store, db string) {
+	lines, err := st.Grants(ctx)
+	if err != nil {
+		r.add("mysql.grants", Warn, "", "cannot read the grants: %v", err)
+		return
+	}
+	have, perTable, roles := grantedOn(lines, db)
+	var missing, missingMigrate []string
+	for _, p := range runPrivileges {
+		if !have[p] {
+			missing = append(missing, p)
+		}
+	}
+	for _, p := range migratePrivileges {
+		if !have[p] {
+			missingMigrate = append(missingMigrate, p)
+		}
+	}
+	grant := func(ps []string) string {
+		return fmt.Sprintf("GRANT %s ON `%s`.* TO the user of mysql.dsn", strings.Join(ps, ", "), db)
+	}
+	switch {
+	case len(missing) > 0 && (perTable || roles):
+		r.add("mysql.grants", Warn, grant(missing), "no %s on %s.* for the account itself; granted per table or through a role, which this check does not follow",
+			strings.Join(missing, ", "), db)
+	case len(missing) > 0:
+		r.add("mysql.grants", Fail, grant(missing), "the account lacks %s on %s.*: taskd cannot run", strings.Join(missing, ", "), db)
+	case len(missingMigrate) > 0:
+		r.add("mysql.grants", Warn, grant(missingMigrate)+", or run taskd migrate as another user",
+			"enough to run; `taskd migrate` also needs %s on %s.*", strings.Join(missingMigrate, ", "), db)
+	default:
+		r.ok("mysql.grants", "%s on %s.*", strings.Join(append(slices.Clone(runPrivileges), migratePrivileges...), ", "), db)
+	}
+}
+
+// grantedOn reads the privileges that GRANT lines give on every table of
+// database db, whether some come per table only, and whether roles are
+// granted.
+func grantedOn(lines []string, db string) (have map[string]bool, perTable, roles bool) {
+	have = map[string]bool{}
+	for _, line := range lines {
+		m := grantRE.FindStringSubmatch(line)
+		if m == nil {
+			roles = roles || strings.HasPrefix(line, "GRANT `") || strings.HasPrefix(line, "GRANT '")
+			continue
+		}
+		objDB, table, _ := strings.Cut(m[2], ".")
+		if !matchDB(objDB, db) {
+			continue
+		}
+		if table != "*" {
+			perTable = true
+			continue
+		}
+		for _, p := range splitPrivileges(m[1]) {
+			if p == "ALL" || p == "ALL PRIVILEGES" {
+				for _, q := range append(slices.Clone(runPrivileges), migratePrivileges...) {
+					have[q] = true
+				}
+				continue
+			}
+			have[p] = true
+		}
+	}
+	return have, perTable, roles
+}
+
+// splitPrivileges splits "SELECT, INSERT (a, b), UPDATE" into names.
+func splitPrivileges(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, c := range s + "," {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				p := strings.TrimSpace(s[start:min(i, len(s))])
+				if j := strings.Index(p, "("); j >= 0 {
+					p = strings.TrimSpace(p[:j]) // column privileges: not on whole tables
+					start = i + 1
+					continue
+				}
+				out = append(out, strings.ToUpper(p))
+				start = i + 1
+			}
+		}
+	}
+	return out
+}
+
+// matchDB reports whether a grant's database part (`*`, `taskd`,
+// `taskd\_%`) covers db.
+func matchDB(pattern, db string) bool {
+	if pattern == "*" {
+		return true
+	}
+	pattern = strings.Trim(pattern, "`'\"")
+	var re strings.Builder
+	re.WriteString("^")
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; {
+		case c == '\\' && i+1 < len(pattern):
+			i++
+			re.WriteString(regexp.QuoteMeta(string(pattern[i])))
+		case c == '%':
+			re.WriteString(".*")
+		case c == '_':
+			re.WriteString(".")
+		default:
+			re.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	re.WriteString("$")
+	ok, _ := regexp.MatchString(re.String(), db)
+	return ok
+}

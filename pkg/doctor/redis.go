@@ -1,0 +1,103 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
+)
+
+func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	rdb := br.Client()
+	server, _ := rdb.Info(ctx, "server").Result()
+	version, _ := broker.InfoField(server, "redis_version")
+	addr := cfg.Redis.Addr
+	if len(cfg.Redis.Addrs) > 0 {
+		addr = strings.Join(cfg.Redis.Addrs, ",")
+	}
+	r.ok("redis", "%s answers (Redis %s), key prefix %q", addr, version, cfg.Redis.Prefix)
+
+	switch policy, err := br.EvictionPolicy(ctx); {
+	case err != nil:
+		r.add("redis.eviction", Warn, "make sure the server's maxmemory-policy is noeviction",
+			"cannot read maxmemory-policy (CONFIG is disabled on some managed services): %v", err)
+	case policy != "noeviction":
+		r.add("redis.eviction", Fail, "maxmemory-policy noeviction in redis.conf, and CONFIG SET maxmemory-policy noeviction",
+			"maxmemory-policy is %s: Redis may evict queued tasks; taskd run refuses to start", policy)
+	default:
+		r.ok("redis.eviction", "maxmemory-policy noeviction")
+	}
+
+	// The memory the alert rule watches, read the same way.
+	threshold := cfg.Alerts.RedisMemoryThreshold
+	switch m, err := br.Memory(ctx); {
+	case err != nil:
+		r.add("redis.memory", Warn, "", "cannot read INFO memory: %v", err)
+	case m.Max == 0:
+		r.add("redis.memory", Warn, "set maxmemory (with noeviction) below the host's memory",
+			"no maxmemory: Redis uses %s and may grow until the host runs out of memory", bytes(m.Used))
+	case m.Ratio() >= threshold:
+		r.add("redis.memory", Fail, "raise maxmemory, or drain the backlog (taskd stats)",
+			"%s of %s used (%.0f%%, alert at %.0f%%): pushes will fail with OOM", bytes(m.Used), bytes(m.Max), 100*m.Ratio(), 100*threshold)
+	default:
+		r.ok("redis.memory", "%s of %s used (%.0f%%, alert at %.0f%%)", bytes(m.Used), bytes(m.Max), 100*m.Ratio(), 100*threshold)
+	}
+
+	persistence, err := rdb.Info(ctx, "persistence").Result()
+	if err != nil {
+		r.add("redis.persistence", Warn, "", "cannot read INFO persistence: %v", err)
+	} else {
+		aof, _ := broker.InfoField(persistence, "aof_enabled")
+		rdbStatus, _ := broker.InfoField(persistence, "rdb_last_bgsave_status")
+		aofStatus, _ := broker.InfoField(persistence, "aof_last_write_status")
+		saves, _ := rdb.ConfigGet(ctx, "save").Result()
+		switch {
+		case rdbStatus == "err" || aofStatus == "err":
+			r.add("redis.persistence", Warn, "look at the Redis log: the disk may be full",
+				"the last write to disk failed (rdb_last_bgsave_status %s, aof_last_write_status %s)", rdbStatus, aofStatus)
+		case aof != "1" && strings.TrimSpace(saves["save"]) == "":
+			r.add("redis.persistence", Warn, "appendonly yes (or save points) in redis.conf",
+				"neither AOF nor snapshots: after a restart taskd re-pushes every dispatched task from MySQL (nothing lost, but a burst)")
+		case aof == "1":
+			r.ok("redis.persistence", "append-only file enabled")
+		default:
+			r.ok("redis.persistence", "snapshots (save %s)", strings.TrimSpace(saves["save"]))
+		}
+	}
+
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		r.ok("redis.cluster", "not a Cluster")
+		return
+	}
+	info, err := cc.ClusterInfo(ctx).Result()
+	if err != nil {
+		r.add("redis.cluster", Fail, "", "cannot read CLUSTER INFO: %v", err)
+		return
+	}
+	state, _ := broker.InfoField(info, "cluster_state")
+	assigned, _ := broker.InfoField(info, "cluster_slots_assigned")
+	failing, _ := broker.InfoField(info, "cluster_slots_fail")
+	if state != "ok" || assigned != "16384" || (failing != "" && failing != "0") {
+		r.add("redis.cluster", Fail, "assign every slot to a live master (redis-cli --cluster fix)",
+			"cluster_state %s, %s of 16384 slots assigned, %s failing: queues on missing slots stop", state, assigned, failing)
+		return
+	}
+	r.ok("redis.cluster", "all 16384 slots assigned and served")
+}
+
+func bytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}

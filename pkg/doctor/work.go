@@ -1,0 +1,241 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/ops"
+)
+
+// checkHandlers checks every configured handler from this host: an exec or
+// pool handler's program exists and is executable (and its dir exists), an
+// http handler's host resolves and its port accepts connections. Pools
+// also report what live nodes say of them (crash-looping).
+func checkHandlers(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
+	codes := make([]string, 0, len(cfg.Handlers))
+	for code := range cfg.Handlers {
+		codes = append(codes, code)
+	}
+	sort.Strings(codes)
+	for _, code := range codes {
+		h := cfg.Handlers[code]
+		name := "handlers." + code
+		switch {
+		case len(h.Exec) > 0 || len(h.Pool) > 0:
+			argv, kind := h.Exec, "exec"
+			if len(h.Pool) > 0 {
+				argv, kind = h.Pool, "pool"
+			}
+			if err := handler.CheckProgram(argv, h.Dir); err != nil {
+				r.add(name, Fail, "install it, or fix the handler's argv or dir", "%s %q cannot start: %v", kind, argv[0], err)
+			} else {
+				r.ok(name, "%s %s is executable", kind, argv[0])
+			}
+		case h.HTTP != "":
+			checkEndpoint(ctx, r, name, h.HTTP, o)
+		}
+	}
+	if br == nil {
+		return
+	}
+	// Pools as the live nodes report them; the programs were checked above.
+	pctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	problems, err := node.CheckPools(pctx, cfg, br)
+	if err != nil {
+		r.add("handlers.pools", Warn, "", "cannot read the nodes' pools: %v", err)
+		return
+	}
+	for _, p := range problems {
+		if !strings.HasPrefix(p, "handlers.") {
+			r.add("handlers.pools", Fail, "look at that node's log; taskd doctor on it checks the program", "%s", p)
+		}
+	}
+}
+
+// checkEndpoint resolves an http handler's host and connects to its port.
+func checkEndpoint(ctx context.Context, r *Report, name, raw string, o Options) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		r.add(name, Fail, "fix the handler's URL", "http %q is not a URL", raw)
+		return
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443"}[u.Scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupHost(ctx, u.Hostname())
+	if err != nil {
+		r.add(name, Fail, "fix the host name, or this host's DNS", "http %s: host %s does not resolve: %v", raw, u.Hostname(), err)
+		return
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		r.add(name, Fail, "start the service, or open the port to this host", "http %s: %s resolves (%s) but port %s refuses: %v",
+			raw, u.Hostname(), strings.Join(addrs, ", "), port, err)
+		return
+	}
+	conn.Close()
+	r.ok(name, "http %s accepts connections", raw)
+}
+
+// checkWork looks for work nothing will do: waiting tasks of a code no
+// node has a handler for, and queues with waiting tasks or configured here
+// that no live worker consumes.
+func checkWork(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	waiting, err := d.Store.WaitingCodes(ctx)
+	if err != nil {
+		r.add("tasks.handlers", Warn, "", "%v", err)
+		return
+	}
+	routes, err := d.Store.RouteList(ctx)
+	if err != nil {
+		r.add("tasks.handlers", Warn, "", "%v", err)
+		return
+	}
+	handled := map[string]bool{}
+	for code := range cfg.Handlers {
+		handled[code] = true
+	}
+	for _, rt := range routes {
+		handled[rt.Code] = true
+	}
+	perCode, perQueue := map[string]int64{}, map[string]int64{}
+	for _, w := range waiting {
+		perQueue[w.Queue] += w.Tasks
+		if !handled[w.Code] {
+			perCode[w.Code] += w.Tasks
+		}
+	}
+	if len(perCode) == 0 {
+		r.ok("tasks.handlers", "every waiting task's code has a handler on some node")
+	} else {
+		var parts []string
+		for _, code := range sortedKeys(perCode) {
+			parts = append(parts, fmt.Sprintf("%s (%s)", code, ops.Plural(int(perCode[code]), "task")))
+		}
+		r.add("tasks.handlers", Warn, "configure a handler for them on some node, or delete the tasks",
+			"no node has a handler for task codes %s", strings.Join(parts, ", "))
+	}
+
+	live, err := d.Broker.LiveWorkers(ctx)
+	if err != nil {
+		r.add("queues.consumers", Warn, "", "%v", err)
+		return
+	}
+	consumed := map[string]bool{}
+	for _, w := range live {
+		for _, q := range w.Queues {
+			consumed[q] = true
+		}
+	}
+	for q := range cfg.WorkerQueues() {
+		if _, ok := perQueue[q]; !ok {
+			perQueue[q] = 0
+		}
+	}
+	var orphans []string
+	for _, q := range sortedKeys(perQueue) {
+		switch {
+		case consumed[q]:
+		case perQueue[q] > 0:
+			orphans = append(orphans, fmt.Sprintf("%s (%s waiting)", q, ops.Plural(int(perQueue[q]), "task")))
+		default:
+			orphans = append(orphans, q)
+		}
+	}
+	switch {
+	case len(orphans) == 0:
+		r.ok("queues.consumers", "%s, every one consumed by a live worker", ops.Plural(len(perQueue), "queue"))
+	case len(live) == 0:
+		r.add("queues.consumers", Warn, "start taskd run (the worker role) on the hosts that run handlers",
+			"no live worker: nothing consumes %s", strings.Join(orphans, ", "))
+	default:
+		r.add("queues.consumers", Warn, "start a worker whose configuration has these queues (a handler's queue or a queues: entry)",
+			"no live worker consumes %s", strings.Join(orphans, ", "))
+	}
+}
+
+// checkZones compares the host time zone and cron.timezone of every live
+// taskd process with this host's: nodes that disagree compute periodic
+// tasks' next runs, and read producers' local DATETIMEs, differently.
+func checkZones(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	procs, err := br.Processes(ctx, cfg.Worker.HeartbeatTTL)
+	if err != nil {
+		r.add("nodes.time_zones", Warn, "", "%v", err)
+		return
+	}
+	here := node.HostZone(o.Now())
+	zones := map[string][]string{here: {"this host"}}
+	crons := map[string][]string{cronZone(cfg.Cron.Timezone, here): {"this host"}}
+	for _, p := range procs {
+		if p.Zone == "" {
+			continue // an older taskd: it does not say
+		}
+		who := p.Node
+		if !slices.Contains(zones[p.Zone], who) {
+			zones[p.Zone] = append(zones[p.Zone], who)
+		}
+		cz := cronZone(p.CronTimezone, p.Zone)
+		if !slices.Contains(crons[cz], who) {
+			crons[cz] = append(crons[cz], who)
+		}
+	}
+	if len(zones) > 1 {
+		r.add("nodes.time_zones", Warn, "give every host one time zone (timedatectl set-timezone)", "hosts differ: %s", describe(zones))
+	} else {
+		r.ok("nodes.time_zones", "%s on this host and %s", here, ops.Plural(len(procs), "live process"))
+	}
+	if len(crons) > 1 {
+		r.add("nodes.cron_timezone", Warn, "set the same cron.timezone on every node",
+			"periodic tasks that name no zone run by different zones: %s", describe(crons))
+	} else {
+		r.ok("nodes.cron_timezone", "periodic tasks that name no zone run by %s everywhere", cronZone(cfg.Cron.Timezone, here))
+	}
+}
+
+// cronZone is the zone periodic tasks without one follow: cron.timezone,
+// else the host's (its name, as HostZone gives it first).
+func cronZone(tz, hostZone string) string {
+	if tz != "" {
+		return tz
+	}
+	name, _, _ := strings.Cut(hostZone, " ")
+	return name
+}
+
+func describe(groups map[string][]string) string {
+	var parts []string
+	for _, z := range sortedKeys(groups) {
+		parts = append(parts, z+": "+strings.Join(groups[z], ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

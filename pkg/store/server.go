@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// What `taskd doctor` reads of the server.
+
+const qServerInfo = `SELECT VERSION(), CURRENT_USER(), DATABASE(), @@SESSION.innodb_lock_wait_timeout,
+	@@GLOBAL.innodb_lock_wait_timeout, @@SESSION.time_zone, @@system_time_zone,
+	TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW()), UNIX_TIMESTAMP(NOW(6))`
+
+const qGrants = `SHOW GRANTS FOR CURRENT_USER()`
+
+// qWaitingCodes counts the waiting tasks (pending or failed, due or not)
+// per queue and task code, through the claim index like the stats.
+var qWaitingCodes = routedGroups(`SELECT queue, task_code, COUNT(*) n FROM (`+unionPriorities(`(SELECT queue, task_code
+	FROM task_center FORCE INDEX (idx_claim) WHERE priority = %d AND claim_key IS NOT NULL)`)+`) w GROUP BY queue, task_code`, "g.task_code, g.n")
+
+// ServerInfo is the server and session taskd runs on.
+type ServerInfo struct {
+	Version  string
+	User     string // the account the server matched (user@host)
+	Database string
+	// LockWait is the session's innodb_lock_wait_timeout, GlobalLockWait
+	// the server's default.
+	LockWait, GlobalLockWait time.Duration
+	// TimeZone is the session's time_zone (SYSTEM: SystemTimeZone), Offset
+	// the session's offset from UTC.
+	TimeZone, SystemTimeZone string
+	Offset                   time.Duration
+	// Now is the database clock.
+	Now time.Time
+}
+
+// Server reads what ServerInfo holds.
+func (s *Store) Server(ctx context.Context) (ServerInfo, error) {
+	var in ServerInfo
+	var lw, glw, off int64
+	var now string
+	err := s.db.QueryRowContext(ctx, qServerInfo).Scan(&in.Version, &in.User, &in.Database, &lw, &glw,
+		&in.TimeZone, &in.SystemTimeZone, &off, &now)
+	if err != nil {
+		return in, fmt.Errorf("read server settings: %w", err)
+	}
+	in.LockWait, in.GlobalLockWait = time.Duration(lw)*time.Second, time.Duration(glw)*time.Second
+	in.Offset = time.Duration(off) * time.Second
+	in.Now = parseUnix(now)
+	return in, nil
+}
+
+// Grants returns the GRANT statements of the current account.
+func (s *Store) Grants(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, qGrants)
+	if err != nil {
+		return nil, fmt.Errorf("show grants: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, fmt.Errorf("show grants: %w", err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// WaitingCode is the number of tasks of one code waiting in one queue.
+type WaitingCode struct {
+	Code, Queue string
+	Tasks       int64
+}
+
+// WaitingCodes returns the codes and queues of the waiting tasks. Its cost
+// follows the number of tasks waiting, not the size of the task center.
+func (s *Store) WaitingCodes(ctx context.Context) ([]WaitingCode, error) {
+	var out []WaitingCode
+	err := scanRows(ctx, s.db, qWaitingCodes, func(r *sql.Rows) error {
+		var w WaitingCode
+		if err := r.Scan(&w.Queue, &w.Code, &w.Tasks); err != nil {
+			return err
+		}
+		out = append(out, w)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting task codes: %w", err)
+	}
+	return out, nil
+}
