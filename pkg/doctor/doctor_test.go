@@ -187,4 +187,3 @@ func TestUnreachable(t *testing.T) {
 	requireStatus(t, r, "mysql", doctor.Fail, "127.0.0.1:"+port)
 	requireStatus(t, r, "redis", doctor.Fail, "127.0.0.1:"+port)
 }
-
