@@ -203,28 +203,45 @@ func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Messag
 		return nil, nil
 	}
 	pipe := b.rdb.Pipeline()
-	cmds := make([]*redis.IntCmd, len(msgs))
 	var failed []*task.Message
 	var firstErr error
 	l := b.currentLayout()
+	// One LPUSH per lane: a claimed batch mostly goes to one or a few.
+	type lane struct {
+		raws []any
+		msgs []*task.Message
+	}
+	lanes := map[string]*lane{}
+	var order []string
 	perQueue := map[string]int{}
-	for i, m := range msgs {
+	for _, m := range msgs {
 		raw, err := m.Encode()
 		if err != nil {
 			failed = append(failed, m)
 			firstErr = orErr(firstErr, err)
 			continue
 		}
-		cmds[i] = pipe.LPush(ctx, b.laneOf(m, l), raw)
+		key := b.laneOf(m, l)
+		ln := lanes[key]
+		if ln == nil {
+			ln = &lane{}
+			lanes[key] = ln
+			order = append(order, key)
+		}
+		ln.raws, ln.msgs = append(ln.raws, raw), append(ln.msgs, m)
 		perQueue[m.Queue]++
+	}
+	cmds := make([]*redis.IntCmd, len(order))
+	for i, key := range order {
+		cmds[i] = pipe.LPush(ctx, key, lanes[key].raws...)
 	}
 	for q, n := range perQueue {
 		b.notify(ctx, pipe, q, n)
 	}
 	_, err := pipe.Exec(ctx)
 	for i, c := range cmds {
-		if c != nil && c.Err() != nil {
-			failed = append(failed, msgs[i])
+		if c.Err() != nil {
+			failed = append(failed, lanes[order[i]].msgs...)
 		}
 	}
 	if err != nil {

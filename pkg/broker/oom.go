@@ -20,8 +20,9 @@ import (
 // (take, reshard moves, quarantine) and the small writes that keep a
 // cluster alive (heartbeats, per-minute counters, alert states, events)
 // run as such scripts, while pushes of new messages stay refused and leave
-// their tasks pending in the task center. Acks (LREM) free memory and are
-// never refused. Before Redis 7 the same scripts and commands run plain.
+// their tasks pending in the task center. Acks free memory: a single one
+// is an LREM, never refused, and a batch a script that only shrinks its
+// list, run with allow-oom. Before Redis 7 the same scripts and commands run plain.
 
 // allowOOM is the shebang that lets a script run at maxmemory.
 const allowOOM = "#!lua flags=allow-oom\n"

@@ -51,9 +51,17 @@ func (b *Broker) AckEnded(ctx context.Context, w string, msgs map[string][]strin
 	pipe := b.rdb.Pipeline()
 	for q, raws := range msgs {
 		key := b.Keys.Processing(q, w)
-		for _, raw := range raws {
-			pipe.LRem(ctx, key, 1, raw)
+		if len(raws) == 1 {
+			pipe.LRem(ctx, key, 1, raws[0])
+			continue
 		}
+		args := make([]any, len(raws))
+		for i, r := range raws {
+			args[i] = r
+		}
+		// EVAL: a pipelined EVALSHA cannot fall back on NOSCRIPT. The list
+		// only shrinks, so the script may run at maxmemory.
+		b.pick(ackScript).Eval(ctx, pipe, []string{key}, args...)
 	}
 	m := at.Unix() / 60
 	for q, e := range ended {
@@ -69,6 +77,35 @@ func (b *Broker) AckEnded(ctx context.Context, w string, msgs map[string][]strin
 	}
 	return nil
 }
+
+// ackScript removes messages from a processing list in one pass: one
+// read of the list and one rewrite, however many messages it removes
+// (LREM, one per message, scans the list for each).
+//
+//	KEYS[1] the processing list
+//	ARGV    the messages to remove, one copy each
+//	returns the number removed
+var ackScript = newScript(`
+local drop = {}
+for i = 1, #ARGV do drop[ARGV[i]] = (drop[ARGV[i]] or 0) + 1 end
+local all = redis.call('LRANGE', KEYS[1], 0, -1)
+local keep, n = {}, 0
+for i = 1, #all do
+  local m = all[i]
+  if (drop[m] or 0) > 0 then
+    drop[m] = drop[m] - 1
+    n = n + 1
+  else
+    keep[#keep + 1] = m
+  end
+end
+if n == 0 then return 0 end
+redis.call('DEL', KEYS[1])
+for i = 1, #keep, 1000 do
+  redis.call('RPUSH', KEYS[1], unpack(keep, i, math.min(#keep, i + 999)))
+end
+return n
+`)
 
 // QueueRuns are a queue's attempts whose results were written: over the
 // last minute, those that ended and those that failed; over the last ten

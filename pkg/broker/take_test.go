@@ -98,3 +98,17 @@ func TestWaitNotifyManyQueues(t *testing.T) {
 	require.Empty(t, q)
 	require.Less(t, time.Since(start), 9*time.Second, "woken, not timed out")
 }
+
+// A batch of acks removes exactly the messages named, one copy each, and
+// keeps the others in order.
+func TestAckManyKeepsTheRest(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	b, ctx := env.Broker, context.Background()
+	key := b.Keys.Processing("q", "w")
+	require.NoError(t, b.Client().RPush(ctx, key, "a", "b", "dup", "c", "dup", "d").Err())
+	require.NoError(t, b.Ack(ctx, "w", map[string][]string{"q": {"b", "dup", "d", "missing"}}))
+	require.Equal(t, []string{"a", "c", "dup"}, b.Client().LRange(ctx, key, 0, -1).Val())
+	require.NoError(t, b.Ack(ctx, "w", map[string][]string{"q": {"a", "c", "dup"}}))
+	require.Zero(t, b.Client().Exists(ctx, key).Val())
+}
