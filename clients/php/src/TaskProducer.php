@@ -32,7 +32,19 @@ final class TaskProducer
     public const MAX_PAYLOAD = 1 << 20;
 
     /** Options submit() and at() accept; unknown ones are an error. */
-    private const OPTIONS = ['unique_key', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'at'];
+    private const OPTIONS = ['unique_key', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'at', 'children'];
+
+    /** Keys of a child (see submit()'s children option). */
+    private const CHILD = ['code', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'children'];
+
+    /** Keys of a batch member (see batch()). */
+    private const MEMBER = ['code', 'payload', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'children'];
+
+    /** At most this many children in one submission, over the whole tree. */
+    public const MAX_CHILDREN = 100;
+
+    /** At most this many members in one batch. */
+    public const MAX_BATCH = 100000;
 
     private bool $lastExisted = false;
 
@@ -131,6 +143,13 @@ final class TaskProducer
      *   queue       string  default: the handler's configured queue, else the code
      *   delay       int     seconds from now
      *   at          DateTimeInterface  when (instead of delay)
+     *   children    list    tasks to submit when this one succeeds, each
+     *                       ['code' => ..., 'priority', 'timeout',
+     *                       'max_retry', 'queue', 'delay' (seconds after the
+     *                       success), 'children' => [...]]: a chain. taskd
+     *                       creates them with the success, once, with this
+     *                       task's result as their payload (needs taskd's
+     *                       schema 5 or later)
      *
      * @param array<string, mixed> $options
      * @return int the task's id
@@ -220,6 +239,10 @@ final class TaskProducer
             'max_retry' => self::int($options, 'max_retry', 0, self::MAX_RETRY, 3),
             'status'    => 0,
         ];
+        if (isset($options['children'])) {
+            $n = 0;
+            $row['then_spec'] = self::json(self::children($options['children'], $n));
+        }
         $key = (string) ($options['unique_key'] ?? '');
         if ($key !== '') {
             if (strlen($key) > self::MAX_UNIQUE_KEY) {
@@ -234,6 +257,122 @@ final class TaskProducer
         }
 
         return $row;
+    }
+
+    /**
+     * A batch: the tasks, and a callback task that taskd creates once, when
+     * every one of them has ended (succeeded, dead or cancelled), with
+     * $callbackPayload plus a "batch" key holding the counts: {"id",
+     * "total", "succeeded", "dead", "cancelled"}. All or nothing, in one
+     * transaction. Needs taskd's schema 5 or later.
+     *
+     * @param list<array<string, mixed>> $tasks each ['code' => ..., 'payload' => [...], and
+     *                                          submit()'s priority, timeout, max_retry, queue,
+     *                                          delay, children]
+     * @param array<string, mixed> $callbackPayload
+     * @param array<string, mixed> $callbackOptions priority, timeout, max_retry, queue
+     * @return array{batch_id: int, member_ids: list<int>}
+     */
+    public function batch(array $tasks, string $callbackCode, array $callbackPayload = [], array $callbackOptions = []): array
+    {
+        if ($tasks === [] || count($tasks) > self::MAX_BATCH) {
+            throw new InvalidArgumentException(sprintf('a batch has 1 to %d tasks, not %d', self::MAX_BATCH, count($tasks)));
+        }
+        if (array_key_exists('batch', $callbackPayload)) {
+            throw new InvalidArgumentException('the callback payload must not have a "batch" key: the counts go there');
+        }
+        self::checkOptions($callbackOptions, ['priority', 'timeout', 'max_retry', 'queue']);
+        $cb = $this->row($callbackCode, $callbackPayload, $callbackOptions);
+        $rows = [];
+        foreach (array_values($tasks) as $i => $t) {
+            if (!is_array($t) || !isset($t['code']) || !is_string($t['code'])) {
+                throw new InvalidArgumentException(sprintf('task %d of the batch: want an array with a code', $i + 1));
+            }
+            self::checkOptions($t, self::MEMBER);
+            $opts = array_diff_key($t, ['code' => 1, 'payload' => 1, 'delay' => 1]);
+            $row = $this->row($t['code'], (array) ($t['payload'] ?? []), $opts);
+            $row['task_type'] = 0;
+            $row['delay'] = self::int($t, 'delay', 0, PHP_INT_MAX, 0);
+            $rows[] = $row;
+        }
+        $this->pdo->beginTransaction();
+        try {
+            $this->pdo->prepare('INSERT INTO task_batch (total, callback_code, callback_queue, callback_priority,
+                callback_timeout, callback_max_retry, callback_payload) VALUES (?, ?, ?, ?, ?, ?, ?)')
+                ->execute([count($rows), $cb['task_code'], $cb['queue'] ?? '', $cb['priority'], $cb['timeout'],
+                    $cb['max_retry'], $cb['payload']]);
+            $batchId = (int) $this->pdo->lastInsertId();
+            $ids = [];
+            foreach ($rows as $row) {
+                $row['batch_id'] = $batchId;
+                [$columns, $values] = self::split($row);
+                $this->pdo->prepare(sprintf(
+                    'INSERT INTO task_center (%s, plan_next_run_at) VALUES (%s, NOW(3) + INTERVAL ? SECOND)',
+                    implode(', ', $columns),
+                    implode(', ', array_fill(0, count($columns), '?')),
+                ))->execute([...$values, $row['delay']]);
+                $ids[] = (int) $this->pdo->lastInsertId();
+            }
+            $this->pdo->commit();
+        } catch (\Throwable $e) {
+            $this->pdo->rollBack();
+            throw $e;
+        }
+        $this->wake(0.0);
+
+        return ['batch_id' => $batchId, 'member_ids' => $ids];
+    }
+
+    /**
+     * The then_spec of children, validated as taskd validates them.
+     *
+     * @return list<array<string, mixed>>
+     */
+    private static function children(mixed $children, int &$n): array
+    {
+        if (!is_array($children) || !array_is_list($children)) {
+            throw new InvalidArgumentException('children must be a list of arrays with a code');
+        }
+        $out = [];
+        foreach ($children as $c) {
+            if (++$n > self::MAX_CHILDREN) {
+                throw new InvalidArgumentException(sprintf('a task may name at most %d tasks to run after it', self::MAX_CHILDREN));
+            }
+            if (!is_array($c) || !isset($c['code']) || !is_string($c['code'])) {
+                throw new InvalidArgumentException('each child must be an array with a code');
+            }
+            self::checkOptions($c, self::CHILD);
+            self::name('task code', $c['code']);
+            $child = [
+                'code'      => $c['code'],
+                'priority'  => self::int($c, 'priority', 0, self::MAX_PRIORITY, 5),
+                'timeout'   => self::int($c, 'timeout', 1, self::MAX_TIMEOUT, 300),
+                'max_retry' => self::int($c, 'max_retry', 0, self::MAX_RETRY, 3),
+            ];
+            if (($c['queue'] ?? '') !== '') {
+                self::name('queue', (string) $c['queue']);
+                $child['queue'] = (string) $c['queue'];
+            }
+            if (isset($c['delay'])) {
+                $child['delay_ms'] = self::int($c, 'delay', 0, PHP_INT_MAX) * 1000;
+            }
+            if (isset($c['children'])) {
+                $child['then'] = self::children($c['children'], $n);
+            }
+            $out[] = $child;
+        }
+
+        return $out;
+    }
+
+    private static function json(mixed $v): string
+    {
+        $json = json_encode($v, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES);
+        if ($json === false) {
+            throw new InvalidArgumentException('not JSON-encodable: ' . json_last_error_msg());
+        }
+
+        return $json;
     }
 
     /** Publishes a wakeup: the schedulers look for due tasks in $in seconds. */

@@ -120,6 +120,47 @@ final class TaskProducerTest extends TestCase
         self::assertNotSame($id, $this->producer->cron($this->code('php_lib_cron'), '@hourly', [], 5, 300, 3, ['name' => 'second']));
     }
 
+    public function testChildrenAreTheChain(): void
+    {
+        $id = $this->producer->submit($this->code('php_lib_parent'), ['month' => 5], ['children' => [
+            ['code' => 'mail_report', 'priority' => 2, 'children' => [['code' => 'archive_report', 'delay' => 60]]],
+            ['code' => 'notify', 'queue' => 'fast'],
+        ]]);
+        $row = Env::task($this->pdo, $id);
+        // The shape taskd reads (task.Child): code, queue, priority,
+        // timeout, max_retry, delay_ms, then.
+        self::assertSame([
+            ['code' => 'mail_report', 'priority' => 2, 'timeout' => 300, 'max_retry' => 3,
+                'then' => [['code' => 'archive_report', 'priority' => 5, 'timeout' => 300, 'max_retry' => 3, 'delay_ms' => 60000]]],
+            ['code' => 'notify', 'priority' => 5, 'timeout' => 300, 'max_retry' => 3, 'queue' => 'fast'],
+        ], json_decode($row['then_spec'], true));
+    }
+
+    public function testBatch(): void
+    {
+        $code = $this->code('php_lib_member');
+        $b = $this->producer->batch([
+            ['code' => $code, 'payload' => ['to' => 'a@example.com']],
+            ['code' => $code, 'payload' => ['to' => 'b@example.com'], 'max_retry' => 0, 'delay' => 30],
+        ], $this->code('php_lib_done'), ['campaign' => 7], ['priority' => 1]);
+        self::assertCount(2, $b['member_ids']);
+        $stmt = $this->pdo->prepare('SELECT total, callback_code, callback_priority, callback_payload, finished_at FROM task_batch WHERE id = ?');
+        $stmt->execute([$b['batch_id']]);
+        $batch = $stmt->fetch(PDO::FETCH_ASSOC);
+        self::assertSame(2, (int) $batch['total']);
+        self::assertSame($this->code('php_lib_done'), $batch['callback_code']);
+        self::assertSame(1, (int) $batch['callback_priority']);
+        self::assertSame(['campaign' => 7], json_decode($batch['callback_payload'], true));
+        self::assertSame(null, $batch['finished_at']);
+        foreach ($b['member_ids'] as $i => $id) {
+            $row = Env::task($this->pdo, $id);
+            self::assertSame($b['batch_id'], (int) $row['batch_id']);
+            self::assertSame($code, $row['task_code']);
+        }
+        self::assertSame(0, (int) Env::task($this->pdo, $b['member_ids'][1])['max_retry']);
+        self::assertSame(30, (int) Env::task($this->pdo, $b['member_ids'][1])['delay']);
+    }
+
     public function testRejectsBadInput(): void
     {
         $cases = [
@@ -135,6 +176,13 @@ final class TaskProducerTest extends TestCase
             fn () => $this->producer->submit('ok', [], ['delay' => 5, 'at' => new \DateTimeImmutable()]),
             fn () => $this->producer->delay('ok', -1, []),
             fn () => $this->producer->cron('ok', '61 * * * *', []),
+            fn () => $this->producer->submit('ok', [], ['children' => [['code' => 'bad code']]]),
+            fn () => $this->producer->submit('ok', [], ['children' => [['code' => 'b', 'prio' => 1]]]),
+            fn () => $this->producer->submit('ok', [], ['children' => 'b']),
+            fn () => $this->producer->batch([], 'done'),
+            fn () => $this->producer->batch([['code' => 'ok']], 'bad code'),
+            fn () => $this->producer->batch([['code' => 'ok'], ['payload' => []]], 'done'),
+            fn () => $this->producer->batch([['code' => 'ok']], 'done', ['batch' => 1]),
         ];
         $before = (int) $this->pdo->query('SELECT COUNT(*) FROM task_center')->fetchColumn();
         foreach ($cases as $i => $case) {
