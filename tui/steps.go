@@ -99,7 +99,7 @@ func (m *Model) stepsText(t *task.Task, st *store.Steps) string {
 		fmt.Fprintf(&b, "%-12s #%d (gone)\n", "parent", t.ParentID)
 	}
 	if len(t.Then) > 0 {
-		fmt.Fprintf(&b, "%-12s %s\n", "then", thenText(t.Then))
+		fmt.Fprintf(&b, "%-12s %s\n", "then", task.ChainText(t.Then))
 	}
 	for i, c := range st.Children {
 		k := ""
@@ -136,19 +136,6 @@ func (m *Model) stepsText(t *task.Task, st *store.Steps) string {
 		}
 	}
 	return b.String()
-}
-
-// thenText shows children as "b → c": a sequence with arrows, siblings
-// with commas.
-func thenText(cs []task.Child) string {
-	parts := make([]string, len(cs))
-	for i, c := range cs {
-		parts[i] = c.Code
-		if len(c.Then) > 0 {
-			parts[i] += " → " + thenText(c.Then)
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // stepKey handles p, c and f in a task's detail: they open the parent,

@@ -32,11 +32,8 @@ object) with a "batch" key: {"id", "total", "succeeded", "dead",
   jq -c '.[]' recipients.json | taskd batch send_email - --callback mail_report --callback-payload '{"campaign":7}'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.config()
+			c, children, err := a.checkTask(args[0], &f)
 			if err != nil {
-				return err
-			}
-			if err := checkCode(c, args[0], f.anyCode); err != nil {
 				return err
 			}
 			if callback == "" {
@@ -44,10 +41,6 @@ object) with a "batch" key: {"id", "total", "succeeded", "dead",
 			}
 			if err := checkCode(c, callback, f.anyCode); err != nil {
 				return fmt.Errorf("--callback: %w", err)
-			}
-			children, err := f.children(c)
-			if err != nil {
-				return err
 			}
 			payloads, err := a.batchPayloads(args[1:])
 			if err != nil {
@@ -193,20 +186,4 @@ func (a *App) showBatch(cmd *cobra.Command, s *store.Store, id int64) error {
 func batchProgress(b *store.Batch) string {
 	ended := b.Succeeded + b.Dead + b.Cancelled
 	return fmt.Sprintf("%d of %d ended: %d succeeded, %d dead, %d cancelled", ended, b.Total, b.Succeeded, b.Dead, b.Cancelled)
-}
-
-// chainText shows children as "b → c, d": a sequence with arrows, siblings
-// with commas.
-func chainText(cs []task.Child) string {
-	parts := make([]string, len(cs))
-	for i, c := range cs {
-		parts[i] = c.Code
-		if len(c.Then) > 0 {
-			parts[i] += " → " + chainText(c.Then)
-		}
-	}
-	if len(parts) > 1 {
-		return "(" + strings.Join(parts, ", ") + ")"
-	}
-	return strings.Join(parts, ", ")
 }

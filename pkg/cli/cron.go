@@ -32,14 +32,7 @@ same CODE and --name updates the task in place.`,
   taskd cron add heartbeat '*/10 * * * * *' --name every-10s`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.config()
-			if err != nil {
-				return err
-			}
-			if err := checkCode(c, args[0], f.anyCode); err != nil {
-				return err
-			}
-			children, err := f.children(c)
+			_, children, err := a.checkTask(args[0], &f)
 			if err != nil {
 				return err
 			}

@@ -196,7 +196,7 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 		row("parent", strconv.FormatInt(t.ParentID, 10))
 	}
 	if len(t.Then) > 0 {
-		row("then", chainText(t.Then))
+		row("then", task.ChainText(t.Then))
 	}
 	if b := st.Batch; b != nil {
 		role := "member of batch"

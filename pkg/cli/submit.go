@@ -40,6 +40,23 @@ func (f *taskFlags) register(cmd *cobra.Command) {
 		"repeat for a chain: --then B --then C runs C after B")
 }
 
+// checkTask loads the configuration and checks a submission's code and
+// its --then codes.
+func (a *App) checkTask(code string, f *taskFlags) (*config.Config, []producer.Child, error) {
+	c, err := a.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkCode(c, code, f.anyCode); err != nil {
+		return nil, nil, err
+	}
+	children, err := f.children(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, children, nil
+}
+
 // children turns --then CODE... into a chain: each code the only child of
 // the one before. Every code must have a handler, as the task's must.
 func (f *taskFlags) children(c *config.Config) ([]producer.Child, error) {
@@ -138,14 +155,7 @@ func (a *App) submitCmd() *cobra.Command {
   taskd submit build_report --then email_report --then archive_report`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.config()
-			if err != nil {
-				return err
-			}
-			if err := checkCode(c, args[0], f.anyCode); err != nil {
-				return err
-			}
-			children, err := f.children(c)
+			_, children, err := a.checkTask(args[0], &f)
 			if err != nil {
 				return err
 			}

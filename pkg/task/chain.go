@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -102,4 +103,22 @@ func ChildPayload(result string) json.RawMessage {
 	}
 	b, _ := json.Marshal(result) // a string always marshals
 	return b
+}
+
+// ChainText shows children as "b → c, d": a sequence with arrows,
+// siblings with commas, a group of siblings in parentheses when it follows
+// an arrow.
+func ChainText(cs []Child) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.Code
+		if len(c.Then) > 0 {
+			next := ChainText(c.Then)
+			if len(c.Then) > 1 {
+				next = "(" + next + ")"
+			}
+			parts[i] += " → " + next
+		}
+	}
+	return strings.Join(parts, ", ")
 }
