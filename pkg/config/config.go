@@ -46,6 +46,7 @@ type Config struct {
 	Metrics   MetricsConfig          `mapstructure:"metrics"`
 	Watchdog  WatchdogConfig         `mapstructure:"watchdog"`
 	Alerts    AlertsConfig           `mapstructure:"alerts"`
+	Tracing   TracingConfig          `mapstructure:"tracing"`
 	Tasktop   TasktopConfig          `mapstructure:"tasktop"`
 	Handlers  map[string]HandlerSpec `mapstructure:"handlers"`
 	Queues    map[string]QueueConfig `mapstructure:"queues"`
@@ -503,6 +504,9 @@ func (c *Config) Validate() error {
 		return invalid("retry.max", c.Retry.Max.String(), "at least retry.base (%s)", c.Retry.Base)
 	}
 	if err := c.validateObserve(); err != nil {
+		return err
+	}
+	if err := c.validateTracing(); err != nil {
 		return err
 	}
 	if err := c.validateAlerts(); err != nil {

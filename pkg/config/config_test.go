@@ -178,6 +178,8 @@ func TestInvalid(t *testing.T) {
 		"retry max below base":        "retry: { base: 1m, max: 30s }\n",
 		"unknown time zone":           "cron: { timezone: Mars/Base }\n",
 		"not a duration":              "scheduler: { poll_interval: soon }\n",
+		"sample ratio above 1":        "tracing: { sample_ratio: 1.5 }\n",
+		"tracing endpoint not a URL":  "tracing: { endpoint: \"otel:4318\" }\n",
 		"not YAML":                    "mysql: [unclosed\n",
 	} {
 		t.Run(name, func(t *testing.T) {

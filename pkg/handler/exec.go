@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/taskd/taskd/pkg/tracing"
 )
 
 // KillGraceDefault is the time between SIGTERM and SIGKILL.
@@ -20,7 +22,8 @@ const KillGraceDefault = 5 * time.Second
 
 // Exec runs a command: argv (no shell), payload on stdin, TASK_ID,
 // TASK_CODE, TASK_ATTEMPT, TASK_UNIQUE_KEY and TASK_QUEUE added to the
-// daemon's environment (plus Env). Exit 0 is success; otherwise the error is
+// daemon's environment (plus Env, and TRACEPARENT, the attempt's span, when
+// tracing is on). Exit 0 is success; otherwise the error is
 // "exit status N: <last line of stderr>". The output is stdout and stderr
 // combined (their interleaving is approximate: they are separate pipes),
 // truncated as by Truncate.
@@ -64,6 +67,9 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 		"TASK_UNIQUE_KEY="+r.UniqueKey,
 		"TASK_QUEUE="+r.Queue,
 	)
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		cmd.Env = append(cmd.Env, "TRACEPARENT="+tp) // the attempt's span, for the handler to continue
+	}
 	cmd.Stdin = bytes.NewReader(r.Payload)
 	cmd.Stdout = pooledWriter{r.withTail(out)}
 	cmd.Stderr = pooledWriter{r.withTail(io.MultiWriter(out, stderr))}

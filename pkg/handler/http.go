@@ -10,11 +10,16 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/taskd/taskd/pkg/tracing"
 )
 
 // HTTP POSTs the payload as a JSON body to URL with the headers
 // Content-Type: application/json, X-Task-Id, X-Task-Code, X-Task-Attempt,
-// X-Task-Unique-Key and X-Task-Queue, plus Header. A 2xx status is success;
+// X-Task-Unique-Key and X-Task-Queue, plus Header, and the W3C traceparent
+// of the attempt's span when tracing is on. A 2xx status is success;
 // the output is the response body, truncated as by Truncate. Otherwise the
 // error is "http 503: <first line of body>". When ctx is done the error
 // wraps ctx.Err().
@@ -53,6 +58,7 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	req.Header.Set("X-Task-Attempt", strconv.Itoa(r.Attempt))
 	req.Header.Set("X-Task-Unique-Key", r.UniqueKey)
 	req.Header.Set("X-Task-Queue", r.Queue)
+	tracing.Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent, when the attempt is traced
 
 	resp, err := cmp.Or(h.Client, defaultClient).Do(req)
 	if err != nil {

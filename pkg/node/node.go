@@ -18,6 +18,8 @@ import (
 	"log/slog"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/taskd/taskd/pkg/alert"
 	"github.com/taskd/taskd/pkg/batch"
 	"github.com/taskd/taskd/pkg/broker"
@@ -61,6 +63,8 @@ type Node struct {
 	Watchdog   *watchdog.Watchdog // nil without the watchdog or the worker role
 	Alerter    *alert.Alerter     // nil unless alerts.enabled
 	fatal      chan error         // see Fatal
+	// tracing exports the worker's spans (nil unless tracing.enabled).
+	tracing *sdktrace.TracerProvider
 }
 
 // Open connects to MySQL and Redis and builds the roles. Go handlers
@@ -100,7 +104,13 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		st.Close()
 		return nil, err
 	}
-	n := &Node{ID: worker.NewID(), cfg: cfg, log: log, Store: st, Broker: br, Metrics: metrics.New(Version, cfg.Node.ID)}
+	tp, err := openTracing(ctx, cfg, log)
+	if err != nil {
+		st.Close()
+		br.Close()
+		return nil, err
+	}
+	n := &Node{ID: worker.NewID(), cfg: cfg, log: log, Store: st, Broker: br, Metrics: metrics.New(Version, cfg.Node.ID), tracing: tp}
 	n.beat = &processBeat{broker: br, p: broker.Process{ID: n.ID, Node: cfg.Node.ID, Version: Version, Roles: cfg.Node.Roles,
 		Zone: HostZone(time.Now()), CronTimezone: cfg.Cron.Timezone},
 		interval: cfg.Worker.HeartbeatInterval, ttl: cfg.Worker.HeartbeatTTL, log: log}
@@ -120,7 +130,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			RetryBase: cfg.Retry.Base, RetryMax: cfg.Retry.Max, DefaultTimezone: cfg.Cron.Timezone,
 			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
 			RunningMarkDelay: cfg.Worker.RunningMarkDelay,
-			Metrics:          n.Metrics,
+			Metrics:          n.Metrics, Tracer: n.tracer(),
 		}, st, br)
 		recordRoutes(ctx, st, cfg, reg, log)
 	}
@@ -340,6 +350,7 @@ func (n *Node) Stop() {
 	stopPools(n.Pools)
 	n.Queues.Stop()
 	n.beat.Stop()
+	n.stopTracing()
 	n.stopMetrics()
 }
 

@@ -12,10 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/cronspec"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/tracing"
 )
 
 // Submission describes one task.
@@ -77,6 +81,11 @@ type Options struct {
 	// Timezone for cron tasks that name none.
 	Timezone string
 	Logger   *slog.Logger
+	// TracerProvider records a span per submission, whose trace context
+	// the task keeps so that each attempt's span links to it (default:
+	// OpenTelemetry's global provider; when it records nothing, the span of
+	// the caller's context, if any, is the one kept).
+	TracerProvider trace.TracerProvider
 }
 
 // Client submits tasks.
@@ -84,6 +93,7 @@ type Client struct {
 	store  *store.Store
 	broker *broker.Broker // optional: without it schedulers find tasks by polling
 	opts   Options
+	tracer trace.Tracer
 }
 
 // New returns a client. b may be nil.
@@ -91,7 +101,10 @@ func New(s *store.Store, b *broker.Broker, o Options) *Client {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Client{store: s, broker: b, opts: o}
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
+	}
+	return &Client{store: s, broker: b, opts: o, tracer: o.TracerProvider.Tracer(tracing.Name)}
 }
 
 // Submit submits one task.
@@ -105,7 +118,10 @@ func (c *Client) Submit(ctx context.Context, s Submission) (Result, error) {
 
 // SubmitBatch validates every submission, then inserts them all in one
 // statement. If any is invalid, nothing is written.
-func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) ([]Result, error) {
+func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) (_ []Result, err error) {
+	ctx, span := c.startSend(ctx, subs)
+	defer func() { endSend(span, err) }()
+	traceParent := tracing.TraceParent(ctx)
 	ps := make([]store.TaskInsertParams, len(subs))
 	for i := range subs {
 		p, err := c.params(&subs[i])
@@ -115,6 +131,7 @@ func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) ([]Result, 
 			}
 			return nil, err
 		}
+		p.TraceParent = traceParent
 		ps[i] = p
 	}
 	res, err := c.store.TaskInsert(ctx, ps)

@@ -147,7 +147,7 @@ func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64, claimID s
 		var due, disp string
 		var then []byte
 		if err := rs.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
-			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &disp,
+			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &disp,
 			&then, &m.Batch); err != nil {
 			return nil, fmt.Errorf("read back: %w", err)
 		}

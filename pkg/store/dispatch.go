@@ -115,7 +115,7 @@ func (s *Store) claimCandidates(ctx context.Context, args []any) ([]*task.Messag
 		var due, now string
 		var then []byte
 		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
-			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &due, &now,
+			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &now,
 			&then, &m.Batch); err != nil {
 			return nil, err
 		}

@@ -56,9 +56,9 @@ var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code
 // absolute instant when the second-to-last argument is set, else NOW(3) plus
 // a delay in microseconds.
 const qInsertHead = `INSERT INTO task_center (task_code, task_type, queue, payload, cron_expr, timezone,
-	priority, delay, timeout, max_retry, unique_key, then_spec, batch_id, plan_next_run_at) VALUES `
+	priority, delay, timeout, max_retry, unique_key, then_spec, batch_id, trace_parent, plan_next_run_at) VALUES `
 
-const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 	COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
 
 // qClaimCandidates selects due tasks in priority, then due-time order, with
@@ -70,7 +70,7 @@ const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 var qClaimCandidates = func() string {
 	var b strings.Builder
 	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, ` + queueOf("t") + `, t.payload, COALESCE(t.cron_expr, ''),
-	t.timezone, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''),
+	t.timezone, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''), t.trace_parent,
 	UNIX_TIMESTAMP(t.plan_next_run_at), UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0)
 	FROM (SELECT id FROM (`)
 	for p := 0; p <= 9; p++ {
@@ -391,7 +391,7 @@ const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, atte
 
 // qClaimedRows reads back the messages a filtered claim won.
 var qClaimedRows = `SELECT id, attempt, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), timezone,
-	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), UNIX_TIMESTAMP(plan_next_run_at),
+	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), trace_parent, UNIX_TIMESTAMP(plan_next_run_at),
 	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0)
 	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?
 	ORDER BY priority, plan_next_run_at, id`

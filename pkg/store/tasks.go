@@ -27,6 +27,9 @@ type TaskInsertParams struct {
 	Timeout   int // seconds
 	MaxRetry  int
 	UniqueKey string
+	// TraceParent is the W3C trace context of the submitting span ("" when
+	// none), copied into the task's messages.
+	TraceParent string
 	// RunAt is an absolute due time; when zero, the task is due Delay after
 	// the database's NOW(3).
 	RunAt time.Time
@@ -121,7 +124,7 @@ type session interface {
 // insertRowsOn inserts ps[idx...] in one statement on db.
 func insertRowsOn(ctx context.Context, db session, ps []TaskInsertParams, idx []int) (insertedIDs, error) {
 	q := []byte(qInsertHead)
-	args := make([]any, 0, len(idx)*13)
+	args := make([]any, 0, len(idx)*16)
 	for k, i := range idx {
 		p := &ps[i]
 		if k > 0 {
@@ -134,7 +137,7 @@ func insertRowsOn(ctx context.Context, db session, ps []TaskInsertParams, idx []
 		}
 		args = append(args, p.Code, int(p.Type), p.Queue, string(p.Payload), nullString(p.CronExpr),
 			p.Timezone, p.Priority, int(p.Delay/time.Second), p.Timeout, p.MaxRetry,
-			nullString(p.UniqueKey), nullString(string(p.Then)), nullInt(p.BatchID), runAt, p.Delay.Microseconds())
+			nullString(p.UniqueKey), nullString(string(p.Then)), nullInt(p.BatchID), p.TraceParent, runAt, p.Delay.Microseconds())
 	}
 	ids := insertedIDs{step: 1}
 	if len(idx) > 1 {

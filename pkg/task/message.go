@@ -33,6 +33,10 @@ type Message struct {
 	Then json.RawMessage `json:"then,omitempty"`
 	// Batch is the batch the task is a member of (0: none).
 	Batch int64 `json:"batch,omitempty"`
+	// TraceParent is the W3C trace context of the span that submitted the
+	// task (task_center.trace_parent): each attempt's span links to it.
+	// Optional: messages without it run untraced by their producer.
+	TraceParent string `json:"tp,omitempty"`
 }
 
 // Encode serialises the message for a Redis list.

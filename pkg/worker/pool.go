@@ -365,7 +365,7 @@ func (p *pool) run(j *job) {
 	m := j.msg
 	log := w.log.With("task_id", m.ID, "task_code", m.Code, "attempt", m.Attempt)
 	timeout := time.Duration(cmp.Or(m.Timeout, task.DefaultTimeout)) * time.Second
-	ctx, cancel := context.WithTimeout(j.ctx, timeout)
+	ctx, cancel := context.WithTimeout(w.startAttempt(j), timeout)
 	defer cancel()
 	defer j.kill(nil)
 
@@ -424,6 +424,7 @@ func (p *pool) complete(j *job, e *attemptEnd) {
 	if !ok {
 		w.count.stale.Add(1)
 		w.log.Warn("result of a recovered attempt dropped", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
+		endAttempt(j, task.OutcomeCrashed, errTakenAway)
 		ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 		defer cancel()
 		if err := w.broker.Ack(ctx, w.cfg.ID, map[string][]string{j.queue: {j.raw}}); err != nil {
@@ -434,6 +435,7 @@ func (p *pool) complete(j *job, e *attemptEnd) {
 	run := &store.RunRecord{Code: j.msg.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
 	tr := p.policy.transition(j.msg, e, run)
 	tr.From = from
+	endAttempt(j, run.Outcome, e.err)
 	w.comp.add(completion{tr: tr, code: j.msg.Code, queue: j.queue, raw: j.raw})
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/task"
@@ -42,6 +44,7 @@ type job struct {
 	// markFailed: a mark of it failed (no answer): a later loss may be a
 	// commit whose reply was lost.
 	markFailed bool
+	span       trace.Span // of the attempt (trace.go)
 }
 
 // States of a job's running mark.
@@ -263,6 +266,7 @@ func (w *Worker) Abandon(r Running) bool {
 	t.abandoned[j] = struct{}{}
 	t.mu.Unlock()
 	j.kill(errAbandoned)
+	endAttemptAbandoned(j)
 	j.release()
 	go func() {
 		<-j.returned

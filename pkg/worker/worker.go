@@ -32,6 +32,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/metrics"
@@ -115,6 +118,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, receives start delays and written results.
 	Metrics *metrics.Metrics
+	// Tracer, when set, records a span per attempt (trace.go).
+	Tracer trace.Tracer
 }
 
 // withDefaults fills what cfg leaves unset.
@@ -134,6 +139,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	return cfg
 }
