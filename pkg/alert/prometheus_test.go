@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/taskd/taskd/pkg/clock"
 )
 
 // promRules is the part of a Prometheus rules file the test reads.
@@ -52,16 +54,16 @@ func TestPrometheusRulesMatchTheBuiltInRules(t *testing.T) {
 		RuleHeartbeatStale: {fmt.Sprintf("> %g", d.HeartbeatStale.Threshold), fmt.Sprintf("<= %g", d.HeartbeatStale.Threshold)},
 		RuleNoConsumer:     {fmt.Sprintf(">= %g", d.NoConsumer.Threshold)},
 		RuleOldestDue:      {fmt.Sprintf("> %g", d.OldestDue.Threshold)},
-		RuleDeadTasks:      {fmt.Sprintf("> %g", d.DeadTasks.Threshold), "[" + promDuration(d.DeadTasks.For) + "]"},
+		RuleDeadTasks:      {fmt.Sprintf("> %g", d.DeadTasks.Threshold), "[" + clock.Format(d.DeadTasks.For) + "]"},
 		// "A heal within the window" is "more than 0 heals" only.
 		RuleWatchdogHeal: {fmt.Sprintf("< %g", d.WatchdogHeal.For.Seconds())},
 		RuleRedisMemory:  {fmt.Sprintf(">= %g", d.RedisMemory.Threshold)},
 	}
 	require.Zero(t, d.WatchdogHeal.Threshold, "taskd_watchdog_heal's expression holds for a threshold of 0 only")
 	fors := map[string]string{
-		RuleBacklog: promDuration(d.Backlog.For), RuleSuccessRate: promDuration(d.SuccessRate.For),
-		RuleHeartbeatStale: promDuration(d.HeartbeatStale.For), RuleNoConsumer: promDuration(d.NoConsumer.For),
-		RuleOldestDue: promDuration(d.OldestDue.For), RuleRedisMemory: promDuration(d.RedisMemory.For),
+		RuleBacklog: clock.Format(d.Backlog.For), RuleSuccessRate: clock.Format(d.SuccessRate.For),
+		RuleHeartbeatStale: clock.Format(d.HeartbeatStale.For), RuleNoConsumer: clock.Format(d.NoConsumer.For),
+		RuleOldestDue: clock.Format(d.OldestDue.For), RuleRedisMemory: clock.Format(d.RedisMemory.For),
 	}
 
 	anchors := headingAnchors(t, "../../docs/troubleshooting.md")

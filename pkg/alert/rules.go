@@ -2,10 +2,10 @@ package alert
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/monitor"
 	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/watchdog"
@@ -76,7 +76,7 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 		if !r.OldestDue.Off() && !q.Paused {
 			add(r.OldestDue, RuleOldestDue, oldest.Seconds() > r.OldestDue.Threshold,
 				fmt.Sprintf("queue %s: the oldest due task has waited %s to be dispatched (threshold %s)",
-					q.Name, promDuration(oldest.Round(time.Second)), promDuration(seconds(r.OldestDue.Threshold))), "queue", q.Name)
+					q.Name, clock.Format(oldest.Round(time.Second)), clock.Format(seconds(r.OldestDue.Threshold))), "queue", q.Name)
 		}
 		if !r.SuccessRate.Off() && q.SuccessRate10m != nil {
 			add(r.SuccessRate, RuleSuccessRate, *q.SuccessRate10m < r.SuccessRate.Threshold,
@@ -93,7 +93,7 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 			rose := s.deadRise(q.Dead, in.Now, r.DeadTasks)
 			add(Rule{Threshold: r.DeadTasks.Threshold}, RuleDeadTasks, rose,
 				fmt.Sprintf("queue %s: %d dead tasks, %d more than %s ago",
-					q.Name, q.Dead, q.Dead-s.Base, promDuration(r.DeadTasks.For)), "queue", q.Name)
+					q.Name, q.Dead, q.Dead-s.Base, clock.Format(r.DeadTasks.For)), "queue", q.Name)
 		}
 	}
 	if !r.HeartbeatStale.Off() {
@@ -111,7 +111,7 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 			replaced := fresh[p.Hostname()].After(p.LastBeat) && in.Local.Sub(fresh[p.Hostname()]).Seconds() <= r.HeartbeatStale.Threshold
 			add(r.HeartbeatStale, RuleHeartbeatStale, age.Seconds() > r.HeartbeatStale.Threshold && !replaced,
 				fmt.Sprintf("process %s on %s: last heartbeat %s ago (threshold %s)",
-					p.ID, p.Hostname(), promDuration(age.Round(time.Second)), promDuration(seconds(r.HeartbeatStale.Threshold))),
+					p.ID, p.Hostname(), clock.Format(age.Round(time.Second)), clock.Format(seconds(r.HeartbeatStale.Threshold))),
 				"process", p.ID, "host", p.Hostname())
 		}
 	}
@@ -139,7 +139,7 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 		for w, h := range by {
 			add(Rule{Threshold: r.WatchdogHeal.Threshold}, RuleWatchdogHeal, float64(h.n) > r.WatchdogHeal.Threshold,
 				fmt.Sprintf("worker %s on node %s: %d watchdog heals in %s, the last: %s: %s",
-					w, h.node, h.n, promDuration(r.WatchdogHeal.For), h.last.Kind, h.last.Detail), "worker", w, "node", h.node)
+					w, h.node, h.n, clock.Format(r.WatchdogHeal.For), h.last.Kind, h.last.Detail), "worker", w, "node", h.node)
 		}
 	}
 	if m := in.Snapshot.Redis; !r.RedisMemory.Off() && m != nil && m.Max > 0 {
@@ -188,24 +188,24 @@ func describe(name string, rules *Rules) string {
 	case RuleHeartbeatStale:
 		r := rules.HeartbeatStale
 		return fmt.Sprintf("A taskd process last published its heartbeat more than %s ago and did not exit cleanly: crashed, frozen or cut off from Redis.",
-			promDuration(seconds(r.Threshold)))
+			clock.Format(seconds(r.Threshold)))
 	case RuleNoConsumer:
 		r := rules.NoConsumer
 		return fmt.Sprintf("At least %g tasks wait%s and no live worker consumes the queue: nothing will run them.", r.Threshold, forClause(r.For))
 	case RuleOldestDue:
 		r := rules.OldestDue
 		return fmt.Sprintf("A due task has waited more than %s to be dispatched%s: schedulers are down or behind.",
-			promDuration(seconds(r.Threshold)), forClause(r.For))
+			clock.Format(seconds(r.Threshold)), forClause(r.For))
 	case RuleDeadTasks:
 		r := rules.DeadTasks
-		return fmt.Sprintf("More than %g tasks exhausted their retries within %s; they wait for an operator (taskd retry).", r.Threshold, promDuration(r.For))
+		return fmt.Sprintf("More than %g tasks exhausted their retries within %s; they wait for an operator (taskd retry).", r.Threshold, clock.Format(r.For))
 	case RuleRedisMemory:
 		r := rules.RedisMemory
 		return fmt.Sprintf("Redis uses at least %g%% of its maxmemory: at the limit it refuses new messages, and due tasks wait in the task center until workers free room.", 100*r.Threshold)
 	case RuleWatchdogHeal:
 		r := rules.WatchdogHeal
 		return fmt.Sprintf("The watchdog healed a worker more than %g times within %s: a hung handler's slot abandoned, a worker alive but idle, or the process exited for its supervisor to restart it (see {prefix}events).",
-			r.Threshold, promDuration(r.For))
+			r.Threshold, clock.Format(r.For))
 	}
 	return ""
 }
@@ -214,19 +214,7 @@ func forClause(d time.Duration) string {
 	if d <= 0 {
 		return ""
 	}
-	return " for " + promDuration(d)
-}
-
-// promDuration formats d as Prometheus writes durations: 5m, 1h, 1m30s.
-func promDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
+	return " for " + clock.Format(d)
 }
 
 // runbookBase is the runbook of every rule; each has a section.

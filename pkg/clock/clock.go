@@ -5,6 +5,7 @@
 package clock
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -58,4 +59,17 @@ func (m *Manual) Advance(d time.Duration) time.Time {
 	defer m.mu.Unlock()
 	m.t = m.t.Add(d)
 	return m.t
+}
+
+// Format writes d as the configuration and Prometheus write durations:
+// 5m and 1h, not 5m0s and 1h0m0s.
+func Format(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

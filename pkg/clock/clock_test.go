@@ -26,3 +26,13 @@ func TestOrDefaultsToTheSystemClock(t *testing.T) {
 	m := clock.NewManual(time.Unix(0, 0))
 	require.Equal(t, clock.Clock(m), clock.Or(m))
 }
+
+func TestFormat(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		0: "0s", 30 * time.Second: "30s", 5 * time.Minute: "5m", 90 * time.Second: "1m30s",
+		time.Hour: "1h", 168 * time.Hour: "168h", 90 * time.Minute: "1h30m", 500 * time.Millisecond: "500ms",
+	} {
+		require.Equal(t, want, clock.Format(d), d.String())
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/retention"
@@ -306,16 +307,7 @@ var defaults = map[string]any{
 
 // dur writes a default duration as the configuration reference shows it:
 // 1m, not 1m0s.
-func dur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+var dur = clock.Format
 
 // Keys lists every configuration key with its default, sorted: the
 // configuration reference is checked against it.
