@@ -95,3 +95,15 @@ func BenchmarkExec(b *testing.B) {
 	f, err := benchmark.Exec(context.Background(), e, b.N, 32)
 	report(b, f, err)
 }
+
+// BenchmarkPHPPool: PHP handlers (needs php): b.N no-op tasks on a pool of
+// 8 processes, b.N/10 on a pool and b.N/100 on exec with a 50 ms boot, b.N
+// on a pool recycled every 100 tasks.
+func BenchmarkPHPPool(b *testing.B) {
+	e := env(b)
+	b.ResetTimer()
+	f, err := benchmark.Pool(context.Background(), e, benchmark.PoolOptions{
+		Size: 8, NoopTasks: b.N, BootTasks: max(1, b.N/10), ExecTasks: max(1, b.N/100), RecycleTasks: b.N, MaxJobs: 100,
+	})
+	report(b, f, err)
+}

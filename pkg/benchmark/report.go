@@ -30,6 +30,7 @@ type Options struct {
 	IdleSlots   int           // (1,000)
 	LargeRows   int           // rows added for the large-table run (1,000,000)
 	Slots       int           // worker slots of the burn-down (100)
+	Pool        PoolOptions   // the PHP pool scenario (8 processes; 3,000, 300, 20,000 and 10,000 tasks; max_jobs 100)
 	Only        []string      // scenario names; empty = all
 	Progress    func(string)  // told what runs next (may be nil)
 }
@@ -51,6 +52,12 @@ func (o *Options) defaults() {
 	def(&o.IdleSlots, 1000)
 	def(&o.LargeRows, 1_000_000)
 	def(&o.Slots, 100)
+	def(&o.Pool.Size, 8)
+	def(&o.Pool.BootTasks, 3000)
+	def(&o.Pool.ExecTasks, 300)
+	def(&o.Pool.NoopTasks, 20_000)
+	def(&o.Pool.RecycleTasks, 10_000)
+	def(&o.Pool.MaxJobs, 100)
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
 	}
@@ -61,7 +68,7 @@ func (o *Options) defaults() {
 
 // Scenarios are the names Options.Only accepts, in the order they run
 // (memory of an idle node first, while the process is fresh).
-var Scenarios = []string{"idle", "submit", "burn_down", "steady", "lateness", "exec", "large"}
+var Scenarios = []string{"idle", "submit", "burn_down", "steady", "lateness", "exec", "pool", "large"}
 
 // Row is one line of the report: a figure and its target.
 type Row struct {
@@ -172,6 +179,8 @@ func (r *Report) scenario(ctx context.Context, base *config.Config, name string)
 		return Lateness(ctx, e, o.Scheduled, o.Window)
 	case "exec":
 		return Exec(ctx, e, o.ExecTasks, o.ExecSlots)
+	case "pool":
+		return Pool(ctx, e, o.Pool)
 	case "large":
 		if err := FillLarge(ctx, e, o.LargeRows); err != nil {
 			return nil, err
@@ -212,6 +221,10 @@ func rows(f Figures) []Row {
 		{Name: "submit_batch_tasks_per_s", Label: "submit, batched from one client", Unit: "tasks/s", Op: ">=", Target: 30000},
 		{Name: "submit_single_tasks_per_s", Label: "submit, single-row from 8 clients", Unit: "tasks/s", Op: ">=", Target: 5000},
 		{Name: "exec_tasks_per_s", Label: "exec handler running /bin/true", Unit: "tasks/s", Op: ">=", Target: 1000},
+		{Name: "pool_vs_exec_boot_x", Label: "PHP handler booting 50 ms: pool over exec, tasks/s", Unit: "x", Op: ">=", Target: 20},
+		{Name: "pool_noop_tasks_per_s", Label: "no-op PHP pool handler (Worker::run)", Unit: "tasks/s", Op: ">=", Target: 3000},
+		{Name: "recycle_lost_tasks", Label: "pool recycled every max_jobs while tasks flow: tasks lost", Unit: "tasks", Op: "<=", Target: 0},
+		{Name: "recycle_run_twice_tasks", Label: "... tasks run twice", Unit: "tasks", Op: "<=", Target: 0},
 		{Name: "burn_down_rss_mb", Label: "resident memory during the burn-down", Unit: "MB", Op: "<=", Target: 64},
 		{Name: "idle_rss_mb", Label: "resident memory with 1,000 idle worker slots", Unit: "MB", Op: "<=", Target: 64},
 	}

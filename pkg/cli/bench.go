@@ -68,6 +68,8 @@ It loads the servers: do not point it at production.`,
 	fl.IntVar(&o.SubmitTasks, "submit-tasks", 0, "batched submissions (default 100000)")
 	fl.IntVar(&o.SingleTasks, "single-tasks", 0, "single-row submissions (default 20000)")
 	fl.IntVar(&o.ExecTasks, "exec-tasks", 0, "exec handler runs (default 10000)")
+	fl.IntVar(&o.Pool.NoopTasks, "pool-tasks", 0, "no-op PHP pool tasks (default 20000)")
+	fl.IntVar(&o.Pool.RecycleTasks, "recycle-tasks", 0, "tasks of the PHP pool recycled every max_jobs (default 10000)")
 	fl.IntVar(&o.LargeRows, "large-rows", 0, "rows in the task center for the large-table run (default 1000000)")
 	return cmd
 }

@@ -195,7 +195,8 @@ type HandlerSpec struct {
 	// Queue the code's tasks go to when the producer names none.
 	Queue string `mapstructure:"queue"`
 	// Size is a pool's number of processes on this node (default
-	// handler.PoolSizeDefault); they are the queue's slots unless
+	// handler.PoolSizeDefault); the queue gets
+	// handler.PoolSlotsPerProcess slots per process unless
 	// queues.NAME.concurrency says otherwise.
 	Size int `mapstructure:"size"`
 	// MaxJobs recycles a pool process after this many tasks (0: never).
@@ -579,15 +580,15 @@ func (c *Config) HasRole(role string) bool {
 
 // WorkerQueues returns the queues this node consumes and their
 // concurrency: every configured queue, and the queue of every configured
-// handler. A queue without a configured concurrency has the processes of
-// its pool handlers as slots, plus worker.concurrency when other handlers
-// share it (or it has no pool).
+// handler. A queue without a configured concurrency has
+// handler.PoolSlotsPerProcess slots per process of its pool handlers, plus
+// worker.concurrency when other handlers share it (or it has no pool).
 func (c *Config) WorkerQueues() map[string]int {
 	pools, others := map[string]int{}, map[string]bool{}
 	for code, h := range c.Handlers {
 		q := task.QueueOf(h.Queue, code)
 		if len(h.Pool) > 0 {
-			pools[q] += h.PoolSize()
+			pools[q] += h.PoolSize() * handler.PoolSlotsPerProcess
 		} else {
 			others[q] = true
 		}

@@ -230,10 +230,10 @@ queues:
 	require.NoError(t, err)
 	require.Equal(t, int64(256e6), mem)
 	require.Equal(t, map[string]int{
-		"resize_image": 4,                           // the pool's processes are the slots
-		"media":        handler.PoolSizeDefault + 2, // two pools share a queue
-		"mixed":        3 + 6,                       // a pool and an exec handler
-		"fixed":        9,                           // configured: tasks wait for a process
+		"resize_image": 4 * handler.PoolSlotsPerProcess,                             // slots per process
+		"media":        (handler.PoolSizeDefault + 2) * handler.PoolSlotsPerProcess, // two pools share a queue
+		"mixed":        3*handler.PoolSlotsPerProcess + 6,                           // a pool and an exec handler
+		"fixed":        9,                                                           // configured: tasks wait for a process
 	}, c.WorkerQueues())
 }
 

@@ -30,6 +30,14 @@ const (
 	PoolBackoffMaxDefault = 30 * time.Second
 )
 
+// PoolSlotsPerProcess is how many worker slots a pool's queue gets per
+// process when its concurrency is not configured: the next tasks are
+// claimed and marked running while the processes work, so a process does
+// not idle through the task center's round trips between two tasks (a
+// no-op PHP pool runs about 2.5x faster than with one slot per process).
+// A task waits in its slot for a free process, within its timeout.
+const PoolSlotsPerProcess = 4
+
 // PoolCrashLoopStarts is the number of failed starts in a row after which
 // a pool is crash-looping: reported as such, and the tasks waiting for a
 // process fail at each further failed start instead of waiting.

@@ -23,8 +23,14 @@ if ($boot = (int) getenv('WORKER_BOOT_MS')) {
     usleep($boot * 1000);
 }
 $kept = [];
+// WORKER_RUN_LOG names a file that gets "id attempt pid" per task run: the
+// benchmarks count runs with it.
+$runLog = getenv('WORKER_RUN_LOG') ? fopen((string) getenv('WORKER_RUN_LOG'), 'ab') : null;
 
-exit(Worker::run(static function (Task $task) use (&$kept): mixed {
+exit(Worker::run(static function (Task $task) use (&$kept, $runLog): mixed {
+    if ($runLog !== null) {
+        fwrite($runLog, "{$task->id} {$task->attempt} " . getmypid() . "\n");
+    }
     $p = is_array($task->payload) ? $task->payload : [];
     if (isset($p['echo'])) {
         echo $p['echo'], "\n";
@@ -42,6 +48,9 @@ exit(Worker::run(static function (Task $task) use (&$kept): mixed {
     }
     if (isset($p['fail'])) {
         throw new RuntimeException((string) $p['fail']);
+    }
+    if (isset($p['quiet'])) {
+        return null;
     }
     fwrite(STDERR, "handled task {$task->id}\n");
 
