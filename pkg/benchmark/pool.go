@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	phpclient "github.com/taskd/taskd/clients/php"
@@ -32,6 +34,13 @@ $payload = json_decode(stream_get_contents(STDIN), true);
 echo json_encode(['id' => (int) getenv('TASK_ID')]), "\n";
 `
 
+// httpScript is an http handler for PHP's built-in server.
+const httpScript = `<?php
+file_get_contents('php://input');
+header('Content-Type: application/json');
+echo json_encode(['id' => (int) ($_SERVER['HTTP_X_TASK_ID'] ?? 0)]), "\n";
+`
+
 // phpFixture writes the PHP client (src/ and examples/worker.php) and the
 // exec script to a temporary directory.
 func phpFixture() (dir string, err error) {
@@ -46,9 +55,11 @@ func phpFixture() (dir string, err error) {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("write the PHP client: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "exec.php"), []byte(execScript), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return "", err
+	for name, text := range map[string]string{"exec.php": execScript, "http.php": httpScript} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			os.RemoveAll(dir)
+			return "", err
+		}
 	}
 	return dir, nil
 }
@@ -57,8 +68,8 @@ func phpFixture() (dir string, err error) {
 type PoolOptions struct {
 	Size         int // processes of each pool (with handler.PoolSlotsPerProcess slots each), and exec slots
 	BootTasks    int // tasks of the 50 ms-boot pool
-	ExecTasks    int // tasks of the 50 ms-boot exec handler
-	NoopTasks    int // tasks of the no-op pool
+	ExecTasks    int // tasks of each exec handler (50 ms boot, none)
+	NoopTasks    int // tasks of the no-op pool (a quarter of it on http)
 	RecycleTasks int // tasks of the recycled pool
 	MaxJobs      int // its max_jobs
 }
@@ -104,6 +115,24 @@ func Pool(ctx context.Context, e *Env, o PoolOptions) (Figures, error) {
 	if f["pool_noop_tasks_per_s"], err = e.rate(ctx, "php_noop", o.NoopTasks, o.Size*handler.PoolSlotsPerProcess, pool("php_noop", nil)); err != nil {
 		return nil, fmt.Errorf("no-op pool: %w", err)
 	}
+	// The same no-op script as an exec handler (PHP's own start only) and
+	// as an http endpoint of PHP's built-in server with Size workers.
+	execReg = handler.NewRegistry()
+	execReg.Register("php_exec_noop", &handler.Exec{Argv: []string{"php", filepath.Join(dir, "exec.php")}, KillGrace: time.Second})
+	if f["exec_noop_tasks_per_s"], err = e.rate(ctx, "php_exec_noop", o.ExecTasks, o.Size, execReg); err != nil {
+		return nil, fmt.Errorf("no-op exec: %w", err)
+	}
+	url, stop, err := phpServer(ctx, dir, o.Size)
+	if err != nil {
+		return nil, err
+	}
+	httpReg := handler.NewRegistry()
+	httpReg.Register("php_http_noop", &handler.HTTP{URL: url})
+	f["http_noop_tasks_per_s"], err = e.rate(ctx, "php_http_noop", o.NoopTasks/4, o.Size, httpReg)
+	stop()
+	if err != nil {
+		return nil, fmt.Errorf("no-op http: %w", err)
+	}
 
 	runs := filepath.Join(dir, "runs.log")
 	reg := pool("php_recycle", func(c *handler.PoolConfig) {
@@ -120,6 +149,38 @@ func Pool(ctx context.Context, e *Env, o PoolOptions) (Figures, error) {
 	f["recycle_lost_tasks"], f["recycle_run_twice_tasks"] = float64(lost), float64(twice)
 	f["recycle_processes_recycled"] = float64(h.(*handler.Pool).Stats().Ended[handler.EndMaxJobs])
 	return f, nil
+}
+
+// phpServer starts PHP's built-in server on http.php with workers
+// processes, on a free loopback port, and returns its URL once it answers.
+func phpServer(ctx context.Context, dir string, workers int) (url string, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command("php", "-S", addr, filepath.Join(dir, "http.php"))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PHP_CLI_SERVER_WORKERS=%d", workers))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its workers go with it
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start php -S: %w", err)
+	}
+	stop = func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return "http://" + addr + "/", stop, nil
+		}
+		if time.Now().After(deadline) || !startstop.Sleep(ctx, 20*time.Millisecond) {
+			stop()
+			return "", nil, fmt.Errorf("php -S did not listen on %s: %w", addr, err)
+		}
+	}
 }
 
 // rate submits n tasks of code, then runs them on a node with slots slots
