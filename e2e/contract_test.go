@@ -215,3 +215,37 @@ func TestTransientErrorsRetry(t *testing.T) {
 		t.Fatal("the waiting daemon did not stop on SIGTERM")
 	}
 }
+
+// On a real terminal a state change asks, and does what the answer says.
+func TestConfirmOnATerminal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  hello: { exec: [\"true\"] }\n")
+	id := b.created(t, "submit", "hello", "--delay", "1h").ID
+	ids := fmt.Sprint(id)
+
+	s := newScreen(t, taskdBin, "--config", b.config, "kill", ids)
+	s.waitFor("kill 1 task (" + ids + ")? [y/N]")
+	s.keys("n", "Enter")
+	s.waitFor("taskd: cancelled: nothing changed")
+	require.Equal(t, "1", s.exitCode(t))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, id))
+
+	s = newScreen(t, taskdBin, "--config", b.config, "kill", ids)
+	s.waitFor("kill 1 task (" + ids + ")? [y/N]")
+	s.keys("y", "Enter")
+	s.waitFor("kill: 1 of 1 task changed (" + ids + ")")
+	require.Equal(t, "0", s.exitCode(t))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 6`, id))
+}
+
+// exitCode waits for the program of the screen to end and returns its
+// exit status.
+func (s *screen) exitCode(t *testing.T) string {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if status, err := os.ReadFile(s.exitFile); err == nil && len(status) > 0 {
+			return strings.TrimSpace(string(status))
+		}
+		require.True(t, time.Now().Before(deadline), "the program did not exit:\n%s", s.capture())
+	}
+}

@@ -187,7 +187,7 @@ func (a *App) submitCmd() *cobra.Command {
 				}
 				if sub.At.Before(now.Add(-pastSlack)) {
 					return task.Invalidf("--at %s is %s in the past (pass --allow-past to run it now)",
-						fmtTime(&sub.At), now.Sub(sub.At).Round(time.Second))
+						fmtTime(&sub.At), ago(now.Sub(sub.At)))
 				}
 			}
 			res, err := cl.Submit(cmd.Context(), sub)
@@ -223,6 +223,14 @@ func (a *App) submitCmd() *cobra.Command {
 	cmd.Flags().StringVar(&uniqueKey, "unique-key", "", "deduplicate: a second submit with the same code and key returns the first task")
 	neverAsks(cmd, &yes)
 	return cmd
+}
+
+// ago says how long d is, as a person would: "3m20s", "5 days".
+func ago(d time.Duration) string {
+	if d >= 48*time.Hour {
+		return ops.Plural(int(d/(24*time.Hour)), "day")
+	}
+	return d.Round(time.Second).String()
 }
 
 // neverAsks adds --yes to a command that creates rather than changes, and
