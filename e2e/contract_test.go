@@ -249,3 +249,21 @@ func (s *screen) exitCode(t *testing.T) string {
 		require.True(t, time.Now().Before(deadline), "the program did not exit:\n%s", s.capture())
 	}
 }
+
+// tasktop on an unmigrated task center says to migrate, like taskd.
+func TestTasktopSaysMigrate(t *testing.T) {
+	t.Parallel()
+	bin := buildTasktop(t)
+	b := setup(t, "")
+	b.env.Exec(t, `DROP TABLE taskd_schema`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "--config", b.config)
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	require.Equal(t, "tasktop: the task center has no schema: run `taskd migrate`\n", stderr.String())
+}

@@ -27,6 +27,12 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 		return nil, err
 	}
 	be.closes = append(be.closes, st.Close)
+	// An unmigrated or outdated schema says to run taskd migrate, as
+	// every taskd command does.
+	if err := st.CheckSchema(ctx); err != nil {
+		be.Close()
+		return nil, err
+	}
 	br, err := node.OpenBroker(ctx, cfg)
 	if err != nil {
 		be.Close()
