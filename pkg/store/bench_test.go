@@ -101,3 +101,18 @@ func BenchmarkMarkRunningAndComplete(b *testing.B) {
 	}
 	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "tasks/s")
 }
+
+// BenchmarkQueueNamed is what `taskd pause` of a queue the configuration
+// does not name pays to tell whether the task center knows it: the worst
+// case, a queue nothing names, behind 100,000 waiting tasks of another.
+func BenchmarkQueueNamed(b *testing.B) {
+	env := benchEnv(b, 100000)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		named, err := env.Store.QueueNamed(ctx, "nosuch")
+		if err != nil || named {
+			b.Fatal(named, err)
+		}
+	}
+}
