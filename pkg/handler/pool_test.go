@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // poolHelper is a pool process for the tests: the test binary, run with
@@ -372,4 +373,26 @@ func TestCheckProgram(t *testing.T) {
 	require.ErrorContains(t, CheckProgram([]string{"no-such-php-binary"}, ""), "no-such-php-binary")
 	require.ErrorContains(t, CheckProgram([]string{"sh"}, "/nonexistent/dir"), "/nonexistent/dir")
 	require.Error(t, CheckProgram(nil, ""))
+}
+
+// Not parallel: it runs while no other test does. After Stop, nothing of
+// the pool is left: no goroutine, no process.
+func TestPoolLeavesNothingBehind(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	p := NewPool(PoolConfig{Code: "leak", Argv: []string{self}, Env: []string{"POOL_HELPER=serve"}, Size: 3,
+		MaxJobs: 2, KillGrace: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, p.Start(context.Background()))
+	var pids []int
+	for range 5 {
+		pids = append(pids, served(t, p, `{"do":"stderr","text":"x\n"}`).PID)
+	}
+	_, err = handle(t, p, `{"do":"exit","code":1}`)
+	require.Error(t, err)
+	p.Stop()
+	for _, pid := range pids {
+		require.Equal(t, syscall.ESRCH, syscall.Kill(pid, 0), "process %d", pid)
+	}
+	goleak.VerifyNone(t, opt)
 }
