@@ -266,3 +266,29 @@ handlers:
 	require.NoError(t, err)
 	require.NotContains(t, string(log), `"level":"ERROR"`)
 }
+
+// TestPoolCrashLoopInDoctor: a pool whose program cannot run is backed
+// off, fails its tasks with the process's own words instead of holding
+// them, and `taskd doctor` says so from the node's heartbeat.
+func TestPoolCrashLoopInDoctor(t *testing.T) {
+	t.Parallel()
+	needTool(t, "php")
+	b := setup(t, `scheduler:
+  poll_interval: 200ms
+worker:
+  heartbeat_interval: 300ms
+  heartbeat_ttl: 5s
+handlers:
+  php_broken: { pool: ["php", "/nonexistent/worker.php"], size: 2 }
+`)
+	b.startDaemon(t, "broken-node")
+	id := b.submitJSON(t, "php_broken", `{}`, "--max-retry", "0")
+	r := b.waitDone(t, id, 5)
+	require.Contains(t, r[0].result, "pool php_broken is crash-looping")
+	require.Contains(t, r[0].result, "Could not open input file: /nonexistent/worker.php")
+	require.Eventually(t, func() bool {
+		cmd := exec.Command(taskdBin, "--config", b.config, "-o", "json", "doctor")
+		out, _ := cmd.Output() // exits 1: a check fails
+		return strings.Contains(string(out), "node broken-node") && strings.Contains(string(out), "pool php_broken is crash-looping")
+	}, 30*time.Second, 200*time.Millisecond)
+}

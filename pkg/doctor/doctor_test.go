@@ -187,3 +187,33 @@ func TestUnreachable(t *testing.T) {
 	requireStatus(t, r, "mysql", doctor.Fail, "127.0.0.1:"+port)
 	requireStatus(t, r, "redis", doctor.Fail, "127.0.0.1:"+port)
 }
+
+// Pool handlers: a program that cannot start from this host, and a pool a
+// live node reports crash-looping, each fail with what the node saw.
+func TestPools(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  img: { pool: [\"/no/such/php\", \"artisan\", \"taskd:work\"] }\n  thumbs: { pool: [\"true\"] }\n")
+	ctx := context.Background()
+	r := b.run(t, doctor.Options{})
+	requireStatus(t, r, "handlers.img", doctor.Fail, `pool "/no/such/php" cannot start`)
+	requireStatus(t, r, "handlers.thumbs", doctor.OK, "pool true is executable")
+	for _, c := range r.Checks {
+		require.NotEqual(t, "handlers.pools", c.Name, "no node reports a pool yet: %+v", c)
+	}
+
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "p1", Node: "web-3", PID: 4242, Pools: []broker.PoolState{
+		{Code: "thumbs", Size: 4, Processes: 2, Busy: 2},
+		{Code: "img", Size: 4, FailedStarts: 7, FailuresInARow: 7, CrashLooping: true,
+			LastError: "process 99 exited before it was ready: exit status 255: PHP Parse error: syntax error"},
+	}}, time.Minute))
+	r = b.run(t, doctor.Options{})
+	requireStatus(t, r, "handlers.pools", doctor.Fail, "node web-3 (pid 4242): pool img is crash-looping, 7 failed starts in a row")
+	require.Contains(t, check(t, r, "handlers.pools").Detail, "PHP Parse error")
+	n := 0
+	for _, c := range r.Checks {
+		if c.Name == "handlers.pools" {
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "only the crash-looping pool is reported")
+}
