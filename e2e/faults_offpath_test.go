@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 // holdRowLocks opens a connection of its own, as another team's report
@@ -129,4 +131,68 @@ func TestFaultSeedInsertRouting(t *testing.T) {
 	n, err := b.env.Broker.QueueLen(b.ctx, "send_mail")
 	require.NoError(t, err)
 	require.Zero(t, n, "messages in the unconsumed queue send_mail")
+}
+
+// TestFaultFullRedis is FAULTS.md row 26: a private Redis with a 2 MB
+// maxmemory under noeviction, and a backlog of 1,500 tasks of 2 KB, more
+// than it holds. With no worker running, the scheduler fills Redis up to
+// the limit and no further than the queue's window; the rest waits in the
+// task center. Then a worker starts: the queue drains while Redis stays at
+// maxmemory (each message acked makes room for one more), the worker's
+// heartbeat never lapses, and every task succeeds, once.
+func TestFaultFullRedis(t *testing.T) {
+	t.Parallel()
+	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	b := faultSetup(t, addr, `sleep 0.02; echo "$TASK_ID $TASK_ATTEMPT" >> %OUT%`)
+	const total = 1500
+	cl := producer.New(b.env.Store, b.env.Broker, producer.Options{Logger: quiet})
+	big := strings.Repeat("x", 2048)
+	var ids []int64
+	for len(ids) < total {
+		subs := make([]producer.Submission, 500)
+		for i := range subs {
+			subs[i] = producer.Submission{Code: "work", Payload: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":%q}`, len(ids)+i, big))}
+		}
+		res, err := cl.SubmitBatch(b.ctx, subs)
+		require.NoError(t, err)
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+	}
+	sched := b.startNodeWith(t, "sched-1", b.config, "scheduler,recovery")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+
+	// Redis fills up: pushes are refused and their tasks handed back.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(string(sched.read()), "OOM") {
+		require.True(t, time.Now().Before(deadline), "Redis never reached maxmemory")
+		time.Sleep(50 * time.Millisecond)
+	}
+	queued, err := rdb.LLen(b.ctx, b.env.Prefix+"queue:{work}").Result()
+	require.NoError(t, err)
+	window := int64(2 * 500) // no consumer: two batches
+	require.LessOrEqual(t, queued, window)
+	require.GreaterOrEqual(t, b.count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0`), total-int(window),
+		"the backlog waits in the task center")
+	t.Logf("at maxmemory: %d messages in Redis", queued)
+
+	b.startNodeWith(t, "work-1", b.config, "worker")
+	beat := b.env.Prefix + "worker:*"
+	require.Eventually(t, func() bool { return len(rdb.Keys(b.ctx, beat).Val()) == 1 }, 10*time.Second, 20*time.Millisecond)
+	lapses := 0
+	for b.count(t, `SELECT COUNT(*) FROM task_center WHERE status = 3`) < total {
+		if len(rdb.Keys(b.ctx, beat).Val()) == 0 {
+			lapses++
+		}
+		require.Zero(t, b.count(t, `SELECT COUNT(*) FROM task_run WHERE outcome <> 'succeeded'`), "a task was taken from its live worker")
+		require.True(t, time.Now().Before(deadline.Add(2*time.Minute)), "the backlog did not drain")
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Zero(t, lapses, "the worker's heartbeat lapsed at maxmemory")
+	b.checkRecords(t, ids)
+	require.Equal(t, total, b.count(t, `SELECT COUNT(*) FROM task_run`), "a task ran twice")
+	used, err := rdb.Info(b.ctx, "memory").Result()
+	require.NoError(t, err)
+	t.Logf("drained; redis %s", strings.Join(strings.Fields(used)[1:3], " "))
 }

@@ -336,10 +336,12 @@ type Heartbeat struct {
 	Busy      int       `json:"busy"`
 	Processed int64     `json:"processed"`
 	Failed    int64     `json:"failed"`
-	// Capacity is the number of slots over all queues; Slots are the busy
-	// ones, with what each is doing (see heartbeat.go).
-	Capacity int    `json:"capacity,omitempty"`
-	Slots    []Slot `json:"slots,omitempty"`
+	// Capacity is the number of slots over all queues, QueueSlots those
+	// of each queue; Slots are the busy ones, with what each is doing (see
+	// heartbeat.go).
+	Capacity   int            `json:"capacity,omitempty"`
+	QueueSlots map[string]int `json:"queue_slots,omitempty"`
+	Slots      []Slot         `json:"slots,omitempty"`
 }
 
 // Beat publishes a heartbeat with a TTL and records the worker in the

@@ -129,21 +129,54 @@ func (b *Broker) lanes(q string, span int) []string {
 // QueueBacklog returns the number of queued messages of q in each shard
 // of its span (all priorities).
 func (b *Broker) QueueBacklog(ctx context.Context, q string, span int) ([]int64, error) {
-	span = max(span, 1)
 	pipe := b.rdb.Pipeline()
-	cmds := make([][]*redis.IntCmd, span)
-	for s := range span {
+	cmds := b.lengths(ctx, pipe, q, span)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("backlog of %s: %w", q, err)
+	}
+	out := make([]int64, len(cmds))
+	for s, cs := range cmds {
+		for _, c := range cs {
+			out[s] += c.Val()
+		}
+	}
+	return out, nil
+}
+
+// lengths queues on pipe the LLEN of every lane of q's span shards, by
+// shard.
+func (b *Broker) lengths(ctx context.Context, pipe redis.Pipeliner, q string, span int) [][]*redis.IntCmd {
+	cmds := make([][]*redis.IntCmd, max(span, 1))
+	for s := range cmds {
 		for p := 0; p <= task.MaxPriority; p++ {
 			cmds[s] = append(cmds[s], pipe.LLen(ctx, b.Keys.Lane(q, s, p)))
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("backlog of %s: %w", q, err)
+	return cmds
+}
+
+// QueueLens returns the number of queued messages of each of queues, over
+// the shards of its span and its priorities, in one pipeline.
+func (b *Broker) QueueLens(ctx context.Context, queues []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(queues))
+	if len(queues) == 0 {
+		return out, nil
 	}
-	out := make([]int64, span)
-	for s, cs := range cmds {
-		for _, c := range cs {
-			out[s] += c.Val()
+	l := b.currentLayout()
+	pipe := b.rdb.Pipeline()
+	cmds := make([][][]*redis.IntCmd, len(queues))
+	for i, q := range queues {
+		_, span := l.Shards(q)
+		cmds[i] = b.lengths(ctx, pipe, q, span)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("length of %d queues: %w", len(queues), err)
+	}
+	for i, q := range queues {
+		for _, cs := range cmds[i] {
+			for _, c := range cs {
+				out[q] += c.Val()
+			}
 		}
 	}
 	return out, nil

@@ -105,6 +105,10 @@ type SchedulerConfig struct {
 	// bounds the pickup delay of rows INSERTed by producers that do not
 	// publish a wakeup (PHP code writing SQL directly).
 	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// Window is the most messages one queue holds in Redis; the rest of
+	// its backlog waits in the task center (0: four per slot of the
+	// queue's live consumers, at least two batches).
+	Window int `mapstructure:"window"`
 }
 
 // WorkerConfig tunes the worker pool.
@@ -270,6 +274,7 @@ var defaults = map[string]any{
 	"redis.pool_size":                    broker.PoolSizeDefault,
 	"scheduler.batch_size":               scheduler.BatchSizeDefault,
 	"scheduler.poll_interval":            dur(scheduler.PollIntervalDefault),
+	"scheduler.window":                   0,
 	"worker.concurrency":                 10,
 	"worker.shutdown_grace":              dur(worker.ShutdownGraceDefault),
 	"worker.kill_grace":                  dur(handler.KillGraceDefault),
@@ -460,6 +465,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.BatchSize <= 0 || c.Scheduler.BatchSize > 10000 {
 		return invalid("scheduler.batch_size", c.Scheduler.BatchSize, "1 to 10000")
+	}
+	if c.Scheduler.Window < 0 {
+		return invalid("scheduler.window", c.Scheduler.Window, "0 (from the consumers' slots) or a number of messages")
 	}
 	positive := []struct {
 		key string

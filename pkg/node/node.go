@@ -117,7 +117,8 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	n.Queues = openQueues(ctx, cfg, st, br, log)
 	if cfg.HasRole("scheduler") {
 		n.Scheduler = scheduler.New(scheduler.Config{
-			Node: cfg.Node.ID, BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval, Logger: log,
+			Node: cfg.Node.ID, BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval,
+			Window: cfg.Scheduler.Window, Logger: log,
 		}, st, br)
 	}
 	if cfg.HasRole("worker") {

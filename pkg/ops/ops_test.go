@@ -46,6 +46,8 @@ type testBundle struct {
 	env  *testenv.Env
 	ops  *ops.Ops
 	prod *producer.Client
+	// window is the scheduler's Window in runFleet (0: the default).
+	window int
 }
 
 func setup(t *testing.T) *testBundle {

@@ -68,6 +68,7 @@ func TestPriorityLaneJumpsBacklog(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	const n = 10000
+	b.window = n + 1 // the whole backlog queued in Redis, and room for the urgent task
 	b.submitMany(t, "lane", n, 9)
 	var started = make(chan int64, 1)
 	var urgent int64

@@ -38,7 +38,11 @@ type Config struct {
 	// PollInterval is the longest sleep between scans when nothing wakes
 	// the scheduler: it bounds pickup of rows inserted without a wakeup.
 	PollInterval time.Duration
-	Logger       *slog.Logger
+	// Window is the most messages one queue may hold in Redis; beyond it
+	// due tasks wait in the task center. 0: WindowPerSlotDefault per slot
+	// of the queue's live consumers, at least two batches (window.go).
+	Window int
+	Logger *slog.Logger
 }
 
 // Scheduler is the dispatch loop.
@@ -51,11 +55,13 @@ type Scheduler struct {
 	seq        atomic.Uint64
 	dispatched atomic.Int64
 	runner     startstop.Runner
+	win        *windows
 
 	// filter leaves paused queues out of claims while any is paused.
 	filterMu    sync.Mutex
 	filter      *store.ClaimFilter
-	filterSet   map[string]bool
+	filterSet   map[string]bool // the paused queues it leaves out
+	filterFull  map[string]bool // the full queues it left out since its start
 	filterSince time.Time
 }
 
@@ -70,7 +76,8 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Scheduler{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "scheduler")}
+	return &Scheduler{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "scheduler"),
+		win: newWindows(cfg.Window, cfg.BatchSize)}
 }
 
 // Dispatched returns the number of tasks this scheduler has dispatched.
@@ -99,9 +106,14 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 			return
 		}
 		wait := s.cfg.PollInterval
+		full := s.win.full()
 		switch {
-		case err == nil && more:
+		case err == nil && more && !(full && n == 0):
 			continue // a window was full: look further at once
+		case err == nil && full && n == 0:
+			// Due rows may all be of full queues: workers drain them
+			// soon. Look again shortly, walking past them at this pace.
+			wait = min(fullRecheck, s.cfg.PollInterval)
 		case err == nil && filtered && n == 0:
 			// Due rows may all be paused: wait for a wakeup or a poll
 			// instead of spinning on them.
@@ -175,13 +187,16 @@ func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, er
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	claimID := s.cfg.Node + "/d" + strconv.FormatUint(s.seq.Add(1), 36)
+	if err := s.win.refresh(pctx, s.broker); err != nil {
+		return 0, false, false, fmt.Errorf("read queue lengths: %w", err)
+	}
 	var msgs []*task.Message
 	if f := s.claimFilter(); f != nil {
 		filtered = true
 		msgs, more, err = s.store.TaskClaimDueFiltered(pctx, claimID, s.cfg.BatchSize, f)
 		s.filterMu.Unlock()
 	} else {
-		msgs, err = s.store.TaskClaimDue(pctx, claimID, s.cfg.BatchSize)
+		msgs, err = s.store.TaskClaimDueIn(pctx, claimID, s.cfg.BatchSize, s.win.room)
 	}
 	if err != nil {
 		return 0, false, filtered, err
@@ -193,6 +208,7 @@ func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, er
 	if len(failed) > 0 {
 		s.handBack(pctx, failed, perr)
 	}
+	s.win.pushedTo(perQueue(msgs, failed))
 	s.dispatched.Add(int64(len(msgs) - len(failed)))
 	if perr != nil && len(failed) == len(msgs) {
 		return len(msgs), more, filtered, fmt.Errorf("push: %w", perr)
@@ -200,25 +216,67 @@ func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, er
 	return len(msgs), more, filtered, nil
 }
 
-// claimFilter returns the filter of paused queues, locked (the caller
-// unlocks it), or nil when no queue is paused.
+// claimFilter returns the filter of paused and full queues, locked (the
+// caller unlocks it), or nil when no queue is either.
 func (s *Scheduler) claimFilter() *store.ClaimFilter {
-	ps, ok := s.broker.Layout().(interface{ PausedSet() map[string]bool })
-	if !ok {
-		return nil
+	var paused map[string]bool
+	if ps, ok := s.broker.Layout().(interface{ PausedSet() map[string]bool }); ok {
+		paused = ps.PausedSet()
 	}
-	paused := ps.PausedSet()
+	full := s.win.blocked()
 	s.filterMu.Lock()
-	if len(paused) == 0 {
-		s.filter, s.filterSet = nil, nil
+	if len(paused) == 0 && len(full) == 0 {
+		s.filter, s.filterSet, s.filterFull = nil, nil, nil
 		s.filterMu.Unlock()
 		return nil
 	}
-	if s.filter == nil || !maps.Equal(paused, s.filterSet) || time.Since(s.filterSince) > filterReset {
-		s.filter = &store.ClaimFilter{Paused: func(q string) bool { return paused[q] }}
-		s.filterSet, s.filterSince = paused, time.Now()
+	// The windows' cursors move past the rows of queues left out; they
+	// start over when that set shrinks, for the rows they passed. A full
+	// queue regains room often, so for it at most every refillReset: its
+	// oldest rows, at the head, are seen meanwhile.
+	regained := false
+	for q := range s.filterFull {
+		if !full[q] {
+			regained = true
+		}
+	}
+	since := time.Since(s.filterSince)
+	if s.filter == nil || !maps.Equal(paused, s.filterSet) || (regained && since > refillReset) || since > filterReset {
+		s.filter = &store.ClaimFilter{Paused: func(q string) bool { return paused[q] }, Room: s.win.room}
+		s.filterSet, s.filterFull, s.filterSince = paused, full, time.Now()
+	} else {
+		s.filterFull = mergeSets(s.filterFull, full)
 	}
 	return s.filter
+}
+
+// refillReset is how often at most the filtered claim starts over because
+// a full queue has room again.
+const refillReset = time.Second
+
+// mergeSets returns the union of a and b.
+func mergeSets(a, b map[string]bool) map[string]bool {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]bool{}
+	}
+	maps.Copy(out, b)
+	return out
+}
+
+// perQueue counts the messages of msgs not in failed, per queue.
+func perQueue(msgs, failed []*task.Message) map[string]int {
+	lost := make(map[*task.Message]bool, len(failed))
+	for _, m := range failed {
+		lost[m] = true
+	}
+	out := map[string]int{}
+	for _, m := range msgs {
+		if !lost[m] {
+			out[m.Queue]++
+		}
+	}
+	return out
 }
 
 // handBack returns tasks whose push failed to pending, due now. The

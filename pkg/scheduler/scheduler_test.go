@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,12 +79,13 @@ func TestRunOnceRace(t *testing.T) {
 	const total = 5000
 	submit(t, b, total)
 
+	// No worker takes from the queue: the window must hold all of them.
 	scheds := []*scheduler.Scheduler{
-		scheduler.New(scheduler.Config{Node: "a", BatchSize: 100, Logger: quiet}, env.Store, env.Broker),
+		scheduler.New(scheduler.Config{Node: "a", BatchSize: 100, Window: total, Logger: quiet}, env.Store, env.Broker),
 	}
 	for _, node := range []string{"b", "c"} {
 		st, br := openHandles(t, env)
-		scheds = append(scheds, scheduler.New(scheduler.Config{Node: node, BatchSize: 100, Logger: quiet}, st, br))
+		scheds = append(scheds, scheduler.New(scheduler.Config{Node: node, BatchSize: 100, Window: total, Logger: quiet}, st, br))
 	}
 
 	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
@@ -157,8 +159,16 @@ func TestPushFailureHandsBack(t *testing.T) {
 	env := b.env
 	ids := submit(t, b, 20)
 
-	_, br := openHandles(t, env)
-	require.NoError(t, br.Close())
+	// A Redis that answers but refuses every push: at maxmemory.
+	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	br, err := broker.Open(b.ctx, broker.Options{Addr: addr, Prefix: env.Prefix})
+	require.NoError(t, err)
+	defer br.Close()
+	for _, size := range []int{32 << 10, 1 << 10, 16} {
+		blob := strings.Repeat("x", size)
+		for br.Client().RPush(b.ctx, "other-app:blobs", blob).Err() == nil {
+		}
+	}
 	broken := scheduler.New(scheduler.Config{Node: "broken", BatchSize: 100, Logger: quiet}, env.Store, br)
 	n, err := broken.RunOnce(b.ctx)
 	require.Error(t, err)

@@ -20,10 +20,14 @@ type ClaimCursor struct {
 // claimCursorStart is before every due time.
 const claimCursorStart = "1000-01-01 00:00:00.000"
 
-// ClaimFilter leaves the tasks of paused queues out of a claim.
+// ClaimFilter leaves the tasks of paused queues out of a claim, and those
+// of queues whose Redis lists are full.
 type ClaimFilter struct {
 	// Paused reports whether a queue is paused.
 	Paused func(queue string) bool
+	// Room, when set, bounds the tasks of each queue the claim takes; a
+	// queue with no room is left out like a paused one.
+	Room Room
 	// From is where each priority's window starts; the claim moves it past
 	// a leading run of paused rows. Reset it (zero) when the set of paused
 	// queues changes and now and then, for rows inserted with a due time
@@ -64,7 +68,9 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 			rows.Close()
 			return nil, false, fmt.Errorf("claim: select due tasks: %w", err)
 		}
-		c.paused = f.Paused(task.QueueOf(c.queue, c.code))
+		q := task.QueueOf(c.queue, c.code)
+		c.paused = f.Paused(q) || (f.Room != nil && f.Room(q) == 0)
+		c.queue = q
 		if prio >= 0 && prio < len(byPrio) {
 			byPrio[prio] = append(byPrio[prio], c)
 		}
@@ -74,6 +80,14 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 		return nil, false, fmt.Errorf("claim: select due tasks: %w", err)
 	}
 	skip := s.skip.snapshot(time.Now())
+	taken := map[string]int{}
+	fits := func(q string) bool {
+		if f.Room == nil {
+			return true
+		}
+		r := f.Room(q)
+		return r < 0 || taken[q] < r
+	}
 	var ids []int64
 	for p, cs := range byPrio {
 		more = more || len(cs) == limit
@@ -88,8 +102,9 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 			f.From[p] = ClaimCursor{Key: cs[lead-1].key, ID: cs[lead-1].id + 1}
 		}
 		for _, c := range cs[lead:] {
-			if !c.paused && !skip[c.id] && len(ids) < limit {
+			if !c.paused && !skip[c.id] && len(ids) < limit && fits(c.queue) {
 				ids = append(ids, c.id)
+				taken[c.queue]++
 			}
 		}
 	}

@@ -23,6 +23,32 @@ import (
 // leaves it out for lockedBackoff. Only when another scheduler won some
 // candidates is a read-back of the winners needed.
 func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]*task.Message, error) {
+	return s.TaskClaimDueIn(ctx, claimID, limit, nil)
+}
+
+// Room says how many more tasks of a queue a claim may take: the room left
+// in its Redis lists. Negative: no bound.
+type Room func(queue string) int
+
+// within keeps of msgs, in order, those that fit in room (nil: all).
+func within(msgs []*task.Message, room Room) []*task.Message {
+	if room == nil {
+		return msgs
+	}
+	taken := map[string]int{}
+	return slices.DeleteFunc(msgs, func(m *task.Message) bool {
+		r := room(m.Queue)
+		if r >= 0 && taken[m.Queue] >= r {
+			return true
+		}
+		taken[m.Queue]++
+		return false
+	})
+}
+
+// TaskClaimDueIn claims like TaskClaimDue, at most room(q) tasks of each
+// queue q.
+func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, room Room) ([]*task.Message, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -38,6 +64,7 @@ func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
 	cands = slices.DeleteFunc(cands, func(m *task.Message) bool { return skip[m.ID] })
+	cands = within(cands, room)
 	cands = cands[:min(len(cands), limit)]
 	if len(cands) == 0 {
 		return nil, nil

@@ -90,7 +90,7 @@ func (h *heartbeater) runOnce(ctx context.Context) error {
 	hb := &broker.Heartbeat{
 		ID: w.cfg.ID, Node: w.cfg.Node, Host: host, PID: os.Getpid(), Version: w.cfg.Version,
 		Queues: w.Queues(), StartedAt: w.startedAt, Busy: int(w.slots.busy.Load()),
-		Processed: processed, Failed: failed, Capacity: w.Capacity(), Slots: w.busySlots(),
+		Processed: processed, Failed: failed, Capacity: w.Capacity(), QueueSlots: w.cfg.Queues, Slots: w.busySlots(),
 	}
 	bctx, cancel := context.WithTimeout(ctx, beatTimeout)
 	defer cancel()

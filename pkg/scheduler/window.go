@@ -1,0 +1,160 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/taskd/taskd/pkg/broker"
+)
+
+// Redis holds a bounded window of each queue: the scheduler claims for a
+// queue only while its lists hold fewer messages than the window. The rest
+// of the backlog stays pending in the task center, where it costs nothing
+// and is still counted (the seed's incident 6.2 had 200,000 messages in one
+// Redis list; at maxmemory Redis refuses every push). A paused queue or a
+// reshard then moves little, and recovery after a Redis loss re-pushes
+// little.
+
+// WindowPerSlotDefault is the window of a queue, per consumer slot, when
+// Config.Window is 0: each slot has a few messages waiting for it. The
+// window is at least two claim batches.
+const WindowPerSlotDefault = 4
+
+const (
+	// consumersRefresh is how often the live consumers' slots are reread.
+	consumersRefresh = 2 * time.Second
+	// queueTrack is how long an empty queue the scheduler pushed to is
+	// still measured; a queue it never pushed to counts as empty until it
+	// does, so an idle scheduler reads no lengths at all.
+	queueTrack = time.Minute
+	// fullRecheck is how soon a scheduler whose due tasks all belong to
+	// full queues looks again: workers drain a window quickly.
+	fullRecheck = 25 * time.Millisecond
+)
+
+// windows tracks each queue's window and the room its lists have left.
+type windows struct {
+	fixed int // Config.Window; 0: derived from the consumers' slots
+	min   int // the least derived window
+
+	mu      sync.Mutex
+	slots   map[string]int // live consumer slots per queue
+	slotsAt time.Time
+	pushed  map[string]time.Time // queues pushed to, when last
+	queued  map[string]int64     // messages in Redis per queue, as last read
+	anyFull bool
+}
+
+func newWindows(fixed, batch int) *windows {
+	return &windows{fixed: fixed, min: 2 * batch, pushed: map[string]time.Time{}}
+}
+
+// window is queue q's window.
+func (w *windows) window(q string) int {
+	if w.fixed > 0 {
+		return w.fixed
+	}
+	return max(w.min, WindowPerSlotDefault*w.slots[q])
+}
+
+// refresh reads what the room depends on: the consumers' slots (every
+// consumersRefresh) and the length of every queue the scheduler pushed to
+// lately or found not empty.
+func (w *windows) refresh(ctx context.Context, b *broker.Broker) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if w.fixed == 0 && now.Sub(w.slotsAt) >= consumersRefresh {
+		ws, err := b.Workers(ctx, 0)
+		if err != nil {
+			return err
+		}
+		w.slots, w.slotsAt = consumerSlots(ws), now
+	}
+	queues := make([]string, 0, len(w.pushed))
+	for q, at := range w.pushed {
+		if now.Sub(at) > queueTrack && w.queued[q] == 0 {
+			delete(w.pushed, q)
+			continue
+		}
+		queues = append(queues, q)
+	}
+	lens, err := b.QueueLens(ctx, queues)
+	if err != nil {
+		return err
+	}
+	w.queued = lens
+	w.anyFull = false
+	for q, n := range lens {
+		if n >= int64(w.window(q)) {
+			w.anyFull = true
+		}
+	}
+	return nil
+}
+
+// consumerSlots adds up the slots of the live workers, per queue they
+// consume.
+func consumerSlots(ws []broker.WorkerStatus) map[string]int {
+	out := map[string]int{}
+	for _, s := range ws {
+		hb := s.Heartbeat
+		if hb == nil {
+			continue
+		}
+		for _, q := range hb.Queues {
+			n, ok := hb.QueueSlots[q]
+			if !ok && len(hb.Queues) > 0 { // a worker of an older taskd
+				n = hb.Capacity / len(hb.Queues)
+			}
+			out[q] += n
+		}
+	}
+	return out
+}
+
+// room is how many more messages queue q may take (a Room for claims).
+func (w *windows) room(q string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(0, w.window(q)-int(w.queued[q]))
+}
+
+// full reports whether some queue had no room at the last refresh.
+func (w *windows) full() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.anyFull
+}
+
+// blocked returns the queues with no room at the last refresh.
+func (w *windows) blocked() map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out map[string]bool
+	for q, n := range w.queued {
+		if n >= int64(w.window(q)) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[q] = true
+		}
+	}
+	return out
+}
+
+// pushedTo records messages pushed: they fill the queues' windows until
+// the next refresh reads the lengths.
+func (w *windows) pushedTo(perQueue map[string]int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for q, n := range perQueue {
+		w.pushed[q] = now
+		if w.queued == nil {
+			w.queued = map[string]int64{}
+		}
+		w.queued[q] += int64(n)
+	}
+}

@@ -1,0 +1,87 @@
+package scheduler_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/scheduler"
+)
+
+// drain runs s until a round claims nothing.
+func drain(t *testing.T, s *scheduler.Scheduler, b *testBundle) int {
+	t.Helper()
+	total := 0
+	for range 100 {
+		n, err := s.RunOnce(b.ctx)
+		require.NoError(t, err)
+		if n == 0 {
+			return total
+		}
+		total += n
+	}
+	t.Fatal("the scheduler kept claiming")
+	return 0
+}
+
+// Redis holds a bounded window of a queue: two batches while no worker
+// consumes it, four messages per slot of its live consumers beyond that.
+// The rest of the backlog stays pending in the task center, and is
+// dispatched as workers take from the queue.
+func TestWindowBoundsRedis(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{BatchSize: 50})
+	submit(t, b, 1000)
+
+	require.Equal(t, 100, drain(t, s, b))
+	ql, err := b.env.Broker.QueueLen(b.ctx, "hello")
+	require.NoError(t, err)
+	require.EqualValues(t, 100, ql)
+	require.Equal(t, 900, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0`))
+
+	// A worker with 60 slots on the queue: the window grows to 240, and
+	// what it takes makes room.
+	hb := &broker.Heartbeat{ID: "w1", Queues: []string{"hello"}, QueueSlots: map[string]int{"hello": 60}, Capacity: 60}
+	require.NoError(t, b.env.Broker.Beat(b.ctx, hb, time.Minute))
+	s2 := scheduler.New(scheduler.Config{Node: "n2", BatchSize: 50, Logger: quiet}, b.env.Store, b.env.Broker)
+	require.Equal(t, 140, drain(t, s2, b))
+	taken, err := b.env.Broker.Take(b.ctx, "hello", "w1", 90, 0)
+	require.NoError(t, err)
+	require.Len(t, taken, 90)
+	require.Equal(t, 90, drain(t, s2, b))
+	ql, err = b.env.Broker.QueueLen(b.ctx, "hello")
+	require.NoError(t, err)
+	require.EqualValues(t, 240, ql)
+	require.Equal(t, 1000-240-90, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0`))
+}
+
+// A full queue whose backlog is due first does not hold back the tasks of
+// other queues due after it.
+func TestFullQueueDoesNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{BatchSize: 10, Window: 20})
+	submit(t, b, 300) // code and queue hello
+	subs := make([]producer.Submission, 5)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "other", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	_, err := b.producer.SubmitBatch(b.ctx, subs)
+	require.NoError(t, err)
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := s.RunOnce(b.ctx)
+		require.NoError(t, err)
+		if b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'other' AND status = 1`) == 5 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the other queue's tasks were not dispatched")
+	}
+	ql, err := b.env.Broker.QueueLen(b.ctx, "hello")
+	require.NoError(t, err)
+	require.EqualValues(t, 20, ql)
+}
