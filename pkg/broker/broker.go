@@ -206,13 +206,19 @@ func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Messag
 	var failed []*task.Message
 	var firstErr error
 	l := b.currentLayout()
-	// One LPUSH per lane: a claimed batch mostly goes to one or a few.
+	// One LPUSH per lane: a claimed batch mostly goes to one or a few. A
+	// lane's LPUSH holds at most pushChunk bytes: Redis near maxmemory
+	// refuses a command whose own size passes the limit, so one of a whole
+	// batch of large payloads would be refused time and again where
+	// smaller ones still fit.
 	type lane struct {
-		raws []any
-		msgs []*task.Message
+		key   string
+		raws  []any
+		msgs  []*task.Message
+		bytes int
 	}
 	lanes := map[string]*lane{}
-	var order []string
+	var order []*lane
 	perQueue := map[string]int{}
 	for _, m := range msgs {
 		raw, err := m.Encode()
@@ -223,17 +229,17 @@ func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Messag
 		}
 		key := b.laneOf(m, l)
 		ln := lanes[key]
-		if ln == nil {
-			ln = &lane{}
+		if ln == nil || ln.bytes+len(raw) > pushChunk && len(ln.raws) > 0 {
+			ln = &lane{key: key}
 			lanes[key] = ln
-			order = append(order, key)
+			order = append(order, ln)
 		}
-		ln.raws, ln.msgs = append(ln.raws, raw), append(ln.msgs, m)
+		ln.raws, ln.msgs, ln.bytes = append(ln.raws, raw), append(ln.msgs, m), ln.bytes+len(raw)
 		perQueue[m.Queue]++
 	}
 	cmds := make([]*redis.IntCmd, len(order))
-	for i, key := range order {
-		cmds[i] = pipe.LPush(ctx, key, lanes[key].raws...)
+	for i, ln := range order {
+		cmds[i] = pipe.LPush(ctx, ln.key, ln.raws...)
 	}
 	for q, n := range perQueue {
 		b.notify(ctx, pipe, q, n)
@@ -241,7 +247,7 @@ func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Messag
 	_, err := pipe.Exec(ctx)
 	for i, c := range cmds {
 		if c.Err() != nil {
-			failed = append(failed, lanes[order[i]].msgs...)
+			failed = append(failed, order[i].msgs...)
 		}
 	}
 	if err != nil {
@@ -249,6 +255,9 @@ func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Messag
 	}
 	return failed, firstErr
 }
+
+// pushChunk bounds the bytes of messages one LPUSH carries.
+const pushChunk = 64 << 10
 
 func orErr(a, b error) error {
 	if a != nil {

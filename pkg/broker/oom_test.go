@@ -78,3 +78,26 @@ func TestFullRedisStillDrains(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, failed)
 }
+
+// A batch larger than the room left in Redis pushes what fits: a single
+// command of the whole batch would be refused whole, every time.
+func TestPushLargeBatchNearMaxmemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	b, err := broker.Open(ctx, broker.Options{Addr: addr, Prefix: "t:"})
+	require.NoError(t, err)
+	defer b.Close()
+	payload, _ := json.Marshal(map[string]string{"x": strings.Repeat("a", 2048)})
+	msgs := make([]*task.Message, 500)
+	for i := range msgs {
+		msgs[i] = &task.Message{ID: int64(i + 1), Attempt: 1, Code: "q", Queue: "q", Priority: task.DefaultPriority, Payload: payload}
+	}
+	failed, err := b.Push(ctx, msgs)
+	require.ErrorContains(t, err, "OOM")
+	require.NotEmpty(t, failed)
+	n, err := b.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	require.Positive(t, n, "nothing of the batch was pushed")
+	require.EqualValues(t, len(msgs)-len(failed), n)
+}
