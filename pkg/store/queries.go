@@ -222,7 +222,7 @@ func transitionSQL(values batchValues, ts []Transition, token uint64) (string, [
 	mode := map[RetryMode]int{RetryKeep: 0, "": 0, RetryInc: 1, RetryReset: 2}
 	v, args := values(len(ts), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED", "fr TINYINT", "st TINYINT", "rmode TINYINT",
 		"cmode TINYINT", "next_at DECIMAL(20,6)", "next_in BIGINT", "set_res BOOLEAN",
-		"res LONGTEXT CHARACTER SET utf8mb4", "fin BOOLEAN", "clr BOOLEAN", "wid VARCHAR(128)", "dur BIGINT"},
+		"res LONGTEXT CHARACTER SET utf8mb4", "fin BOOLEAN", "clr BOOLEAN", "wid VARCHAR(128)", "dur BIGINT", "st_at DECIMAL(20,6)"},
 		func(i int) []any {
 			t := &ts[i]
 			var nextAt, nextIn any
@@ -235,12 +235,15 @@ func transitionSQL(values batchValues, ts []Transition, token uint64) (string, [
 			clr := t.To == task.Pending || t.To == task.Failed
 			// An attempt that ended before its running mark records its
 			// worker and start with its result.
-			wid, dur := "", int64(0)
+			wid, dur, stAt := "", int64(0), any(nil)
 			if t.From == task.Dispatched && t.Run != nil {
 				wid, dur = t.Run.WorkerID, t.Run.Duration.Microseconds()
+				if !t.StartedAt.IsZero() {
+					stAt = json.Number(unixArg(t.StartedAt))
+				}
 			}
 			return []any{t.ID, t.Attempt, int(t.From), int(t.To), mode[t.Retry], mode[t.Crash],
-				nextAt, nextIn, t.SetResult, t.Result, fin, clr, wid, dur}
+				nextAt, nextIn, t.SetResult, t.Result, fin, clr, wid, dur, stAt}
 		})
 	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t FORCE INDEX (PRIMARY) ON t.id = v.id SET
 	t.status = v.st,
@@ -252,8 +255,8 @@ func transitionSQL(values batchValues, ts []Transition, token uint64) (string, [
 		ELSE t.plan_next_run_at END,
 	t.last_result = IF(v.set_res, v.res, t.last_result),
 	t.finished_at = IF(v.fin, NOW(3), t.finished_at),
-	t.started_at = IF(v.wid <> '', NOW(3) - INTERVAL v.dur MICROSECOND, t.started_at),
-	t.last_run_at = IF(v.wid <> '', NOW(3) - INTERVAL v.dur MICROSECOND, t.last_run_at),
+	t.started_at = IF(v.wid <> '', COALESCE(FROM_UNIXTIME(v.st_at), NOW(3) - INTERVAL v.dur MICROSECOND), t.started_at),
+	t.last_run_at = IF(v.wid <> '', COALESCE(FROM_UNIXTIME(v.st_at), NOW(3) - INTERVAL v.dur MICROSECOND), t.last_run_at),
 	t.worker_id = IF(v.clr, '', IF(v.wid <> '', v.wid, t.worker_id)),
 	t.claim_token = ?
 	WHERE t.attempt = v.att AND t.status = v.fr`

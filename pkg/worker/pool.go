@@ -335,7 +335,7 @@ func (p *pool) begin(ctx context.Context, q string, raws []string) {
 func (p *pool) launch(j *job) bool {
 	w := p.w
 	j.ctx, j.kill = context.WithCancelCause(p.runCtx)
-	j.started = w.clock.Now()
+	j.started, j.startedDB = w.clock.Now(), w.db.Now()
 	j.returned = make(chan struct{})
 	j.release = sync.OnceFunc(func() {
 		w.slots.remove(j)
@@ -435,6 +435,9 @@ func (p *pool) complete(j *job, e *attemptEnd) {
 	run := &store.RunRecord{Code: j.msg.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
 	tr := p.policy.transition(j.msg, e, run)
 	tr.From = from
+	if from == task.Dispatched {
+		tr.StartedAt = j.startedDB
+	}
 	endAttempt(j, run.Outcome, e.err)
 	w.comp.add(completion{tr: tr, code: j.msg.Code, queue: j.queue, raw: j.raw})
 }

@@ -28,6 +28,9 @@ type job struct {
 	raw     string
 	queue   string
 	started time.Time
+	// startedDB is the start by the database clock, recorded with a
+	// result written before the running mark.
+	startedDB time.Time
 	// ctx is cancelled with errKilled when an operator kills the task.
 	ctx  context.Context
 	kill context.CancelCauseFunc
