@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -195,4 +196,55 @@ func TestFaultFullRedis(t *testing.T) {
 	used, err := rdb.Info(b.ctx, "memory").Result()
 	require.NoError(t, err)
 	t.Logf("drained; redis %s", strings.Join(strings.Fields(used)[1:3], " "))
+}
+
+// nextRunIn returns the task's next run in zone, after waiting for the
+// run that was due to end (its next run moved past now).
+func (b *faultBundle) nextRunIn(t *testing.T, id int64, zone string) time.Time {
+	t.Helper()
+	loc, err := time.LoadLocation(zone)
+	require.NoError(t, err)
+	b.eventually(t, 30*time.Second, equal(1), `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0 AND plan_next_run_at > NOW(3) + INTERVAL 1 MINUTE`, id)
+	tk, err := b.env.Store.TaskGet(b.ctx, id)
+	require.NoError(t, err)
+	return tk.PlanNextRun.In(loc)
+}
+
+// TestFaultCronZones: a periodic task runs in one zone whichever node runs
+// it. Nodes on hosts in Asia/Shanghai and America/New_York take turns
+// running two daily tasks: one INSERTed the seed's way with no zone, which
+// follows the cluster's default (recorded by the first node: Shanghai),
+// and one added by `taskd cron add` without --tz on a New York host, which
+// records New York. Each run's successor is 02:00 in the task's zone, on
+// either node.
+func TestFaultCronZones(t *testing.T) {
+	t.Parallel()
+	b := faultSetup(t, "", `echo "$TASK_ID $TASK_ATTEMPT" >> %OUT%`)
+	res := b.env.Exec(t, `INSERT INTO task_center (task_code, task_type, payload, cron_expr, priority, timeout, max_retry, plan_next_run_at, status)
+		VALUES ('work', 1, '{}', '0 2 * * *', 5, 300, 3, NOW(), 0)`)
+	seed, err := res.LastInsertId()
+	require.NoError(t, err)
+	add := exec.Command(taskdBin, "--config", b.config, "cron", "add", "work", "0 2 * * *", "--name", "ny")
+	add.Env = append(os.Environ(), "TZ=America/New_York")
+	out, err := add.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var added int64
+	require.NoError(t, b.env.Store.DB().QueryRowContext(b.ctx, `SELECT id FROM task_center WHERE unique_key = 'cron:ny'`).Scan(&added))
+	require.Equal(t, 1, b.count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND timezone = 'America/New_York'`, added),
+		"cron add records the zone of the host it ran on")
+
+	for i, host := range []string{"Asia/Shanghai", "America/New_York", "Asia/Shanghai"} {
+		name := fmt.Sprintf("node-%d", i)
+		n := b.startNodeWith(t, name, b.config, "scheduler,worker,recovery", "TZ="+host)
+		b.env.Exec(t, `UPDATE task_center SET plan_next_run_at = NOW(3) WHERE id IN (?, ?)`, seed, added)
+		for id, zone := range map[int64]string{seed: "Asia/Shanghai", added: "America/New_York"} {
+			next := b.nextRunIn(t, id, zone)
+			require.Equal(t, "02:00:00", next.Format("15:04:05"), "task %d run on a host in %s: next run %s", id, host, next)
+		}
+		require.Equal(t, 0, n.terminate(t, 20*time.Second))
+	}
+	require.Equal(t, 3, b.count(t, `SELECT COUNT(DISTINCT node) FROM task_run WHERE task_id = ?`, seed), "each node ran it")
+	var def string
+	require.NoError(t, b.env.Store.DB().QueryRowContext(b.ctx, `SELECT value FROM task_setting WHERE name = 'cron_timezone'`).Scan(&def))
+	require.Equal(t, "Asia/Shanghai", def, "the first node recorded its zone as the cluster's default")
 }

@@ -95,13 +95,14 @@ func (b *faultBundle) startNode(t *testing.T, name string) *faultNode {
 }
 
 // startNodeWith starts a `taskd run` with a configuration file and roles
-// of its own.
-func (b *faultBundle) startNodeWith(t *testing.T, name, config, roles string) *faultNode {
+// of its own, and environment variables added to the test's.
+func (b *faultBundle) startNodeWith(t *testing.T, name, config, roles string, env ...string) *faultNode {
 	t.Helper()
 	n := &faultNode{name: name, log: filepath.Join(b.dir, name+".log"), done: make(chan struct{})}
 	logf, err := os.Create(n.log)
 	require.NoError(t, err)
 	n.cmd = exec.Command(taskdBin, "--config", config, "run", "--node-id", name, "--roles", roles)
+	n.cmd.Env = append(os.Environ(), env...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	require.NoError(t, n.cmd.Start())
 	go func() {

@@ -8,12 +8,13 @@ import (
 
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
 
 func (a *App) cronCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cron", Short: "Manage periodic tasks"}
-	cmd.AddCommand(a.cronAddCmd(), a.cronListCmd(), a.cronRemoveCmd())
+	cmd.AddCommand(a.cronAddCmd(), a.cronListCmd(), a.cronRemoveCmd(), a.cronTimezoneCmd())
 	return cmd
 }
 
@@ -140,5 +141,67 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "name of the periodic task (default: the code)")
 	yesFlag(cmd, &yes)
+	return cmd
+}
+
+func (a *App) cronTimezoneCmd() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "timezone [ZONE]",
+		Short: "Show or set the time zone of periodic tasks that name none",
+		Long: `Periodic tasks INSERTed without a timezone (the seed's producers write
+none) run in one zone for the whole cluster, kept in the task center: the
+first node or migrate records cron.timezone, else its host's zone. With
+ZONE (an IANA name), set it; every node follows at once. Tasks added with
+taskd cron add record their own zone and are not affected.`,
+		Example: "  taskd cron timezone\n  taskd cron timezone Asia/Shanghai",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if args[0] == "" {
+					return task.Invalidf("time zone is empty")
+				}
+				if _, err := task.ValidateTimezone(args[0]); err != nil {
+					return err
+				}
+			}
+			st, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			before, _, err := st.SettingGet(cmd.Context(), store.SettingCronTimezone)
+			if err != nil {
+				return err
+			}
+			out := map[string]string{"timezone": before}
+			changed := len(args) == 1 && args[0] != before
+			if changed {
+				if err := st.SettingSet(cmd.Context(), store.SettingCronTimezone, args[0]); err != nil {
+					return err
+				}
+				if err := st.Audit(cmd.Context(), ops.CurrentActor(), "cron timezone", args[0], 1,
+					map[string]string{"before": before, "after": args[0]}); err != nil {
+					fmt.Fprintf(a.Stderr, "taskd: warning: set, but the audit log was not written: %v\n", err)
+				}
+				out = map[string]string{"timezone": args[0], "before": before}
+			}
+			if a.json() {
+				return a.printJSON(out)
+			}
+			switch {
+			case changed && before == "":
+				fmt.Fprintf(a.Stdout, "periodic tasks that name no time zone now run in %s (each node used its own)\n", args[0])
+			case changed:
+				fmt.Fprintf(a.Stdout, "periodic tasks that name no time zone now run in %s (was %s)\n", args[0], before)
+			case before == "":
+				fmt.Fprintln(a.Stdout, "no default time zone: each node uses its own (set one: taskd cron timezone ZONE)")
+			default:
+				fmt.Fprintf(a.Stdout, "periodic tasks that name no time zone run in %s\n", before)
+			}
+			return nil
+		},
+	}
+	neverAsks(cmd, &yes)
 	return cmd
 }

@@ -39,6 +39,9 @@ func (a *App) migrateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := node.InitCronZone(cmd.Context(), st, c, nil); err != nil {
+				fmt.Fprintf(a.Stderr, "taskd: warning: %v; set the default with taskd cron timezone ZONE\n", err)
+			}
 			if a.json() {
 				return a.printJSON(map[string]any{"applied": nonNil(applied), "version": v})
 			}

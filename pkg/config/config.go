@@ -169,8 +169,9 @@ type SubmitConfig struct {
 
 // CronConfig sets defaults for periodic tasks.
 type CronConfig struct {
-	// Timezone for cron tasks that name none ("" = the host's local zone;
-	// set it explicitly when hosts differ).
+	// Timezone is the zone `taskd cron add` records in a periodic task
+	// given no --tz ("" = the host's zone), and the cluster's default the
+	// first node or migrate records for rows INSERTed with none.
 	Timezone string `mapstructure:"timezone"`
 }
 

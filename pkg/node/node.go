@@ -89,6 +89,9 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	if err != nil {
 		return nil, err
 	}
+	if _, err := InitCronZone(ctx, st, cfg, log); err != nil {
+		log.Warn("no default time zone for periodic tasks that name none: each node uses its own until one is set (taskd cron timezone ZONE)", "err", err)
+	}
 	br, err := retry(ctx, log, "redis", func() (*broker.Broker, error) {
 		br, err := OpenBroker(ctx, cfg)
 		if err != nil {

@@ -367,11 +367,20 @@ type CronResult struct {
 
 // CronAdd adds a periodic task, or updates the one with the same code and
 // name (deploy scripts run it on every release). Its first run is the first
-// occurrence after now, by the database clock.
+// occurrence after now, by the database clock. The task records its zone
+// (cr.Timezone, else a CRON_TZ= prefix, else Options.Timezone, else this
+// host's zone), so that every node computes its runs in that zone.
 func (c *Client) CronAdd(ctx context.Context, cr Cron) (CronResult, error) {
 	tz := cr.Timezone
-	if tz == "" {
-		tz = c.opts.Timezone
+	if ez := cronspec.ExprZone(cr.Expr); ez != "" {
+		if tz != "" && tz != ez {
+			return CronResult{}, task.Invalidf("the expression names time zone %s and the task %s: give one", ez, tz)
+		}
+		tz = ez
+	}
+	tz, err := cronspec.EffectiveZone(tz, c.opts.Timezone)
+	if err != nil {
+		return CronResult{}, err
 	}
 	spec, err := cronspec.Parse(cr.Expr, tz)
 	if err != nil {
@@ -392,7 +401,7 @@ func (c *Client) CronAdd(ctx context.Context, cr Cron) (CronResult, error) {
 		return CronResult{}, err
 	}
 	next := spec.Next(now)
-	p.Type, p.CronExpr, p.Timezone, p.RunAt = task.Periodic, strings.TrimSpace(cr.Expr), cr.Timezone, next
+	p.Type, p.CronExpr, p.Timezone, p.RunAt = task.Periodic, strings.TrimSpace(cr.Expr), tz, next
 	res, err := c.store.TaskInsert(ctx, []store.TaskInsertParams{p})
 	if err != nil {
 		return CronResult{}, err

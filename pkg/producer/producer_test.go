@@ -416,3 +416,28 @@ func TestCron(t *testing.T) {
 	require.Equal(t, other.ID, id)
 	require.Zero(t, b.rows(t))
 }
+
+// A periodic task records the zone it runs in: the one given, else its
+// expression's CRON_TZ=, else Options.Timezone (cron.timezone), else the
+// submitting host's (TZ here). Zones that disagree are refused.
+func TestCronAddRecordsItsZone(t *testing.T) {
+	t.Setenv("TZ", "Europe/Paris") // the host's zone; not parallel with Setenv
+	env := testenv.New(t)
+	ctx := context.Background()
+	zoneOf := func(cl *producer.Client, c producer.Cron) string {
+		t.Helper()
+		res, err := cl.CronAdd(ctx, c)
+		require.NoError(t, err)
+		tk, err := env.Store.TaskGet(ctx, res.ID)
+		require.NoError(t, err)
+		return tk.Timezone
+	}
+	plain := producer.New(env.Store, nil, producer.Options{})
+	configured := producer.New(env.Store, nil, producer.Options{Timezone: "Asia/Tokyo"})
+	require.Equal(t, "America/Chicago", zoneOf(configured, producer.Cron{Code: "a", Expr: "0 2 * * *", Timezone: "America/Chicago"}))
+	require.Equal(t, "UTC", zoneOf(configured, producer.Cron{Code: "b", Expr: "CRON_TZ=UTC 0 2 * * *"}))
+	require.Equal(t, "Asia/Tokyo", zoneOf(configured, producer.Cron{Code: "c", Expr: "0 2 * * *"}))
+	require.Equal(t, "Europe/Paris", zoneOf(plain, producer.Cron{Code: "d", Expr: "0 2 * * *"}))
+	_, err := plain.CronAdd(ctx, producer.Cron{Code: "e", Expr: "CRON_TZ=UTC 0 2 * * *", Timezone: "Asia/Tokyo"})
+	require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%v", err)
+}

@@ -18,6 +18,15 @@ func queueOf(t string) string {
 	return routed(t, "(SELECT r.queue FROM task_route r WHERE r.task_code = "+t+".task_code)")
 }
 
+// zoneOf is the time zone a periodic task of task_center (as alias t)
+// runs in: its own, else the cluster's default (task_setting
+// cron_timezone), so that every node computes its runs alike. The
+// subquery is not correlated: read once per statement.
+func zoneOf(t string) string {
+	return "IF(" + t + ".timezone = '', COALESCE((SELECT s.value FROM task_setting s WHERE s.name = '" +
+		SettingCronTimezone + "'), ''), " + t + ".timezone)"
+}
+
 // routed is the queue of row t given route, the queue task_route holds for
 // its code (NULL when none).
 func routed(t, route string) string {
@@ -37,7 +46,7 @@ const qNow = `SELECT UNIX_TIMESTAMP(NOW(3))`
 const qAutoIncStep = `SELECT @@auto_increment_increment`
 
 // taskColumns is the select list for a whole task; scanTask reads it.
-var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), timezone,
+var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	priority, delay, timeout, max_retry, retry_count, status, COALESCE(unique_key, ''), attempt,
 	crash_count, worker_id, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(last_run_at),
 	UNIX_TIMESTAMP(dispatched_at), UNIX_TIMESTAMP(started_at), COALESCE(last_result, ''),
@@ -70,7 +79,7 @@ const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 var qClaimCandidates = func() string {
 	var b strings.Builder
 	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, ` + queueOf("t") + `, t.payload, COALESCE(t.cron_expr, ''),
-	t.timezone, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''), t.trace_parent,
+	` + zoneOf("t") + `, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''), t.trace_parent,
 	UNIX_TIMESTAMP(t.plan_next_run_at), UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0)
 	FROM (SELECT id FROM (`)
 	for p := 0; p <= 9; p++ {
@@ -293,7 +302,7 @@ var qStuckDispatched = `SELECT id, attempt, task_code, ` + queueOf("task_center"
 
 // qRunning lists running tasks in dispatch order after a keyset position,
 // with whether each is past its timeout plus a grace.
-var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, task_type, COALESCE(cron_expr, ''), timezone,
+var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, task_type, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	worker_id, crash_count, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(dispatched_at),
 	started_at + INTERVAL timeout SECOND + INTERVAL ? MICROSECOND < NOW(3)
 	FROM task_center WHERE inflight_at >= FROM_UNIXTIME(?) AND (inflight_at, id) > (FROM_UNIXTIME(?), ?)
@@ -393,7 +402,7 @@ const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, atte
 	WHERE id IN (%s) AND status IN (0, 4) AND plan_next_run_at <= NOW(3)`
 
 // qClaimedRows reads back the messages a filtered claim won.
-var qClaimedRows = `SELECT id, attempt, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), timezone,
+var qClaimedRows = `SELECT id, attempt, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), trace_parent, UNIX_TIMESTAMP(plan_next_run_at),
 	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0)
 	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?
