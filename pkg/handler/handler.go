@@ -1,4 +1,5 @@
-// Package handler runs one attempt of a task: an external command (Exec),
+// Package handler runs one attempt of a task: an external command per
+// attempt (Exec), a long-lived process of a Pool speaking the pool protocol,
 // an HTTP endpoint (HTTP) or a Go function (Func), looked up by task code in
 // a Registry.
 package handler
