@@ -152,6 +152,17 @@ handlers:
 		require.NotEqual(t, first, next)
 	})
 
+	t.Run("kill from the CLI kills the process", func(t *testing.T) {
+		first := workerPID(t, b.waitDone(t, b.submitJSON(t, "php_slow", `{}`), 3)[0].result)
+		long := b.submitJSON(t, "php_slow", `{"sleep_ms":60000}`)
+		b.waitCount(t, 1, 30*time.Second, "SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2", long)
+		b.taskd(t, "kill", strconv.FormatInt(long, 10), "--yes")
+		r := b.waitDone(t, long, 6)
+		require.Equal(t, "cancelled", r[len(r)-1].outcome)
+		requireProcessGone(t, first)
+		require.NotEqual(t, first, workerPID(t, b.waitDone(t, b.submitJSON(t, "php_slow", `{}`), 3)[0].result))
+	})
+
 	t.Run("max_jobs recycles", func(t *testing.T) {
 		var pids []int
 		for range 5 {
