@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
@@ -56,35 +57,126 @@ type Result struct {
 	Existing bool
 }
 
-// Option tunes a submission: Queue, Delay, At, Priority, Timeout, MaxRetry,
-// UniqueKey.
-type Option func(*producer.Submission)
+// Option tunes a submission: Queue, Delay, At, Priority, Timeout,
+// MaxRetry, UniqueKey, Then (a chain) and ForCallback (a batch's
+// callback). An option given where it does not apply is an error (a
+// periodic task has no delay, a chain's child no unique key).
+type Option struct {
+	name  string
+	apply func(*settings) error
+}
+
+// settings is what options set: a submission, and the options of a batch's
+// callback.
+type settings struct {
+	producer.Submission
+	callback []Option
+}
+
+// Where each option applies.
+var (
+	submitOpts   = []string{"Queue", "Delay", "At", "Priority", "Timeout", "MaxRetry", "UniqueKey", "Then"}
+	batchOpts    = append(slices.Clip(submitOpts), "ForCallback")
+	cronOpts     = []string{"Queue", "Priority", "Timeout", "MaxRetry", "Then"}
+	childOpts    = []string{"Queue", "Delay", "Priority", "Timeout", "MaxRetry", "Then"}
+	callbackOpts = []string{"Queue", "Priority", "Timeout", "MaxRetry"}
+)
+
+func option(name string, f func(*settings)) Option {
+	return Option{name: name, apply: func(s *settings) error { f(s); return nil }}
+}
 
 // Queue overrides the queue (default: the code's configured queue, else
 // the code).
-func Queue(q string) Option { return func(s *producer.Submission) { s.Queue = q } }
+func Queue(q string) Option { return option("Queue", func(s *settings) { s.Queue = q }) }
 
-// Delay makes the task due after d.
-func Delay(d time.Duration) Option { return func(s *producer.Submission) { s.Delay = d } }
+// Delay makes the task due after d (a chain's child: after its parent's
+// success).
+func Delay(d time.Duration) Option { return option("Delay", func(s *settings) { s.Delay = d }) }
 
 // At makes the task due at t.
-func At(t time.Time) Option { return func(s *producer.Submission) { s.At = t } }
+func At(t time.Time) Option { return option("At", func(s *settings) { s.At = t }) }
 
 // Priority from 0 (highest) to 9; 5 by default.
-func Priority(p int) Option { return func(s *producer.Submission) { s.Priority = &p } }
+func Priority(p int) Option { return option("Priority", func(s *settings) { s.Priority = &p }) }
 
 // Timeout of each attempt; 300 s by default.
-func Timeout(d time.Duration) Option { return func(s *producer.Submission) { s.Timeout = d } }
+func Timeout(d time.Duration) Option { return option("Timeout", func(s *settings) { s.Timeout = d }) }
 
 // MaxRetry is the number of retries after a failed attempt; 3 by default.
-func MaxRetry(n int) Option { return func(s *producer.Submission) { s.MaxRetry = &n } }
+func MaxRetry(n int) Option { return option("MaxRetry", func(s *settings) { s.MaxRetry = &n }) }
 
 // UniqueKey deduplicates: at most one task per code and key.
-func UniqueKey(k string) Option { return func(s *producer.Submission) { s.UniqueKey = k } }
+func UniqueKey(k string) Option { return option("UniqueKey", func(s *settings) { s.UniqueKey = k }) }
+
+// Then makes a chain: a task of A's code (the zero A's Kind) is submitted
+// when the task succeeds, in the transaction that writes the success, so
+// once even if the task ran twice, and never if it failed. Its payload is
+// the parent's result (Job.SetResultJSON), decoded into A by its handler:
+// the result itself when it is a JSON value, {} when it is empty, else the
+// result as a JSON string. opts tune the child: Queue, Delay, Priority,
+// Timeout, MaxRetry, and Then for the step after it. Several Then options
+// on one task are siblings, all submitted when it succeeds; nest them for a
+// sequence: Then[B](Then[C]()). On a periodic task (Client.Cron), the
+// children follow each run that succeeds.
+func Then[A Args](opts ...Option) Option {
+	var zero A
+	code := zero.Kind()
+	return Option{name: "Then", apply: func(s *settings) error {
+		c, err := options(opts, "a chain's child", childOpts)
+		if err != nil {
+			return fmt.Errorf("then %s: %w", code, err)
+		}
+		s.Children = append(s.Children, producer.Child{Code: code, Queue: c.Queue, Priority: c.Priority,
+			Timeout: c.Timeout, MaxRetry: c.MaxRetry, Delay: c.Delay, Children: c.Children})
+		return nil
+	}}
+}
+
+// ForCallback tunes a batch's callback (Client.Batch): Queue, Priority,
+// Timeout and MaxRetry. Without it the callback takes its code's defaults.
+func ForCallback(opts ...Option) Option {
+	return option("ForCallback", func(s *settings) { s.callback = append(s.callback, opts...) })
+}
+
+// options applies opts, each of which must be one of allowed.
+func options(opts []Option, where string, allowed []string) (settings, error) {
+	var s settings
+	for _, o := range opts {
+		if o.apply == nil {
+			return s, task.Invalidf("a zero taskd.Option")
+		}
+		if !slices.Contains(allowed, o.name) {
+			return s, task.Invalidf("taskd.%s does not apply to %s", o.name, where)
+		}
+		if err := o.apply(&s); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// submission is the submission of args tuned by s.
+func (s settings) submission(args Args) (producer.Submission, error) {
+	if args == nil {
+		return producer.Submission{}, task.Invalidf("no task arguments")
+	}
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return producer.Submission{}, task.Invalidf("encode the payload of %s: %v", args.Kind(), err)
+	}
+	sub := s.Submission
+	sub.Code, sub.Payload = args.Kind(), payload
+	return sub, nil
+}
 
 // Submit submits one task with args as its payload.
 func (c *Client) Submit(ctx context.Context, args Args, opts ...Option) (Result, error) {
-	s, err := submission(args, opts)
+	o, err := options(opts, "a submission", submitOpts)
+	if err != nil {
+		return Result{}, err
+	}
+	s, err := o.submission(args)
 	if err != nil {
 		return Result{}, err
 	}
@@ -94,9 +186,13 @@ func (c *Client) Submit(ctx context.Context, args Args, opts ...Option) (Result,
 
 // SubmitMany submits every task in one statement: all or none.
 func (c *Client) SubmitMany(ctx context.Context, args []Args, opts ...Option) ([]Result, error) {
+	o, err := options(opts, "a submission", submitOpts)
+	if err != nil {
+		return nil, err
+	}
 	subs := make([]producer.Submission, len(args))
 	for i, a := range args {
-		s, err := submission(a, opts)
+		s, err := o.submission(a)
 		if err != nil {
 			return nil, fmt.Errorf("task %d: %w", i, err)
 		}
@@ -112,10 +208,12 @@ func (c *Client) SubmitMany(ctx context.Context, args []Args, opts ...Option) ([
 
 // SubmitJSON submits a task of code with a payload already encoded.
 func (c *Client) SubmitJSON(ctx context.Context, code string, payload json.RawMessage, opts ...Option) (Result, error) {
-	s := producer.Submission{Code: code, Payload: payload}
-	for _, o := range opts {
-		o(&s)
+	o, err := options(opts, "a submission", submitOpts)
+	if err != nil {
+		return Result{}, err
 	}
+	s := o.Submission
+	s.Code, s.Payload = code, payload
 	r, err := c.p.Submit(ctx, s)
 	return Result{ID: r.ID, Existing: r.Existing}, err
 }
@@ -132,31 +230,90 @@ type CronResult struct {
 // Cron adds the periodic task name of args's code, or updates it (a deploy
 // can run it every time): expr has five fields, or six with seconds, or a
 // descriptor (@hourly, @every 5m), in time zone tz ("" is cron.timezone).
-// Of the options, Queue, Priority, Timeout and MaxRetry apply.
+// Of the options, Queue, Priority, Timeout, MaxRetry and Then apply.
 func (c *Client) Cron(ctx context.Context, name, expr, tz string, args Args, opts ...Option) (CronResult, error) {
-	s, err := submission(args, opts)
+	o, err := options(opts, "a periodic task", cronOpts)
 	if err != nil {
 		return CronResult{}, err
 	}
-	if s.Delay != 0 || !s.At.IsZero() || s.UniqueKey != "" {
-		return CronResult{}, task.Invalidf("a periodic task takes no delay, time or unique key")
+	s, err := o.submission(args)
+	if err != nil {
+		return CronResult{}, err
 	}
 	r, err := c.p.CronAdd(ctx, producer.Cron{Code: s.Code, Name: name, Expr: expr, Timezone: tz, Payload: s.Payload,
-		Queue: s.Queue, Priority: s.Priority, Timeout: s.Timeout, MaxRetry: s.MaxRetry})
+		Queue: s.Queue, Priority: s.Priority, Timeout: s.Timeout, MaxRetry: s.MaxRetry, Children: s.Children})
 	return CronResult{ID: r.ID, Updated: r.Updated, Next: r.Next}, err
 }
 
-func submission(args Args, opts []Option) (producer.Submission, error) {
-	if args == nil {
-		return producer.Submission{}, task.Invalidf("no task arguments")
-	}
-	payload, err := json.Marshal(args)
+// BatchResult is a submitted batch: its id (`taskd show --batch ID`) and
+// its members' task ids, in the order given.
+type BatchResult struct {
+	ID        int64
+	MemberIDs []int64
+}
+
+// BatchCounts is how a batch's members ended, given to its callback under
+// the "batch" key of its payload. A callback's Args receive them with a
+// field such as
+//
+//	Batch taskd.BatchCounts `json:"batch"`
+//
+// which Batch leaves out when submitting (it is zero until the batch ends).
+type BatchCounts struct {
+	ID        int64 `json:"id"`
+	Total     int   `json:"total"`
+	Succeeded int   `json:"succeeded"`
+	Dead      int   `json:"dead"`
+	// Cancelled counts members cancelled or deleted before they ended.
+	Cancelled int `json:"cancelled"`
+}
+
+// Batch submits members and a callback in one transaction, all or none.
+// The callback is created once, when the last member has ended (succeeded,
+// dead or cancelled) whatever happened on the way (retries, kills, crashes,
+// recovery), with callback's fields and the counts under "batch"
+// (BatchCounts). opts tune every member (all options but UniqueKey: a
+// member that already existed would not be the batch's); ForCallback
+// tunes the callback.
+func (c *Client) Batch(ctx context.Context, members []Args, callback Args, opts ...Option) (BatchResult, error) {
+	o, err := options(opts, "a batch's members", batchOpts)
 	if err != nil {
-		return producer.Submission{}, task.Invalidf("encode the payload of %s: %v", args.Kind(), err)
+		return BatchResult{}, err
 	}
-	s := producer.Submission{Code: args.Kind(), Payload: payload}
-	for _, o := range opts {
-		o(&s)
+	cbo, err := options(o.callback, "a batch's callback", callbackOpts)
+	if err != nil {
+		return BatchResult{}, err
 	}
-	return s, nil
+	cb, err := cbo.submission(callback)
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("callback: %w", err)
+	}
+	if cb.Payload, err = withoutCounts(cb.Payload); err != nil {
+		return BatchResult{}, err
+	}
+	subs := make([]producer.Submission, len(members))
+	for i, a := range members {
+		if subs[i], err = o.submission(a); err != nil {
+			return BatchResult{}, fmt.Errorf("task %d of the batch: %w", i+1, err)
+		}
+	}
+	r, err := c.p.Batch(ctx, producer.Batch{Members: subs, Callback: producer.Callback{Code: cb.Code,
+		Payload: cb.Payload, Queue: cb.Queue, Priority: cb.Priority, Timeout: cb.Timeout, MaxRetry: cb.MaxRetry}})
+	return BatchResult{ID: r.ID, MemberIDs: r.MemberIDs}, err
+}
+
+// withoutCounts drops a callback payload's "batch" key when it holds no
+// counts (a BatchCounts field before the batch ends): the counts go there.
+// Any other value is left for the producer to refuse.
+func withoutCounts(payload json.RawMessage) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(payload, &obj) != nil || obj["batch"] == nil {
+		return payload, nil
+	}
+	var n *BatchCounts
+	if err := json.Unmarshal(obj["batch"], &n); err != nil || (n != nil && *n != BatchCounts{}) {
+		return payload, nil
+	}
+	delete(obj, "batch")
+	return json.Marshal(obj)
 }

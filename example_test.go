@@ -190,3 +190,135 @@ func ExampleClient_Cron() {
 	// updated: false runs at: 03:00
 	// updated: true runs at: 03:00
 }
+
+// BuildReport, MailReport and ArchiveReport are the steps of a chain.
+type BuildReport struct {
+	Month string `json:"month"`
+}
+
+func (BuildReport) Kind() string { return "build_monthly_report" }
+
+// MailReport is the result of BuildReport: a chain's child gets its
+// parent's result as its payload.
+type MailReport struct {
+	Report int `json:"report"`
+	Rows   int `json:"rows"`
+}
+
+func (MailReport) Kind() string { return "mail_monthly_report" }
+
+type ArchiveReport struct {
+	Report int `json:"report"`
+}
+
+func (ArchiveReport) Kind() string { return "archive_monthly_report" }
+
+// A chain: each step is submitted when the one before succeeds, with its
+// result as the payload.
+func ExampleThen() {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	if err != nil {
+		panic(err)
+	}
+	steps := make(chan string, 3)
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[BuildReport]) error {
+		steps <- "built the report of " + job.Args.Month
+		return job.SetResultJSON(MailReport{Report: 7, Rows: 120})
+	})
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[MailReport]) error {
+		steps <- fmt.Sprintf("mailed report %d (%d rows)", job.Args.Report, job.Args.Rows)
+		return job.SetResultJSON(ArchiveReport{Report: job.Args.Report})
+	})
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[ArchiveReport]) error {
+		steps <- fmt.Sprintf("archived report %d", job.Args.Report)
+		return nil
+	})
+	srv := taskd.NewServer(cfg, mux)
+	if err := srv.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer srv.Stop()
+	client, err := taskd.NewClient(ctx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+
+	_, err = client.Submit(ctx, BuildReport{Month: "2026-05"},
+		taskd.Then[MailReport](taskd.Priority(1), taskd.Then[ArchiveReport](taskd.Delay(time.Second))))
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		fmt.Println(<-steps)
+	}
+	// Output:
+	// built the report of 2026-05
+	// mailed report 7 (120 rows)
+	// archived report 7
+}
+
+// Invite is a member of the batch; CampaignDone its callback.
+type Invite struct {
+	To string `json:"to"`
+}
+
+func (Invite) Kind() string { return "send_invite" }
+
+type CampaignDone struct {
+	Campaign int `json:"campaign"`
+	// Batch gets the counts when the batch ends.
+	Batch taskd.BatchCounts `json:"batch"`
+}
+
+func (CampaignDone) Kind() string { return "invite_campaign_done" }
+
+// A batch: the callback is created once, when every member has ended,
+// with the counts of how they ended.
+func ExampleClient_Batch() {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan CampaignDone, 1)
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[Invite]) error {
+		if job.Args.To == "nobody@example.com" {
+			return errors.New("no such mailbox")
+		}
+		return nil
+	})
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[CampaignDone]) error {
+		done <- job.Args
+		return nil
+	})
+	srv := taskd.NewServer(cfg, mux)
+	if err := srv.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer srv.Stop()
+	client, err := taskd.NewClient(ctx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+
+	b, err := client.Batch(ctx,
+		[]taskd.Args{Invite{To: "a@example.com"}, Invite{To: "b@example.com"}, Invite{To: "nobody@example.com"}},
+		CampaignDone{Campaign: 7},
+		taskd.MaxRetry(0), taskd.ForCallback(taskd.Priority(1)))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("members:", len(b.MemberIDs))
+	cb := <-done
+	fmt.Println("batch is ours:", cb.Batch.ID == b.ID)
+	fmt.Printf("campaign %d: %d of %d sent, %d dead\n", cb.Campaign, cb.Batch.Succeeded, cb.Batch.Total, cb.Batch.Dead)
+	// Output:
+	// members: 3
+	// batch is ours: true
+	// campaign 7: 2 of 3 sent, 1 dead
+}

@@ -33,6 +33,20 @@ type Job[A Args] struct {
 // to worker.output_limit) and shown by `taskd show` and tasktop.
 func (j *Job[A]) SetResult(s string) { j.result = s }
 
+// SetResultJSON sets the attempt's result to v encoded as JSON. A chain's
+// child (Then) gets it as its payload, decoded into the child's Args. A
+// result past worker.output_limit (64 KiB by default) is cut, and reaches a
+// child as a JSON string that does not decode: pass large data by
+// reference.
+func (j *Job[A]) SetResultJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode the result of %s task %d: %w", j.Code, j.ID, err)
+	}
+	j.result = string(b)
+	return nil
+}
+
 // Mux holds the Go handlers of a Server, by task code.
 type Mux struct {
 	mu  sync.Mutex

@@ -19,6 +19,11 @@
 //	client, err := taskd.NewClient(ctx, cfg)
 //	res, err := client.Submit(ctx, SendEmail{To: "a@example.com"}, taskd.Delay(time.Minute))
 //
+// Then makes a chain (a child submitted when its parent succeeds, with the
+// parent's result as its payload); Client.Batch submits tasks and a
+// callback created once when all have ended, with the counts
+// (docs/steps.md).
+//
 // The configuration is taskd's own (Config, LoadConfig): one file and
 // TASKD_* variables, as for the daemon. The guarantees are the daemon's:
 // at-least-once, every write fenced by attempt; a handler gets the task's
