@@ -12,9 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -247,4 +249,96 @@ func TestFaultCronZones(t *testing.T) {
 	var def string
 	require.NoError(t, b.env.Store.DB().QueryRowContext(b.ctx, `SELECT value FROM task_setting WHERE name = 'cron_timezone'`).Scan(&def))
 	require.Equal(t, "Asia/Shanghai", def, "the first node recorded its zone as the cluster's default")
+}
+
+// slowConfig writes a configuration whose MySQL and Redis connections go
+// through proxies adding each to every read and write, with the default
+// timings, and extra YAML.
+func (b *faultBundle) slowConfig(t *testing.T, name string, each time.Duration, extra string) string {
+	t.Helper()
+	dsn, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	dsn.Addr = testenv.LatencyProxy(t, dsn.Addr, each)
+	argv, err := json.Marshal([]string{"sh", "-c", fmt.Sprintf(`echo "$TASK_ID $TASK_ATTEMPT" >> %s`, b.out)})
+	require.NoError(t, err)
+	yaml := fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  prefix: %q\nlog:\n  format: json\nhandlers:\n  work:\n    exec: %s\n%s",
+		dsn.FormatDSN(), testenv.LatencyProxy(t, b.env.RedisAddr, each), b.env.Prefix, argv, extra)
+	path := filepath.Join(b.dir, name+".yaml")
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o644))
+	return path
+}
+
+// TestFaultSlowLinks is FAULTS.md row 21: a second added each way to every
+// MySQL and Redis connection, and the default timeouts. The node starts,
+// runs every task once, slowly, and recovers nothing: a slow link is not a
+// dead one.
+func TestFaultSlowLinks(t *testing.T) {
+	t.Parallel()
+	b := faultSetup(t, "", `echo "$TASK_ID $TASK_ATTEMPT" >> %OUT%`)
+	b.startWithin = 3 * time.Minute
+	slow := b.slowConfig(t, "slow", time.Second, "")
+	start := time.Now()
+	n := b.startNodeWith(t, "slow-1", slow, "scheduler,worker,recovery")
+	started := time.Since(start)
+	ids := b.submit(t, 20)
+	b.eventually(t, 3*time.Minute, equal(len(ids)), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
+	t.Logf("started in %s, ran %d tasks in %s", started.Round(time.Second), len(ids), (time.Since(start) - started).Round(time.Second))
+	b.checkRecords(t, ids)
+	require.Equal(t, len(ids), b.count(t, `SELECT COUNT(*) FROM task_center WHERE attempt = 1`), "a task was dispatched twice")
+	require.Equal(t, len(ids), b.count(t, `SELECT COUNT(*) FROM task_run`), "a task ran twice")
+	log := string(n.read())
+	require.NotContains(t, log, "recovered lost work")
+	require.NotContains(t, log, "context deadline exceeded")
+	require.NotContains(t, log, `"level":"ERROR"`)
+}
+
+// TestFaultFreshRedis: three nodes start at once on a fresh prefix, over
+// links with 300 ms added each way, while 300 seed-style INSERTs arrive. A
+// first start is no Redis reset: it is logged at INFO, nothing is
+// re-dispatched, and every task runs once, at attempt 1.
+func TestFaultFreshRedis(t *testing.T) {
+	t.Parallel()
+	b := faultSetup(t, "", `echo "$TASK_ID $TASK_ATTEMPT" >> %OUT%`)
+	b.startWithin = 2 * time.Minute
+	slow := b.slowConfig(t, "slow", 300*time.Millisecond, "scheduler:\n  poll_interval: 200ms\n")
+	const total = 300
+	inserted := make(chan error, 1)
+	go func() {
+		for i := range total / 10 {
+			var q strings.Builder
+			q.WriteString(`INSERT INTO task_center (task_code, task_type, payload, cron_expr, priority, timeout, max_retry, plan_next_run_at, status) VALUES `)
+			for j := range 10 {
+				if j > 0 {
+					q.WriteString(", ")
+				}
+				fmt.Fprintf(&q, `('work', 0, '{"i":%d}', NULL, 5, 300, 3, NOW(), 0)`, 10*i+j)
+			}
+			if _, err := b.env.Store.DB().ExecContext(b.ctx, q.String()); err != nil {
+				inserted <- err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		inserted <- nil
+	}()
+	nodes := make([]*faultNode, 3)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() { nodes[i] = b.startNodeWith(t, fmt.Sprintf("node-%d", i), slow, "scheduler,worker,recovery") })
+	}
+	wg.Wait()
+	require.NoError(t, <-inserted)
+	b.eventually(t, 3*time.Minute, equal(total), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
+	b.checkRecords(t, b.ids(t, `SELECT id FROM task_center`))
+	require.Equal(t, total, b.count(t, `SELECT COUNT(*) FROM task_center WHERE attempt = 1`), "a task was dispatched twice")
+	require.Equal(t, total, b.count(t, `SELECT COUNT(*) FROM task_run`), "a task ran twice")
+	firsts := 0
+	for _, n := range nodes {
+		log := string(n.read())
+		require.NotContains(t, log, "redis lost its data", n.name)
+		require.NotContains(t, log, "recovered lost work", n.name)
+		require.NotContains(t, log, `"level":"ERROR"`, n.name)
+		firsts += strings.Count(log, `"level":"INFO","msg":"first start on this Redis`)
+	}
+	require.Equal(t, 1, firsts, "one node logs the first start, at INFO")
 }

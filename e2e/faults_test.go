@@ -9,6 +9,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,6 +60,8 @@ type faultBundle struct {
 	dir    string
 	config string
 	out    string // the file the handler appends "id attempt" to
+	// startWithin bounds a node's start (default 20 s).
+	startWithin time.Duration
 }
 
 // faultSetup writes a configuration for handler code "work": sh -c script,
@@ -123,7 +126,7 @@ func (b *faultBundle) startNodeWith(t *testing.T, name, config, roles string, en
 			t.Logf("log of %s:\n%s", name, tail(string(out), 6000))
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(cmp.Or(b.startWithin, 20*time.Second))
 	for !bytes.Contains(n.read(), []byte("taskd node started")) {
 		select {
 		case <-n.done:

@@ -5,6 +5,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,7 +38,20 @@ type Options struct {
 	DB       int
 	Prefix   string
 	PoolSize int
+	// DialTimeout bounds opening a connection, its handshake included;
+	// ReadTimeout and WriteTimeout each read and write of a command
+	// (defaults below; a blocking take waits longer by its own timeout).
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 }
+
+// Defaults of the Options timeouts: a slow link is not a dead one, and a
+// connection's handshake (HELLO, then its settings) with a second added
+// each way still fits.
+const (
+	DialTimeoutDefault  = 10 * time.Second
+	ReadTimeoutDefault  = 10 * time.Second
+	WriteTimeoutDefault = 10 * time.Second
+)
 
 // clusterReload is how often a Cluster client rereads the slot map.
 const clusterReload = 2 * time.Second
@@ -105,9 +119,9 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 		Password:      o.Password,
 		DB:            o.DB,
 		PoolSize:      pool,
-		DialTimeout:   5 * time.Second,
-		ReadTimeout:   5 * time.Second,
-		WriteTimeout:  5 * time.Second,
+		DialTimeout:   cmp.Or(o.DialTimeout, DialTimeoutDefault),
+		ReadTimeout:   cmp.Or(o.ReadTimeout, ReadTimeoutDefault),
+		WriteTimeout:  cmp.Or(o.WriteTimeout, WriteTimeoutDefault),
 		// Blocking takes carry their own timeout; the pool must not give
 		// up on a connection while one waits.
 		ContextTimeoutEnabled: true,
@@ -127,7 +141,8 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 		rdb = redis.NewUniversalClient(uo)
 	}
 	b := &Broker{rdb: rdb, Keys: keys}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// A new connection: dial, HELLO and its settings, then the PING.
+	pctx, cancel := context.WithTimeout(ctx, uo.DialTimeout+2*uo.ReadTimeout)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()

@@ -76,6 +76,12 @@ type MySQLConfig struct {
 	MaxOpenConns int `mapstructure:"max_open_conns"`
 	// LockWaitTimeout is the session's innodb_lock_wait_timeout.
 	LockWaitTimeout time.Duration `mapstructure:"lock_wait_timeout"`
+	// DialTimeout bounds opening a connection; ReadTimeout and
+	// WriteTimeout each network read and write (a slow link is not a dead
+	// one: the defaults survive a second added each way).
+	DialTimeout  time.Duration `mapstructure:"dial_timeout"`
+	ReadTimeout  time.Duration `mapstructure:"read_timeout"`
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
 }
 
 // RedisConfig locates the transport.
@@ -95,6 +101,11 @@ type RedisConfig struct {
 	// Prefix starts every key (default "task:").
 	Prefix   string `mapstructure:"prefix"`
 	PoolSize int    `mapstructure:"pool_size"`
+	// DialTimeout bounds opening a connection with its handshake;
+	// ReadTimeout and WriteTimeout each command's read and write.
+	DialTimeout  time.Duration `mapstructure:"dial_timeout"`
+	ReadTimeout  time.Duration `mapstructure:"read_timeout"`
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
 }
 
 // SchedulerConfig tunes dispatch.
@@ -265,6 +276,9 @@ var defaults = map[string]any{
 	"mysql.read_dsn":                     "",
 	"mysql.max_open_conns":               store.MaxOpenConnsDefault,
 	"mysql.lock_wait_timeout":            dur(store.LockWaitTimeoutDefault),
+	"mysql.dial_timeout":                 dur(store.DialTimeoutDefault),
+	"mysql.read_timeout":                 dur(store.ReadTimeoutDefault),
+	"mysql.write_timeout":                dur(store.WriteTimeoutDefault),
 	"redis.addr":                         "127.0.0.1:6379",
 	"redis.addrs":                        []string{},
 	"redis.master_name":                  "",
@@ -273,6 +287,9 @@ var defaults = map[string]any{
 	"redis.db":                           0,
 	"redis.prefix":                       broker.PrefixDefault,
 	"redis.pool_size":                    broker.PoolSizeDefault,
+	"redis.dial_timeout":                 dur(broker.DialTimeoutDefault),
+	"redis.read_timeout":                 dur(broker.ReadTimeoutDefault),
+	"redis.write_timeout":                dur(broker.WriteTimeoutDefault),
 	"scheduler.batch_size":               scheduler.BatchSizeDefault,
 	"scheduler.poll_interval":            dur(scheduler.PollIntervalDefault),
 	"scheduler.window":                   0,
@@ -475,6 +492,12 @@ func (c *Config) Validate() error {
 		d   time.Duration
 	}{
 		{"scheduler.poll_interval", c.Scheduler.PollInterval},
+		{"mysql.dial_timeout", c.MySQL.DialTimeout},
+		{"mysql.read_timeout", c.MySQL.ReadTimeout},
+		{"mysql.write_timeout", c.MySQL.WriteTimeout},
+		{"redis.dial_timeout", c.Redis.DialTimeout},
+		{"redis.read_timeout", c.Redis.ReadTimeout},
+		{"redis.write_timeout", c.Redis.WriteTimeout},
 		{"recovery.interval", c.Recovery.Interval},
 		{"recovery.dispatch_window", c.Recovery.DispatchWindow},
 		{"retention.interval", c.Retention.Interval},

@@ -12,6 +12,10 @@ import (
 	"github.com/taskd/taskd/pkg/monitor"
 )
 
+// snapshotTimeout bounds a snapshot: a few round trips to MySQL and to
+// Redis, on links that may be slow.
+const snapshotTimeout = 30 * time.Second
+
 // snapshotMaxAge bounds the queries scrapes cause: scrapers arriving
 // within it share one snapshot.
 const snapshotMaxAge = 2 * time.Second
@@ -85,7 +89,7 @@ func (c *snapshotCollector) snapshot() (*monitor.Snapshot, error) {
 	if c.last != nil && time.Since(c.last.At) < snapshotMaxAge {
 		return c.last, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout)
 	defer cancel()
 	s, err := c.take(ctx)
 	if err != nil {

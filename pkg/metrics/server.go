@@ -25,8 +25,9 @@ type Server struct {
 	addr net.Addr
 }
 
-// readyTimeout bounds each dependency check of /readyz.
-const readyTimeout = 2 * time.Second
+// readyTimeout bounds each dependency check of /readyz: a round trip or
+// two, on a link that may be slow.
+const readyTimeout = 5 * time.Second
 
 // Serve listens on addr and serves the endpoints until Close. /readyz
 // answers 200 only when every dependency answers a ping.

@@ -30,7 +30,7 @@ func (h *processBeat) Start(ctx context.Context) error {
 	h.p.Host, h.p.PID, h.p.StartedAt = host, os.Getpid(), time.Now()
 	return h.runner.Start(context.WithoutCancel(ctx), func(ctx context.Context) {
 		startstop.Every(ctx, h.interval, func(ctx context.Context) {
-			bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			bctx, cancel := context.WithTimeout(ctx, beatTimeout)
 			defer cancel()
 			if h.pools != nil {
 				h.p.Pools = h.pools()
@@ -44,7 +44,7 @@ func (h *processBeat) Start(ctx context.Context) error {
 
 func (h *processBeat) Stop() {
 	h.runner.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), beatTimeout)
 	defer cancel()
 	if err := h.broker.EndProcess(ctx, h.p.ID); err != nil {
 		h.log.Warn("withdraw process heartbeat", "err", err)
@@ -68,3 +68,7 @@ func HostZone(t time.Time) string {
 	}
 	return strings.TrimPrefix(name, ":") + " " + t.Local().Format("-07:00")
 }
+
+// beatTimeout bounds a process heartbeat: one round trip, maybe on a new
+// connection, over a link that may be slow.
+const beatTimeout = 15 * time.Second

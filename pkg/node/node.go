@@ -197,9 +197,15 @@ const (
 
 // OpenStore opens the task center of cfg.
 func OpenStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
-	return store.Open(ctx, cfg.MySQL.DSN, store.Options{
-		MaxOpenConns: cfg.MySQL.MaxOpenConns, LockWaitTimeout: cfg.MySQL.LockWaitTimeout,
-	})
+	return store.Open(ctx, cfg.MySQL.DSN, storeOptions(cfg, "mysql.dsn"))
+}
+
+// storeOptions are the pool and session options of cfg's task center;
+// key names the DSN in errors.
+func storeOptions(cfg *config.Config, key string) store.Options {
+	m := cfg.MySQL
+	return store.Options{MaxOpenConns: m.MaxOpenConns, LockWaitTimeout: m.LockWaitTimeout, Key: key,
+		DialTimeout: m.DialTimeout, ReadTimeout: m.ReadTimeout, WriteTimeout: m.WriteTimeout}
 }
 
 // OpenReadStore opens the task center for reads that may lag a little:
@@ -208,9 +214,7 @@ func OpenReadStore(ctx context.Context, cfg *config.Config) (*store.Store, error
 	if cfg.MySQL.ReadDSN == "" {
 		return OpenStore(ctx, cfg)
 	}
-	return store.Open(ctx, cfg.MySQL.ReadDSN, store.Options{
-		MaxOpenConns: cfg.MySQL.MaxOpenConns, LockWaitTimeout: cfg.MySQL.LockWaitTimeout, Key: "mysql.read_dsn",
-	})
+	return store.Open(ctx, cfg.MySQL.ReadDSN, storeOptions(cfg, "mysql.read_dsn"))
 }
 
 // OpenBroker opens the Redis of cfg.
@@ -222,6 +226,7 @@ func OpenBroker(ctx context.Context, cfg *config.Config) (*broker.Broker, error)
 		Addr: redisAddr(cfg), Addrs: cfg.Redis.Addrs, MasterName: cfg.Redis.MasterName, Cluster: cfg.Redis.Cluster,
 		Password: cfg.Redis.Password, DB: cfg.Redis.DB,
 		Prefix: cfg.Redis.Prefix, PoolSize: pool,
+		DialTimeout: cfg.Redis.DialTimeout, ReadTimeout: cfg.Redis.ReadTimeout, WriteTimeout: cfg.Redis.WriteTimeout,
 	})
 }
 

@@ -65,6 +65,10 @@ type Scheduler struct {
 	filterSince time.Time
 }
 
+// roundTimeout bounds one claim and push: several round trips to MySQL
+// and Redis, on links that may be slow.
+const roundTimeout = time.Minute
+
 // filterReset is how often a filtered claim starts its windows over, for
 // rows inserted with a due time behind a window's cursor.
 const filterReset = 10 * time.Second
@@ -184,7 +188,7 @@ func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, er
 	// a statement whose client went away, so a cancelled claim could leave
 	// tasks dispatched with no message. Claim and push run to their end
 	// (bounded), or the tasks are handed back.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
 	defer cancel()
 	claimID := s.cfg.Node + "/d" + strconv.FormatUint(s.seq.Add(1), 36)
 	if err := s.win.refresh(pctx, s.broker); err != nil {

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -25,41 +23,36 @@ type RouteChange struct {
 	Code, Queue, Before, BeforeNode string
 }
 
-const qRouteGet = `SELECT queue, node FROM task_route WHERE task_code = ? FOR UPDATE`
-
 const qRouteUpsert = `INSERT INTO task_route (task_code, queue, node, seen_at) VALUES (?, ?, ?, NOW(3))
 	ON DUPLICATE KEY UPDATE queue = VALUES(queue), node = VALUES(node), seen_at = NOW(3)`
 
 const qRouteList = `SELECT task_code, queue, node, UNIX_TIMESTAMP(seen_at) FROM task_route ORDER BY task_code`
 
 // RouteRecord records that node runs the handlers of routes (task code ->
-// queue), and returns the routes whose queue it changed.
+// queue), and returns the routes whose queue it changed. Each route is one
+// statement of its own: nodes starting at once record the same routes.
 func (s *Store) RouteRecord(ctx context.Context, node string, routes map[string]string) ([]RouteChange, error) {
+	before, err := s.RouteList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	had := make(map[string]Route, len(before))
+	for _, r := range before {
+		had[r.Code] = r
+	}
 	codes := make([]string, 0, len(routes))
 	for c := range routes {
 		codes = append(codes, c)
 	}
-	sort.Strings(codes) // one lock order for every node
+	sort.Strings(codes)
 	var changes []RouteChange
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		changes = changes[:0]
-		for _, code := range codes {
-			var before, beforeNode string
-			err := tx.QueryRowContext(ctx, qRouteGet, code).Scan(&before, &beforeNode)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			if err == nil && before != routes[code] {
-				changes = append(changes, RouteChange{Code: code, Queue: routes[code], Before: before, BeforeNode: beforeNode})
-			}
-			if _, err := tx.ExecContext(ctx, qRouteUpsert, code, routes[code], node); err != nil {
-				return err
-			}
+	for _, code := range codes {
+		if _, err := s.db.ExecContext(ctx, qRouteUpsert, code, routes[code], node); err != nil {
+			return nil, fmt.Errorf("record task route %s: %w", code, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("record task routes: %w", err)
+		if r, ok := had[code]; ok && r.Queue != routes[code] {
+			changes = append(changes, RouteChange{Code: code, Queue: routes[code], Before: r.Queue, BeforeNode: r.Node})
+		}
 	}
 	return changes, nil
 }

@@ -74,7 +74,8 @@ const (
 	// kept what it had.
 	EpochKnown EpochSeen = iota
 	// EpochFirst: the task center had no data set for the prefix: a first
-	// start, with nothing in Redis to lose.
+	// start, with nothing in Redis to lose. Of the nodes starting at once,
+	// one is told so; the others see the data set as known.
 	EpochFirst
 	// EpochLost: the task center recorded another data set: Redis lost
 	// the data it had. Of the nodes that see the new data set, exactly
@@ -92,12 +93,12 @@ func (s *Store) RedisEpoch(ctx context.Context, prefix, epoch string) (EpochSeen
 		case err != nil:
 			return 0, err
 		case !ok:
-			got, err := s.SettingInit(ctx, name, epoch)
+			res, err := s.db.ExecContext(ctx, qSettingInit, name, epoch)
 			if err != nil {
-				return 0, err
+				return 0, fmt.Errorf("set %s: %w", name, err)
 			}
-			if got == epoch {
-				return EpochFirst, nil
+			if n, err := res.RowsAffected(); err == nil && n == 1 {
+				return EpochFirst, nil // of the nodes starting at once, this one
 			}
 		case had == epoch:
 			return EpochKnown, nil

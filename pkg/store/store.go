@@ -26,9 +26,14 @@ import (
 
 // Defaults of Options.
 const (
-	MaxOpenConnsDefault     = 32
-	LockWaitTimeoutDefault  = 5 * time.Second
-	StatementTimeoutDefault = 30 * time.Second
+	MaxOpenConnsDefault    = 32
+	LockWaitTimeoutDefault = 5 * time.Second
+	// A slow link is not a dead one: with a second added each way, a
+	// connection's handshake (several round trips) and a transaction
+	// still fit these many times over.
+	DialTimeoutDefault  = 10 * time.Second
+	ReadTimeoutDefault  = 30 * time.Second
+	WriteTimeoutDefault = 30 * time.Second
 )
 
 // Options tune the connection pool and session.
@@ -39,9 +44,9 @@ type Options struct {
 	// held by someone else's long transaction fails the statement instead
 	// of hanging a worker (the seed's "alive but idle" night). Default 5s.
 	LockWaitTimeout time.Duration
-	// StatementTimeout bounds every network read/write on a connection
-	// (default 30s).
-	StatementTimeout time.Duration
+	// DialTimeout bounds opening a connection; ReadTimeout and
+	// WriteTimeout each network read and write on one (defaults above).
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	// Key is the configuration key of the DSN, named in errors that only
 	// a change of it fixes (default mysql.dsn).
 	Key string
@@ -78,7 +83,9 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	s := &Store{db: db}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// The handshake, the session's settings and the probes below are a
+	// few round trips each.
+	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout+cfg.ReadTimeout)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
@@ -120,18 +127,14 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
 		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(max(1, int(lw.Seconds())))
 	}
-	st := o.StatementTimeout
-	if st <= 0 {
-		st = StatementTimeoutDefault
-	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = cmp.Or(o.DialTimeout, DialTimeoutDefault)
 	}
 	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = st
+		cfg.ReadTimeout = cmp.Or(o.ReadTimeout, ReadTimeoutDefault)
 	}
 	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = st
+		cfg.WriteTimeout = cmp.Or(o.WriteTimeout, WriteTimeoutDefault)
 	}
 	// One round trip per statement instead of prepare/execute/close.
 	cfg.InterpolateParams = true

@@ -307,7 +307,7 @@ func TestClaimCostBounded(t *testing.T) {
 	const bulk = 200000
 	// A bulk insert can outlast the store's 30 s statement timeout on a
 	// loaded machine.
-	bulkDB, err := store.Open(b.ctx, env.DSN, store.Options{StatementTimeout: 5 * time.Minute})
+	bulkDB, err := store.Open(b.ctx, env.DSN, store.Options{ReadTimeout: 5 * time.Minute, WriteTimeout: 5 * time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { bulkDB.Close() })
 	exec := func(q string) {

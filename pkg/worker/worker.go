@@ -57,18 +57,20 @@ const (
 )
 
 // Deadlines of the calls the components make; each network call has one.
+// A slow link is not a dead one: each fits the call on a new connection
+// (its handshake is a few round trips) with a second added each way.
 const (
 	// takeWait is how long a take blocks on an empty queue; it bounds how
 	// long a fetcher takes to notice shutdown.
 	takeWait    = time.Second
-	takeTimeout = takeWait + 5*time.Second
-	markTimeout = 10 * time.Second
+	takeTimeout = takeWait + 20*time.Second
+	markTimeout = 30 * time.Second
 	// writeTimeout bounds one result transaction, ackTimeout the acks and
 	// counters that follow it.
-	writeTimeout = 15 * time.Second
-	ackTimeout   = 5 * time.Second
-	beatTimeout  = 5 * time.Second
-	sweepTimeout = 10 * time.Second
+	writeTimeout = 30 * time.Second
+	ackTimeout   = 15 * time.Second
+	beatTimeout  = 15 * time.Second
+	sweepTimeout = 30 * time.Second
 	// retryFirst and retryMax shape the backoff of a failing take, mark or
 	// write.
 	retryFirst = 100 * time.Millisecond
