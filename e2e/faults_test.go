@@ -167,10 +167,16 @@ func (n *faultNode) terminate(t *testing.T, within time.Duration) int {
 // submit creates n tasks of code "work" and returns their ids.
 func (b *faultBundle) submit(t *testing.T, n int) []int64 {
 	t.Helper()
+	return b.submitDue(t, n, 0)
+}
+
+// submitDue creates n tasks of code "work" due in dueIn.
+func (b *faultBundle) submitDue(t *testing.T, n int, dueIn time.Duration) []int64 {
+	t.Helper()
 	cl := producer.New(b.env.Store, b.env.Broker, producer.Options{Logger: quiet})
 	subs := make([]producer.Submission, n)
 	for i := range subs {
-		subs[i] = producer.Submission{Code: "work", Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+		subs[i] = producer.Submission{Code: "work", Delay: dueIn, Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
 	}
 	res, err := cl.SubmitBatch(b.ctx, subs)
 	require.NoError(t, err)

@@ -124,18 +124,11 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 // claimIDs compare-and-sets, in tx, the due tasks of ids that no other
 // transaction holds, and reads back those it won. The held ones back off.
 func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64, claimID string) ([]*task.Message, error) {
-	free, err := s.lockFree(ctx, tx, ids)
+	free, err := s.lockCandidates(ctx, tx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("lock candidates: %w", err)
+		return nil, err
 	}
 	if len(free) < len(ids) {
-		var held []int64
-		for _, id := range ids {
-			if !free[id] {
-				held = append(held, id)
-			}
-		}
-		s.skip.add(held, time.Now())
 		ids = slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return !free[id] })
 		if len(ids) == 0 {
 			return nil, nil

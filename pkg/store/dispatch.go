@@ -91,18 +91,11 @@ func (s *Store) claimLocked(ctx context.Context, tx *sql.Tx, cands []*task.Messa
 	for i, m := range cands {
 		ids[i] = m.ID
 	}
-	free, err := s.lockFree(ctx, tx, ids)
+	free, err := s.lockCandidates(ctx, tx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("lock candidates: %w", err)
+		return nil, err
 	}
 	if len(free) < len(ids) {
-		var held []int64
-		for _, id := range ids {
-			if !free[id] {
-				held = append(held, id)
-			}
-		}
-		s.skip.add(held, time.Now())
 		cands = slices.DeleteFunc(slices.Clone(cands), func(m *task.Message) bool { return !free[m.ID] })
 		if len(cands) == 0 {
 			return nil, nil

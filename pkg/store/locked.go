@@ -148,6 +148,26 @@ func (s *Store) lockFree(ctx context.Context, tx *sql.Tx, ids []int64) (map[int6
 	return free, nil
 }
 
+// lockCandidates locks, in tx, the claim candidates of ids no other
+// transaction holds (lockFree) and returns them; the held ones back off
+// from this process's claims for lockedBackoff.
+func (s *Store) lockCandidates(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]bool, error) {
+	free, err := s.lockFree(ctx, tx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock candidates: %w", err)
+	}
+	var held []int64
+	for _, id := range ids {
+		if !free[id] {
+			held = append(held, id)
+		}
+	}
+	if held != nil {
+		s.skip.add(held, time.Now())
+	}
+	return free, nil
+}
+
 // lockSkipped locks ids with SKIP LOCKED and marks the rows it got in free.
 func (s *Store) lockSkipped(ctx context.Context, tx *sql.Tx, ids []int64, free map[int64]bool) error {
 	got, err := queryIDs(ctx, tx, fmt.Sprintf(qLockRows+" SKIP LOCKED", placeholders(len(ids))), int64Args(ids)...)

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
@@ -10,32 +9,12 @@ import (
 
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
-// holdLocks opens a second connection, as another team's report would, and
-// holds SELECT ... FOR UPDATE on ids until the returned release is called.
 func holdLocks(t *testing.T, b *testBundle, ids ...int64) (release func()) {
 	t.Helper()
-	db, err := sql.Open("mysql", b.env.DSN)
-	require.NoError(t, err)
-	tx, err := db.BeginTx(b.ctx, nil)
-	require.NoError(t, err)
-	// One row at a time: on a table this small an IN list is read by a
-	// scan, which would lock every row.
-	for _, id := range ids {
-		var got int64
-		require.NoError(t, tx.QueryRowContext(b.ctx, `SELECT id FROM task_center WHERE id = ? FOR UPDATE`, id).Scan(&got))
-	}
-	done := false
-	release = func() {
-		if !done {
-			done = true
-			tx.Rollback()
-			db.Close()
-		}
-	}
-	t.Cleanup(release)
-	return release
+	return testenv.HoldRowLocks(t, b.env.DSN, ids...)
 }
 
 // Rows another transaction holds with SELECT ... FOR UPDATE hold back only

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
@@ -11,29 +10,8 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
 )
-
-// lockRow holds SELECT ... FOR UPDATE on task id from a connection of its
-// own, as another team's transaction would, until release.
-func (b *testBundle) lockRow(t *testing.T, id int64) (release func()) {
-	t.Helper()
-	db, err := sql.Open("mysql", b.env.DSN)
-	require.NoError(t, err)
-	tx, err := db.Begin()
-	require.NoError(t, err)
-	var got int64
-	require.NoError(t, tx.QueryRow(`SELECT id FROM task_center WHERE id = ? FOR UPDATE`, id).Scan(&got))
-	done := false
-	release = func() {
-		if !done {
-			done = true
-			tx.Rollback()
-			db.Close()
-		}
-	}
-	t.Cleanup(release)
-	return release
-}
 
 // A dispatched task whose row another transaction holds does not hold back
 // the tasks taken with it: they are marked running and run, and it starts
@@ -59,7 +37,7 @@ func TestLockedRowsHoldBackOnlyThemselves(t *testing.T) {
 	b.dispatchUntil(t, "dispatch", func() bool {
 		return b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 1`) == 5
 	})
-	unlock := b.lockRow(t, ids[1])
+	unlock := testenv.HoldRowLocks(t, b.env.DSN, ids[1])
 	b.startWorker(t, nil)
 
 	// The running mark: three run while the fourth is held.
@@ -73,7 +51,7 @@ func TestLockedRowsHoldBackOnlyThemselves(t *testing.T) {
 	// The result write: the slow task ends while its row is held; a task
 	// submitted meanwhile is written back.
 	require.Eventually(t, func() bool { return b.task(t, slow).Status == task.Running }, 15*time.Second, 20*time.Millisecond)
-	unlock = b.lockRow(t, slow)
+	unlock = testenv.HoldRowLocks(t, b.env.DSN, slow)
 	close(release)
 	other := b.submit(t, producer.Submission{Code: "ok"})
 	b.dispatchUntil(t, "the other task", func() bool { return succeeded(other) })
