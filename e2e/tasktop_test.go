@@ -72,19 +72,37 @@ func (s *screen) tmux(args ...string) string {
 	return string(out)
 }
 
-// keys sends tmux key names (Enter, Escape, Right, ...) or single
-// characters.
+// keys sends tmux key names (Enter, Right, ...) or single characters,
+// one frame apart as a person types. Escape goes through escape.
 func (s *screen) keys(keys ...string) {
 	s.t.Helper()
 	for _, k := range keys {
-		s.tmux("send-keys", "-t", "t", k)
-		pause := 50 * time.Millisecond // one frame apart, as a person types
-		if k == "Escape" {
-			// A key right after ESC reads as that key with alt.
-			pause = 300 * time.Millisecond
+		if strings.EqualFold(k, "Escape") || k == "\x1b" {
+			s.t.Fatalf("keys(%q): send Escape with escape, which waits for what it leads to", keys)
 		}
-		time.Sleep(pause)
+		s.tmux("send-keys", "-t", "t", k)
+		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// escape sends Escape and waits until the screen shows every one of want,
+// the state it leads to, so that the next key is read on its own: a key
+// that reaches the program in the same read as the ESC before it is read
+// as that key with alt, however long the test paused between them (a
+// loaded machine delays the read). want must not all be on the screen
+// already, or the wait would prove nothing.
+func (s *screen) escape(want ...string) {
+	s.t.Helper()
+	before := s.capture()
+	shown := true
+	for _, w := range want {
+		shown = shown && strings.Contains(before, w)
+	}
+	if shown {
+		s.t.Fatalf("escape: the screen shows %q before Escape:\n%s", want, before)
+	}
+	s.tmux("send-keys", "-t", "t", "Escape")
+	s.waitFor(want...)
 }
 
 // text types s literally.
@@ -154,7 +172,8 @@ func TestTasktop(t *testing.T) {
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+dead)
 
 	// Kill asks, Cancel first: enter alone changes nothing.
-	s.keys("Escape", "Escape") // back to the list, clear the filter
+	s.escape("status:dead")              // back to the list, still filtered
+	s.escape(" " + running + " running") // the filter cleared
 	s.keys("/")
 	s.text("running")
 	s.keys("Enter")
@@ -276,7 +295,8 @@ recovery:
 	b.startDaemonArgs(t, "node-b", "run", "--config", cfgB, "--node-id", "node-b", "--roles", "scheduler,worker,recovery")
 	slow := strings.TrimPrefix(strings.TrimSpace(b.taskd(t, "submit", "slow", "--timeout", "10m")), "submitted task ")
 	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2`, slow)
-	s.keys("Escape", "/")
+	s.escape(slow + " running") // the search cleared: the newest task is listed
+	s.keys("/")
 	s.text("slow")
 	s.keys("Enter")
 	s.waitFor(slow + " running")
@@ -287,7 +307,8 @@ recovery:
 
 	// A killed node: its worker turns into a red dead row, with its node,
 	// and stays; the header counts it.
-	s.keys("Escape", "2")
+	s.escape(slow + " running") // back from the output to the list
+	s.keys("2")
 	s.waitFor("2/2 workers")
 	require.NoError(t, nodeA.cmd.Process.Signal(syscall.SIGKILL))
 	<-nodeA.done
