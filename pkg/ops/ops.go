@@ -251,9 +251,23 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 	if err != nil {
 		return failed("kill"), err
 	}
+	// One read of every state, then the whole row of the running ones
+	// only: a filter can match a hundred thousand tasks.
+	states, err := o.store.TaskStates(ctx, ids)
+	if err != nil {
+		return failed("kill"), err
+	}
 	var idle []int64
 	running := map[int64]*task.Task{}
 	for _, id := range ids {
+		st, ok := states[id]
+		if !ok {
+			continue
+		}
+		if st.Status != task.Running {
+			idle = append(idle, id)
+			continue
+		}
 		tk, err := o.store.TaskGet(ctx, id)
 		if task.ErrorCode(err) == task.CodeNotFound {
 			continue
