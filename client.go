@@ -55,11 +55,14 @@ type Result struct {
 	// Existing is true when a task with the same code and unique key was
 	// there already: nothing new was created, ID is that task's.
 	Existing bool
+	// Changed: that task took this submission's payload and due time
+	// (Replace, Debounce).
+	Changed bool
 }
 
 // Option tunes a submission: Queue, Delay, At, Priority, Timeout,
-// MaxRetry, UniqueKey, Then (a chain) and ForCallback (a batch's
-// callback). An option given where it does not apply is an error (a
+// MaxRetry, UniqueKey (with Replace, Debounce or UntilDone), Group, Then (a
+// chain) and ForCallback (a batch's callback). An option given where it does not apply is an error (a
 // periodic task has no delay, a chain's child no unique key).
 type Option struct {
 	name  string
@@ -75,7 +78,7 @@ type settings struct {
 
 // Where each option applies.
 var (
-	submitOpts   = []string{"Queue", "Delay", "At", "Priority", "Timeout", "MaxRetry", "UniqueKey", "Then"}
+	submitOpts   = []string{"Queue", "Delay", "At", "Priority", "Timeout", "MaxRetry", "UniqueKey", "Replace", "Debounce", "UntilDone", "Group", "Then"}
 	batchOpts    = append(slices.Clip(submitOpts), "ForCallback")
 	cronOpts     = []string{"Queue", "Priority", "Timeout", "MaxRetry", "Then"}
 	childOpts    = []string{"Queue", "Delay", "Priority", "Timeout", "MaxRetry", "Then"}
@@ -106,8 +109,38 @@ func Timeout(d time.Duration) Option { return option("Timeout", func(s *settings
 // MaxRetry is the number of retries after a failed attempt; 3 by default.
 func MaxRetry(n int) Option { return option("MaxRetry", func(s *settings) { s.MaxRetry = &n }) }
 
-// UniqueKey deduplicates: at most one task per code and key.
+// UniqueKey deduplicates: at most one task per code and key. A second
+// submission returns the first task (Result.Existing), unless Replace,
+// Debounce or UntilDone say otherwise.
 func UniqueKey(k string) Option { return option("UniqueKey", func(s *settings) { s.UniqueKey = k }) }
+
+// Replace makes a second submission with the same unique key give the
+// first task its payload and due time while that task waits (pending, or
+// failed waiting for its retry); a task already dispatched or running is
+// never changed.
+func Replace() Option {
+	return option("Replace", func(s *settings) { s.OnConflict = store.Conflict{Mode: store.Replace} })
+}
+
+// Debounce makes the task due d after its submission, and a second
+// submission with the same unique key give the waiting task its payload
+// and move its due time out to d after that submission, but never later
+// than max after the first (0: 10 times d).
+func Debounce(d, max time.Duration) Option {
+	return option("Debounce", func(s *settings) {
+		s.OnConflict = store.Conflict{Mode: store.Debounce, Debounce: d, MaxWait: max}
+	})
+}
+
+// UntilDone holds the unique key only until the task ends (succeeded,
+// dead or cancelled): a later submission with the key creates a new task.
+func UntilDone() Option {
+	return option("UntilDone", func(s *settings) { s.OnConflict = store.Conflict{Mode: store.UntilDone} })
+}
+
+// Group puts the task in a group of its queue (a tenant, a customer):
+// per-group limits and serial order apply to each group separately.
+func Group(g string) Option { return option("Group", func(s *settings) { s.Group = g }) }
 
 // Then makes a chain: a task of A's code (the zero A's Kind) is submitted
 // when the task succeeds, in the transaction that writes the success, so
@@ -181,7 +214,7 @@ func (c *Client) Submit(ctx context.Context, args Args, opts ...Option) (Result,
 		return Result{}, err
 	}
 	r, err := c.p.Submit(ctx, s)
-	return Result{ID: r.ID, Existing: r.Existing}, err
+	return Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed}, err
 }
 
 // SubmitMany submits every task in one statement: all or none.
@@ -201,7 +234,7 @@ func (c *Client) SubmitMany(ctx context.Context, args []Args, opts ...Option) ([
 	rs, err := c.p.SubmitBatch(ctx, subs)
 	out := make([]Result, len(rs))
 	for i, r := range rs {
-		out[i] = Result{ID: r.ID, Existing: r.Existing}
+		out[i] = Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed}
 	}
 	return out, err
 }
@@ -215,7 +248,7 @@ func (c *Client) SubmitJSON(ctx context.Context, code string, payload json.RawMe
 	s := o.Submission
 	s.Code, s.Payload = code, payload
 	r, err := c.p.Submit(ctx, s)
-	return Result{ID: r.ID, Existing: r.Existing}, err
+	return Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed}, err
 }
 
 // CronResult says what Cron did.

@@ -26,7 +26,9 @@ type Job[A Args] struct {
 	UniqueKey string
 	Code      string
 	Queue     string
-	result    string
+	// Group is the task's group ("" none).
+	Group  string
+	result string
 }
 
 // SetResult sets the attempt's result, kept in the task center (truncated
@@ -65,7 +67,7 @@ func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
 	var zero A
 	code := zero.Kind()
 	m.HandleFunc(code, func(ctx context.Context, r *handler.Request) (string, error) {
-		job := &Job[A]{ID: r.ID, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Code: r.Code, Queue: r.Queue}
+		job := &Job[A]{ID: r.ID, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Code: r.Code, Queue: r.Queue, Group: r.Group}
 		if len(r.Payload) > 0 {
 			if err := json.Unmarshal(r.Payload, &job.Args); err != nil {
 				return "", fmt.Errorf("decode the payload of %s task %d: %w", code, r.ID, err)

@@ -53,7 +53,8 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 		queues = append(queues, q)
 	}
 	sort.Strings(queues)
-	be.Loader = &Loader{Store: rs, Broker: br, Queues: queues, Configured: be.Ops.Configured, Alerts: BrokerAlerts(br)}
+	be.Loader = &Loader{Store: rs, Broker: br, Queues: queues, Configured: be.Ops.Configured,
+		ConfiguredLimit: be.Ops.ConfiguredLimit, Alerts: BrokerAlerts(br)}
 	return be, nil
 }
 

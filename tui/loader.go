@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
@@ -31,6 +32,8 @@ type Loader struct {
 	Queues []string
 	// Configured returns a queue's configured shard count (0: none).
 	Configured func(queue string) int
+	// ConfiguredLimit returns a queue's configured limit (nil: none).
+	ConfiguredLimit func(queue string) limit.Limit
 	// Alerts reads the alert states (nil: none are shown).
 	Alerts func(ctx context.Context) ([]Alert, error)
 	// DeadShown is how long a drained dead worker is still listed
@@ -55,7 +58,8 @@ func (l *Loader) Overview(ctx context.Context) (*Overview, error) {
 	if err := l.Broker.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("Redis: %w", err)
 	}
-	st, err := stats.Collect(ctx, stats.Source{Store: l.Store, Broker: l.Broker, Queues: l.Queues, Configured: l.Configured})
+	st, err := stats.Collect(ctx, stats.Source{Store: l.Store, Broker: l.Broker, Queues: l.Queues, Configured: l.Configured,
+		ConfiguredLimit: l.ConfiguredLimit})
 	if err != nil {
 		return nil, err
 	}

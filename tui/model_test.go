@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/limit"
+	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -716,4 +718,27 @@ func TestLiveTail(t *testing.T) {
 	require.NotNil(t, m.cur.tail)
 	b.press(t, m, "q")
 	require.NotNil(t, m.cur.detail, "back to the detail")
+}
+
+// TestQueueLimited: a queue's limit shows in its LIMIT column, and while
+// the limit holds tasks back STATE says LIMITED, by what and how long;
+// at 80 columns STATE keeps it.
+func TestQueueLimited(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{at: now}
+	b := &testBundle{src: fixture(), acts: &fakeActions{}}
+	m := New(Options{Source: b.src, Actions: b.acts, Now: clk.now})
+	m.noTick = true
+	m.w = 120
+	b.settle(t, m, m.Init())
+	b.src.mu.Lock()
+	q := &b.src.ov.Stats.Queues[1] // reports_low
+	q.Paused = false
+	q.Limit = limit.Limit{MaxRunning: 2, Per: limit.PerGroup}
+	q.Limited = &stats.Limited{By: "group", Groups: 3, ForMS: 40_000}
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	require.Regexp(t, `(?m)^  reports_low .* ≤2/g +LIMITED 3 groups 40s$`, screen(m))
+	m.w, m.h = 80, 24
+	require.Regexp(t, `(?m)^  reports_low .*LIMITED 3 groups 40s$`, screen(m))
 }

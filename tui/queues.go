@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/stats"
 )
 
@@ -130,6 +131,9 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 	if q.Paused {
 		out = append(out, trouble{"PAUSED", 1})
 	}
+	if q.Limited != nil {
+		out = append(out, trouble{stats.LimitedText(q.Limited), 1})
+	}
 	slices.SortStableFunc(out, func(a, b trouble) int { return b.sev - a.sev })
 	return out
 }
@@ -179,6 +183,7 @@ var queueColumns = []column{
 	{title: "30 MIN", width: 8, flex: SeriesMinutes, drop: 6},
 	{title: "OK 10M", width: 6, right: true, drop: 4},
 	{title: "OLDEST", width: 6, right: true, drop: 3},
+	{title: "LIMIT", width: 6, flex: 16, drop: 8},
 	{title: "STATE", width: 24, flex: 48},
 }
 
@@ -212,14 +217,14 @@ func (m *Model) queueRows(sparkW int) ([]row, []stats.Queue) {
 		r.cells = []string{
 			q.Name, strconv.Itoa(q.Shards), count(q.Pending), count(q.BacklogTotal()), count(q.Running), count(q.Failed),
 			count(q.Dead), count(q.ProcessedPerMin), sparkline(m.ov.Series[q.Name], sparkW),
-			percent(q.SuccessRate10m), ageOrDash(q.OldestDueSeconds), strings.Join(state, ", "),
+			percent(q.SuccessRate10m), ageOrDash(q.OldestDueSeconds), limitCell(q.Limit), strings.Join(state, ", "),
 		}
 		r.keys = []any{q.Name, q.Shards, q.Pending, q.BacklogTotal(), q.Running, q.Failed, q.Dead, q.ProcessedPerMin,
-			total(m.ov.Series[q.Name]), rate, q.OldestDueSeconds, sev}
+			total(m.ov.Series[q.Name]), rate, q.OldestDueSeconds, q.Limit.Short(), sev}
 		rows[i] = r
 	}
 	// By trouble first: the worst queue is the first row.
-	rows, qs = sortBy(sorting{col: 11, desc: true}, rows, qs)
+	rows, qs = sortBy(sorting{col: 12, desc: true}, rows, qs)
 	return sortBy(m.queues.sort, rows, qs)
 }
 
@@ -236,6 +241,14 @@ func (m *Model) queuesTable(width, height int) string {
 		return m.empty("no queues yet", width, height)
 	}
 	return renderTable(&m.st, m.queues.sort.titled(queueColumns), rows, &m.queues.cur, width, height)
+}
+
+// limitCell is a queue's limit in its column: "100/s ≤3/g serial", "-".
+func limitCell(l limit.Limit) string {
+	if l.IsZero() {
+		return "-"
+	}
+	return l.Short()
 }
 
 func ageOrDash(s float64) string {

@@ -45,6 +45,7 @@ func TestRunSmall(t *testing.T) {
 		Tasks: 300, Rate: 200, Duration: time.Second, Scheduled: 200, Window: time.Second,
 		SubmitTasks: 2000, SingleTasks: 200, ExecTasks: 30, IdleSlots: 100, LargeRows: 20000,
 		Pool:     benchmark.PoolOptions{Size: 2, BootTasks: 40, ExecTasks: 10, NoopTasks: 200, RecycleTasks: 100, MaxJobs: 10},
+		Limit:    benchmark.LimitOptions{Tasks: 120, Rate: 50, Burst: 10, Nodes: 3},
 		Progress: func(s string) { ran = append(ran, s) },
 	})
 	require.Empty(t, r.Errors)
@@ -52,7 +53,8 @@ func TestRunSmall(t *testing.T) {
 	for _, name := range []string{"burn_down_tasks_per_s", "steady_p50_ms", "steady_p99_ms", "lateness_p99_ms",
 		"submit_batch_tasks_per_s", "submit_single_tasks_per_s", "exec_tasks_per_s", "burn_down_rss_mb", "idle_rss_mb",
 		"large_burn_down_tasks_per_s", "large_steady_p99_ms",
-		"pool_boot_tasks_per_s", "exec_boot_tasks_per_s", "pool_vs_exec_boot_x", "pool_noop_tasks_per_s", "recycle_processes_recycled"} {
+		"pool_boot_tasks_per_s", "exec_boot_tasks_per_s", "pool_vs_exec_boot_x", "pool_noop_tasks_per_s", "recycle_processes_recycled",
+		"rate_limit_worst_10s", "rate_limit_seconds"} {
 		if strings.Contains(name, "pool") || strings.Contains(name, "recycle") || strings.HasPrefix(name, "exec_boot") {
 			if !slices.Contains(scenarios, "pool") {
 				continue
@@ -63,8 +65,12 @@ func TestRunSmall(t *testing.T) {
 	}
 	require.Zero(t, r.Figures["recycle_lost_tasks"])
 	require.Zero(t, r.Figures["recycle_run_twice_tasks"])
+	// 120 tasks at 50/s with a burst of 10, over 3 nodes: all within one
+	// 10 s window, which the bound (510) does not reach.
+	require.Zero(t, r.Figures["rate_limit_window_over_bound"])
+	require.Greater(t, r.Figures["rate_limit_seconds"], 0.9*r.Figures["rate_limit_ideal_seconds"], "the rate was held")
 	if slices.Contains(scenarios, "pool") {
-		require.Len(t, r.Rows, 16)
+		require.Len(t, r.Rows, 18)
 	}
 
 	var table bytes.Buffer

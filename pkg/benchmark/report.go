@@ -31,6 +31,7 @@ type Options struct {
 	LargeRows   int           // rows added for the large-table run (1,000,000)
 	Slots       int           // worker slots of the burn-down (100)
 	Pool        PoolOptions   // the PHP pool scenario (8 processes; 3,000, 300, 20,000 and 10,000 tasks; max_jobs 100)
+	Limit       LimitOptions  // the rate-limit scenario (6,000 tasks at 100/s, burst 20, on 3 nodes)
 	Only        []string      // scenario names; empty = all
 	Progress    func(string)  // told what runs next (may be nil)
 }
@@ -52,6 +53,10 @@ func (o *Options) defaults() {
 	def(&o.IdleSlots, 1000)
 	def(&o.LargeRows, 1_000_000)
 	def(&o.Slots, 100)
+	def(&o.Limit.Tasks, 6000)
+	def(&o.Limit.Rate, 100)
+	def(&o.Limit.Burst, 20)
+	def(&o.Limit.Nodes, 3)
 	def(&o.Pool.Size, 8)
 	def(&o.Pool.BootTasks, 3000)
 	def(&o.Pool.ExecTasks, 300)
@@ -68,7 +73,7 @@ func (o *Options) defaults() {
 
 // Scenarios are the names Options.Only accepts, in the order they run
 // (memory of an idle node first, while the process is fresh).
-var Scenarios = []string{"idle", "submit", "burn_down", "steady", "lateness", "exec", "pool", "large"}
+var Scenarios = []string{"idle", "submit", "burn_down", "steady", "lateness", "exec", "pool", "rate_limit", "large"}
 
 // Row is one line of the report: a figure and its target.
 type Row struct {
@@ -181,6 +186,8 @@ func (r *Report) scenario(ctx context.Context, base *config.Config, name string)
 		return Exec(ctx, e, o.ExecTasks, o.ExecSlots)
 	case "pool":
 		return Pool(ctx, e, o.Pool)
+	case "rate_limit":
+		return RateLimit(ctx, e, o.Limit)
 	case "large":
 		if err := FillLarge(ctx, e, o.LargeRows); err != nil {
 			return nil, err
@@ -225,6 +232,8 @@ func rows(f Figures) []Row {
 		{Name: "pool_noop_tasks_per_s", Label: "no-op PHP pool handler (Worker::run)", Unit: "tasks/s", Op: ">=", Target: 3000},
 		{Name: "recycle_lost_tasks", Label: "pool recycled every max_jobs while tasks flow: tasks lost", Unit: "tasks", Op: "<=", Target: 0},
 		{Name: "recycle_run_twice_tasks", Label: "... tasks run twice", Unit: "tasks", Op: "<=", Target: 0},
+		{Name: "rate_limit_window_over_bound", Label: "rate limit over 3 nodes: most starts in 10 s over rate x 10 + burst", Unit: "tasks", Op: "<=", Target: 0},
+		{Name: "rate_limit_abs_off_ideal_pct", Label: "... backlog's time off the ideal (tasks - burst) / rate", Unit: "%", Op: "<=", Target: 10},
 		{Name: "burn_down_rss_mb", Label: "resident memory during the burn-down", Unit: "MB", Op: "<=", Target: 64},
 		{Name: "idle_rss_mb", Label: "resident memory with 1,000 idle worker slots", Unit: "MB", Op: "<=", Target: 64},
 	}

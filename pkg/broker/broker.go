@@ -78,7 +78,13 @@ type Broker struct {
 	// scriptFlags: the server runs script flags (Redis 7+), so scripts
 	// may declare allow-oom (see oom.go).
 	scriptFlags bool
+	// limitNow, when set, stands in for Redis's clock in limited takes.
+	limitNow func() time.Time
 }
+
+// SetLimitClock makes limited takes read c instead of Redis's clock, so a
+// test can drive a rate (nil: Redis's clock again).
+func (b *Broker) SetLimitClock(c func() time.Time) { b.limitNow = c }
 
 // quiet drops go-redis's own log lines: every error it logs also reaches
 // the caller, which reports it once, in context.

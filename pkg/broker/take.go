@@ -20,14 +20,8 @@ import (
 //	ARGV[1] number of queues; then for each queue: number of lanes, maximum
 //	     number of messages, span
 //	returns for each queue the messages moved
-var takeScript = newScript(`
+var takeScript = newScript(luaTakeLanes + `
 local nq = tonumber(ARGV[1])
-local function exists(keys, from, to)
-  for i = from, to, 2000 do
-    if redis.call('EXISTS', unpack(keys, i, math.min(to, i + 1999))) > 0 then return true end
-  end
-  return false
-end
 local lanes = {}
 local k = 1
 for q = 1, nq do
@@ -44,26 +38,7 @@ for q = 1, nq do
   local nl, max, span = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local got = out[q]
   if nq == 1 or exists(KEYS, k, k + nl - 1) then
-    for base = k, k + nl - 1, span do
-      if #got >= max then break end
-      if span == 1 or exists(KEYS, base, base + span - 1) then
-        local live, left = {}, span
-        for s = 1, span do live[s] = true end
-        while left > 0 and #got < max do
-          local share = math.max(1, math.floor((max - #got) / left))
-          for s = 1, span do
-            if live[s] and #got < max then
-              local n = math.min(share, max - #got)
-              local m = redis.call('RPOP', KEYS[base + s - 1], n)
-              if m then
-                for i = 1, #m do got[#got + 1] = m[i] end
-              end
-              if not m or #m < n then live[s] = false; left = left - 1 end
-            end
-          end
-        end
-      end
-    end
+    takeLanes(k, nl, span, max, got)
     if #got > 0 then redis.call('LPUSH', KEYS[k + nl], unpack(got)) end
   end
   k = k + nl + 1
@@ -71,10 +46,64 @@ end
 return out
 `)
 
+// luaTakeLanes defines exists(keys, from, to), whether any of keys[from
+// .. to] exists, and takeLanes(k, nl, span, max, got), which pops up to
+// max messages into got from KEYS[k .. k+nl-1], a queue's lanes: in KEYS
+// order, oldest first, and within a priority the span shards sharing what
+// is left round robin.
+const luaTakeLanes = `
+local function exists(keys, from, to)
+  for i = from, to, 2000 do
+    if redis.call('EXISTS', unpack(keys, i, math.min(to, i + 1999))) > 0 then return true end
+  end
+  return false
+end
+local function takeLanes(k, nl, span, max, got)
+  for base = k, k + nl - 1, span do
+    if #got >= max then break end
+    if span == 1 or exists(KEYS, base, base + span - 1) then
+      local live, left = {}, span
+      for s = 1, span do live[s] = true end
+      while left > 0 and #got < max do
+        local share = math.max(1, math.floor((max - #got) / left))
+        for s = 1, span do
+          if live[s] and #got < max then
+            local n = math.min(share, max - #got)
+            local m = redis.call('RPOP', KEYS[base + s - 1], n)
+            if m then
+              for i = 1, #m do got[#got + 1] = m[i] end
+            end
+            if not m or #m < n then live[s] = false; left = left - 1 end
+          end
+        end
+      end
+    end
+  end
+end
+`
+
 // TakeRequest asks for up to Max messages of Queue.
 type TakeRequest struct {
 	Queue string
 	Max   int
+	// LeaseTTL is how long the leases of a queue with a max_running last
+	// unless renewed (RenewLeases): the worker's heartbeat TTL, so that
+	// the capacity of a worker that died comes back with its heartbeat.
+	LeaseTTL time.Duration
+}
+
+// Taken is what one TakeRequest got.
+type Taken struct {
+	Msgs []string
+	// Leases hold, for a queue with a limit taken whole (rate, max
+	// running), one lease per message in Msgs order: release each when
+	// its attempt has ended (ReleaseLeases), renew them while it runs.
+	Leases []string
+	// By names the limit that held messages back ("rate", "max_running",
+	// "" none), and Retry says when a take may get more: a rate's next
+	// token, a lease's expiry (a released lease wakes the queue sooner).
+	By    string
+	Retry time.Duration
 }
 
 // takeKeys are the keys of a take of q by worker w: its lanes in
@@ -86,29 +115,39 @@ func (b *Broker) takeKeys(q, w string, l Layout) ([]string, int) {
 }
 
 // TakeMany moves messages of several queues into worker w's processing
-// lists in one round trip, and returns what each request got (nil for a
-// request that failed). Paused queues give nothing. On one server (or
+// lists in one round trip, and returns what each request got (nothing for
+// a request that failed). Paused queues give nothing. On one server (or
 // Sentinel) one script call serves every queue; on a Cluster, where a
-// script's keys share a slot, one call per queue goes in one pipeline. The
-// error is the first that a call met.
-func (b *Broker) TakeMany(ctx context.Context, w string, reqs []TakeRequest) ([][]string, error) {
+// script's keys share a slot, one call per queue goes in one pipeline. A
+// queue limited as a whole takes through its limiter, one call of its own
+// (takeLimitedScript). The error is the first that a call met.
+func (b *Broker) TakeMany(ctx context.Context, w string, reqs []TakeRequest) ([]Taken, error) {
 	l := b.currentLayout()
-	out := make([][]string, len(reqs))
+	out := make([]Taken, len(reqs))
 	type call struct {
-		reqs []int // indexes into reqs
-		keys []string
-		args []any
+		reqs    []int // indexes into reqs
+		keys    []string
+		args    []any
+		limited bool
 	}
 	var calls []call
+	shared := -1 // the call every unlimited queue joins on one server
 	for i, r := range reqs {
 		if r.Max <= 0 || l.Paused(r.Queue) {
 			continue
 		}
-		if len(calls) == 0 || b.Keys.NotifyTag != "" {
-			calls = append(calls, call{args: []any{0}})
-		}
-		c := &calls[len(calls)-1]
 		keys, span := b.takeKeys(r.Queue, w, l)
+		if lim := limitOf(l, r.Queue); lim.AtTake() {
+			calls = append(calls, call{reqs: []int{i}, limited: true,
+				keys: append(keys, b.Keys.Limit(r.Queue), b.Keys.Leases(r.Queue), b.Keys.Limited(r.Queue)),
+				args: limitedTakeArgs(len(keys)-1, r, span, lim, b.limitNow)})
+			continue
+		}
+		if shared < 0 || b.Keys.NotifyTag != "" {
+			calls = append(calls, call{args: []any{0}})
+			shared = len(calls) - 1
+		}
+		c := &calls[shared]
 		c.reqs = append(c.reqs, i)
 		c.keys = append(c.keys, keys...)
 		c.args = append(c.args, len(keys)-1, r.Max, span)
@@ -117,12 +156,15 @@ func (b *Broker) TakeMany(ctx context.Context, w string, reqs []TakeRequest) ([]
 	run := func(calls []call, load bool) ([]call, error) {
 		pipe := b.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(calls))
-		take := b.pick(takeScript)
 		for j, c := range calls {
+			s := b.pick(takeScript)
+			if c.limited {
+				s = b.pick(takeLimitedScript)
+			}
 			if load {
-				cmds[j] = take.Eval(ctx, pipe, c.keys, c.args...)
+				cmds[j] = s.Eval(ctx, pipe, c.keys, c.args...)
 			} else {
-				cmds[j] = take.EvalSha(ctx, pipe, c.keys, c.args...)
+				cmds[j] = s.EvalSha(ctx, pipe, c.keys, c.args...)
 			}
 		}
 		pipe.Exec(ctx) // errors are read per command
@@ -130,14 +172,18 @@ func (b *Broker) TakeMany(ctx context.Context, w string, reqs []TakeRequest) ([]
 		var first error
 		for j, c := range calls {
 			res, err := cmds[j].Slice()
-			if err == nil && len(res) != len(c.reqs) {
+			if err == nil && !c.limited && len(res) != len(c.reqs) {
 				err = fmt.Errorf("take script returned %d lists for %d queues", len(res), len(c.reqs))
 			}
+			if err == nil && c.limited {
+				out[c.reqs[0]], err = readLimitedTake(res)
+			}
 			switch {
-			case err == nil:
+			case err == nil && !c.limited:
 				for k, i := range c.reqs {
-					out[i] = toStrings(res[k])
+					out[i] = Taken{Msgs: toStrings(res[k])}
 				}
+			case err == nil:
 			case !load && redis.HasErrorPrefix(err, "NOSCRIPT"):
 				noScript = append(noScript, c)
 			case first == nil:
@@ -184,7 +230,7 @@ func (b *Broker) Take(ctx context.Context, q, w string, max int, wait time.Durat
 	}
 	take := func() ([]string, error) {
 		got, err := b.TakeMany(ctx, w, []TakeRequest{{Queue: q, Max: max}})
-		return got[0], err
+		return got[0].Msgs, err
 	}
 	got, err := take()
 	if err != nil || len(got) > 0 || wait <= 0 {

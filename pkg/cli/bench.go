@@ -71,5 +71,9 @@ It loads the servers: do not point it at production.`,
 	fl.IntVar(&o.Pool.NoopTasks, "pool-tasks", 0, "no-op PHP pool tasks (default 20000)")
 	fl.IntVar(&o.Pool.RecycleTasks, "recycle-tasks", 0, "tasks of the PHP pool recycled every max_jobs (default 10000)")
 	fl.IntVar(&o.LargeRows, "large-rows", 0, "rows in the task center for the large-table run (default 1000000)")
+	fl.IntVar(&o.Limit.Tasks, "limit-tasks", 0, "rate_limit: tasks queued up front (default 6000)")
+	fl.IntVar(&o.Limit.Rate, "limit-rate", 0, "rate_limit: the queue's rate, tasks a second (default 100)")
+	fl.IntVar(&o.Limit.Burst, "limit-burst", 0, "rate_limit: the rate's burst (default 20)")
+	fl.IntVar(&o.Limit.Nodes, "limit-nodes", 0, "rate_limit: nodes sharing the limit (default 3)")
 	return cmd
 }

@@ -159,7 +159,7 @@ func (a *App) Root() *cobra.Command {
 	a.v.BindPFlag("redis.prefix", pf.Lookup("redis-prefix"))
 
 	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.retryCmd(), a.killCmd(),
-		a.runNowCmd(), a.deleteCmd(), a.enableCmd(), a.disableCmd(), a.pauseCmd(), a.resumeCmd(), a.reshardCmd(), a.auditCmd(), a.statsCmd(),
+		a.runNowCmd(), a.deleteCmd(), a.enableCmd(), a.disableCmd(), a.pauseCmd(), a.resumeCmd(), a.reshardCmd(), a.limitCmd(), a.auditCmd(), a.statsCmd(),
 		a.batchCmd(), a.lockCmd(), a.doctorCmd(), a.locksCmd(), a.benchCmd(), a.versionCmd())
 	markRunErrors(root)
 	return root

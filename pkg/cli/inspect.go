@@ -185,6 +185,12 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 	row("crashes", strconv.Itoa(t.CrashCount))
 	row("timeout", (time.Duration(t.Timeout) * time.Second).String())
 	row("unique key", dash(t.UniqueKey))
+	if t.ReleasedKey != "" {
+		row("released key", t.ReleasedKey+" (taken over by a later until-done submit)")
+	}
+	if t.Group != "" {
+		row("group", t.Group)
+	}
 	row("worker", withNode(t.WorkerID, node))
 	row("next run", fmtTime(&t.PlanNextRun))
 	row("dispatched", fmtTime(t.Dispatched))

@@ -35,7 +35,8 @@ func (a *App) statsCmd() *cobra.Command {
 				names = append(names, q)
 			}
 			sort.Strings(names)
-			s, err := stats.Collect(cmd.Context(), stats.Source{Store: rs, Broker: o.Broker(), Queues: names, Configured: o.Configured})
+			s, err := stats.Collect(cmd.Context(), stats.Source{Store: rs, Broker: o.Broker(), Queues: names,
+				Configured: o.Configured, ConfiguredLimit: o.ConfiguredLimit})
 			if err != nil {
 				return err
 			}
@@ -52,6 +53,12 @@ func (a *App) statsCmd() *cobra.Command {
 				state := ops.Plural(q.Shards, "shard")
 				if q.Paused {
 					state = "PAUSED, " + state
+				}
+				if !q.Limit.IsZero() {
+					state += ", " + q.Limit.Short()
+				}
+				if q.Limited != nil {
+					state += ", " + stats.LimitedText(q.Limited)
 				}
 				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.1fs\t%s\t%d\n", q.Name, q.Pending, q.Dispatched, q.Running,
 					q.Failed, q.Dead, q.Cancelled, q.BacklogTotal(), q.ProcessedPerMin, q.FailedPerMin, rate, q.OldestDueSeconds, state, q.LiveWorkers)

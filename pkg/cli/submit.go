@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -144,7 +145,8 @@ const pastSlack = time.Minute
 func (a *App) submitCmd() *cobra.Command {
 	var f taskFlags
 	var delay time.Duration
-	var at, uniqueKey string
+	var at, uniqueKey, onConflict, group string
+	var debounceMax time.Duration
 	var allowPast, yes bool
 	cmd := &cobra.Command{
 		Use:   "submit CODE",
@@ -152,6 +154,8 @@ func (a *App) submitCmd() *cobra.Command {
 		Example: `  taskd submit send_email --payload '{"to":"a@example.com"}'
   taskd submit build_report --payload @report.json --delay 30s --priority 1
   taskd submit close_order --at '2026-12-01 10:00:00' --unique-key order-42
+  taskd submit reindex --unique-key user-42 --on-conflict debounce=30s
+  taskd submit import_rows --group tenant-7 --payload @rows.json
   taskd submit build_report --then email_report --then archive_report`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -163,9 +167,19 @@ func (a *App) submitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			conflict, err := producer.ParseConflict(onConflict)
+			if err != nil {
+				return err
+			}
+			if debounceMax != 0 {
+				if conflict.Mode != store.Debounce {
+					return task.Invalidf("--debounce-max needs --on-conflict debounce=DURATION")
+				}
+				conflict.MaxWait = debounceMax
+			}
 			sub := producer.Submission{Code: args[0], Payload: payload, Queue: f.queue, Delay: delay,
 				Priority: &f.priority, Timeout: f.timeout, MaxRetry: &f.maxRetry, UniqueKey: uniqueKey,
-				Children: children}
+				Children: children, OnConflict: conflict, Group: group}
 			if at != "" {
 				if delay != 0 {
 					return task.Invalidf("give either --delay or --at, not both")
@@ -199,20 +213,26 @@ func (a *App) submitCmd() *cobra.Command {
 				return err
 			}
 			ch := ops.Change{Action: "submit", Requested: 1, IDs: []int64{}, Unchanged: []ops.Skipped{}, NextRun: &t.PlanNextRun}
-			if res.Existing {
-				ch.Unchanged = append(ch.Unchanged, ops.Skipped{ID: res.ID, Status: t.Status.String(),
-					Reason: fmt.Sprintf("a task with unique key %q exists", uniqueKey)})
+			reason := cmp.Or(res.Reason, fmt.Sprintf("a task with unique key %q exists", uniqueKey))
+			if res.Existing && !res.Changed {
+				ch.Unchanged = append(ch.Unchanged, ops.Skipped{ID: res.ID, Status: t.Status.String(), Reason: reason})
 			} else {
 				ch.Changed, ch.IDs = 1, []int64{res.ID}
 			}
 			if a.json() {
 				return a.printJSON(ch)
 			}
-			if res.Existing {
+			switch {
+			case res.Changed:
+				fmt.Fprintf(a.Stdout, "task %d with unique key %q %s: due %s\n", res.ID, uniqueKey,
+					map[store.ConflictMode]string{store.Replace: "replaced", store.Debounce: "debounced"}[conflict.Mode], fmtTime(&t.PlanNextRun))
+			case res.Existing && res.Reason == "":
 				fmt.Fprintf(a.Stdout, "task %d already exists with unique key %q; nothing submitted\n", res.ID, uniqueKey)
-				return nil
+			case res.Existing:
+				fmt.Fprintf(a.Stdout, "task %d not changed: %s; nothing submitted\n", res.ID, reason)
+			default:
+				fmt.Fprintf(a.Stdout, "submitted task %d\n", res.ID)
 			}
-			fmt.Fprintf(a.Stdout, "submitted task %d\n", res.ID)
 			return nil
 		},
 	}
@@ -220,7 +240,12 @@ func (a *App) submitCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&delay, "delay", 0, "run after this delay (e.g. 30s, 5m)")
 	cmd.Flags().StringVar(&at, "at", "", "run at this time: RFC 3339, or 'YYYY-MM-DD HH:MM[:SS]' in the local zone")
 	cmd.Flags().BoolVar(&allowPast, "allow-past", false, "accept an --at more than a minute in the past (the task runs at once)")
-	cmd.Flags().StringVar(&uniqueKey, "unique-key", "", "deduplicate: a second submit with the same code and key returns the first task")
+	cmd.Flags().StringVar(&uniqueKey, "unique-key", "", "deduplicate: a second submit with the same code and key returns the first task (see --on-conflict)")
+	cmd.Flags().StringVar(&onConflict, "on-conflict", "reject", "what a submit does when a task holds its unique key: reject (return it), "+
+		"replace (a waiting task takes this payload and due time), debounce=DURATION (and its due time moves out by DURATION), "+
+		"until-done (a new task once that one has ended); a dispatched or running task is never changed")
+	cmd.Flags().DurationVar(&debounceMax, "debounce-max", 0, "debounce: the longest a task waits after its first submit (default 10 times the debounce)")
+	cmd.Flags().StringVar(&group, "group", "", "the task's group (a tenant, a customer): per-group limits and serial queues apply to each group separately")
 	neverAsks(cmd, &yes)
 	return cmd
 }

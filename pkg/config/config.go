@@ -21,6 +21,7 @@ import (
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/retention"
 	"github.com/taskd/taskd/pkg/scheduler"
@@ -261,7 +262,22 @@ func ParseBytes(s string) (int64, error) {
 // QueueConfig configures one queue.
 type QueueConfig struct {
 	Concurrency int `mapstructure:"concurrency"`
-	Shards      int `mapstructure:"shards"`
+	// Rate bounds the tasks started per period over the whole cluster:
+	// 100/s, 5/m, 30/10s ("" none); Burst is how many may start at once
+	// after a quiet spell (default limit.DefaultBurst).
+	Rate  string `mapstructure:"rate"`
+	Burst int    `mapstructure:"burst"`
+	// MaxRunning bounds the queue's tasks running at once over the whole
+	// cluster (0: no bound).
+	MaxRunning int `mapstructure:"max_running"`
+	// Per "group" applies Rate and MaxRunning to each group of tasks
+	// separately ("": to the whole queue).
+	Per string `mapstructure:"per"`
+	// Serial runs the tasks of each group one at a time, oldest first; a
+	// failed task holds its group until it ends, unless SkipFailed.
+	Serial     bool `mapstructure:"serial"`
+	SkipFailed bool `mapstructure:"skip_failed"`
+	Shards     int  `mapstructure:"shards"`
 }
 
 // Roles are the parts `taskd run` can run.
@@ -568,8 +584,43 @@ func (c *Config) Validate() error {
 		if qc.Shards < 0 {
 			return invalid("queues."+q+".shards", qc.Shards, "a number not negative")
 		}
+		if _, err := qc.Limit(); err != nil {
+			return task.Invalidf("queues.%s: %v", q, err)
+		}
 	}
 	return nil
+}
+
+// Limit is the flow control the queue's configuration asks for.
+func (qc QueueConfig) Limit() (limit.Limit, error) {
+	r, err := limit.ParseRate(qc.Rate)
+	if err != nil {
+		return limit.Limit{}, err
+	}
+	l := limit.Limit{Rate: r, Burst: qc.Burst, MaxRunning: qc.MaxRunning, Per: qc.Per}
+	if qc.Serial {
+		l.Serial = limit.SerialOn
+		if qc.SkipFailed {
+			l.Serial = limit.SerialSkip
+		}
+	} else if qc.SkipFailed {
+		return l, task.Invalidf("skip_failed needs serial: true")
+	}
+	if l.Per == limit.PerGroup && l.Rate.IsZero() && l.MaxRunning == 0 && l.Serial == limit.SerialOff {
+		return l, task.Invalidf("per: group needs a rate or max_running to apply to each group")
+	}
+	return l, l.Validate()
+}
+
+// QueueLimits returns the configured limits of every queue that sets one.
+func (c *Config) QueueLimits() map[string]limit.Limit {
+	out := map[string]limit.Limit{}
+	for q, qc := range c.Queues {
+		if l, err := qc.Limit(); err == nil && !l.IsZero() {
+			out[q] = l
+		}
+	}
+	return out
 }
 
 func (h *HandlerSpec) validate() error {

@@ -134,6 +134,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 	checkHandlers(ctx, r, cfg, br, o)
 	if d.Store != nil && d.Broker != nil && schemaOK {
 		checkWork(ctx, r, cfg, d, o)
+		checkLimits(ctx, r, cfg, d, o)
 	}
 	if d.Broker != nil {
 		checkZones(ctx, r, cfg, d.Broker, o)

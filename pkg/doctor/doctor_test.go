@@ -17,7 +17,9 @@ import (
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/doctor"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/testenv"
@@ -88,7 +90,7 @@ func TestHealthy(t *testing.T) {
 	require.True(t, r.OK, "%+v", r.Checks)
 	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.time_zone",
 		"mysql.clock", "redis", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "queues.consumers",
-		"nodes.time_zones", "nodes.cron_timezone"} {
+		"queues.limits", "nodes.time_zones", "nodes.cron_timezone"} {
 		requireStatus(t, r, name, doctor.OK, "")
 	}
 	require.Equal(t, len(r.Checks), r.Counts[doctor.OK]+r.Counts[doctor.Warn])
@@ -132,6 +134,35 @@ func TestProblems(t *testing.T) {
 	requireStatus(t, r, "tasks.handlers", doctor.OK, "")
 	requireStatus(t, r, "queues.consumers", doctor.OK, "")
 	requireStatus(t, r, "mysql.clock", doctor.Warn, "ahead of the database")
+}
+
+// A limit in force that is not this configuration's: an operator's, or
+// another node's.
+func TestLimitsDiffer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  sms: { exec: [\"true\"] }\n  rep: { exec: [\"true\"] }\nqueues:\n  sms: { rate: 100/s }\n  rep: { max_running: 3 }\n")
+	ctx := context.Background()
+	r := b.run(t, doctor.Options{})
+	requireStatus(t, r, "queues.limits", doctor.Warn, "queue rep: this configuration's limit max 3 running is not recorded yet")
+
+	require.NoError(t, b.env.Store.LimitSeed(ctx, []string{"sms", "rep"}, map[string]limit.Limit{
+		"sms": {Rate: limit.Rate{N: 100, Period: time.Second}}, "rep": {MaxRunning: 3}}))
+	requireStatus(t, b.run(t, doctor.Options{}), "queues.limits", doctor.OK, "2 queues limited as configured")
+
+	o := ops.New(b.env.Store, b.env.Broker)
+	fifty := limit.Rate{N: 50, Period: time.Second}
+	_, err := o.Limit(ctx, "sms", ops.LimitChange{Rate: &fifty})
+	require.NoError(t, err)
+	require.NoError(t, b.env.Store.LimitSeed(ctx, []string{"rep"}, map[string]limit.Limit{"rep": {MaxRunning: 9}}))
+	r = b.run(t, doctor.Options{})
+	requireStatus(t, r, "queues.limits", doctor.Warn, "queue rep runs under max 9 running, recorded by another node's configuration")
+	var sms bool
+	for _, c := range r.Checks {
+		if c.Name == "queues.limits" && strings.Contains(c.Detail, "queue sms runs under 50/s burst 5, set by an operator") {
+			sms = strings.Contains(c.Fix, "taskd limit sms --reset")
+		}
+	}
+	require.True(t, sms, "%+v", r.Checks)
 }
 
 func TestSchema(t *testing.T) {

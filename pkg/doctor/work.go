@@ -14,6 +14,7 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/store"
 )
 
 // checkHandlers checks every configured handler from this host: an exec or
@@ -238,4 +239,57 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkLimits compares the limits in force (task_queue) with this host's
+// configuration: an operator's `taskd limit` holds until reset, and of
+// nodes configured differently the last to start wins, so a limit that
+// differs is worth knowing about.
+func checkLimits(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	rows, err := d.Store.QueueList(ctx)
+	if err != nil {
+		r.add("queues.limits", Warn, "", "%v", err)
+		return
+	}
+	configured := cfg.QueueLimits()
+	inForce := map[string]store.Queue{}
+	for _, q := range rows {
+		if q.LimitSource != "" {
+			inForce[q.Name] = q
+		}
+	}
+	names := map[string]bool{}
+	for q := range configured {
+		names[q] = true
+	}
+	for q := range inForce {
+		names[q] = true
+	}
+	limited, warned := 0, false
+	for _, q := range sortedKeys(names) {
+		want, row := configured[q], inForce[q]
+		if row.Limit == want {
+			if !want.IsZero() {
+				limited++
+			}
+			continue
+		}
+		warned = true
+		switch row.LimitSource {
+		case store.LimitFromOperator:
+			r.add("queues.limits", Warn, fmt.Sprintf("taskd limit %s --reset returns to the configuration", q),
+				"queue %s runs under %s, set by an operator (taskd limit), not this configuration's %s", q, row.Limit, want)
+		case "":
+			r.add("queues.limits", Warn, "start a node with this configuration (nodes record their limits as they start)",
+				"queue %s: this configuration's limit %s is not recorded yet", q, want)
+		default:
+			r.add("queues.limits", Warn, "give every node the same queues: entries; the last node to start sets the limit",
+				"queue %s runs under %s, recorded by another node's configuration, not this one's %s", q, row.Limit, want)
+		}
+	}
+	if !warned {
+		r.ok("queues.limits", "%s limited as configured", ops.Plural(limited, "queue"))
+	}
 }

@@ -21,7 +21,7 @@ import (
 const KillGraceDefault = 5 * time.Second
 
 // Exec runs a command: argv (no shell), payload on stdin, TASK_ID,
-// TASK_CODE, TASK_ATTEMPT, TASK_UNIQUE_KEY and TASK_QUEUE added to the
+// TASK_CODE, TASK_ATTEMPT, TASK_UNIQUE_KEY, TASK_QUEUE and TASK_GROUP added to the
 // daemon's environment (plus Env, and TRACEPARENT, the attempt's span, when
 // tracing is on). Exit 0 is success; otherwise the error is
 // "exit status N: <last line of stderr>". The output is stdout and stderr
@@ -66,6 +66,7 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 		"TASK_ATTEMPT="+strconv.Itoa(r.Attempt),
 		"TASK_UNIQUE_KEY="+r.UniqueKey,
 		"TASK_QUEUE="+r.Queue,
+		"TASK_GROUP="+r.Group,
 	)
 	if tp := tracing.TraceParent(ctx); tp != "" {
 		cmd.Env = append(cmd.Env, "TRACEPARENT="+tp) // the attempt's span, for the handler to continue

@@ -22,7 +22,9 @@ type Request struct {
 	Queue     string
 	Attempt   int
 	UniqueKey string
-	Payload   []byte // JSON
+	// Group is the task's group ("" none).
+	Group   string
+	Payload []byte // JSON
 	// Tail, when set, receives the attempt's output as it comes (see
 	// Tail): Exec its stdout and stderr, HTTP the response body, Pool
 	// the process's stderr. A Go handler may write its progress to it.

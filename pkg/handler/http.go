@@ -18,7 +18,7 @@ import (
 
 // HTTP POSTs the payload as a JSON body to URL with the headers
 // Content-Type: application/json, X-Task-Id, X-Task-Code, X-Task-Attempt,
-// X-Task-Unique-Key and X-Task-Queue, plus Header, and the W3C traceparent
+// X-Task-Unique-Key, X-Task-Queue and X-Task-Group, plus Header, and the W3C traceparent
 // of the attempt's span when tracing is on. A 2xx status is success;
 // the output is the response body, truncated as by Truncate. Otherwise the
 // error is "http 503: <first line of body>". When ctx is done the error
@@ -58,6 +58,7 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	req.Header.Set("X-Task-Attempt", strconv.Itoa(r.Attempt))
 	req.Header.Set("X-Task-Unique-Key", r.UniqueKey)
 	req.Header.Set("X-Task-Queue", r.Queue)
+	req.Header.Set("X-Task-Group", r.Group)
 	tracing.Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent, when the attempt is traced
 
 	resp, err := cmp.Or(h.Client, defaultClient).Do(req)

@@ -37,6 +37,7 @@ type poolRequest struct {
 	Attempt   int             `json:"attempt"`
 	UniqueKey string          `json:"unique_key"`
 	Queue     string          `json:"queue"`
+	Group     string          `json:"group,omitempty"`
 	Payload   json.RawMessage `json:"payload"`
 	Deadline  string          `json:"deadline,omitempty"`
 }
@@ -67,7 +68,7 @@ func encodeRequest(r *Request, deadline time.Time) ([]byte, error) {
 		}
 		payload = s
 	}
-	req := poolRequest{ID: r.ID, Code: r.Code, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Queue: r.Queue, Payload: payload}
+	req := poolRequest{ID: r.ID, Code: r.Code, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Queue: r.Queue, Group: r.Group, Payload: payload}
 	if !deadline.IsZero() {
 		req.Deadline = deadline.UTC().Format("2006-01-02T15:04:05.000Z")
 	}

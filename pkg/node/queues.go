@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
@@ -14,7 +16,10 @@ import (
 // openQueues builds the queue state every role of the node follows and
 // makes the broker follow it. Configured shard counts are recorded for
 // queues that have none yet, so nodes agree on one layout even if their
-// configurations differ; `taskd reshard` changes it afterwards.
+// configurations differ; `taskd reshard` changes it afterwards. Configured
+// limits are recorded too, unless an operator set one (`taskd limit`):
+// the last node to start wins, so a changed configuration takes effect as
+// it is rolled out.
 func openQueues(ctx context.Context, cfg *config.Config, st *store.Store, br *broker.Broker, log *slog.Logger) *queues.Cache {
 	shards := cfg.QueueShards()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -22,7 +27,10 @@ func openQueues(ctx context.Context, cfg *config.Config, st *store.Store, br *br
 	if err := st.QueueSeed(sctx, shards); err != nil {
 		log.Warn("record configured shards", "err", err)
 	}
-	c := queues.New(queues.Config{Configured: shards, Logger: log}, st, br)
+	if err := st.LimitSeed(sctx, slices.Sorted(maps.Keys(cfg.WorkerQueues())), cfg.QueueLimits()); err != nil {
+		log.Warn("record configured limits", "err", err)
+	}
+	c := queues.New(queues.Config{Configured: shards, Limits: cfg.QueueLimits(), Logger: log}, st, br)
 	br.SetLayout(c)
 	return c
 }

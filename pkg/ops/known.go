@@ -6,6 +6,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -23,6 +24,8 @@ func NewFromConfig(s *store.Store, b *broker.Broker, c *config.Config) *Ops {
 	queues := c.WorkerQueues()
 	o.Configured = func(q string) int { return shards[q] }
 	o.Known = func(q string) bool { _, ok := queues[q]; return ok }
+	limits := c.QueueLimits()
+	o.ConfiguredLimit = func(q string) limit.Limit { return limits[q] }
 	o.Timezone = c.Cron.Timezone
 	return o
 }

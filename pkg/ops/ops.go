@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/cronspec"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -39,6 +40,9 @@ type Ops struct {
 	// Known reports whether the configuration names a queue (a handler's
 	// queue or a queues: entry); see QueueKnown.
 	Known func(queue string) bool
+	// ConfiguredLimit returns a queue's configured limit, which Limit
+	// with Reset restores.
+	ConfiguredLimit func(queue string) limit.Limit
 }
 
 // New returns the operator actions, attributed to the current OS user and
@@ -362,7 +366,11 @@ func (o *Ops) queueAction(ctx context.Context, action, q string, fn func(*store.
 	if err := o.CheckQueue(ctx, q); err != nil {
 		return failed(action), err
 	}
-	c, changed, err := o.store.QueueUpdate(ctx, o.actor, action, q, o.Configured(q), fn)
+	def := store.QueueDefaults{Shards: o.Configured(q)}
+	if o.ConfiguredLimit != nil {
+		def.Limit = o.ConfiguredLimit(q)
+	}
+	c, changed, err := o.store.QueueUpdate(ctx, o.actor, action, q, def, fn)
 	if err != nil {
 		return failed(action), err
 	}
@@ -410,6 +418,101 @@ func (o *Ops) Reshard(ctx context.Context, q string, n int) (Change, error) {
 	return o.queueAction(ctx, "reshard", q, func(s *store.Queue) error {
 		s.Span = max(s.Span, s.Shards, n)
 		s.Shards = n
+		return nil
+	})
+}
+
+// LimitChange is a change of a queue's limit: the fields set replace the
+// limit's, the others stay.
+type LimitChange struct {
+	Rate       *limit.Rate
+	Burst      *int
+	MaxRunning *int
+	Per        *string
+	Serial     *int
+	// Reset returns the queue to its configured limit (ConfiguredLimit),
+	// which nodes' configurations then set again as they start.
+	Reset bool
+}
+
+// IsZero reports whether ch changes nothing.
+func (ch LimitChange) IsZero() bool {
+	return ch == LimitChange{}
+}
+
+// Limit changes queue q's flow control online: every node follows within
+// a second (at once when Redis carries the announcement). A limit an
+// operator set stays until Reset, whatever the nodes' configurations say.
+func (o *Ops) Limit(ctx context.Context, q string, ch LimitChange) (Change, error) {
+	if ch.IsZero() {
+		return failed("limit"), task.Invalidf("nothing to change: give --rate, --burst, --max-running, --per, --serial or --reset")
+	}
+	l := limit.Limit{}
+	if ch.Reset && o.ConfiguredLimit != nil {
+		l = o.ConfiguredLimit(q)
+	}
+	apply := func(cur limit.Limit) (limit.Limit, error) {
+		if !ch.Reset {
+			l = cur
+		}
+		if ch.Rate != nil {
+			l.Rate = *ch.Rate
+			if l.Rate.IsZero() {
+				l.Burst = 0
+			}
+		}
+		if ch.Burst != nil {
+			l.Burst = *ch.Burst
+		}
+		if ch.MaxRunning != nil {
+			l.MaxRunning = *ch.MaxRunning
+		}
+		if ch.Per != nil {
+			l.Per = *ch.Per
+		}
+		if ch.Serial != nil {
+			l.Serial = *ch.Serial
+		}
+		if err := l.Validate(); err != nil {
+			return l, err
+		}
+		if l.Per == limit.PerGroup && l.Rate.IsZero() && l.MaxRunning == 0 && l.Serial == limit.SerialOff {
+			return l, task.Invalidf("per group needs a rate or a max running to apply to each group")
+		}
+		return l, nil
+	}
+	// Bad values are refused before the queue is looked up; how they fit
+	// the queue's limit is checked in the transaction.
+	probe := limit.Limit{Rate: limit.Rate{N: 1, Period: time.Second}}
+	if ch.Burst != nil {
+		probe.Burst = *ch.Burst
+	}
+	if ch.MaxRunning != nil {
+		probe.MaxRunning = *ch.MaxRunning
+	}
+	if ch.Per != nil {
+		probe.Per = *ch.Per
+	}
+	if ch.Serial != nil {
+		probe.Serial = *ch.Serial
+	}
+	if err := probe.Validate(); err != nil {
+		return failed("limit"), err
+	}
+	return o.queueAction(ctx, "limit", q, func(s *store.Queue) error {
+		nl, err := apply(s.Limit)
+		if err != nil {
+			return err
+		}
+		s.Limit = nl
+		switch {
+		case ch.Reset && nl.IsZero():
+			s.LimitSource = ""
+		case ch.Reset:
+			s.LimitSource = store.LimitFromConfig
+		default:
+			s.LimitSource = store.LimitFromOperator
+		}
 		return nil
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -57,10 +58,14 @@ type QueueState struct {
 	// (more than Shards until a reshard down has drained the retired ones).
 	Shards int `json:"shards"`
 	Span   int `json:"span"`
+	// Limit is the queue's flow control; LimitSource says who set it:
+	// "config", "operator" (taskd limit) or "" (none).
+	Limit       limit.Limit `json:"limit"`
+	LimitSource string      `json:"limit_source,omitempty"`
 }
 
 func queueState(q store.Queue) QueueState {
-	return QueueState{Paused: q.Paused, Shards: q.Shards, Span: q.Span}
+	return QueueState{Paused: q.Paused, Shards: q.Shards, Span: q.Span, Limit: q.Limit, LimitSource: q.LimitSource}
 }
 
 // Sentence says in one line what c did, for the CLI and tasktop:
@@ -109,6 +114,9 @@ func (c Change) queueSentence() string {
 	if q.Before.Span != q.After.Span && q.After.Span > q.After.Shards {
 		parts = append(parts, fmt.Sprintf("%d retired shards drain", q.After.Span-q.After.Shards))
 	}
+	if q.Before.Limit != q.After.Limit {
+		parts = append(parts, fmt.Sprintf("limit %s -> %s", q.Before.Limit, q.After.Limit))
+	}
 	return fmt.Sprintf("%s: queue %s %s", c.Action, q.Name, strings.Join(parts, ", "))
 }
 
@@ -118,7 +126,11 @@ func (s QueueState) String() string {
 	if s.Paused {
 		state = "paused"
 	}
-	return state + ", " + Plural(s.Shards, "shard")
+	state += ", " + Plural(s.Shards, "shard")
+	if !s.Limit.IsZero() {
+		state += ", limit " + s.Limit.String()
+	}
+	return state
 }
 
 // Plural is n and noun, in the plural unless n is 1: "1 task", "2 tasks",

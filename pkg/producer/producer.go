@@ -17,6 +17,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/cronspec"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/tracing"
@@ -39,8 +40,15 @@ type Submission struct {
 	// MaxRetry; nil means 3.
 	MaxRetry *int
 	// UniqueKey deduplicates: a second submission with the same code and
-	// key returns the first task.
+	// key returns the first task, or does what OnConflict says.
 	UniqueKey string
+	// OnConflict is what a submission does when a task of its code holds
+	// its unique key (default: reject, return that task). Debounce moves
+	// the due time of the first submission out by Debounce too.
+	OnConflict store.Conflict
+	// Group puts the task in a group of its queue (a tenant, a customer):
+	// per-group limits and serial order apply to each group separately.
+	Group string
 	// Children are submitted when the task succeeds (a periodic task: each
 	// time it succeeds), in the transaction that writes the success: once
 	// even if the task ran twice, never if it failed. Each gets the task's
@@ -70,6 +78,13 @@ type Result struct {
 	// Existing is true when a task with the same unique key was already
 	// there; nothing new was created.
 	Existing bool `json:"existing"`
+	// Changed: that task took this submission's payload and due time
+	// (replace, debounce).
+	Changed bool `json:"changed,omitempty"`
+	// Status and Reason say, when another mode than reject left that task
+	// unchanged, what it was and why.
+	Status task.Status `json:"-"`
+	Reason string      `json:"reason,omitempty"`
 }
 
 // Options configure a Client.
@@ -141,8 +156,8 @@ func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) (_ []Result
 	out := make([]Result, len(res))
 	wake := time.Duration(-1)
 	for i, r := range res {
-		out[i] = Result{ID: r.ID, Existing: r.Existing}
-		if !r.Existing {
+		out[i] = Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed, Status: r.Status, Reason: r.Reason}
+		if !r.Existing || r.Changed {
 			d := dueIn(&subs[i])
 			if wake < 0 || d < wake {
 				wake = d
@@ -223,6 +238,16 @@ func (c *Client) params(s *Submission) (store.TaskInsertParams, error) {
 	if len(s.UniqueKey) > task.MaxUniqueKeyLen {
 		return p, task.Invalidf("unique key is longer than %d characters", task.MaxUniqueKeyLen)
 	}
+	if err := checkConflict(s); err != nil {
+		return p, err
+	}
+	if err := limit.ValidateGroup(s.Group); err != nil {
+		return p, err
+	}
+	delay := s.Delay
+	if c := s.OnConflict; c.Mode == store.Debounce && s.At.IsZero() {
+		delay = max(delay, c.Debounce)
+	}
 	typ := task.OneOff
 	if !s.At.IsZero() {
 		typ = task.Timed
@@ -234,8 +259,80 @@ func (c *Client) params(s *Submission) (store.TaskInsertParams, error) {
 	return store.TaskInsertParams{
 		Code: s.Code, Type: typ, Queue: queue, Payload: payload, Priority: prio,
 		Timeout: int(timeout / time.Second), MaxRetry: maxRetry, UniqueKey: s.UniqueKey,
-		RunAt: s.At, Delay: s.Delay, Then: then,
+		RunAt: s.At, Delay: delay, Then: then, Group: s.Group, OnConflict: s.OnConflict,
 	}, nil
+}
+
+// DebounceMaxFactor is the longest a debounced task waits when the
+// submission names no maximum: this many times the debounce.
+const DebounceMaxFactor = 10
+
+// DebounceMaxWait is the longest wait of a debounce d whose submission
+// names max (0: none).
+func DebounceMaxWait(d, max time.Duration) time.Duration {
+	if max > 0 {
+		return max
+	}
+	return DebounceMaxFactor * d
+}
+
+// checkConflict checks a submission's conflict mode, and fills the
+// debounce's default maximum wait.
+func checkConflict(s *Submission) error {
+	c := &s.OnConflict
+	if c.Mode != store.Reject && s.UniqueKey == "" {
+		return task.Invalidf("--on-conflict %s needs a unique key", c.Mode)
+	}
+	if c.Mode != store.Debounce {
+		if c.Debounce != 0 || c.MaxWait != 0 {
+			return task.Invalidf("a debounce time needs --on-conflict debounce")
+		}
+		return nil
+	}
+	if c.Debounce <= 0 {
+		return task.Invalidf("debounce %s must be positive", c.Debounce)
+	}
+	c.MaxWait = DebounceMaxWait(c.Debounce, c.MaxWait)
+	if c.MaxWait < c.Debounce {
+		return task.Invalidf("the longest debounce wait %s is shorter than the debounce %s", c.MaxWait, c.Debounce)
+	}
+	return nil
+}
+
+// ParseConflict reads an --on-conflict mode: reject, replace,
+// debounce=DURATION (or "debounce DURATION") or until-done.
+func ParseConflict(s string) (store.Conflict, error) {
+	mode, arg, _ := strings.Cut(strings.TrimSpace(s), "=")
+	if m, a, ok := strings.Cut(mode, " "); ok && arg == "" {
+		mode, arg = m, strings.TrimSpace(a)
+	}
+	mode = strings.TrimSpace(mode)
+	var c store.Conflict
+	switch mode {
+	case "", "reject":
+		c.Mode = store.Reject
+	case "replace":
+		c.Mode = store.Replace
+	case "until-done":
+		c.Mode = store.UntilDone
+	case "debounce":
+		c.Mode = store.Debounce
+		if arg == "" {
+			return c, task.Invalidf("--on-conflict debounce needs a time: debounce=30s")
+		}
+		d, err := time.ParseDuration(arg)
+		if err != nil || d <= 0 {
+			return c, task.Invalidf("--on-conflict %q: %q is not a positive duration like 30s", s, arg)
+		}
+		c.Debounce = d
+		return c, nil
+	default:
+		return c, task.Invalidf("unknown --on-conflict mode %q (want reject, replace, debounce=DURATION or until-done)", s)
+	}
+	if arg != "" {
+		return c, task.Invalidf("--on-conflict %s takes no value (only debounce does: debounce=30s)", mode)
+	}
+	return c, nil
 }
 
 // children validates cs and encodes them for then_spec, with defaults and

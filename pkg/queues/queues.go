@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 )
@@ -26,6 +27,9 @@ type Config struct {
 	// Configured is each queue's configured shard count
 	// (queues.<name>.shards), in force while the queue has no row.
 	Configured map[string]int
+	// Limits are the configured limits, in force while a queue's row
+	// has none recorded (a node records its own as it starts).
+	Limits map[string]limit.Limit
 	// Refresh is the time between reads of the task center.
 	Refresh time.Duration
 	Logger  *slog.Logger
@@ -172,6 +176,45 @@ func (c *Cache) PausedSet() map[string]bool {
 				out = map[string]bool{}
 			}
 			out[name] = true
+		}
+	}
+	return out
+}
+
+// Limit is queue q's flow control in force: its row's, else the
+// configured one.
+func (c *Cache) Limit(q string) limit.Limit {
+	c.mu.RLock()
+	row, ok := c.rows[q]
+	c.mu.RUnlock()
+	if ok && row.LimitSource != "" {
+		return row.Limit
+	}
+	return c.cfg.Limits[q]
+}
+
+// Grouped returns the queues whose tasks with a group are claimed group
+// by group (per-group limits, serial), with their limits (nil when none).
+func (c *Cache) Grouped() map[string]limit.Limit {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out map[string]limit.Limit
+	add := func(q string, l limit.Limit) {
+		if l.Grouped() {
+			if out == nil {
+				out = map[string]limit.Limit{}
+			}
+			out[q] = l
+		}
+	}
+	for q, l := range c.cfg.Limits {
+		if r, ok := c.rows[q]; !ok || r.LimitSource == "" {
+			add(q, l)
+		}
+	}
+	for q, r := range c.rows {
+		if r.LimitSource != "" {
+			add(q, r.Limit)
 		}
 	}
 	return out

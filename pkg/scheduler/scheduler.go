@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
@@ -58,11 +59,14 @@ type Scheduler struct {
 	win        *windows
 
 	// filter leaves paused queues out of claims while any is paused.
-	filterMu    sync.Mutex
-	filter      *store.ClaimFilter
-	filterSet   map[string]bool // the paused queues it leaves out
-	filterFull  map[string]bool // the full queues it left out since its start
-	filterSince time.Time
+	filterMu   sync.Mutex
+	filter     *store.ClaimFilter
+	filterSet  map[string]bool // the paused queues it leaves out
+	filterFull map[string]bool // the full queues it left out since its start
+	// filterGrouped are the grouped queues it leaves to claimGroups.
+	filterGrouped map[string]bool
+	filterSince   time.Time
+	groups        groupSet
 }
 
 // roundTimeout bounds one claim and push: several round trips to MySQL
@@ -194,16 +198,29 @@ func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, er
 	if err := s.win.refresh(pctx, s.broker); err != nil {
 		return 0, false, false, fmt.Errorf("read queue lengths: %w", err)
 	}
+	grouped := s.grouped()
 	var msgs []*task.Message
-	if f := s.claimFilter(); f != nil {
+	if f := s.claimFilter(grouped); f != nil {
 		filtered = true
 		msgs, more, err = s.store.TaskClaimDueFiltered(pctx, claimID, s.cfg.BatchSize, f)
+		s.groups.add(f.Groups)
+		f.Groups = nil
 		s.filterMu.Unlock()
 	} else {
 		msgs, err = s.store.TaskClaimDueIn(pctx, claimID, s.cfg.BatchSize, s.win.room)
 	}
 	if err != nil {
 		return 0, false, filtered, err
+	}
+	if len(grouped) > 0 {
+		gm, gerr := s.claimGroups(pctx, claimID+"g", grouped)
+		msgs = append(msgs, gm...)
+		if gerr != nil && len(msgs) == 0 {
+			return 0, more, filtered, gerr
+		}
+		if gerr != nil {
+			s.log.Error("claim grouped tasks", "err", gerr)
+		}
 	}
 	if len(msgs) == 0 {
 		return 0, more, filtered, nil
@@ -220,19 +237,23 @@ func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, er
 	return len(msgs), more, filtered, nil
 }
 
-// claimFilter returns the filter of paused and full queues, locked (the
-// caller unlocks it), or nil when no queue is either.
-func (s *Scheduler) claimFilter() *store.ClaimFilter {
+// claimFilter returns the filter of paused, full and grouped queues,
+// locked (the caller unlocks it), or nil when no queue is any of them.
+func (s *Scheduler) claimFilter(grouped map[string]limit.Limit) *store.ClaimFilter {
 	var paused map[string]bool
 	if ps, ok := s.broker.Layout().(interface{ PausedSet() map[string]bool }); ok {
 		paused = ps.PausedSet()
 	}
 	full := s.win.blocked()
 	s.filterMu.Lock()
-	if len(paused) == 0 && len(full) == 0 {
-		s.filter, s.filterSet, s.filterFull = nil, nil, nil
+	if len(paused) == 0 && len(full) == 0 && len(grouped) == 0 {
+		s.filter, s.filterSet, s.filterFull, s.filterGrouped = nil, nil, nil, nil
 		s.filterMu.Unlock()
 		return nil
+	}
+	groupedSet := map[string]bool{}
+	for q := range grouped {
+		groupedSet[q] = true
 	}
 	// The windows' cursors move past the rows of queues left out; they
 	// start over when that set shrinks, for the rows they passed. A full
@@ -245,9 +266,11 @@ func (s *Scheduler) claimFilter() *store.ClaimFilter {
 		}
 	}
 	since := time.Since(s.filterSince)
-	if s.filter == nil || !maps.Equal(paused, s.filterSet) || (regained && since > refillReset) || since > filterReset {
-		s.filter = &store.ClaimFilter{Paused: func(q string) bool { return paused[q] }, Room: s.win.room}
-		s.filterSet, s.filterFull, s.filterSince = paused, full, time.Now()
+	if s.filter == nil || !maps.Equal(paused, s.filterSet) || !maps.Equal(groupedSet, s.filterGrouped) ||
+		(regained && since > refillReset) || since > filterReset {
+		s.filter = &store.ClaimFilter{Paused: func(q string) bool { return paused[q] }, Room: s.win.room,
+			Grouped: func(q string) bool { return groupedSet[q] }}
+		s.filterSet, s.filterFull, s.filterGrouped, s.filterSince = paused, full, groupedSet, time.Now()
 	} else {
 		s.filterFull = mergeSets(s.filterFull, full)
 	}

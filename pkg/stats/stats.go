@@ -12,10 +12,12 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/clock"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -42,7 +44,29 @@ type Queue struct {
 	Paused           bool    `json:"paused"`
 	Shards           int     `json:"shards"`
 	LiveWorkers      int     `json:"live_workers"`
+	// Limit is the queue's flow control in force.
+	Limit limit.Limit `json:"limit"`
+	// Limited is set while the limit holds tasks back: they wait, neither
+	// failed nor retried.
+	Limited *Limited `json:"limited,omitempty"`
 }
+
+// Limited says how a queue's limit holds tasks back.
+type Limited struct {
+	// By names the limit: rate, max_running (the queue's, at take), or
+	// group (per-group limits and serial order, at claim).
+	By string `json:"by"`
+	// Since is when it started holding tasks back, For how long that is.
+	Since time.Time `json:"since"`
+	ForMS int64     `json:"for_ms"`
+	// Running is the attempts holding the queue's max_running leases;
+	// Groups the groups waiting for room.
+	Running int64 `json:"running,omitempty"`
+	Groups  int64 `json:"groups,omitempty"`
+}
+
+// For is how long the limit has held tasks back.
+func (l *Limited) For() time.Duration { return time.Duration(l.ForMS) * time.Millisecond }
 
 // BacklogTotal is the number of queued messages over all shards: what
 // every front end prints as the backlog.
@@ -87,6 +111,9 @@ type Source struct {
 	Queues []string
 	// Configured returns a queue's configured shard count (0: none).
 	Configured func(queue string) int
+	// ConfiguredLimit returns a queue's configured limit, in force while
+	// no node recorded one.
+	ConfiguredLimit func(queue string) limit.Limit
 	// Clock, when set, gives the instant of the snapshot (tests pin it);
 	// default: the database clock.
 	Clock clock.Clock
@@ -138,6 +165,10 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
+	held, err := src.Broker.LimitedQueues(ctx, names)
+	if err != nil {
+		return nil, err
+	}
 
 	out := &Stats{At: now, Queues: []Queue{}, Workers: []Worker{}}
 	for _, name := range names {
@@ -159,6 +190,14 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 			q.Shards = src.Configured(name)
 		}
 		q.Shards = max(q.Shards, 1)
+		q.Limit = st.Limit
+		if st.LimitSource == "" && src.ConfiguredLimit != nil {
+			q.Limit = src.ConfiguredLimit(name)
+		}
+		if h, ok := held[name]; ok {
+			q.Limited = &Limited{By: h.By, Since: h.Since, ForMS: max(0, now.Sub(h.Since).Milliseconds()),
+				Running: h.Running, Groups: h.Groups}
+		}
 		if q.Backlog, err = src.Broker.QueueBacklog(ctx, name, max(st.Span, q.Shards)); err != nil {
 			return nil, err
 		}
@@ -181,4 +220,17 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 		out.Workers = append(out.Workers, sw)
 	}
 	return out, nil
+}
+
+// LimitedText says in a few words how a limit holds a queue back, for
+// the CLI and tasktop: "LIMITED by rate 12s", "LIMITED 3 groups 40s".
+func LimitedText(l *Limited) string {
+	what := "by " + l.By
+	if l.By == "group" {
+		what = strconv.FormatInt(l.Groups, 10) + " groups"
+		if l.Groups == 1 {
+			what = "1 group"
+		}
+	}
+	return "LIMITED " + what + " " + clock.Format(l.For().Round(time.Second))
 }

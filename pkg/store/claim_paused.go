@@ -28,6 +28,12 @@ type ClaimFilter struct {
 	// Room, when set, bounds the tasks of each queue the claim takes; a
 	// queue with no room is left out like a paused one.
 	Room Room
+	// Grouped, when set, reports whether a queue claims its tasks with a
+	// group group by group (TaskClaimGroups): those are left out like
+	// paused ones, and their groups added to Groups (queue -> group keys,
+	// as GroupKey makes them), for the caller to claim.
+	Grouped func(queue string) bool
+	Groups  map[string]map[string]bool
 	// From is where each priority's window starts; the claim moves it past
 	// a leading run of paused rows. Reset it (zero) when the set of paused
 	// queues changes and now and then, for rows inserted with a due time
@@ -64,12 +70,23 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 	for rows.Next() {
 		var c cand
 		var prio int
-		if err := rows.Scan(&c.id, &prio, &c.key, &c.queue, &c.code); err != nil {
+		var raw, group string
+		if err := rows.Scan(&c.id, &prio, &c.key, &c.queue, &c.code, &raw, &group); err != nil {
 			rows.Close()
 			return nil, false, fmt.Errorf("claim: select due tasks: %w", err)
 		}
 		q := task.QueueOf(c.queue, c.code)
 		c.paused = f.Paused(q) || (f.Room != nil && f.Room(q) == 0)
+		if group != "" && f.Grouped != nil && f.Grouped(q) {
+			c.paused = true
+			if f.Groups == nil {
+				f.Groups = map[string]map[string]bool{}
+			}
+			if f.Groups[q] == nil {
+				f.Groups[q] = map[string]bool{}
+			}
+			f.Groups[q][GroupKey(raw, c.code, group)] = true
+		}
 		c.queue = q
 		if prio >= 0 && prio < len(byPrio) {
 			byPrio[prio] = append(byPrio[prio], c)
@@ -156,7 +173,7 @@ func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64, claimID s
 		var then []byte
 		if err := rs.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
 			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &disp,
-			&then, &m.Batch); err != nil {
+			&then, &m.Batch, &m.Group); err != nil {
 			return nil, fmt.Errorf("read back: %w", err)
 		}
 		m.Payload = payload

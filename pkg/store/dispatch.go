@@ -136,7 +136,7 @@ func (s *Store) claimCandidates(ctx context.Context, args []any) ([]*task.Messag
 		var then []byte
 		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
 			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &now,
-			&then, &m.Batch); err != nil {
+			&then, &m.Batch, &m.Group); err != nil {
 			return nil, err
 		}
 		m.Payload = payload

@@ -51,7 +51,7 @@ var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, pay
 	crash_count, worker_id, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(last_run_at),
 	UNIX_TIMESTAMP(dispatched_at), UNIX_TIMESTAMP(started_at), COALESCE(last_result, ''),
 	UNIX_TIMESTAMP(created_at), UNIX_TIMESTAMP(updated_at), COALESCE(parent_id, 0), COALESCE(then_spec, ''),
-	COALESCE(batch_id, 0)`
+	COALESCE(batch_id, 0), group_key, COALESCE(released_key, '')`
 
 var qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
 
@@ -65,9 +65,9 @@ var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code
 // absolute instant when the second-to-last argument is set, else NOW(3) plus
 // a delay in microseconds.
 const qInsertHead = `INSERT INTO task_center (task_code, task_type, queue, payload, cron_expr, timezone,
-	priority, delay, timeout, max_retry, unique_key, then_spec, batch_id, trace_parent, plan_next_run_at) VALUES `
+	priority, delay, timeout, max_retry, unique_key, then_spec, batch_id, trace_parent, group_key, plan_next_run_at) VALUES `
 
-const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 	COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
 
 // qClaimCandidates selects due tasks in priority, then due-time order, with
@@ -80,7 +80,7 @@ var qClaimCandidates = func() string {
 	var b strings.Builder
 	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, ` + queueOf("t") + `, t.payload, COALESCE(t.cron_expr, ''),
 	` + zoneOf("t") + `, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''), t.trace_parent,
-	UNIX_TIMESTAMP(t.plan_next_run_at), UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0)
+	UNIX_TIMESTAMP(t.plan_next_run_at), UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0), t.group_key
 	FROM (SELECT id FROM (`)
 	for p := 0; p <= 9; p++ {
 		if p > 0 {
@@ -351,7 +351,7 @@ var qClaimWindow = func() string {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "(SELECT id, priority, CAST(claim_key AS CHAR), "+queueOf("task_center")+", task_code FROM task_center FORCE INDEX (idx_claim)"+
+		fmt.Fprintf(&b, "(SELECT id, priority, CAST(claim_key AS CHAR), "+queueOf("task_center")+", task_code, queue, group_key FROM task_center FORCE INDEX (idx_claim)"+
 			" WHERE priority = %d AND claim_key <= NOW(3) AND (claim_key > ? OR (claim_key = ? AND id >= ?))"+
 			" ORDER BY claim_key, id LIMIT ?)", p)
 	}
@@ -381,12 +381,36 @@ const qEnable = `UPDATE task_center SET status = 0, retry_count = 0, crash_count
 
 const qAuditUpdate = `UPDATE task_audit SET affected = ?, detail = ? WHERE id = ?`
 
-const qQueueList = `SELECT name, paused, shards, span, UNIX_TIMESTAMP(updated_at) FROM task_queue ORDER BY name`
+// queueColumns are a task_queue row's state; scanQueue reads them.
+const queueColumns = `paused, shards, span, rate, rate_period_ms, burst, max_running, per, serial, limit_source`
 
-const qQueueLock = `SELECT paused, shards, span FROM task_queue WHERE name = ? FOR UPDATE`
+const qQueueList = `SELECT name, ` + queueColumns + `, UNIX_TIMESTAMP(updated_at) FROM task_queue ORDER BY name`
 
-const qQueueUpsert = `INSERT INTO task_queue (name, paused, shards, span) VALUES (?, ?, ?, ?)
-	ON DUPLICATE KEY UPDATE paused = VALUES(paused), shards = VALUES(shards), span = VALUES(span)`
+const qQueueLock = `SELECT ` + queueColumns + ` FROM task_queue WHERE name = ? FOR UPDATE`
+
+const qQueueUpsert = `INSERT INTO task_queue (name, ` + queueColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON DUPLICATE KEY UPDATE paused = VALUES(paused), shards = VALUES(shards), span = VALUES(span),
+	rate = VALUES(rate), rate_period_ms = VALUES(rate_period_ms), burst = VALUES(burst), max_running = VALUES(max_running),
+	per = VALUES(per), serial = VALUES(serial), limit_source = VALUES(limit_source)`
+
+// qLimitSeed records a node's configured limit of a queue, unless an
+// operator set the queue's limit (taskd limit): the last node to start
+// wins among configurations.
+const qLimitSeed = `INSERT INTO task_queue (name, rate, rate_period_ms, burst, max_running, per, serial, limit_source)
+	VALUES (?, ?, ?, ?, ?, ?, ?, 'config')
+	ON DUPLICATE KEY UPDATE
+	rate = IF(limit_source = 'operator', rate, VALUES(rate)),
+	rate_period_ms = IF(limit_source = 'operator', rate_period_ms, VALUES(rate_period_ms)),
+	burst = IF(limit_source = 'operator', burst, VALUES(burst)),
+	max_running = IF(limit_source = 'operator', max_running, VALUES(max_running)),
+	per = IF(limit_source = 'operator', per, VALUES(per)),
+	serial = IF(limit_source = 'operator', serial, VALUES(serial)),
+	limit_source = IF(limit_source = 'operator', 'operator', 'config')`
+
+// qLimitUnseed clears the configured limit a node recorded for a queue
+// whose configuration now has none (an operator's stays).
+const qLimitUnseed = `UPDATE task_queue SET rate = 0, rate_period_ms = 0, burst = 0, max_running = 0, per = '', serial = 0,
+	limit_source = '' WHERE name = ? AND limit_source = 'config'`
 
 const qQueueSeed = `INSERT IGNORE INTO task_queue (name, shards, span) VALUES (?, ?, ?)`
 
@@ -404,7 +428,7 @@ const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, atte
 // qClaimedRows reads back the messages a filtered claim won.
 var qClaimedRows = `SELECT id, attempt, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), trace_parent, UNIX_TIMESTAMP(plan_next_run_at),
-	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0)
+	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0), group_key
 	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?
 	ORDER BY priority, plan_next_run_at, id`
 
@@ -444,7 +468,7 @@ const qTaskStates = `SELECT id, status, task_type FROM task_center WHERE id IN (
 // it, or a task waiting, in flight, dead or cancelled in it (each read
 // through its own bounded index, like stats).
 var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE queue = ?)
-	OR EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1))
+	OR EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1 OR limit_source <> ''))
 	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_inflight) WHERE inflight_at IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
 	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
 	OR EXISTS (SELECT 1 FROM (` + unionPriorities(`(SELECT `+queueOf("task_center")+` q FROM task_center FORCE INDEX (idx_claim)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/taskd/taskd/pkg/limit"
 )
 
 // Queue is the state of one queue in the task center.
@@ -15,9 +17,40 @@ type Queue struct {
 	Paused bool   `json:"paused"`
 	// Shards is the number of lists new messages are spread over, Span the
 	// number workers consume (0: as configured / as Shards).
-	Shards    int       `json:"shards"`
-	Span      int       `json:"span"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Shards int `json:"shards"`
+	Span   int `json:"span"`
+	// Limit is the queue's flow control, and LimitSource where it came
+	// from: "config" (a node's configuration), "operator" (taskd limit)
+	// or "" (none).
+	Limit       limit.Limit `json:"limit"`
+	LimitSource string      `json:"limit_source,omitempty"`
+	UpdatedAt   time.Time   `json:"updated_at"`
+}
+
+// Limit sources.
+const (
+	LimitFromConfig   = "config"
+	LimitFromOperator = "operator"
+)
+
+// queueScanner is a row of queueColumns (after the name).
+type queueScanner interface{ Scan(dest ...any) error }
+
+// scanQueue reads queueColumns into q, plus extra.
+func scanQueue(r queueScanner, q *Queue, head []any, tail ...any) error {
+	var rate, periodMS int
+	dest := append(head, &q.Paused, &q.Shards, &q.Span, &rate, &periodMS, &q.Limit.Burst, &q.Limit.MaxRunning,
+		&q.Limit.Per, &q.Limit.Serial, &q.LimitSource)
+	if err := r.Scan(append(dest, tail...)...); err != nil {
+		return err
+	}
+	q.Limit.Rate = limit.Rate{N: rate, Period: time.Duration(periodMS) * time.Millisecond}
+	return nil
+}
+
+// limitArgs are the arguments of a limit's columns, rate to serial.
+func limitArgs(l limit.Limit) []any {
+	return []any{l.Rate.N, l.Rate.Period.Milliseconds(), l.Burst, l.MaxRunning, l.Per, l.Serial}
 }
 
 // QueueList returns every queue that has a row.
@@ -31,7 +64,7 @@ func (s *Store) QueueList(ctx context.Context) ([]Queue, error) {
 	for rows.Next() {
 		var q Queue
 		var at string
-		if err := rows.Scan(&q.Name, &q.Paused, &q.Shards, &q.Span, &at); err != nil {
+		if err := scanQueue(rows, &q, []any{&q.Name}, &at); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		q.UpdatedAt = parseUnix(at)
@@ -55,27 +88,58 @@ func (s *Store) QueueSeed(ctx context.Context, shards map[string]int) error {
 	return nil
 }
 
+// LimitSeed records the configured limits of the queues a node
+// configures (configured: every queue of its configuration; limits: those
+// that set one), unless an operator set a queue's limit: nodes follow
+// the task center, so every scheduler and worker agrees whatever its own
+// configuration says. A queue configured without a limit loses the one a
+// configuration recorded before.
+func (s *Store) LimitSeed(ctx context.Context, configured []string, limits map[string]limit.Limit) error {
+	for _, name := range configured {
+		var err error
+		if l, ok := limits[name]; ok {
+			_, err = s.db.ExecContext(ctx, qLimitSeed, append([]any{name}, limitArgs(l)...)...)
+		} else {
+			_, err = s.db.ExecContext(ctx, qLimitUnseed, name)
+		}
+		if err != nil {
+			return fmt.Errorf("record the limit of queue %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // QueueChange is a change of one queue's state, with the state before.
 type QueueChange struct {
 	Before, After Queue
 }
 
+// QueueDefaults are a queue's configured state, in force while the task
+// center records none: its shard count, and its limit.
+type QueueDefaults struct {
+	Shards int
+	Limit  limit.Limit
+}
+
 // QueueUpdate changes one queue's state with fn in a transaction that also
-// writes the audit row. configured is the queue's configured shard count,
-// used when it has no row. It reports whether anything changed.
-func (s *Store) QueueUpdate(ctx context.Context, a Actor, action, name string, configured int,
+// writes the audit row. configured is in force where the queue has no row
+// (or no limit recorded). It reports whether anything changed.
+func (s *Store) QueueUpdate(ctx context.Context, a Actor, action, name string, configured QueueDefaults,
 	fn func(q *Queue) error) (QueueChange, bool, error) {
 	var c QueueChange
 	var changed bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		q := Queue{Name: name}
-		err := tx.QueryRowContext(ctx, qQueueLock, name).Scan(&q.Paused, &q.Shards, &q.Span)
+		err := scanQueue(tx.QueryRowContext(ctx, qQueueLock, name), &q, nil)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		// Resolve the defaults, so before and after say what was in force.
 		if q.Shards == 0 {
-			q.Shards = max(1, configured)
+			q.Shards = max(1, configured.Shards)
+		}
+		if q.LimitSource == "" && !configured.Limit.IsZero() {
+			q.Limit, q.LimitSource = configured.Limit, LimitFromConfig
 		}
 		q.Span = max(q.Span, q.Shards)
 		c.Before, c.After = q, q
@@ -84,7 +148,8 @@ func (s *Store) QueueUpdate(ctx context.Context, a Actor, action, name string, c
 		}
 		changed = c.After != c.Before
 		if changed {
-			if _, err := tx.ExecContext(ctx, qQueueUpsert, name, c.After.Paused, c.After.Shards, c.After.Span); err != nil {
+			args := append([]any{name, c.After.Paused, c.After.Shards, c.After.Span}, limitArgs(c.After.Limit)...)
+			if _, err := tx.ExecContext(ctx, qQueueUpsert, append(args, c.After.LimitSource)...); err != nil {
 				return err
 			}
 		}

@@ -38,6 +38,11 @@ type TaskInsertParams struct {
 	Then json.RawMessage
 	// BatchID makes the task a member of a batch (set by BatchInsert).
 	BatchID int64
+	// Group is the task's group ("" none).
+	Group string
+	// OnConflict says what a task holding the same unique key makes of
+	// this one (default: Reject).
+	OnConflict Conflict
 }
 
 // TaskInsertResult is the outcome of one insert.
@@ -46,6 +51,13 @@ type TaskInsertResult struct {
 	// Existing is true when a task with the same code and unique key was
 	// already there: nothing was inserted and ID is that task's.
 	Existing bool
+	// Changed: that task took the submission's payload and due time
+	// (Replace, Debounce).
+	Changed bool
+	// Status and Reason say, for an existing task left unchanged by a
+	// mode other than Reject, what it was and why.
+	Status task.Status
+	Reason string
 }
 
 // TaskInsert inserts tasks in one multi-row statement. Tasks whose unique
@@ -59,7 +71,9 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 	todo := make([]int, 0, len(ps))
 	for i := range ps {
 		if id := existing[uniqueRef{ps[i].Code, ps[i].UniqueKey}]; id != 0 && ps[i].UniqueKey != "" {
-			out[i] = TaskInsertResult{ID: id, Existing: true}
+			if out[i], err = s.onConflict(ctx, &ps[i], id); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		todo = append(todo, i)
@@ -79,7 +93,9 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 				if err != nil {
 					return nil, err
 				}
-				out[i] = TaskInsertResult{ID: id, Existing: true}
+				if out[i], err = s.onConflict(ctx, &ps[i], id); err != nil {
+					return nil, err
+				}
 				continue
 			}
 			if err != nil {
@@ -137,7 +153,7 @@ func insertRowsOn(ctx context.Context, db session, ps []TaskInsertParams, idx []
 		}
 		args = append(args, p.Code, int(p.Type), p.Queue, string(p.Payload), nullString(p.CronExpr),
 			p.Timezone, p.Priority, int(p.Delay/time.Second), p.Timeout, p.MaxRetry,
-			nullString(p.UniqueKey), nullString(string(p.Then)), nullInt(p.BatchID), p.TraceParent, runAt, p.Delay.Microseconds())
+			nullString(p.UniqueKey), nullString(string(p.Then)), nullInt(p.BatchID), p.TraceParent, p.Group, runAt, p.Delay.Microseconds())
 	}
 	ids := insertedIDs{step: 1}
 	if len(idx) > 1 {
@@ -257,7 +273,7 @@ func scanTask(r rowScanner) (*task.Task, error) {
 	err := r.Scan(&t.ID, &t.Code, &t.Type, &t.Queue, &payload, &t.CronExpr, &t.Timezone,
 		&t.Priority, &t.Delay, &t.Timeout, &t.MaxRetry, &t.RetryCount, &t.Status, &t.UniqueKey,
 		&t.Attempt, &t.CrashCount, &t.WorkerID, &plan, &lastRun, &disp, &started, &t.LastResult,
-		&created, &updated, &t.ParentID, &then, &t.BatchID)
+		&created, &updated, &t.ParentID, &then, &t.BatchID, &t.Group, &t.ReleasedKey)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,12 @@ type Message struct {
 	// task (task_center.trace_parent): each attempt's span links to it.
 	// Optional: messages without it run untraced by their producer.
 	TraceParent string `json:"tp,omitempty"`
+	// Group is the task's group (group_key): per-group limits and serial
+	// order apply to each group separately.
+	Group string `json:"group,omitempty"`
+	// Grouped: the scheduler dispatched it as its group's turn, so its end
+	// may free the group; the worker then wakes the schedulers.
+	Grouped bool `json:"grouped,omitempty"`
 }
 
 // Encode serialises the message for a Redis list.

@@ -138,6 +138,12 @@ type Task struct {
 	Then []Child `json:"then,omitempty"`
 	// BatchID is the batch the task is a member of (0: none).
 	BatchID int64 `json:"batch_id,omitempty"`
+	// Group is the task's group ("" none): per-group limits and serial
+	// order apply to each group of a queue separately.
+	Group string `json:"group,omitempty"`
+	// ReleasedKey is the unique key this ended task gave up to a later
+	// submit with --on-conflict until-done.
+	ReleasedKey string `json:"released_key,omitempty"`
 }
 
 // QueueName is the queue the task travels through: its queue column, or its

@@ -23,6 +23,10 @@ type completion struct {
 	code  string
 	queue string
 	raw   string
+	// lease is the attempt's lease of its queue's limit, released once
+	// the result is written; grouped: its end may free its group.
+	lease   string
+	grouped bool
 }
 
 // attrs are the log fields of the completion's task.
@@ -222,10 +226,19 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 		return held
 	}
 	acks := map[string][]string{}
+	var leases map[string][]string
+	wake := false
 	// Attempts whose result was applied, for the queues' per-minute
 	// counters: a result the fence rejected is no run.
 	ended := map[string]broker.Ended{}
 	for i, ok := range applied {
+		if l := batch[i].lease; l != "" {
+			if leases == nil {
+				leases = map[string][]string{}
+			}
+			leases[batch[i].queue] = append(leases[batch[i].queue], l)
+		}
+		wake = wake || batch[i].grouped
 		if !ok {
 			c.stale.Add(1)
 			c.log.Warn("stale result rejected by the fence", batch[i].attrs("status", ts[i].To.String())...)
@@ -243,6 +256,17 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 		// The results are durable; leftover messages are dropped by the
 		// fence when recovery looks at them (and the counters miss them).
 		c.log.Warn("ack finished messages", "err", err)
+	}
+	// After the write: capacity held by a lease or a group comes back
+	// only once the attempt's end is durable. A lease whose release fails
+	// expires with the heartbeat TTL.
+	if err := c.broker.ReleaseLeases(actx, leases); err != nil {
+		c.log.Warn("release leases", "err", err)
+	}
+	if wake {
+		if err := c.broker.Wake(actx, 0); err != nil {
+			c.log.Warn("wake the schedulers for the groups freed", "err", err)
+		}
 	}
 	return held
 }

@@ -26,7 +26,7 @@ type Broker interface {
 	// TakeMany moves messages of several queues into the worker's
 	// processing lists in one round trip; WaitNotify blocks on the wake
 	// tokens of queues, Interrupt ends that wait.
-	TakeMany(ctx context.Context, w string, reqs []broker.TakeRequest) ([][]string, error)
+	TakeMany(ctx context.Context, w string, reqs []broker.TakeRequest) ([]broker.Taken, error)
 	WaitNotify(ctx context.Context, w string, queues []string, wait time.Duration) (string, error)
 	Interrupt(ctx context.Context, w string) error
 	// Layout tells which queues are paused, and when that changes.
@@ -43,4 +43,11 @@ type Broker interface {
 	Forget(ctx context.Context, w string) error
 	// PublishTail stores a running attempt's latest output.
 	PublishTail(ctx context.Context, t *broker.TaskTail) error
+	// ReleaseLeases gives back the leases of ended attempts of queues
+	// limited at take; RenewLeases extends those still running.
+	ReleaseLeases(ctx context.Context, leases map[string][]string) error
+	RenewLeases(ctx context.Context, leases map[string][]string, ttl time.Duration) error
+	// Wake tells the schedulers that tasks may be due: a grouped task's
+	// end may free its group.
+	Wake(ctx context.Context, d time.Duration) error
 }

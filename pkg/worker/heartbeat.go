@@ -99,5 +99,12 @@ func (h *heartbeater) runOnce(ctx context.Context) error {
 	if err == nil {
 		h.sent = now
 	}
+	// The leases of running attempts live as long as the heartbeat: a
+	// worker that dies gives its capacity back within the TTL.
+	if ls := w.leases(); ls != nil {
+		if lerr := w.broker.RenewLeases(bctx, ls, w.cfg.HeartbeatTTL); lerr != nil && err == nil {
+			err = lerr
+		}
+	}
 	return err
 }

@@ -65,7 +65,32 @@ type queueState struct {
 	// hungry: the queue may have messages (its last take got all it asked
 	// for, a token came, or the sweep is due).
 	hungry bool
+	// A queue whose limit held messages back: until notBefore (a rate's
+	// next token) it is neither taken from nor waited on; at retryAt (a
+	// lease's expiry, when a release wakes it sooner) it is hungry again.
+	notBefore, retryAt time.Time
 }
+
+// limited notes a take that the queue's limit held back, and reports
+// whether it did.
+func (qs *queueState) limited(t broker.Taken, now time.Time) bool {
+	switch t.By {
+	case "rate":
+		qs.notBefore, qs.hungry = now.Add(max(t.Retry, limitRetryMin)), false
+	case "max_running":
+		qs.retryAt, qs.hungry = now.Add(max(t.Retry, limitRetryMin)), false
+	default:
+		return false
+	}
+	return true
+}
+
+// waitsOnLimit reports whether the queue waits for its rate at now.
+func (qs *queueState) waitsOnLimit(now time.Time) bool { return now.Before(qs.notBefore) }
+
+// limitRetryMin bounds how often a worker asks a limited queue again: a
+// rate's tokens gather meanwhile (up to its burst) and come in one take.
+const limitRetryMin = 10 * time.Millisecond
 
 // Start runs the fetcher and the waker.
 func (p *pool) Start(ctx context.Context) error {
@@ -144,8 +169,12 @@ func (p *pool) fetchAll(ctx context.Context) {
 	changed := layout.Changed()
 	errDelay := retryFirst
 	start := 0
+	limitTimer := time.NewTimer(time.Hour)
+	limitTimer.Stop()
+	defer limitTimer.Stop()
 	for {
-		reqs, states := p.takeRound(queues, start, layout)
+		now := w.clock.Now()
+		reqs, states := p.takeRound(queues, start, layout, now)
 		start++
 		if len(reqs) > 0 {
 			// The take is not cancelled mid-flight: a message moved by
@@ -154,16 +183,16 @@ func (p *pool) fetchAll(ctx context.Context) {
 			got, err := w.broker.TakeMany(tctx, w.cfg.ID, reqs)
 			cancel()
 			for i, qs := range states {
-				raws := got[i]
-				qs.used += len(raws)
-				if len(raws) < reqs[i].Max {
-					qs.hungry = err != nil && raws == nil // a failed take tries again
+				taken := got[i]
+				qs.used += len(taken.Msgs)
+				if len(taken.Msgs) < reqs[i].Max && !qs.limited(taken, now) {
+					qs.hungry = err != nil && taken.Msgs == nil // a failed take tries again
 				}
-				if len(raws) > 0 {
+				if len(taken.Msgs) > 0 {
 					begins.Add(1)
 					go func() {
 						defer begins.Done()
-						p.begin(ctx, qs.name, raws)
+						p.begin(ctx, qs.name, taken.Msgs, taken.Leases)
 					}()
 				}
 			}
@@ -178,14 +207,27 @@ func (p *pool) fetchAll(ctx context.Context) {
 			errDelay = min(errDelay*2, retryMax)
 			continue
 		}
-		p.waitFor(ctx, queues, layout)
+		p.waitFor(ctx, queues, layout, now)
+		if at, ok := nextLimitCheck(queues); ok {
+			limitTimer.Reset(max(0, at.Sub(w.clock.Now())))
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-limitTimer.C:
+			now := w.clock.Now()
+			for _, qs := range queues {
+				if !qs.notBefore.IsZero() && !now.Before(qs.notBefore) {
+					qs.notBefore, qs.hungry = time.Time{}, true
+				}
+				if !qs.retryAt.IsZero() && !now.Before(qs.retryAt) {
+					qs.retryAt, qs.hungry = time.Time{}, true
+				}
+			}
 		case q := <-p.freed:
 			byName[q].used--
 		case q := <-p.woken:
-			byName[q].hungry = true
+			byName[q].hungry, byName[q].retryAt = true, time.Time{}
 		case <-changed:
 			layout = w.broker.Layout()
 			changed = layout.Changed()
@@ -203,7 +245,7 @@ func (p *pool) fetchAll(ctx context.Context) {
 			case q := <-p.freed:
 				byName[q].used--
 			case q := <-p.woken:
-				byName[q].hungry = true
+				byName[q].hungry, byName[q].retryAt = true, time.Time{}
 			default:
 				drained = true
 			}
@@ -212,28 +254,44 @@ func (p *pool) fetchAll(ctx context.Context) {
 }
 
 // takeRound lists the takes due now: every hungry, unpaused queue with free
-// slots, from a rotating start so that no queue always goes first.
-func (p *pool) takeRound(queues []*queueState, start int, l broker.Layout) ([]broker.TakeRequest, []*queueState) {
+// slots that is not waiting for its rate, from a rotating start so that no
+// queue always goes first.
+func (p *pool) takeRound(queues []*queueState, start int, l broker.Layout, now time.Time) ([]broker.TakeRequest, []*queueState) {
 	var reqs []broker.TakeRequest
 	var states []*queueState
 	for i := range queues {
 		qs := queues[(start+i)%len(queues)]
-		if free := qs.capacity - qs.used; qs.hungry && free > 0 && !l.Paused(qs.name) {
-			reqs = append(reqs, broker.TakeRequest{Queue: qs.name, Max: min(free, takeBatchMax)})
+		if free := qs.capacity - qs.used; qs.hungry && free > 0 && !l.Paused(qs.name) && !qs.waitsOnLimit(now) {
+			reqs = append(reqs, broker.TakeRequest{Queue: qs.name, Max: min(free, takeBatchMax), LeaseTTL: p.w.cfg.HeartbeatTTL})
 			states = append(states, qs)
 		}
 	}
 	return reqs, states
 }
 
+// nextLimitCheck is the earliest time a limited queue is to be asked
+// again, if one is.
+func nextLimitCheck(queues []*queueState) (time.Time, bool) {
+	var at time.Time
+	for _, qs := range queues {
+		for _, t := range []time.Time{qs.notBefore, qs.retryAt} {
+			if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+				at = t
+			}
+		}
+	}
+	return at, !at.IsZero()
+}
+
 // waitFor tells the waker which queues to wait on: those with free slots
-// that are not paused. A queue that gains a free slot while the waker waits
-// without it interrupts that wait. Queues with no free slot are left out,
-// so that their tokens wake a worker that can take.
-func (p *pool) waitFor(ctx context.Context, queues []*queueState, l broker.Layout) {
+// that are not paused nor waiting for their rate. A queue that gains a free
+// slot while the waker waits without it interrupts that wait. Queues with
+// no free slot are left out, so that their tokens wake a worker that can
+// take.
+func (p *pool) waitFor(ctx context.Context, queues []*queueState, l broker.Layout, now time.Time) {
 	var set []string
 	for _, qs := range queues {
-		if qs.used < qs.capacity && !l.Paused(qs.name) {
+		if qs.used < qs.capacity && !l.Paused(qs.name) && !qs.waitsOnLimit(now) {
 			set = append(set, qs.name)
 		}
 	}
@@ -302,10 +360,14 @@ func (p *pool) wake(ctx context.Context) {
 // comes later, from the marker, for the attempts still running then. A
 // second copy of an attempt this worker runs already (a retried push) is
 // dropped. Each message holds one slot of q until it is released.
-func (p *pool) begin(ctx context.Context, q string, raws []string) {
+func (p *pool) begin(ctx context.Context, q string, raws, leases []string) {
 	w := p.w
-	var stale []string
-	for _, raw := range raws {
+	var stale, staleLeases []string
+	for i, raw := range raws {
+		lease := ""
+		if i < len(leases) {
+			lease = leases[i]
+		}
 		m, err := task.DecodeMessage([]byte(raw))
 		if err != nil {
 			w.count.poison.Add(1)
@@ -313,13 +375,14 @@ func (p *pool) begin(ctx context.Context, q string, raws []string) {
 			if qerr := w.broker.Quarantine(context.WithoutCancel(ctx), q, w.cfg.ID, raw); qerr != nil {
 				w.log.Error("quarantine", "err", qerr)
 			}
+			staleLeases = append(staleLeases, lease)
 			p.release(q)
 			continue
 		}
-		if !p.launch(&job{msg: m, raw: raw, queue: q}) {
+		if !p.launch(&job{msg: m, raw: raw, queue: q, lease: lease}) {
 			w.count.stale.Add(1)
 			w.log.Warn("duplicate message dropped", "task_id", m.ID, "task_code", m.Code, "attempt", m.Attempt)
-			stale = append(stale, raw)
+			stale, staleLeases = append(stale, raw), append(staleLeases, lease)
 			p.release(q)
 		}
 	}
@@ -327,6 +390,9 @@ func (p *pool) begin(ctx context.Context, q string, raws []string) {
 		if err := w.broker.Ack(context.WithoutCancel(ctx), w.cfg.ID, map[string][]string{q: stale}); err != nil {
 			w.log.Warn("drop stale messages", "err", err)
 		}
+	}
+	if err := w.releaseLeases(context.WithoutCancel(ctx), q, staleLeases...); err != nil {
+		w.log.Warn("release the leases of dropped messages", "err", err)
 	}
 }
 
@@ -381,7 +447,7 @@ func (p *pool) run(j *job) {
 				At: w.clock.Now(), Done: done, Output: out})
 		}, 0, 0)
 		e.output, e.err = handler.Safe(ctx, h, &handler.Request{
-			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, UniqueKey: m.UniqueKey, Payload: m.Payload, Tail: tail,
+			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, UniqueKey: m.UniqueKey, Group: m.Group, Payload: m.Payload, Tail: tail,
 		})
 		tail.Close()
 	}
@@ -430,6 +496,9 @@ func (p *pool) complete(j *job, e *attemptEnd) {
 		if err := w.broker.Ack(ctx, w.cfg.ID, map[string][]string{j.queue: {j.raw}}); err != nil {
 			w.log.Warn("drop stale message", "err", err)
 		}
+		if err := w.releaseLeases(ctx, j.queue, j.lease); err != nil {
+			w.log.Warn("release the lease of a dropped attempt", "err", err)
+		}
 		return
 	}
 	run := &store.RunRecord{Code: j.msg.Code, Queue: j.queue, WorkerID: w.cfg.ID, Node: w.cfg.Node}
@@ -439,7 +508,7 @@ func (p *pool) complete(j *job, e *attemptEnd) {
 		tr.StartedAt = j.startedDB
 	}
 	endAttempt(j, run.Outcome, e.err)
-	w.comp.add(completion{tr: tr, code: j.msg.Code, queue: j.queue, raw: j.raw})
+	w.comp.add(completion{tr: tr, code: j.msg.Code, queue: j.queue, raw: j.raw, lease: j.lease, grouped: j.msg.Grouped})
 }
 
 // forceHandBack hands back tasks whose handlers ignored cancellation.

@@ -24,9 +24,12 @@ var errAbandoned = errors.New("abandoned by the watchdog")
 
 // job is one message being run.
 type job struct {
-	msg     *task.Message
-	raw     string
-	queue   string
+	msg   *task.Message
+	raw   string
+	queue string
+	// lease is the attempt's lease of its queue's limit ("" none): renewed
+	// by the heartbeat while it runs, released once its result is written.
+	lease   string
 	started time.Time
 	// startedDB is the start by the database clock, recorded with a
 	// result written before the running mark.
@@ -192,6 +195,7 @@ type Running struct {
 	// Returned is closed when the attempt's handler returned.
 	Returned <-chan struct{}
 	raw      string
+	lease    string
 }
 
 // QueueSlots is one consumed queue as the watchdog sees it.
@@ -227,7 +231,7 @@ func (w *Worker) Running() []Running {
 			Slot: broker.Slot{Queue: j.queue, TaskID: j.msg.ID, Code: j.msg.Code, Attempt: j.msg.Attempt,
 				Since: j.started, Abandoned: j.abandoned.Load()},
 			Timeout:  time.Duration(cmp.Or(j.msg.Timeout, task.DefaultTimeout)) * time.Second,
-			Returned: j.returned, raw: j.raw,
+			Returned: j.returned, raw: j.raw, lease: j.lease,
 		})
 	}
 	for _, j := range t.inflight {
@@ -286,5 +290,36 @@ func (w *Worker) Abandon(r Running) bool {
 // AckAbandoned removes an abandoned attempt's message from the processing
 // list once its task was recovered.
 func (w *Worker) AckAbandoned(ctx context.Context, r Running) error {
-	return w.broker.Ack(ctx, w.cfg.ID, map[string][]string{r.Queue: {r.raw}})
+	if err := w.broker.Ack(ctx, w.cfg.ID, map[string][]string{r.Queue: {r.raw}}); err != nil {
+		return err
+	}
+	return w.releaseLeases(ctx, r.Queue, r.lease)
+}
+
+// releaseLeases gives back leases of queue q ("" ones are none).
+func (w *Worker) releaseLeases(ctx context.Context, q string, leases ...string) error {
+	var ls []string
+	for _, l := range leases {
+		if l != "" {
+			ls = append(ls, l)
+		}
+	}
+	if len(ls) == 0 {
+		return nil
+	}
+	return w.broker.ReleaseLeases(ctx, map[string][]string{q: ls})
+}
+
+// leases are the leases of the attempts the slots run, per queue.
+func (w *Worker) leases() map[string][]string {
+	var out map[string][]string
+	for _, j := range w.slots.running() {
+		if j.lease != "" && !j.done.Load() {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[j.queue] = append(out[j.queue], j.lease)
+		}
+	}
+	return out
 }

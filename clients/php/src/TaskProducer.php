@@ -32,7 +32,16 @@ final class TaskProducer
     public const MAX_PAYLOAD = 1 << 20;
 
     /** Options submit() and at() accept; unknown ones are an error. */
-    private const OPTIONS = ['unique_key', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'at', 'children'];
+    private const OPTIONS = ['unique_key', 'on_conflict', 'debounce', 'debounce_max', 'group', 'priority', 'timeout',
+        'max_retry', 'queue', 'delay', 'at', 'children'];
+
+    /** Modes of the on_conflict option. */
+    public const ON_CONFLICT = ['reject', 'replace', 'debounce', 'until-done'];
+
+    /** A debounced task waits at most this many times the debounce, unless debounce_max says. */
+    public const DEBOUNCE_MAX_FACTOR = 10;
+
+    public const MAX_GROUP = 64;
 
     /** Keys of a child (see submit()'s children option). */
     private const CHILD = ['code', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'children'];
@@ -47,6 +56,8 @@ final class TaskProducer
     public const MAX_BATCH = 100000;
 
     private bool $lastExisted = false;
+
+    private bool $lastChanged = false;
 
     /**
      * @param PDO         $pdo         the task center (for Laravel: DB::connection()->getPdo())
@@ -136,7 +147,23 @@ final class TaskProducer
      * A one-off task. Options:
      *   unique_key  string  at most one task per code and key: a second
      *                       submit returns the first task's id (see
-     *                       lastExisted())
+     *                       lastExisted()), or does what on_conflict says
+     *   on_conflict string  what a submit does when a task holds its
+     *                       unique key: 'reject' (default: nothing),
+     *                       'replace' (a waiting task takes this payload
+     *                       and due time), 'debounce' (the same, and its
+     *                       due time moves out to 'debounce' seconds from
+     *                       now, at most 'debounce_max' seconds, default
+     *                       10 times the debounce, after its first
+     *                       submit), 'until-done' (a new task once that
+     *                       one has ended); a dispatched or running task
+     *                       is never changed (see lastChanged())
+     *   debounce    int     seconds, with on_conflict 'debounce'
+     *   debounce_max int    seconds, with on_conflict 'debounce'
+     *   group       string  the task's group (a tenant, a customer): the
+     *                       queue's per-group limits and serial order
+     *                       apply to each group separately (needs taskd's
+     *                       schema 7 or later)
      *   priority    int     0 (highest) to 9, default 5
      *   timeout     int     seconds per attempt, default 300
      *   max_retry   int     retries after a failed attempt, default 3
@@ -162,6 +189,11 @@ final class TaskProducer
         }
         $row = $this->row($taskCode, $payload, $options);
         $row['task_type'] = 0;
+        $mode = self::conflictMode($options, isset($row['unique_key']));
+        $debounce = $mode === 'debounce' ? self::int($options, 'debounce', 1, PHP_INT_MAX) : 0;
+        if ($debounce > 0 && !isset($options['at'])) {
+            $options['delay'] = max($debounce, (int) ($options['delay'] ?? 0));
+        }
         $due = 'NOW(3)';
         $args = [];
         $wakeIn = 0.0;
@@ -189,21 +221,35 @@ final class TaskProducer
             $due,
         );
         $this->lastExisted = false;
+        $this->lastChanged = false;
+        $insert = fn () => $this->pdo->prepare($sql)->execute([...$values, ...$args]);
         try {
-            $this->pdo->prepare($sql)->execute([...$values, ...$args]);
+            $insert();
         } catch (PDOException $e) {
-            if (!isset($row['unique_key']) || ($e->errorInfo[1] ?? 0) !== 1062) {
+            if (!isset($row['unique_key']) || !self::duplicate($e)) {
                 throw $e;
             }
-            $stmt = $this->pdo->prepare('SELECT id FROM task_center WHERE task_code = ? AND unique_key = ?');
-            $stmt->execute([$taskCode, $row['unique_key']]);
-            $id = $stmt->fetchColumn();
-            if ($id === false) {
+            $key = (string) $row['unique_key'];
+            if ($mode === 'until-done' && ($id = $this->takeOver($taskCode, $key, $insert)) !== null) {
+                $this->wake($wakeIn);
+
+                return $id;
+            }
+            $id = $this->holder($taskCode, $key);
+            if ($id === null) {
                 throw $e; // deleted meanwhile
             }
             $this->lastExisted = true;
+            if ($mode === 'replace' || $mode === 'debounce') {
+                $maxWait = $mode === 'debounce'
+                    ? self::int($options, 'debounce_max', $debounce, PHP_INT_MAX, self::DEBOUNCE_MAX_FACTOR * $debounce) : 0;
+                $this->lastChanged = $this->changeWaiting($id, $mode, $row['payload'], $due, $args, $debounce, $maxWait);
+                if ($this->lastChanged) {
+                    $this->wake($wakeIn);
+                }
+            }
 
-            return (int) $id;
+            return $id;
         }
         $this->wake($wakeIn);
 
@@ -214,6 +260,100 @@ final class TaskProducer
     public function lastExisted(): bool
     {
         return $this->lastExisted;
+    }
+
+    /**
+     * Whether the last submit() changed the task that held its unique key
+     * (on_conflict 'replace' or 'debounce', the task still waiting).
+     */
+    public function lastChanged(): bool
+    {
+        return $this->lastChanged;
+    }
+
+    /** The on_conflict mode of a submission, checked. */
+    private static function conflictMode(array $options, bool $hasKey): string
+    {
+        $mode = (string) ($options['on_conflict'] ?? 'reject');
+        if (!in_array($mode, self::ON_CONFLICT, true)) {
+            throw new InvalidArgumentException(sprintf('unknown on_conflict mode %s (want %s)', json_encode($mode), implode(', ', self::ON_CONFLICT)));
+        }
+        if ($mode !== 'reject' && !$hasKey) {
+            throw new InvalidArgumentException(sprintf('on_conflict %s needs a unique_key', $mode));
+        }
+        if ($mode !== 'debounce' && (isset($options['debounce']) || isset($options['debounce_max']))) {
+            throw new InvalidArgumentException('debounce and debounce_max need on_conflict debounce');
+        }
+
+        return $mode;
+    }
+
+    private static function duplicate(PDOException $e): bool
+    {
+        return ($e->errorInfo[1] ?? 0) === 1062;
+    }
+
+    /** The id of the task of $taskCode holding $key, if any. */
+    private function holder(string $taskCode, string $key): ?int
+    {
+        $stmt = $this->pdo->prepare('SELECT id FROM task_center WHERE task_code = ? AND unique_key = ?');
+        $stmt->execute([$taskCode, $key]);
+        $id = $stmt->fetchColumn();
+
+        return $id === false ? null : (int) $id;
+    }
+
+    /**
+     * Gives a waiting task (pending, or failed waiting for its retry) the
+     * new payload and due time; a task dispatched or running is never
+     * changed. Whether it changed.
+     *
+     * @param list<int|string> $dueArgs
+     */
+    private function changeWaiting(int $id, string $mode, int|string $payload, string $due, array $dueArgs, int $debounce, int $maxWait): bool
+    {
+        if ($mode === 'debounce') {
+            $stmt = $this->pdo->prepare('UPDATE task_center SET payload = ?,
+                plan_next_run_at = GREATEST(plan_next_run_at, LEAST(NOW(3) + INTERVAL ? SECOND, created_at + INTERVAL ? SECOND))
+                WHERE id = ? AND status IN (0, 4)');
+            $stmt->execute([$payload, $debounce, $maxWait, $id]);
+        } else {
+            $stmt = $this->pdo->prepare("UPDATE task_center SET payload = ?, plan_next_run_at = $due WHERE id = ? AND status IN (0, 4)");
+            $stmt->execute([$payload, ...$dueArgs, $id]);
+        }
+
+        return $stmt->rowCount() > 0;
+    }
+
+    /**
+     * until-done: when the task holding $key has ended (succeeded, dead,
+     * cancelled), its key moves to released_key and $insert runs again, in
+     * one transaction. The new task's id, or null when it did not insert.
+     */
+    private function takeOver(string $taskCode, string $key, callable $insert): ?int
+    {
+        $this->pdo->beginTransaction();
+        try {
+            $stmt = $this->pdo->prepare('UPDATE task_center SET released_key = unique_key, unique_key = NULL
+                WHERE task_code = ? AND unique_key = ? AND status IN (3, 5, 6)');
+            $stmt->execute([$taskCode, $key]);
+            if ($stmt->rowCount() === 0) {
+                $this->pdo->rollBack();
+
+                return null;
+            }
+            $insert();
+            $id = (int) $this->pdo->lastInsertId(); // COMMIT resets it
+            $this->pdo->commit();
+
+            return $id;
+        } catch (PDOException $e) {
+            $this->pdo->rollBack();
+            if (self::duplicate($e)) {
+                return null; // another submit took it over first
+            }
+            throw $e;
+        }
     }
 
     /**
@@ -254,6 +394,13 @@ final class TaskProducer
         if ($queue !== '') {
             self::name('queue', $queue);
             $row['queue'] = $queue;
+        }
+        $group = (string) ($options['group'] ?? '');
+        if ($group !== '') {
+            if (strlen($group) > self::MAX_GROUP || preg_match('/[\x00-\x1f\x7f]/', $group) || trim($group) !== $group) {
+                throw new InvalidArgumentException(sprintf('group %s: want at most %d characters, no control characters, no spaces at either end', json_encode($group), self::MAX_GROUP));
+            }
+            $row['group_key'] = $group;
         }
 
         return $row;

@@ -85,6 +85,69 @@ final class TaskProducerTest extends TestCase
         self::assertNotSame($id, $this->producer->submit($this->code('php_lib_other'), [], ['unique_key' => 'order-42']));
     }
 
+    public function testGroup(): void
+    {
+        $id = $this->producer->submit($this->code('php_lib_group'), [], ['group' => 'tenant-7 (eu)']);
+        self::assertSame('tenant-7 (eu)', Env::task($this->pdo, $id)['group_key']);
+        foreach (["tab\there", ' lead', str_repeat('g', 65)] as $bad) {
+            try {
+                $this->producer->submit($this->code('php_lib_group'), [], ['group' => $bad]);
+                self::fail('group ' . json_encode($bad) . ' accepted');
+            } catch (InvalidArgumentException $e) {
+                self::assertStringContainsString('group', $e->getMessage());
+            }
+        }
+    }
+
+    public function testOnConflict(): void
+    {
+        $code = $this->code('php_lib_conflict');
+        // replace: a waiting task takes the new payload and due time.
+        $id = $this->producer->submit($code, ['v' => 1], ['unique_key' => 'k1', 'delay' => 3600]);
+        self::assertSame($id, $this->producer->submit($code, ['v' => 2], ['unique_key' => 'k1', 'on_conflict' => 'replace']));
+        self::assertTrue($this->producer->lastExisted());
+        self::assertTrue($this->producer->lastChanged());
+        $row = Env::task($this->pdo, $id);
+        self::assertSame(['v' => 2], json_decode($row['payload'], true));
+        self::assertEqualsWithDelta(0.0, $this->dueIn($row), 5.0);
+        // A running task is never changed.
+        $this->pdo->prepare('UPDATE task_center SET status = 2 WHERE id = ?')->execute([$id]);
+        $this->producer->submit($code, ['v' => 3], ['unique_key' => 'k1', 'on_conflict' => 'replace']);
+        self::assertFalse($this->producer->lastChanged());
+        self::assertSame(['v' => 2], json_decode(Env::task($this->pdo, $id)['payload'], true));
+
+        // debounce: due a debounce after the first submit and after each
+        // later one.
+        $d = $this->producer->submit($code, ['n' => 1], ['unique_key' => 'k2', 'on_conflict' => 'debounce', 'debounce' => 60]);
+        self::assertEqualsWithDelta(60.0, $this->dueIn(Env::task($this->pdo, $d)), 5.0);
+        $this->pdo->prepare('UPDATE task_center SET plan_next_run_at = NOW(3) + INTERVAL 10 SECOND WHERE id = ?')->execute([$d]);
+        self::assertSame($d, $this->producer->submit($code, ['n' => 2], ['unique_key' => 'k2', 'on_conflict' => 'debounce', 'debounce' => 60]));
+        self::assertTrue($this->producer->lastChanged());
+        $row = Env::task($this->pdo, $d);
+        self::assertSame(['n' => 2], json_decode($row['payload'], true));
+        self::assertEqualsWithDelta(60.0, $this->dueIn($row), 5.0);
+
+        // until-done: a new task once the holder has ended.
+        $u = $this->producer->submit($code, [], ['unique_key' => 'k3', 'on_conflict' => 'until-done']);
+        self::assertSame($u, $this->producer->submit($code, [], ['unique_key' => 'k3', 'on_conflict' => 'until-done']));
+        $this->pdo->prepare('UPDATE task_center SET status = 3 WHERE id = ?')->execute([$u]);
+        $next = $this->producer->submit($code, [], ['unique_key' => 'k3', 'on_conflict' => 'until-done']);
+        self::assertNotSame($u, $next);
+        self::assertFalse($this->producer->lastExisted());
+        self::assertSame('k3', Env::task($this->pdo, $u)['released_key']);
+        self::assertSame('k3', Env::task($this->pdo, $next)['unique_key']);
+
+        foreach ([['on_conflict' => 'sometimes', 'unique_key' => 'x'], ['on_conflict' => 'replace'],
+            ['on_conflict' => 'debounce', 'unique_key' => 'x'], ['debounce' => 5, 'unique_key' => 'x']] as $bad) {
+            try {
+                $this->producer->submit($code, [], $bad);
+                self::fail('accepted ' . json_encode($bad));
+            } catch (InvalidArgumentException $e) {
+                self::assertNotSame('', $e->getMessage());
+            }
+        }
+    }
+
     public function testAt(): void
     {
         $at = (new \DateTimeImmutable('@' . (int) $this->dbNow()))->modify('+1 hour');

@@ -1,0 +1,62 @@
+package taskd_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/pkg/node"
+)
+
+type syncAccount struct {
+	Account int `json:"account"`
+	Version int `json:"version"`
+}
+
+func (syncAccount) Kind() string { return "sync_account" }
+
+// The Go API's group and unique modes reach the task center: a second
+// submission with Replace changes the waiting task; with UntilDone a new
+// task follows an ended one.
+func TestGroupAndUniqueModes(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	require.NoError(t, err)
+	client, err := taskd.NewClient(ctx, cfg)
+	require.NoError(t, err)
+	defer client.Close()
+	st, err := node.OpenStore(ctx, cfg)
+	require.NoError(t, err)
+	defer st.Close()
+
+	first, err := client.Submit(ctx, syncAccount{Account: 7, Version: 1}, taskd.Group("tenant-7"),
+		taskd.UniqueKey("acct-7"), taskd.Delay(time.Hour))
+	require.NoError(t, err)
+	again, err := client.Submit(ctx, syncAccount{Account: 7, Version: 2}, taskd.UniqueKey("acct-7"), taskd.Replace())
+	require.NoError(t, err)
+	require.Equal(t, first.ID, again.ID)
+	require.True(t, again.Existing && again.Changed)
+	tk, err := st.TaskGet(ctx, first.ID)
+	require.NoError(t, err)
+	require.Equal(t, "tenant-7", tk.Group)
+	require.JSONEq(t, `{"account":7,"version":2}`, string(tk.Payload))
+
+	_, err = st.DB().ExecContext(ctx, `UPDATE task_center SET status = 3 WHERE id = ?`, first.ID)
+	require.NoError(t, err)
+	next, err := client.Submit(ctx, syncAccount{Account: 7, Version: 3}, taskd.UniqueKey("acct-7"), taskd.UntilDone())
+	require.NoError(t, err)
+	require.False(t, next.Existing)
+	require.NotEqual(t, first.ID, next.ID)
+
+	deb, err := client.Submit(ctx, syncAccount{Account: 8}, taskd.UniqueKey("acct-8"), taskd.Debounce(time.Minute, 0))
+	require.NoError(t, err)
+	tk, err = st.TaskGet(ctx, deb.ID)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(time.Minute), tk.PlanNextRun, 10*time.Second, "due a debounce after it")
+
+	_, err = client.Submit(ctx, syncAccount{}, taskd.Replace())
+	require.ErrorContains(t, err, "needs a unique key")
+}
