@@ -30,17 +30,6 @@ const (
 	lockWait                   // FOR UPDATE (the lock wait timeout), bisected
 )
 
-// qLockRows locks rows by primary key. The index is forced: on a small
-// table an IN list is read by a scan, which would lock (or skip) every row.
-const qLockRows = `SELECT id FROM task_center FORCE INDEX (PRIMARY) WHERE id IN (%s) FOR UPDATE`
-
-// qProbeSkipLocked and qProbeNoWait tell which locking clauses the server
-// parses.
-const (
-	qProbeSkipLocked = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE SKIP LOCKED`
-	qProbeNoWait     = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE NOWAIT`
-)
-
 // probeLockMode picks the best locking clause the server has.
 func probeLockMode(ctx context.Context, db *sql.DB) (lockMode, error) {
 	for _, p := range []struct {
@@ -132,7 +121,7 @@ func (s *Store) lockFree(ctx context.Context, tx *sql.Tx, ids []int64) (map[int6
 			missing = append(missing, id)
 		}
 	}
-	exist, err := queryIDs(ctx, tx, fmt.Sprintf(`SELECT id FROM task_center WHERE id IN (%s)`, placeholders(len(missing))), missing...)
+	exist, err := queryIDs(ctx, tx, fmt.Sprintf(qRowsExist, placeholders(len(missing))), missing...)
 	if err != nil {
 		return nil, err
 	}

@@ -503,3 +503,33 @@ const qBatchFinishable = `SELECT b.id FROM task_batch b FORCE INDEX (idx_batch_f
 const qBatchGet = `SELECT id, total, callback_code, callback_queue, callback_priority, callback_timeout,
 	callback_max_retry, callback_payload, callback_id, succeeded, dead, cancelled, UNIX_TIMESTAMP(created_at),
 	UNIX_TIMESTAMP(finished_at) FROM task_batch WHERE id = ?`
+
+// Locking a batch without waiting (locked.go).
+
+// qLockRows locks rows by primary key. The index is forced: on a small
+// table an IN list is read by a scan, which would lock (or skip) every row.
+const qLockRows = `SELECT id FROM task_center FORCE INDEX (PRIMARY) WHERE id IN (%s) FOR UPDATE`
+
+// qRowsExist reads which of a set of tasks have a row.
+const qRowsExist = `SELECT id FROM task_center WHERE id IN (%s)`
+
+// qProbeSkipLocked and qProbeNoWait tell which locking clauses the server
+// parses.
+const (
+	qProbeSkipLocked = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE SKIP LOCKED`
+	qProbeNoWait     = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE NOWAIT`
+)
+
+// Routes and settings (routes.go, settings.go).
+
+const qRouteUpsert = `INSERT INTO task_route (task_code, queue, node, seen_at) VALUES (?, ?, ?, NOW(3))
+	ON DUPLICATE KEY UPDATE queue = VALUES(queue), node = VALUES(node), seen_at = NOW(3)`
+
+const qRouteList = `SELECT task_code, queue, node, UNIX_TIMESTAMP(seen_at) FROM task_route ORDER BY task_code`
+
+const (
+	qSettingGet  = `SELECT value FROM task_setting WHERE name = ?`
+	qSettingInit = `INSERT IGNORE INTO task_setting (name, value) VALUES (?, ?)`
+	qSettingSet  = `INSERT INTO task_setting (name, value) VALUES (?, ?) ON DUPLICATE KEY UPDATE value = VALUES(value)`
+	qSettingSwap = `UPDATE task_setting SET value = ? WHERE name = ? AND value = ?`
+)

@@ -23,11 +23,6 @@ type RouteChange struct {
 	Code, Queue, Before, BeforeNode string
 }
 
-const qRouteUpsert = `INSERT INTO task_route (task_code, queue, node, seen_at) VALUES (?, ?, ?, NOW(3))
-	ON DUPLICATE KEY UPDATE queue = VALUES(queue), node = VALUES(node), seen_at = NOW(3)`
-
-const qRouteList = `SELECT task_code, queue, node, UNIX_TIMESTAMP(seen_at) FROM task_route ORDER BY task_code`
-
 // RouteRecord records that node runs the handlers of routes (task code ->
 // queue), and returns the routes whose queue it changed. Each route is one
 // statement of its own: nodes starting at once record the same routes.

@@ -17,13 +17,6 @@ const (
 	settingRedisEpoch = "redis_epoch:"
 )
 
-const (
-	qSettingGet  = `SELECT value FROM task_setting WHERE name = ?`
-	qSettingInit = `INSERT IGNORE INTO task_setting (name, value) VALUES (?, ?)`
-	qSettingSet  = `INSERT INTO task_setting (name, value) VALUES (?, ?) ON DUPLICATE KEY UPDATE value = VALUES(value)`
-	qSettingSwap = `UPDATE task_setting SET value = ? WHERE name = ? AND value = ?`
-)
-
 // SettingGet returns the value of a setting, and false when it has none.
 func (s *Store) SettingGet(ctx context.Context, name string) (string, bool, error) {
 	var v string

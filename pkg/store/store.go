@@ -1,5 +1,6 @@
 // Package store is the task center: every read and write of task_center,
-// task_run and task_audit. All SQL lives in this package (queries.go), all
+// task_run, task_audit, task_queue, task_route and task_setting. All SQL
+// lives in this package (queries.go), all
 // due and expiry comparisons use the database clock (NOW(3)), and every
 // write a worker makes is a compare-and-set fenced by (id, attempt, status).
 //
