@@ -192,6 +192,16 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			delete(d.idle, q)
 			continue
 		}
+		// A queue whose limit holds its backlog back (a rate, a
+		// max_running taken on other nodes) waits on purpose too.
+		held, err := d.broker.LimitedQueues(ctx, []string{q})
+		if err != nil {
+			return res, fmt.Errorf("watchdog: %w", err)
+		}
+		if _, ok := held[q]; ok {
+			delete(d.idle, q)
+			continue
+		}
 		if !d.idle[q] {
 			d.idle[q] = true
 			res.Idle++

@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
@@ -105,4 +107,66 @@ func TestHungHandlerIsHealed(t *testing.T) {
 	require.Equal(t, watchdog.KindAbandoned, events[1].Kind)
 	require.Equal(t, hung.ID, events[1].TaskID)
 	require.Equal(t, 1, events[1].Attempt)
+}
+
+// A queue whose limit holds its backlog back is not idle: its worker has
+// free slots and writes no result for as long as the limit says, on
+// purpose. The same queue without its limit is.
+func TestLimitedQueueIsNotIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	env.Broker.SetLayout(slowQueue{})
+	reg := handler.NewRegistry()
+	reg.Register("slow", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	clk := clock.NewManual(time.Now())
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"slow": 2}, Handlers: reg, Logger: quiet,
+		Clock: clk}, env.Store, env.Broker)
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	prod := producer.New(env.Store, env.Broker, producer.Options{})
+	for range 3 {
+		_, err := prod.Submit(ctx, producer.Submission{Code: "slow"})
+		require.NoError(t, err)
+	}
+	sched := scheduler.New(scheduler.Config{Node: "n1", Logger: quiet}, env.Store, env.Broker)
+	_, err := sched.RunOnce(ctx)
+	require.NoError(t, err)
+	// One a minute: the first runs, two wait.
+	require.Eventually(t, func() bool {
+		n, err := env.Broker.QueueLen(ctx, "slow")
+		return err == nil && n == 2 && w.Stats().Processed == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		held, err := env.Broker.LimitedQueues(ctx, []string{"slow"})
+		return err == nil && held["slow"].By == "rate"
+	}, 10*time.Second, 10*time.Millisecond)
+
+	exits := make(chan int, 1)
+	wd := watchdog.New(watchdog.Config{IdleWindow: time.Minute, Grace: time.Second, Node: "n1", Clock: clk,
+		Logger: quiet, Exit: func(code int, _ string) { exits <- code }}, w, env.Store, env.Broker)
+	clk.Advance(2 * time.Minute)
+	res, err := wd.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Idle, "a limited backlog is not idleness")
+	require.False(t, res.Exit)
+
+	// Without the limit's state (as before limits), the same is idle.
+	require.NoError(t, env.Broker.Client().Del(ctx, env.Broker.Keys.Limited("slow")).Err())
+	res, err = wd.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Idle)
+}
+
+// slowQueue limits queue slow to one task a minute.
+type slowQueue struct{}
+
+func (slowQueue) Shards(string) (int, int) { return 1, 1 }
+func (slowQueue) Paused(string) bool       { return false }
+func (slowQueue) Changed() <-chan struct{} { return nil }
+func (slowQueue) Limit(q string) limit.Limit {
+	if q == "slow" {
+		return limit.Limit{Rate: limit.Rate{N: 1, Period: time.Minute}, Burst: 1}
+	}
+	return limit.Limit{}
 }
