@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/pkg/node"
 )
 
 type syncAccount struct {
@@ -23,14 +22,7 @@ func (syncAccount) Kind() string { return "sync_account" }
 // task follows an ended one.
 func TestGroupAndUniqueModes(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := taskd.LoadConfig("")
-	require.NoError(t, err)
-	client, err := taskd.NewClient(ctx, cfg)
-	require.NoError(t, err)
-	defer client.Close()
-	st, err := node.OpenStore(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
+	client, st := clientAndStore(t)
 
 	first, err := client.Submit(ctx, syncAccount{Account: 7, Version: 1}, taskd.Group("tenant-7"),
 		taskd.UniqueKey("acct-7"), taskd.Delay(time.Hour))

@@ -68,6 +68,22 @@ func wait[A any](t *testing.T, ch <-chan ran[A]) ran[A] {
 	}
 }
 
+// clientAndStore returns a client of the test's task center, and the
+// task center.
+func clientAndStore(t *testing.T) (*taskd.Client, *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	require.NoError(t, err)
+	client, err := taskd.NewClient(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { client.Close() })
+	st, err := node.OpenStore(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return client, st
+}
+
 // serve starts a Server with mux and returns a client and the task center.
 func serve(t *testing.T, mux *taskd.Mux) (*taskd.Client, *store.Store) {
 	t.Helper()
@@ -77,13 +93,7 @@ func serve(t *testing.T, mux *taskd.Mux) (*taskd.Client, *store.Store) {
 	srv := taskd.NewServer(cfg, mux)
 	require.NoError(t, srv.Start(ctx))
 	t.Cleanup(srv.Stop)
-	client, err := taskd.NewClient(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { client.Close() })
-	st, err := node.OpenStore(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	return client, st
+	return clientAndStore(t)
 }
 
 // A chain submitted through the Go API runs in a Server: each child gets
@@ -188,14 +198,7 @@ func (badCode) Kind() string { return "no spaces allowed" }
 // error, and nothing is submitted.
 func TestOptionsWhereTheyApply(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := taskd.LoadConfig("")
-	require.NoError(t, err)
-	client, err := taskd.NewClient(ctx, cfg)
-	require.NoError(t, err)
-	defer client.Close()
-	st, err := node.OpenStore(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
+	client, st := clientAndStore(t)
 	count := func() (n int) {
 		require.NoError(t, st.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM task_center").Scan(&n))
 		return n

@@ -173,11 +173,17 @@ func (b *faultBundle) submit(t *testing.T, n int) []int64 {
 // submitDue creates n tasks of code "work" due in dueIn.
 func (b *faultBundle) submitDue(t *testing.T, n int, dueIn time.Duration) []int64 {
 	t.Helper()
-	cl := producer.New(b.env.Store, b.env.Broker, producer.Options{Logger: quiet})
 	subs := make([]producer.Submission, n)
 	for i := range subs {
 		subs[i] = producer.Submission{Code: "work", Delay: dueIn, Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
 	}
+	return b.submitAll(t, subs)
+}
+
+// submitAll submits subs in one batch and returns their ids.
+func (b *faultBundle) submitAll(t *testing.T, subs []producer.Submission) []int64 {
+	t.Helper()
+	cl := producer.New(b.env.Store, b.env.Broker, producer.Options{Logger: quiet})
 	res, err := cl.SubmitBatch(b.ctx, subs)
 	require.NoError(t, err)
 	ids := make([]int64, len(res))

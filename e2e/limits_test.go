@@ -223,19 +223,12 @@ func TestLimitMaxRunningKill(t *testing.T) {
 // order, with "fail":true in the payloads of the indexes fail says.
 func (b *faultBundle) submitGroups(t *testing.T, groups []string, fail func(i int) bool) []int64 {
 	t.Helper()
-	cl := producer.New(b.env.Store, b.env.Broker, producer.Options{Logger: quiet})
 	subs := make([]producer.Submission, len(groups))
 	for i, g := range groups {
 		subs[i] = producer.Submission{Code: "work", Group: g,
 			Payload: json.RawMessage(fmt.Sprintf(`{"i":%d,"fail":%t}`, i, fail != nil && fail(i)))}
 	}
-	res, err := cl.SubmitBatch(b.ctx, subs)
-	require.NoError(t, err)
-	ids := make([]int64, len(res))
-	for i, r := range res {
-		ids[i] = r.ID
-	}
-	return ids
+	return b.submitAll(t, subs)
 }
 
 // Serial groups over three nodes, with failed tasks and a kill -9: within

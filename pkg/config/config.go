@@ -606,9 +606,6 @@ func (qc QueueConfig) Limit() (limit.Limit, error) {
 	} else if qc.SkipFailed {
 		return l, task.Invalidf("skip_failed needs serial: true")
 	}
-	if l.Per == limit.PerGroup && l.Rate.IsZero() && l.MaxRunning == 0 && l.Serial == limit.SerialOff {
-		return l, task.Invalidf("per: group needs a rate or max_running to apply to each group")
-	}
 	return l, l.Validate()
 }
 

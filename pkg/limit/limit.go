@@ -245,13 +245,25 @@ func DefaultBurst(r Rate) int {
 	return max(1, int(math.Floor(r.PerSecond()/10)))
 }
 
-// Validate checks l.
+// Validate checks l: its values (ValidateValues), and that they fit
+// together.
 func (l Limit) Validate() error {
-	if l.Burst < 0 || l.Burst > BurstMax {
-		return task.Invalidf("burst %d is out of range 1-%d", l.Burst, BurstMax)
+	if err := l.ValidateValues(); err != nil {
+		return err
 	}
 	if l.Burst > 0 && l.Rate.IsZero() {
 		return task.Invalidf("a burst needs a rate")
+	}
+	if l.Per == PerGroup && l.Rate.IsZero() && l.MaxRunning == 0 && l.Serial == SerialOff {
+		return task.Invalidf("per group needs a rate or a max_running to apply to each group")
+	}
+	return nil
+}
+
+// ValidateValues checks each of l's values on its own.
+func (l Limit) ValidateValues() error {
+	if l.Burst < 0 || l.Burst > BurstMax {
+		return task.Invalidf("burst %d is out of range 1-%d", l.Burst, BurstMax)
 	}
 	if l.MaxRunning < 0 || l.MaxRunning > MaxRunningMax {
 		return task.Invalidf("max_running %d is out of range 0-%d (0: no bound)", l.MaxRunning, MaxRunningMax)

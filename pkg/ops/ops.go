@@ -440,6 +440,30 @@ func (ch LimitChange) IsZero() bool {
 	return ch == LimitChange{}
 }
 
+// applyTo returns l with the fields ch sets; a rate removed takes its
+// burst with it.
+func (ch LimitChange) applyTo(l limit.Limit) limit.Limit {
+	if ch.Rate != nil {
+		l.Rate = *ch.Rate
+		if l.Rate.IsZero() {
+			l.Burst = 0
+		}
+	}
+	if ch.Burst != nil {
+		l.Burst = *ch.Burst
+	}
+	if ch.MaxRunning != nil {
+		l.MaxRunning = *ch.MaxRunning
+	}
+	if ch.Per != nil {
+		l.Per = *ch.Per
+	}
+	if ch.Serial != nil {
+		l.Serial = *ch.Serial
+	}
+	return l
+}
+
 // Limit changes queue q's flow control online: every node follows within
 // a second (at once when Redis carries the announcement). A limit an
 // operator set stays until Reset, whatever the nodes' configurations say.
@@ -447,61 +471,23 @@ func (o *Ops) Limit(ctx context.Context, q string, ch LimitChange) (Change, erro
 	if ch.IsZero() {
 		return failed("limit"), task.Invalidf("nothing to change: give --rate, --burst, --max-running, --per, --serial or --reset")
 	}
-	l := limit.Limit{}
-	if ch.Reset && o.ConfiguredLimit != nil {
-		l = o.ConfiguredLimit(q)
-	}
-	apply := func(cur limit.Limit) (limit.Limit, error) {
-		if !ch.Reset {
-			l = cur
-		}
-		if ch.Rate != nil {
-			l.Rate = *ch.Rate
-			if l.Rate.IsZero() {
-				l.Burst = 0
-			}
-		}
-		if ch.Burst != nil {
-			l.Burst = *ch.Burst
-		}
-		if ch.MaxRunning != nil {
-			l.MaxRunning = *ch.MaxRunning
-		}
-		if ch.Per != nil {
-			l.Per = *ch.Per
-		}
-		if ch.Serial != nil {
-			l.Serial = *ch.Serial
-		}
-		if err := l.Validate(); err != nil {
-			return l, err
-		}
-		if l.Per == limit.PerGroup && l.Rate.IsZero() && l.MaxRunning == 0 && l.Serial == limit.SerialOff {
-			return l, task.Invalidf("per group needs a rate or a max running to apply to each group")
-		}
-		return l, nil
-	}
 	// Bad values are refused before the queue is looked up; how they fit
 	// the queue's limit is checked in the transaction.
-	probe := limit.Limit{Rate: limit.Rate{N: 1, Period: time.Second}}
-	if ch.Burst != nil {
-		probe.Burst = *ch.Burst
-	}
-	if ch.MaxRunning != nil {
-		probe.MaxRunning = *ch.MaxRunning
-	}
-	if ch.Per != nil {
-		probe.Per = *ch.Per
-	}
-	if ch.Serial != nil {
-		probe.Serial = *ch.Serial
-	}
-	if err := probe.Validate(); err != nil {
+	if err := ch.applyTo(limit.Limit{}).ValidateValues(); err != nil {
 		return failed("limit"), err
 	}
+	base := func(cur limit.Limit) limit.Limit {
+		if ch.Reset && o.ConfiguredLimit != nil {
+			return o.ConfiguredLimit(q)
+		}
+		if ch.Reset {
+			return limit.Limit{}
+		}
+		return cur
+	}
 	return o.queueAction(ctx, "limit", q, func(s *store.Queue) error {
-		nl, err := apply(s.Limit)
-		if err != nil {
+		nl := ch.applyTo(base(s.Limit))
+		if err := nl.Validate(); err != nil {
 			return err
 		}
 		s.Limit = nl
