@@ -177,3 +177,41 @@ func (b *Broker) OldestDispatch(ctx context.Context, q string) (time.Time, bool,
 	}
 	return oldest, found, nil
 }
+
+// Attempt names one attempt of a task.
+type Attempt struct {
+	ID      int64
+	Attempt int
+}
+
+// TakenAttempts returns the attempts of queue q held in the processing
+// lists of the registered workers: taken and not acked yet. Such a task
+// may still be dispatched in the task center (its running mark comes
+// later, or never for a short attempt) long after its dispatch, when it
+// waited in its list for a rate, a max_running or a backlog.
+func (b *Broker) TakenAttempts(ctx context.Context, q string) (map[Attempt]bool, error) {
+	ws, err := b.rdb.ZRange(ctx, b.Keys.Workers(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	out := map[Attempt]bool{}
+	if len(ws) == 0 {
+		return out, nil
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(ws))
+	for i, w := range ws {
+		cmds[i] = pipe.LRange(ctx, b.Keys.Processing(q, w), 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("processing lists of %s: %w", q, err)
+	}
+	for _, c := range cmds {
+		for _, raw := range c.Val() {
+			if m, err := task.DecodeMessage([]byte(raw)); err == nil {
+				out[Attempt{ID: m.ID, Attempt: m.Attempt}] = true
+			}
+		}
+	}
+	return out, nil
+}

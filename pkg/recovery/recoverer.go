@@ -227,6 +227,7 @@ func (r *Recoverer) redispatchLost(ctx context.Context, window time.Duration, al
 			return err
 		}
 		oldest := map[string]*time.Time{}
+		taken := map[string]map[broker.Attempt]bool{}
 		var ts []store.Transition
 		for _, d := range stuck {
 			if !all {
@@ -244,6 +245,21 @@ func (r *Recoverer) redispatchLost(ctx context.Context, window time.Duration, al
 				// The queue holds messages dispatched before this task: it
 				// may still be waiting its turn behind a backlog.
 				if o != nil && !d.DispatchedAt.Before(o.Add(-queueSlack)) {
+					continue
+				}
+				// A worker took it and runs it, unmarked yet: after a long
+				// wait in its list (a rate, a max_running) its dispatch is
+				// old, and the queue behind it empty or younger. Read after
+				// the queue, so that a message moving from one to the
+				// other meanwhile is seen in either.
+				in, ok := taken[d.Queue]
+				if !ok {
+					if in, err = r.broker.TakenAttempts(ctx, d.Queue); err != nil {
+						return err
+					}
+					taken[d.Queue] = in
+				}
+				if in[broker.Attempt{ID: d.ID, Attempt: d.Attempt}] {
 					continue
 				}
 			}

@@ -144,6 +144,36 @@ func TestDispatchWaitingBehindBacklogIsLeftAlone(t *testing.T) {
 	require.Equal(t, task.Dispatched, b.status(t, ids[0]).Status)
 }
 
+// A task that waited in its list past the dispatch window (behind a
+// rate, a max_running) and was just taken by a live worker is still
+// dispatched until its running mark: the queue behind it is empty, yet it
+// is not lost. A message lost beside it still is.
+func TestTakenAfterLongWaitIsNotLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{})
+	b.oldEpoch(t)
+	ids := b.submit(t, 2, producer.Submission{})
+	msgs := b.claim(t)
+	_, err := b.env.Broker.Push(context.Background(), msgs[:1])
+	require.NoError(t, err)
+	b.beat(t, "w1")
+	got, err := b.env.Broker.TakeMany(context.Background(), "w1", []broker.TakeRequest{{Queue: "job", Max: 10}})
+	require.NoError(t, err)
+	require.Len(t, got[0].Msgs, 1)
+	time.Sleep(5 * time.Millisecond)
+
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Redispatched, "only the lost message")
+	require.Equal(t, task.Dispatched, b.status(t, ids[0]).Status, "the taken task stays with its worker")
+	require.Equal(t, task.Pending, b.status(t, ids[1]).Status)
+	// Once acked, a task still dispatched is lost again.
+	require.NoError(t, b.env.Broker.Ack(context.Background(), "w1", map[string][]string{"job": got[0].Msgs}))
+	res, err = b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Redispatched)
+}
+
 func TestRedisFlushRebuildsInFlight(t *testing.T) {
 	t.Parallel()
 	// A long window: only the detected reset makes recovery act at once.
