@@ -109,7 +109,9 @@ func (b *Broker) notify(ctx context.Context, pipe redis.Pipeliner, q string, n i
 	for i := range tokens {
 		tokens[i] = "1"
 	}
-	pipe.LPush(ctx, b.Keys.Notify(q), tokens...)
+	// Run at maxmemory too (a few bytes, trimmed): a released lease's
+	// token is what wakes the workers waiting for its capacity.
+	b.write(ctx, pipe, "LPUSH", b.Keys.Notify(q), tokens...)
 	pipe.LTrim(ctx, b.Keys.Notify(q), 0, notifyTokens-1)
 }
 

@@ -10,9 +10,40 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
 )
+
+// smallRedis is a broker on a private Redis of 3 MB under noeviction.
+func smallRedis(t *testing.T) *broker.Broker {
+	t.Helper()
+	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
+	b, err := broker.Open(context.Background(), broker.Options{Addr: addr, Prefix: "t:"})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// fill pushes 2 KB messages of queue q, ids from first on, until Redis
+// refuses them, and returns their payload and how many went in.
+func fill(t *testing.T, b *broker.Broker, first int64) (json.RawMessage, int) {
+	t.Helper()
+	payload, _ := json.Marshal(map[string]string{"x": strings.Repeat("a", 2048)})
+	pushed := 0
+	var err error
+	for id := first; err == nil && id < first+100000; id += 50 {
+		var msgs []*task.Message
+		for i := range int64(50) {
+			msgs = append(msgs, &task.Message{ID: id + i, Attempt: 1, Code: "q", Queue: "q", Priority: task.DefaultPriority, Payload: payload})
+		}
+		var failed []*task.Message
+		failed, err = b.Push(context.Background(), msgs)
+		pushed += len(msgs) - len(failed)
+	}
+	require.ErrorContains(t, err, "OOM")
+	return payload, pushed
+}
 
 // A Redis at maxmemory (noeviction) refuses new messages, but what frees
 // or moves memory keeps working: takes, acks, quarantine, heartbeats and
@@ -20,25 +51,9 @@ import (
 func TestFullRedisStillDrains(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
-	b, err := broker.Open(ctx, broker.Options{Addr: addr, Prefix: "t:"})
-	require.NoError(t, err)
-	defer b.Close()
+	b := smallRedis(t)
 
-	// Push 2 KB messages until Redis refuses them.
-	payload, _ := json.Marshal(map[string]string{"x": strings.Repeat("a", 2048)})
-	pushed := 0
-	var perr error
-	for id := int64(1); perr == nil && id < 100000; id += 50 {
-		var msgs []*task.Message
-		for i := range int64(50) {
-			msgs = append(msgs, &task.Message{ID: id + i, Attempt: 1, Code: "q", Queue: "q", Priority: task.DefaultPriority, Payload: payload})
-		}
-		var failed []*task.Message
-		failed, perr = b.Push(ctx, msgs)
-		pushed += len(msgs) - len(failed)
-	}
-	require.ErrorContains(t, perr, "OOM")
+	payload, pushed := fill(t, b, 1)
 	m, err := b.Memory(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 3<<20, m.Max)
@@ -100,4 +115,35 @@ func TestPushLargeBatchNearMaxmemory(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, n, "nothing of the batch was pushed")
 	require.EqualValues(t, len(msgs)-len(failed), n)
+}
+
+// A queue limited at take still drains at maxmemory: its take gets
+// leases and counts tokens, renewals and releases work, and a release
+// wakes the workers waiting for the capacity it frees (else they would
+// wait for a lease to expire, a heartbeat TTL).
+func TestFullRedisLimitedQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := smallRedis(t)
+	b.SetLayout(limited{limits: map[string]limit.Limit{
+		"reports": {MaxRunning: 2, Rate: limit.Rate{N: 100, Period: time.Second}, Burst: 10}}})
+	push(t, b, "reports", seq(1, 6), task.DefaultPriority)
+	fill(t, b, 100)
+
+	take := func() broker.Taken {
+		t.Helper()
+		got, err := b.TakeMany(ctx, "w1", []broker.TakeRequest{{Queue: "reports", Max: 5, LeaseTTL: time.Minute}})
+		require.NoError(t, err)
+		return got[0]
+	}
+	for done := 0; done < 6; {
+		got := take()
+		require.NotEmpty(t, got.Msgs, "after %d", done)
+		require.NoError(t, b.RenewLeases(ctx, map[string][]string{"reports": got.Leases}, time.Minute))
+		require.NoError(t, b.Ack(ctx, "w1", map[string][]string{"reports": got.Msgs}))
+		require.NoError(t, b.Client().Del(ctx, b.Keys.Notify("reports")).Err())
+		require.NoError(t, b.ReleaseLeases(ctx, map[string][]string{"reports": got.Leases}))
+		require.Positive(t, b.Client().LLen(ctx, b.Keys.Notify("reports")).Val(), "the release woke the queue")
+		done += len(got.Msgs)
+	}
 }
