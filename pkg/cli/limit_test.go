@@ -66,22 +66,32 @@ func TestLimitCommand(t *testing.T) {
 	require.Equal(t, "queue hello: 100/s burst 20 (set by the configuration)\n", b.ok(t, "limit", "hello"))
 }
 
-// A bad limit in the configuration is exit 2, naming the key.
+// A bad limit in the configuration is exit 2, naming the key, for the
+// daemon as for the commands; doctor names it as a failed check.
 func TestLimitConfigErrors(t *testing.T) {
 	t.Parallel()
 	env := setup(t).env
 	for yaml, want := range map[string]string{
-		"queues:\n  q: { rate: 0/s }\n":              "queues.q",
-		"queues:\n  q: { rate: abc }\n":              "queues.q",
-		"queues:\n  q: { max_running: -2 }\n":        "queues.q",
-		"queues:\n  q: { per: tenant, rate: 5/s }\n": "queues.q",
-		"queues:\n  q: { per: group }\n":             "queues.q",
-		"queues:\n  q: { skip_failed: true }\n":      "queues.q",
-		"queues:\n  q: { burst: 5 }\n":               "queues.q",
-		"queues:\n  q: { max_runing: 5 }\n":          "max_running",
+		"queues:\n  q: { rate: 0/s }\n":              `queues.q: rate "0/s"`,
+		"queues:\n  q: { rate: abc }\n":              `queues.q: rate "abc"`,
+		"queues:\n  q: { rate: 100 }\n":              `queues.q: rate "100"`,
+		"queues:\n  q: { max_running: -2 }\n":        "queues.q: max_running -2",
+		"queues:\n  q: { max_running: lots }\n":      "queues.q.max_running",
+		"queues:\n  q: { per: tenant, rate: 5/s }\n": `queues.q: per "tenant"`,
+		"queues:\n  q: { per: group }\n":             "queues.q: per group",
+		"queues:\n  q: { skip_failed: true }\n":      "queues.q: skip_failed",
+		"queues:\n  q: { burst: 5 }\n":               "queues.q: a burst",
+		"queues:\n  q: { max_runing: 5 }\n":          `did you mean "queues.q.max_running"`,
 	} {
-		r := runCLI(t, writeConfig(t, env.ConfigYAML(yaml)), "", "limit", "q")
-		requireOneLineError(t, r, cli.ExitUsage, yaml)
-		require.Contains(t, r.stderr, want, yaml)
+		cfg := writeConfig(t, env.ConfigYAML(yaml))
+		for _, cmd := range [][]string{{"limit", "q"}, {"run", "--node-id", "n"}, {"submit", "q"}} {
+			r := runCLI(t, cfg, "", cmd...)
+			requireOneLineError(t, r, cli.ExitUsage, "%s: taskd %v", yaml, cmd)
+			require.Contains(t, r.stderr, want, "%s: taskd %v", yaml, cmd)
+		}
+		r := runCLI(t, cfg, "", "doctor")
+		require.Equal(t, cli.ExitFailure, r.code, yaml)
+		require.Contains(t, r.stdout, "fail config ", yaml)
+		require.Contains(t, r.stdout, want, yaml)
 	}
 }
