@@ -73,7 +73,7 @@ queue to its configured limit (queues.NAME.rate and the rest).`,
 			if reset && (ch.Rate != nil || ch.Burst != nil || ch.MaxRunning != nil || ch.Per != nil || ch.Serial != nil) {
 				return task.Invalidf("--reset returns to the configured limit: give it alone")
 			}
-			o, closeFn, err := a.ops(cmd)
+			o, closeFn, err := a.ops(cmd, needRedis)
 			if err != nil {
 				return err
 			}

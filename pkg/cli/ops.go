@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -87,19 +88,46 @@ func yesFlag(cmd *cobra.Command, yes *bool) {
 	cmd.Flags().BoolVarP(yes, "yes", "y", false, "do not ask for confirmation (required when standard input is not a terminal)")
 }
 
+// redisNeed says what a command needs Redis for.
+type redisNeed int
+
+const (
+	// needRedis: the command reads or writes what only Redis holds (stats,
+	// limits).
+	needRedis redisNeed = iota
+	// redisOptional: the command's change is in the task center, which
+	// schedulers and workers read at their next poll; Redis only wakes
+	// them, so an operator can still act during a Redis outage. Killing a
+	// running task needs Redis to reach its worker, and fails without it.
+	redisOptional
+	// noRedis: the command reads the task center only (the audit log).
+	noRedis
+)
+
 // ops opens the operator actions.
-func (a *App) ops(cmd *cobra.Command) (*ops.Ops, func(), error) {
+func (a *App) ops(cmd *cobra.Command, need redisNeed) (*ops.Ops, func(), error) {
 	st, err := a.openStore(cmd.Context())
 	if err != nil {
 		return nil, nil, err
 	}
-	br, err := a.openBroker(cmd.Context())
-	if err != nil {
-		st.Close()
-		return nil, nil, err
+	var br *broker.Broker
+	if need != noRedis {
+		if br, err = a.openBroker(cmd.Context()); err != nil {
+			if need == needRedis {
+				st.Close()
+				return nil, nil, err
+			}
+			fmt.Fprintf(a.Stderr, "taskd: warning: %v; going on with the task center alone\n", err)
+			br = nil
+		}
 	}
 	c, _ := a.config() // loaded by openStore
-	return ops.NewFromConfig(st, br, c), func() { st.Close(); br.Close() }, nil
+	return ops.NewFromConfig(st, br, c), func() {
+		st.Close()
+		if br != nil {
+			br.Close()
+		}
+	}, nil
 }
 
 // printChange prints what an action did: its JSON, or one sentence.
@@ -129,7 +157,7 @@ func (a *App) bulkAction(sel *selection, verb string,
 		if err != nil {
 			return err
 		}
-		o, closeFn, err := a.ops(cmd)
+		o, closeFn, err := a.ops(cmd, redisOptional)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -342,4 +343,45 @@ func TestTextOutput(t *testing.T) {
 	require.Contains(t, stats, "WORKER  NODE")
 	require.NotContains(t, stats, "1 shards")
 	require.NotContains(t, b.ok(t, "retry", strconv.FormatInt(id, 10), "--yes"), "1 tasks")
+}
+
+// With Redis down an operator can still act on what the task center
+// holds: the audit log, retries, pauses. What needs Redis (stopping a
+// running task, stats) fails saying why, and the rest of a kill is done.
+func TestRedisDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dead, running, waiting := b.submitID(t, "hello"), b.submitID(t, "hello"), b.submitID(t, "hello", "--delay", "1h")
+	b.env.Exec(t, `UPDATE task_center SET status = 5, attempt = 1 WHERE id = ?`, dead)
+	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1, worker_id = 'w1' WHERE id = ?`, running)
+	down := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: \"127.0.0.1:1\"\n  prefix: %q\n%s",
+		b.env.DSN, b.env.Prefix, handlersYAML))
+	status := func(id int64) int {
+		return b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, id)
+	}
+	warned := func(r result, args ...string) {
+		t.Helper()
+		require.Equal(t, cli.ExitOK, r.code, "taskd %v: stderr %q", args, r.stderr)
+		require.Regexp(t, `^taskd: warning: connect to redis 127\.0\.0\.1:1: .*; going on with the task center alone\n$`, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"retry", itoa(dead), "--yes"}, {"pause", "hello", "--yes"}, {"resume", "hello", "--yes"},
+	} {
+		warned(runCLI(t, down, "", args...), args...)
+	}
+	require.Zero(t, status(dead), "retried")
+	r := runCLI(t, down, "", "audit")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.Empty(t, r.stderr, "the audit log is the task center's alone")
+	require.Equal(t, 4, strings.Count(r.stdout, "\n"), "a header and the three actions: %s", r.stdout)
+
+	r = runCLI(t, down, "", "kill", itoa(running), itoa(waiting), "--yes")
+	require.Equal(t, cli.ExitFailure, r.code, r.stderr)
+	require.Contains(t, r.stderr, fmt.Sprintf("taskd: kill running 1 task (%d): no connection to Redis", running))
+	require.Equal(t, 2, status(running), "a running task is not cancelled behind its worker's back")
+	require.Equal(t, 6, status(waiting), "the waiting task is killed")
+
+	r = runCLI(t, down, "", "stats")
+	requireOneLineError(t, r, cli.ExitFailure)
+	require.Contains(t, r.stderr, "127.0.0.1:1")
 }

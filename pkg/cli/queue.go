@@ -21,7 +21,7 @@ func (a *App) queueCmd(use, short, example string, args cobra.PositionalArgs,
 	cmd := &cobra.Command{
 		Use: use, Short: short, Example: example, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o, closeFn, err := a.ops(cmd)
+			o, closeFn, err := a.ops(cmd, redisOptional)
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func (a *App) auditCmd() *cobra.Command {
 			if limit <= 0 || limit > 10000 {
 				return task.Invalidf("--limit must be between 1 and 10000")
 			}
-			o, closeFn, err := a.ops(cmd)
+			o, closeFn, err := a.ops(cmd, noRedis)
 			if err != nil {
 				return err
 			}

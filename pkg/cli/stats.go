@@ -19,7 +19,7 @@ func (a *App) statsCmd() *cobra.Command {
 		Example: "  taskd stats\n  taskd -o json stats",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, closeFn, err := a.ops(cmd)
+			o, closeFn, err := a.ops(cmd, needRedis)
 			if err != nil {
 				return err
 			}

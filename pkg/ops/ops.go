@@ -8,8 +8,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -313,6 +315,13 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 // killRunning asks the workers of running tasks to cancel them, and takes
 // those whose worker does not answer. It returns the tasks it cancelled.
 func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]int64, error) {
+	if o.broker == nil {
+		// Cancelling in the task center alone would leave the handler
+		// running: only Redis reaches its worker.
+		ids := slices.Sorted(maps.Keys(running))
+		return nil, fmt.Errorf("kill running %s (%s): no connection to Redis, through which workers are told to stop",
+			Plural(len(ids), "task"), joinIDs(ids, 10))
+	}
 	for id, t := range running {
 		if _, err := o.broker.Kill(ctx, broker.KillRequest{ID: id, Attempt: t.Attempt}); err != nil {
 			return nil, err
