@@ -339,3 +339,32 @@ func (s *screen) waitForMatch(re *regexp.Regexp) string {
 	s.t.Fatalf("the screen does not match %s:\n%s", re, last)
 	return ""
 }
+
+// TestTasktopLimit: a limit changed online with `taskd limit` shows in
+// tasktop's queue view (LIMIT), the queue LIMITED by it and for how long
+// while it holds the backlog back, and the change in the audit view.
+func TestTasktopLimit(t *testing.T) {
+	t.Parallel()
+	bin := buildTasktop(t)
+	b := setup(t, `handlers:
+  work: { exec: ["sh", "-c", "echo done"] }
+`)
+	b.startDaemon(t, "node-a")
+	require.Equal(t, "limit: queue work limit none -> 1/s burst 1\n", b.taskd(t, "limit", "work", "--rate", "1/s", "--burst", "1", "--yes"))
+	for range 20 {
+		b.taskd(t, "submit", "work")
+	}
+
+	s := newScreen(t, bin, "--config", b.config, "--refresh", "500ms")
+	s.waitForMatch(regexp.MustCompile(`(?m)^  work .* 1/s +LIMITED by rate [1-9][0-9]*s$`))
+	s.keys("5")
+	s.waitFor("[5 Audit]", "limit", "queue work")
+
+	// Reset: the limit goes, the backlog drains, the view says so.
+	b.taskd(t, "limit", "work", "--reset", "--yes")
+	b.waitCount(t, 20, 30*time.Second, `SELECT COUNT(*) FROM task_center WHERE status = 3`)
+	s.keys("1")
+	scr := s.waitForMatch(regexp.MustCompile(`(?m)^  work +1 +0 +0 .*% +- +-( +\S.*)?$`))
+	require.NotContains(t, scr, "LIMITED")
+	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'limit'`))
+}

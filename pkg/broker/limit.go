@@ -222,6 +222,20 @@ type Limited struct {
 	Running, Groups int64
 }
 
+// Under reports whether the state can come from limit lim: a state left
+// by a limit removed since (it lapses within a minute) is not.
+func (l Limited) Under(lim limit.Limit) bool {
+	switch l.By {
+	case "rate":
+		return lim.AtTake() && !lim.Rate.IsZero()
+	case "max_running":
+		return lim.AtTake() && lim.MaxRunning > 0
+	case "group":
+		return lim.Grouped()
+	}
+	return false
+}
+
 // LimitedQueues reads the limited state of queues, in one pipeline: only
 // the queues held back now are in the result.
 func (b *Broker) LimitedQueues(ctx context.Context, queues []string) (map[string]Limited, error) {

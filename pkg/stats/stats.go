@@ -194,7 +194,7 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 		if st.LimitSource == "" && src.ConfiguredLimit != nil {
 			q.Limit = src.ConfiguredLimit(name)
 		}
-		if h, ok := held[name]; ok {
+		if h, ok := held[name]; ok && h.Under(q.Limit) {
 			q.Limited = &Limited{By: h.By, Since: h.Since, ForMS: max(0, now.Sub(h.Since).Milliseconds()),
 				Running: h.Running, Groups: h.Groups}
 		}
