@@ -284,3 +284,32 @@ func TestGroupStored(t *testing.T) {
 	b.env.Exec(t, `INSERT INTO task_center (task_code, payload) VALUES ('imp', '{}')`)
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE group_key = ''`))
 }
+
+// Eight submitters racing on a key no task holds yet make one task in
+// every mode, and each is told that task.
+func TestOnConflictFreshKeyRace(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	for i, c := range []store.Conflict{
+		{},
+		{Mode: store.Replace},
+		{Mode: store.Debounce, Debounce: time.Minute, MaxWait: 10 * time.Minute},
+		{Mode: store.UntilDone},
+	} {
+		key := fmt.Sprintf("fresh-%d", i)
+		subs := make([]producer.Submission, 8)
+		for j := range subs {
+			subs[j] = producer.Submission{Code: "once", UniqueKey: key, OnConflict: c, Payload: json.RawMessage(fmt.Sprintf(`{"v":%d}`, j))}
+		}
+		rs := race(t, cl, subs)
+		created := 0
+		for j, r := range rs {
+			require.Equal(t, rs[0].ID, r.ID, "%s: submitter %d", c.Mode, j)
+			if !r.Existing {
+				created++
+			}
+		}
+		require.Equal(t, 1, created, c.Mode.String())
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE unique_key = ?`, key), c.Mode.String())
+	}
+}
