@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
@@ -550,4 +551,29 @@ func TestRunningMarkOnlyForLongAttempts(t *testing.T) {
 	close(release)
 	b.dispatchUntil(t, "long done", func() bool { return b.task(t, long).Status == task.Succeeded })
 	require.Equal(t, []string{"succeeded"}, b.outcomes(t, long))
+	fast.Stop()
+
+	// On a driven clock: an attempt started 25 ms ago is marked, one
+	// started 10 ms ago is not, in the same pass of the marker.
+	mc := clock.NewManual(time.Now())
+	entered := make(chan int64, 2)
+	hold := make(chan struct{})
+	b.reg.Register("held", handler.Func(func(_ context.Context, r *handler.Request) (string, error) {
+		entered <- r.ID
+		<-hold
+		return "", nil
+	}))
+	driven := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 4}, Handlers: b.reg,
+		RunningMarkDelay: 20 * time.Millisecond, Clock: mc}, st, b.env.Broker)
+	require.NoError(t, driven.Start(context.Background()))
+	t.Cleanup(driven.Stop)
+	t.Cleanup(func() { close(hold) })
+	older := b.submit(t, producer.Submission{Code: "held"})
+	b.dispatchUntil(t, "older started", func() bool { return len(entered) == 1 })
+	mc.Advance(15 * time.Millisecond)
+	younger := b.submit(t, producer.Submission{Code: "held"})
+	b.dispatchUntil(t, "younger started", func() bool { return len(entered) == 2 })
+	mc.Advance(10 * time.Millisecond)
+	b.dispatchUntil(t, "older marked running", func() bool { return b.task(t, older).Status == task.Running })
+	require.Equal(t, task.Dispatched, b.task(t, younger).Status, "not marked before its delay")
 }
