@@ -142,7 +142,8 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		n.Recoverer = recovery.New(recovery.Config{
 			Interval: cfg.Recovery.Interval, DispatchWindow: cfg.Recovery.DispatchWindow,
 			RunningGrace: cfg.Recovery.RunningGrace, HeartbeatTTL: cfg.Worker.HeartbeatTTL,
-			CrashLimit: cfg.Recovery.CrashLimit, DefaultTimezone: cfg.Cron.Timezone, Logger: log,
+			CrashLimit: cfg.Recovery.CrashLimit, LossGrace: recovery.LossGrace(cfg.Worker.RunningMarkDelay),
+			DefaultTimezone: cfg.Cron.Timezone, Logger: log,
 			Metrics: n.Metrics,
 		}, st, br)
 		// Finishing batches whose last end no result write finished is

@@ -21,6 +21,7 @@ import (
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/worker"
 )
 
 // Defaults of Config.
@@ -34,7 +35,14 @@ const (
 	// queueSlack absorbs the difference between the order schedulers
 	// claim in and the order their pushes land in a queue.
 	queueSlack = 30 * time.Second
+	// markSlack is what a live worker's running mark may take past its
+	// delay (the marker's tick, a write on a busy server).
+	markSlack = 2 * time.Second
 )
+
+// LossGrace is how long after Redis lost its data the tasks dispatched
+// before are handed back, for workers marking running after markDelay.
+func LossGrace(markDelay time.Duration) time.Duration { return markDelay + markSlack }
 
 // Config configures a Recoverer.
 type Config struct {
@@ -50,6 +58,12 @@ type Config struct {
 	// HeartbeatTTL of workers: a worker whose heartbeat key is gone is
 	// dead, and its running tasks are recovered.
 	HeartbeatTTL time.Duration
+	// LossGrace: an attempt a live worker took before Redis lost its data
+	// runs unmarked for up to the workers' running mark delay; the tasks
+	// dispatched before a loss are handed back this long after it was
+	// seen, when each has ended or been marked running (default
+	// LossGrace(worker.RunningMarkDelayDefault)).
+	LossGrace time.Duration
 	// CrashLimit: a task found held by a dead worker this many times is a
 	// poison task and goes to dead (periodic ones to their next run).
 	CrashLimit int
@@ -91,6 +105,10 @@ type Recoverer struct {
 	clock  *store.Clock
 	log    *slog.Logger
 	runner startstop.Runner
+	// lostAt is when this node was told Redis lost its data (the database
+	// clock), until it handed back what was dispatched before; passes run
+	// one at a time.
+	lostAt time.Time
 }
 
 // New returns a recoverer.
@@ -100,6 +118,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Recoverer {
 	cfg.RunningGrace = cmp.Or(cfg.RunningGrace, RunningGraceDefault)
 	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, HeartbeatTTLDefault)
 	cfg.CrashLimit = cmp.Or(cfg.CrashLimit, CrashLimitDefault)
+	cfg.LossGrace = cmp.Or(cfg.LossGrace, LossGrace(worker.RunningMarkDelayDefault))
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -165,11 +184,10 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 			return res, err
 		}
 	}
-	window := r.cfg.DispatchWindow
 	if reset {
-		window = 0 // nothing that was queued survived
+		r.lostAt = r.clock.Now()
 	}
-	if err := r.redispatchLost(ctx, window, reset, &res); err != nil {
+	if err := r.redispatch(ctx, &res); err != nil {
 		return res, err
 	}
 	if _, err := r.retireShards(ctx); err != nil {
@@ -215,6 +233,27 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 		r.record(ctx, &broker.Event{Kind: KindDrained, Node: node, WorkerID: w,
 			Detail: fmt.Sprintf("dead worker drained: %d never-started messages handed back", n)})
 	}
+	return nil
+}
+
+// redispatch hands back the dispatched tasks whose message was lost. After
+// Redis lost its data nothing that was queued survived, but an attempt a
+// live worker took just before may still run without its running mark:
+// the tasks dispatched before the loss are handed back once every such
+// attempt has ended or been marked, and until then none is, so that a
+// running handler is not started a second time.
+func (r *Recoverer) redispatch(ctx context.Context, res *Result) error {
+	if r.lostAt.IsZero() {
+		return r.redispatchLost(ctx, r.cfg.DispatchWindow, false, res)
+	}
+	since := r.clock.Now().Sub(r.lostAt)
+	if since < r.cfg.LossGrace {
+		return nil
+	}
+	if err := r.redispatchLost(ctx, since, true, res); err != nil {
+		return err
+	}
+	r.lostAt = time.Time{}
 	return nil
 }
 

@@ -34,6 +34,9 @@ func setup(t *testing.T, cfg recovery.Config) *testBundle {
 	if cfg.HeartbeatTTL == 0 {
 		cfg.HeartbeatTTL = time.Second
 	}
+	if cfg.LossGrace == 0 {
+		cfg.LossGrace = time.Millisecond
+	}
 	b := &testBundle{
 		env:  env,
 		rec:  recovery.New(cfg, env.Store, env.Broker),
@@ -176,8 +179,10 @@ func TestTakenAfterLongWaitIsNotLost(t *testing.T) {
 
 func TestRedisFlushRebuildsInFlight(t *testing.T) {
 	t.Parallel()
-	// A long window: only the detected reset makes recovery act at once.
-	b := setup(t, recovery.Config{DispatchWindow: time.Hour})
+	// A long window: only the detected reset makes recovery act, once its
+	// grace has passed.
+	const grace = time.Second
+	b := setup(t, recovery.Config{DispatchWindow: time.Hour, LossGrace: grace, HeartbeatTTL: time.Minute})
 	b.oldEpoch(t)
 	ids := b.submit(t, 4, producer.Submission{})
 	msgs := b.claim(t)
@@ -191,13 +196,32 @@ func TestRedisFlushRebuildsInFlight(t *testing.T) {
 		require.NoError(t, b.rdb.Del(context.Background(), iter.Val()).Err())
 	}
 
+	// Within the grace a dispatched task may be running unmarked on a live
+	// worker: nothing is handed back yet.
 	res, err := b.rec.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.True(t, res.RedisReset)
-	require.Equal(t, 3, res.Redispatched)
-	for _, id := range ids[:3] {
+	require.Zero(t, res.Redispatched)
+	// One of them ends meanwhile, straight over dispatched.
+	ok, err := b.env.Store.TaskTransition(context.Background(), []store.Transition{{
+		ID: msgs[2].ID, Attempt: msgs[2].Attempt, From: task.Dispatched, To: task.Succeeded}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, ok)
+	// A task dispatched after the loss is in the new Redis.
+	after := b.submit(t, 1, producer.Submission{})
+	_, err = b.env.Broker.Push(context.Background(), b.claim(t))
+	require.NoError(t, err)
+
+	time.Sleep(grace)
+	res, err = b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.False(t, res.RedisReset)
+	require.Equal(t, 2, res.Redispatched)
+	for _, id := range ids[:2] {
 		require.Equal(t, task.Pending, b.status(t, id).Status)
 	}
+	require.Equal(t, task.Succeeded, b.status(t, ids[2]).Status)
+	require.Equal(t, task.Dispatched, b.status(t, after[0]).Status)
 	// The running task's worker has not beaten since the reset: it is not
 	// judged dead on a missing heartbeat.
 	require.Zero(t, res.Recovered)
@@ -210,7 +234,8 @@ func TestRedisFlushRebuildsInFlight(t *testing.T) {
 // still told apart.
 func TestFirstStartIsNoReset(t *testing.T) {
 	t.Parallel()
-	b := setup(t, recovery.Config{DispatchWindow: time.Hour})
+	const grace = 200 * time.Millisecond
+	b := setup(t, recovery.Config{DispatchWindow: time.Hour, LossGrace: grace})
 	b.submit(t, 4, producer.Submission{})
 	msgs := b.claim(t)
 	_, err := b.env.Broker.Push(context.Background(), msgs)
@@ -228,15 +253,20 @@ func TestFirstStartIsNoReset(t *testing.T) {
 	require.False(t, res.RedisReset)
 	require.Zero(t, res.Redispatched)
 
-	// Now Redis loses its data: that is a reset, seen by one node.
+	// Now Redis loses its data: that is a reset, seen by one node, which
+	// hands back what was dispatched once the grace has passed.
 	require.NoError(t, b.env.Broker.DeletePrefix(context.Background()))
 	res, err = b.rec.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.True(t, res.RedisReset)
-	require.Equal(t, 4, res.Redispatched)
 	res, err = other.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.False(t, res.RedisReset)
+	require.Zero(t, res.Redispatched)
+	time.Sleep(grace)
+	res, err = b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 4, res.Redispatched)
 }
 
 func TestDeadWorkersTasksRecoveredThenPoison(t *testing.T) {
