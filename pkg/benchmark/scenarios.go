@@ -381,6 +381,11 @@ func Exec(ctx context.Context, e *Env, n, slots int) (Figures, error) {
 	if err := e.fill(ctx, n, nil); err != nil {
 		return nil, err
 	}
+	// As `taskd run` does: reap the orphans of handlers (this one leaves
+	// none, but each exit wakes the reaper).
+	rctx, stopReaper := context.WithCancel(ctx)
+	defer stopReaper()
+	_ = handler.StartReaper(rctx) // where it cannot, neither can `taskd run`
 	reg := handler.NewRegistry()
 	reg.Register("noop", &handler.Exec{Argv: []string{"/bin/true"}, KillGrace: time.Second})
 	start := time.Now()

@@ -49,9 +49,8 @@ func StartReaper(ctx context.Context) error {
 // reapOrphans reaps zombie children of this process that are not group
 // leaders.
 func reapOrphans() {
-	self := os.Getpid()
-	for _, p := range procs() {
-		if p.state == "Z" && p.ppid == self && p.pid != p.pgrp {
+	for _, p := range children() {
+		if p.state == "Z" && p.pid != p.pgrp {
 			_, _ = syscall.Wait4(p.pid, nil, syscall.WNOHANG, nil)
 		}
 	}
@@ -62,27 +61,52 @@ type proc struct {
 	state           string
 }
 
-// procs lists the processes in /proc.
-func procs() []proc {
+// children lists this process's children from each thread's children file
+// (an exec handler's leaders and the orphans reparented here), a few reads
+// however many processes the host runs; without those files
+// (CONFIG_PROC_CHILDREN), from every process in /proc.
+func children() []proc {
+	files, _ := filepath.Glob("/proc/self/task/*/children")
+	if len(files) == 0 {
+		self := os.Getpid()
+		var ps []proc
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if p, ok := readProc(e.Name()); ok && p.ppid == self {
+				ps = append(ps, p)
+			}
+		}
+		return ps
+	}
 	var ps []proc
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, pid := range strings.Fields(string(b)) {
+			if p, ok := readProc(pid); ok {
+				ps = append(ps, p)
+			}
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may contain spaces and ')'.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 3 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		pgrp, _ := strconv.Atoi(f[2])
-		ps = append(ps, proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0]})
 	}
 	return ps
+}
+
+// readProc reads /proc/PID/stat; false for a name that is no process (or
+// one that is gone).
+func readProc(name string) (proc, bool) {
+	pid, err := strconv.Atoi(name)
+	if err != nil {
+		return proc{}, false
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", name, "stat"))
+	if err != nil {
+		return proc{}, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may contain spaces and ')'.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 3 {
+		return proc{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	pgrp, _ := strconv.Atoi(f[2])
+	return proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0]}, true
 }
