@@ -11,12 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	flowlimit "github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
 
 func (a *App) listCmd() *cobra.Command {
-	var status, code, queue, search string
+	var status, code, queue, search, group string
 	var limit int
 	var before, parent, batchID int64
 	cmd := &cobra.Command{
@@ -24,8 +25,11 @@ func (a *App) listCmd() *cobra.Command {
 		Short: "List tasks, newest first (page with --before ID)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p := &store.TaskListParams{Code: code, Queue: queue, Search: search, Limit: limit, BeforeID: before,
+			p := &store.TaskListParams{Code: code, Queue: queue, Search: search, Group: group, Limit: limit, BeforeID: before,
 				ParentID: parent, BatchID: batchID}
+			if err := flowlimit.ValidateGroup(group); err != nil {
+				return err
+			}
 			if status != "" {
 				st, err := task.ParseStatus(status)
 				if err != nil {
@@ -62,6 +66,7 @@ func (a *App) listCmd() *cobra.Command {
 	fl.StringVar(&code, "code", "", "only this task code")
 	fl.StringVar(&queue, "queue", "", "only this queue")
 	fl.StringVar(&search, "search", "", "only tasks whose code, queue, unique key or last result contains this text")
+	fl.StringVar(&group, "group", "", "only tasks of this group")
 	fl.IntVar(&limit, "limit", 50, "number of tasks")
 	fl.Int64Var(&before, "before", 0, "only tasks with an id below this (next page)")
 	fl.Int64Var(&parent, "parent", 0, "only the children of this task (submitted when it succeeded)")

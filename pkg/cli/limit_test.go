@@ -95,3 +95,27 @@ func TestLimitConfigErrors(t *testing.T) {
 		require.Contains(t, r.stdout, want, yaml)
 	}
 }
+
+// A group is a filter of list and of the bulk actions: exact, its case
+// kept (as the schedulers keep it), and named in the audit log.
+func TestListAndActByGroup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a1 := b.submit(t, "hello", "--group", "tenant-a", "--delay", "1h")
+	a2 := b.submit(t, "report", "--group", "tenant-a", "--delay", "1h")
+	upper := b.submit(t, "hello", "--group", "Tenant-A", "--delay", "1h")
+	other := b.submit(t, "hello", "--group", "tenant-ab", "--delay", "1h")
+
+	var got []listed
+	b.okJSON(t, &got, "list", "--group", "tenant-a")
+	require.Equal(t, []int64{a2, a1}, ids(got))
+	b.okJSON(t, &got, "list", "--group", "Tenant-A", "--code", "hello")
+	require.Equal(t, []int64{upper}, ids(got))
+	requireOneLineError(t, b.run(t, "list", "--group", "tab\there"), cli.ExitUsage)
+
+	require.Contains(t, b.ok(t, "kill", "--group", "tenant-a", "--yes"), "2 of 2")
+	b.okJSON(t, &got, "list", "--status", "cancelled")
+	require.Equal(t, []int64{a2, a1}, ids(got))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'kill' AND target = 'filter group="tenant-a"'`))
+	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 0`, upper, other))
+}

@@ -12,14 +12,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/task"
 )
 
 // selection is the "IDs or a filter" part of bulk actions.
 type selection struct {
-	status, queue, code, search string
-	yes                         bool
+	status, queue, code, search, group string
+	yes                                bool
 }
 
 func (s *selection) register(cmd *cobra.Command) {
@@ -28,17 +29,21 @@ func (s *selection) register(cmd *cobra.Command) {
 	fl.StringVar(&s.queue, "queue", "", "select tasks of this queue")
 	fl.StringVar(&s.code, "code", "", "select tasks with this code")
 	fl.StringVar(&s.search, "search", "", "select tasks whose code, queue, unique key or last result contains this text")
+	fl.StringVar(&s.group, "group", "", "select tasks of this group")
 	yesFlag(cmd, &s.yes)
 }
 
 // target resolves the arguments or the filter to what an action applies to.
 func (s *selection) target(args []string) (ops.Target, error) {
-	filtered := s.status != "" || s.queue != "" || s.code != "" || s.search != ""
+	filtered := s.status != "" || s.queue != "" || s.code != "" || s.search != "" || s.group != ""
 	if len(args) > 0 && filtered {
-		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --search), not both")
+		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --group, --search), not both")
 	}
 	if len(args) == 0 && !filtered {
-		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --search)")
+		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --group, --search)")
+	}
+	if err := limit.ValidateGroup(s.group); err != nil {
+		return ops.Target{}, err
 	}
 	if len(args) > 0 {
 		ids := make([]int64, len(args))
@@ -51,7 +56,7 @@ func (s *selection) target(args []string) (ops.Target, error) {
 		}
 		return ops.Target{IDs: ids}, nil
 	}
-	f := ops.Filter{Queue: s.queue, Code: s.code, Search: s.search}
+	f := ops.Filter{Queue: s.queue, Code: s.code, Search: s.search, Group: s.group}
 	if s.status != "" {
 		st, err := task.ParseStatus(s.status)
 		if err != nil {

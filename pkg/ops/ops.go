@@ -94,11 +94,13 @@ type Filter struct {
 	Code   string
 	// Search is a substring of the code, queue, unique key or last result.
 	Search string
+	// Group is a group key (exact).
+	Group string
 }
 
 // params is the store listing of f.
 func (f Filter) params() store.TaskListParams {
-	return store.TaskListParams{Status: f.Status, Queue: f.Queue, Code: f.Code, Search: f.Search}
+	return store.TaskListParams{Status: f.Status, Queue: f.Queue, Code: f.Code, Search: f.Search, Group: f.Group}
 }
 
 // Target is what a task action applies to: the tasks IDs, or when Filter
@@ -123,6 +125,9 @@ func (t Target) String() string {
 	}
 	if t.Filter.Code != "" {
 		parts = append(parts, "code="+t.Filter.Code)
+	}
+	if t.Filter.Group != "" {
+		parts = append(parts, "group="+strconv.Quote(t.Filter.Group))
 	}
 	if t.Filter.Search != "" {
 		parts = append(parts, "search="+strconv.Quote(t.Filter.Search))

@@ -299,6 +299,9 @@ type TaskListParams struct {
 	// contains it (a substring, case-insensitive under the table's
 	// collation). It reads rows until a page is full: no index serves it.
 	Search string
+	// Group keeps the tasks of one group (limit.ValidateGroup; its case
+	// matters, as it does to the schedulers).
+	Group string
 	// ParentID keeps the children of a task; BatchID the members of a
 	// batch.
 	ParentID int64
@@ -328,6 +331,10 @@ func (p *TaskListParams) where() (string, []any) {
 	if p.Queue != "" {
 		q += ` AND ` + queueOf("task_center") + ` = ?`
 		args = append(args, p.Queue)
+	}
+	if p.Group != "" {
+		q += ` AND group_key = BINARY ?`
+		args = append(args, p.Group)
 	}
 	if p.ParentID != 0 {
 		q += ` AND parent_id = ?`
