@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/lock"
 	"github.com/taskd/taskd/pkg/monitor"
 	"github.com/taskd/taskd/pkg/startstop"
@@ -47,6 +48,10 @@ type Config struct {
 	Logger     *slog.Logger
 	// Node names this node in the lock events it records.
 	Node string
+	// Clock, when set, stands for both the database clock (durations,
+	// cooldowns) and this host's (heartbeat ages), so tests drive time;
+	// default: the database clock and the host's.
+	Clock clock.Clock
 }
 
 // Event kinds the alerter records when it takes or loses the alerts lock.
@@ -166,11 +171,12 @@ func (a *Alerter) gather(ctx context.Context) (*Input, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alerts: %w", err)
 	}
-	st, err := stats.Collect(ctx, stats.Source{Store: a.store, Broker: a.broker, Queues: a.cfg.Queues, Configured: a.cfg.Configured})
+	st, err := stats.Collect(ctx, stats.Source{Store: a.store, Broker: a.broker, Queues: a.cfg.Queues, Configured: a.cfg.Configured,
+		Clock: a.cfg.Clock})
 	if err != nil {
 		return nil, fmt.Errorf("alerts: %w", err)
 	}
-	return &Input{Now: st.At, Local: time.Now(), Snapshot: snap, Stats: st}, nil
+	return &Input{Now: st.At, Local: clock.Or(a.cfg.Clock).Now(), Snapshot: snap, Stats: st}, nil
 }
 
 // state is one alert's state in Redis.

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/alert"
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/lock"
 	"github.com/taskd/taskd/pkg/producer"
@@ -58,10 +60,14 @@ func setup(t *testing.T) *testBundle {
 
 // alerter returns an alerter of the bundle's system posting to its
 // receiver; it is stopped when the test ends.
-func (b *testBundle) alerter(t *testing.T, rules alert.Rules, cooldown time.Duration) *alert.Alerter {
-	a := alert.New(alert.Config{Interval: 50 * time.Millisecond, Cooldown: cooldown, Rules: rules, Queues: []string{"q"},
-		Notifiers: []alert.Notifier{&alert.Webhook{URL: b.recv.URL}}, Logger: quiet},
-		b.env.Store, b.env.Broker, lock.NewRedis(b.env.Broker.Client(), b.env.Prefix))
+// A clock given drives both of its clocks.
+func (b *testBundle) alerter(t *testing.T, rules alert.Rules, cooldown time.Duration, clk ...clock.Clock) *alert.Alerter {
+	cfg := alert.Config{Interval: 50 * time.Millisecond, Cooldown: cooldown, Rules: rules, Queues: []string{"q"},
+		Notifiers: []alert.Notifier{&alert.Webhook{URL: b.recv.URL}}, Logger: quiet}
+	if len(clk) > 0 {
+		cfg.Clock = clk[0]
+	}
+	a := alert.New(cfg, b.env.Store, b.env.Broker, lock.NewRedis(b.env.Broker.Client(), b.env.Prefix))
 	t.Cleanup(a.Stop)
 	return a
 }
@@ -305,35 +311,48 @@ func TestRedisMemoryRule(t *testing.T) {
 
 // Within the cooldown an alert is not notified as firing again, even when
 // it resolves and fires again; past it, a still-firing alert is notified
-// again.
+// again. The alerter's clock is driven, and the process's beats are
+// stamped on it.
 func TestCooldown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	const cooldown = 2 * time.Second
+	const cooldown = time.Hour
 	rules := allOff
 	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
-	a := b.alerter(t, rules, cooldown)
+	clk := clock.NewManual(time.Now())
+	a := b.alerter(t, rules, cooldown, clk)
 	p := &broker.Process{ID: "h1-42-abcd", Node: "n1", Host: "h1"}
-	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
-	evalUntil(t, a, func() bool { return b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring) == 1 })
-	firstAt := time.Now()
-
-	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute)) // resolves
-	_, err := a.RunOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
-	time.Sleep(300 * time.Millisecond) // stale again, within the cooldown
-	for range 3 {
+	beat := func() {
+		require.NoError(t, b.env.Broker.BeatProcess(ctx, p, 2*cooldown))
+		require.NoError(t, b.env.Broker.Client().ZAdd(ctx, b.env.Broker.Keys.Processes(),
+			redis.Z{Score: float64(clk.Now().UnixMilli()), Member: p.ID}).Err())
+	}
+	eval := func(firing int) {
+		t.Helper()
 		res, err := a.RunOnce(ctx)
 		require.NoError(t, err)
-		require.Equal(t, 1, res.Firing)
+		require.Equal(t, firing, res.Firing)
 	}
-	if time.Since(firstAt) < cooldown {
-		require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "not again within the cooldown")
+	beat()
+	eval(0)
+	firstAt := clk.Advance(time.Second) // stale
+	eval(1)
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring))
+
+	beat() // resolves
+	eval(0)
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
+	clk.Advance(time.Second) // stale again, within the cooldown
+	for range 3 {
+		eval(1)
 	}
-	evalUntil(t, a, func() bool { return b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring) == 2 })
-	require.GreaterOrEqual(t, time.Since(firstAt), cooldown-100*time.Millisecond, "again once the cooldown passed")
+	clk.Set(firstAt.Add(cooldown - time.Millisecond))
+	eval(1)
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "not again within the cooldown")
+	clk.Set(firstAt.Add(cooldown))
+	eval(1)
+	require.Equal(t, 2, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "again once the cooldown passed")
 }
 
 // Three nodes evaluate at once: one holds the lock and notifies, once;

@@ -351,10 +351,13 @@ func TestPoolStopDrains(t *testing.T) {
 	t.Parallel()
 	p := newTestPool(t, "serve", func(c *PoolConfig) { c.Size = 2 })
 	first := served(t, p, `{}`)
+	// The slot counts itself busy until just after its reply: wait for it
+	// to be free, so that busy below is the sleeping task's.
+	require.Eventually(t, func() bool { return p.Stats().Busy == 0 }, 10*time.Second, 5*time.Millisecond)
 	var wg sync.WaitGroup
 	var out string
 	var err error
-	wg.Go(func() { out, err = handle(t, p, `{"do":"sleep","ms":300}`) })
+	wg.Go(func() { out, err = handle(t, p, `{"do":"sleep","ms":1000}`) })
 	require.Eventually(t, func() bool { return p.Stats().Busy == 1 }, 10*time.Second, 5*time.Millisecond)
 	p.Stop()
 	wg.Wait()
