@@ -53,6 +53,9 @@ func TestFullRedisStillDrains(t *testing.T) {
 	ctx := context.Background()
 	b := smallRedis(t)
 
+	epoch, created, err := b.Epoch(ctx)
+	require.NoError(t, err)
+	require.True(t, created)
 	payload, pushed := fill(t, b, 1)
 	m, err := b.Memory(ctx)
 	require.NoError(t, err)
@@ -75,6 +78,17 @@ func TestFullRedisStillDrains(t *testing.T) {
 	alive, err := b.Alive(ctx, []string{"w1"})
 	require.NoError(t, err)
 	require.True(t, alive["w1"])
+	// Recovery reads the data set's epoch, and forgets a dead worker, remembering it among the gone.
+	require.NoError(t, b.BeatCounts(ctx, &broker.Heartbeat{ID: "w2", Node: "n", Queues: []string{"q"}}, time.Minute, time.Now(), broker.Counts{}))
+	since, created, err := b.Epoch(ctx)
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, epoch, since)
+	require.NoError(t, b.Forget(ctx, "w2"))
+	gone, err := b.GoneWorkers(ctx, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, gone, 1)
+	require.Equal(t, "w2", gone[0].ID)
 
 	// The whole backlog drains.
 	for {

@@ -17,24 +17,36 @@ import (
 // created it: Redis was flushed or restarted empty since the last call (or
 // this is the first start), so nothing that was queued can be trusted to
 // still be there.
+//
+// The marker is read before it is created: SETNX is refused at maxmemory
+// even when the key exists, and recovery, which frees the lists of dead
+// workers, must run on a full Redis too. Creating it runs with allow-oom
+// (one small key).
 func (b *Broker) Epoch(ctx context.Context) (since time.Time, created bool, err error) {
-	now, err := b.rdb.Time(ctx).Result()
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("redis time: %w", err)
+	for range 2 {
+		v, err := b.rdb.Get(ctx, b.Keys.Epoch()).Result()
+		if err == nil {
+			ms, _ := strconv.ParseInt(v, 10, 64)
+			return time.UnixMilli(ms), false, nil
+		}
+		if !errors.Is(err, redis.Nil) {
+			return time.Time{}, false, fmt.Errorf("redis epoch: %w", err)
+		}
+		now, err := b.rdb.Time(ctx).Result()
+		if err != nil {
+			return time.Time{}, false, fmt.Errorf("redis time: %w", err)
+		}
+		pipe := b.rdb.Pipeline()
+		set := b.write(ctx, pipe, "SET", b.Keys.Epoch(), now.UnixMilli(), "NX")
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return time.Time{}, false, fmt.Errorf("redis epoch: %w", err)
+		}
+		if set.Err() == nil {
+			return time.UnixMilli(now.UnixMilli()), true, nil
+		}
+		// Another node created it meanwhile: read it again.
 	}
-	ok, err := b.rdb.SetNX(ctx, b.Keys.Epoch(), now.UnixMilli(), 0).Result()
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("redis epoch: %w", err)
-	}
-	if ok {
-		return now, true, nil
-	}
-	v, err := b.rdb.Get(ctx, b.Keys.Epoch()).Result()
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("redis epoch: %w", err)
-	}
-	ms, _ := strconv.ParseInt(v, 10, 64)
-	return time.UnixMilli(ms), false, nil
+	return time.Time{}, false, errors.New("redis epoch: the marker vanished twice while it was created")
 }
 
 // DeadWorkers returns registered workers whose heartbeat key is gone and
@@ -126,7 +138,9 @@ func (b *Broker) Forget(ctx context.Context, w string) error {
 	}
 	pipe := b.rdb.Pipeline()
 	if last > 0 {
-		pipe.ZAdd(ctx, b.Keys.WorkersGone(), redis.Z{Score: last, Member: w})
+		// At maxmemory too: a member in a set trimmed to GoneKeep, while
+		// the DELs below free the worker's lists.
+		b.write(ctx, pipe, "ZADD", b.Keys.WorkersGone(), last, w)
 		pipe.ZRemRangeByScore(ctx, b.Keys.WorkersGone(), "-inf", "("+strconv.FormatInt(time.Now().Add(-GoneKeep).UnixMilli(), 10))
 	}
 	for _, q := range queues {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,9 @@ import (
 type Redis struct {
 	rdb    redis.UniversalClient
 	prefix string
+	// noFlags: the server refused the script flags (before Redis 7), so
+	// acquire runs plain.
+	noFlags atomic.Bool
 }
 
 // NewRedis returns a Locker on rdb with keys under prefix (the broker's
@@ -43,7 +47,7 @@ func (r *Redis) Acquire(ctx context.Context, name string, ttl time.Duration) (*L
 	return acquire(ctx, r, name, ttl)
 }
 
-// acquireScript takes a free lock and draws its fencing token.
+// acquireSrc takes a free lock and draws its fencing token.
 //
 //	KEYS[1] lock key
 //	KEYS[2] sequence key
@@ -56,7 +60,13 @@ func (r *Redis) Acquire(ctx context.Context, name string, ttl time.Duration) (*L
 // The token is max(last + 1, server time in µs), so it grows even when the
 // sequence key was lost. Lua numbers are doubles: exact up to 2^53, which
 // microseconds since 1970 stay below until the year 2255.
-var acquireScript = redis.NewScript(`
+//
+// It runs with allow-oom: a full Redis (maxmemory, noeviction) must not
+// stop the singular duties (alerting, retention, cron locks) from moving
+// to another node, and a lock costs a few hundred bytes per name, with no
+// more names than duties. renewScript (PEXPIRE) and releaseScript (DEL)
+// call no command Redis refuses at maxmemory, so they need no flag.
+const acquireSrc = `
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
@@ -69,15 +79,34 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', s, 'host', ARGV[3], 'pid'
   'since', string.format('%.0f', math.floor(now / 1000)))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return token
-`)
+`
+
+var (
+	acquireScript      = redis.NewScript("#!lua flags=allow-oom\n" + acquireSrc)
+	acquirePlainScript = redis.NewScript(acquireSrc)
+)
 
 func (r *Redis) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration, h holder) (uint64, bool, error) {
 	keys := []string{r.Key(name), r.SeqKey(name)}
-	token, err := acquireScript.Run(ctx, r.rdb, keys, owner, ttl.Milliseconds(), h.host, h.pid).Int64()
+	args := []any{owner, ttl.Milliseconds(), h.host, h.pid}
+	if !r.noFlags.Load() {
+		token, err := acquireScript.Run(ctx, r.rdb, keys, args...).Int64()
+		if err == nil || !refusesFlags(err) {
+			return uint64(token), err == nil && token > 0, err
+		}
+		r.noFlags.Store(true)
+	}
+	token, err := acquirePlainScript.Run(ctx, r.rdb, keys, args...).Int64()
 	if err != nil {
 		return 0, false, err
 	}
 	return uint64(token), token > 0, nil
+}
+
+// refusesFlags reports whether err is a server before Redis 7 reading the
+// flags line as Lua.
+func refusesFlags(err error) bool {
+	return strings.Contains(err.Error(), "Error compiling script")
 }
 
 // renewScript extends a lock its caller still owns. A key of another type
