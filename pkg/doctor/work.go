@@ -174,9 +174,11 @@ func checkWork(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Opt
 	}
 }
 
-// checkZones compares the host time zone and cron.timezone of every live
-// taskd process with this host's: nodes that disagree compute periodic
-// tasks' next runs, and read producers' local DATETIMEs, differently.
+// checkZones lists the host time zones of the live taskd processes and
+// compares their cron.timezone with this host's. Hosts in different zones
+// are fine: every periodic task carries its own zone, and due times are
+// the database's clock. Nodes whose cron.timezone differs record different
+// zones for a `taskd cron add` without --tz.
 func checkZones(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -202,15 +204,15 @@ func checkZones(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		}
 	}
 	if len(zones) > 1 {
-		r.add("nodes.time_zones", Warn, "give every host one time zone (timedatectl set-timezone)", "hosts differ: %s", describe(zones))
+		r.ok("nodes.time_zones", "hosts in %d zones (%s); each periodic task runs in its own zone", len(zones), describe(zones))
 	} else {
 		r.ok("nodes.time_zones", "%s on this host and %s", here, ops.Plural(len(procs), "live process"))
 	}
 	if len(crons) > 1 {
-		r.add("nodes.cron_timezone", Warn, "set the same cron.timezone on every node",
-			"periodic tasks that name no zone run by different zones: %s", describe(crons))
+		r.add("nodes.cron_timezone", Warn, "set the same cron.timezone on every node, or give cron add --tz",
+			"taskd cron add without --tz records a different zone on different nodes: %s", describe(crons))
 	} else {
-		r.ok("nodes.cron_timezone", "periodic tasks that name no zone run by %s everywhere", cronZone(cfg.Cron.Timezone, here))
+		r.ok("nodes.cron_timezone", "taskd cron add without --tz records %s everywhere", cronZone(cfg.Cron.Timezone, here))
 	}
 }
 
