@@ -16,7 +16,7 @@ import (
 // claim leaves them out (ClaimFilter.Grouped) and names their groups, and
 // TaskClaimGroups claims, for each group with room, its next tasks, oldest
 // first. What a group has in flight comes from the task center itself
-// (idx_group), so a task of a dead worker holds its group's room until
+// (idx_group_status), so a task of a dead worker holds its group's room until
 // recovery puts it back, and a crash never loses or leaks any.
 
 // GroupKey is the group_open value of a task of group in the queue
@@ -69,17 +69,17 @@ const qGroupRow = `INSERT IGNORE INTO task_queue (name) VALUES (?)`
 
 // qGroupBusy reads the tasks of groups in flight or failed waiting for a
 // retry, and whether each is due.
-const qGroupBusy = `SELECT group_open, status, id, claim_key IS NOT NULL AND claim_key <= NOW(3)
-	FROM task_center FORCE INDEX (idx_group) WHERE group_open IN (%s) AND status IN (1, 2, 4)`
+const qGroupBusy = `SELECT group_open, group_status, id, claim_key IS NOT NULL AND claim_key <= NOW(3)
+	FROM task_center FORCE INDEX (idx_group_status) WHERE group_open IN (%s) AND group_status IN (1, 2, 4)`
 
 // qGroupNext is one group's first pending tasks that are due, oldest
 // first: a branch of a UNION ALL.
-const qGroupNext = `(SELECT group_open, id FROM task_center FORCE INDEX (idx_group)
-	WHERE group_open = ? AND status = 0 AND plan_next_run_at <= NOW(3) ORDER BY id LIMIT ?)`
+const qGroupNext = `(SELECT group_open, id FROM task_center FORCE INDEX (idx_group_status)
+	WHERE group_open = ? AND group_status = 0 AND plan_next_run_at <= NOW(3) ORDER BY id LIMIT ?)`
 
 // qGroupAny is whether a group has any task not ended: a branch of a
 // UNION ALL.
-const qGroupAny = `(SELECT ? FROM DUAL WHERE EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_group) WHERE group_open = ?))`
+const qGroupAny = `(SELECT ? FROM DUAL WHERE EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_group_status) WHERE group_open = ?))`
 
 // groupState is what one group has now.
 type groupState struct {
