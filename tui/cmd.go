@@ -49,6 +49,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		args = []string{"--version"}
 	}
 	cmd.SetArgs(args)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return config.FlagError(err) })
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	// Persistent: tasktop serve takes them too.

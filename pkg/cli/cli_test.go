@@ -177,6 +177,25 @@ func TestBadInputWritesNothing(t *testing.T) {
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_run`))
 }
 
+// A flag's bad value says what the flag wants, as a bad configuration
+// value does, not in the parser's words (strconv.ParseInt: ...).
+func TestBadFlagValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for args, want := range map[string]string{
+		"list --limit abc":           `bad value "abc" for --limit: want a whole number`,
+		"show --batch x1":            `bad value "x1" for --batch: want a whole number`,
+		"submit hello --delay 5":     `bad value "5" for --delay: want a duration such as 500ms, 30s or 5m`,
+		"submit hello --priority hi": `bad value "hi" for --priority: want a whole number`,
+		"lock x --ttl 5 -- true":     `bad value "5" for --ttl: want a duration such as 500ms, 30s or 5m`,
+	} {
+		r := b.run(t, strings.Fields(args)...)
+		requireOneLineError(t, r, cli.ExitUsage)
+		require.Equal(t, "taskd: "+want+"\n", r.stderr, args)
+	}
+	require.Zero(t, b.rows(t))
+}
+
 func TestBadConfigIsUsageError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -221,7 +221,7 @@ func TestLockUsage(t *testing.T) {
 		{[]string{"job", "--"}, "missing CMD"},
 		{[]string{"job", "extra", "--", "true"}, "one lock NAME"},
 		{[]string{"job", "--ttl", "10ms", "--", "true"}, "shorter than the minimum"},
-		{[]string{"job", "--ttl", "soon", "--", "true"}, "invalid argument"},
+		{[]string{"job", "--ttl", "soon", "--", "true"}, `bad value "soon" for --ttl: want a duration`},
 		{[]string{"job", "--wait", "-1s", "--", "true"}, "--wait"},
 		{[]string{"job", "--backend", "etcd", "--", "true"}, "--backend"},
 		{[]string{"job", "--skip-exit", "256", "--", "true"}, "--skip-exit"},

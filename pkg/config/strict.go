@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/taskd/taskd/pkg/task"
@@ -229,13 +230,13 @@ func checkValue(key string, val any, t reflect.Type, source string) error {
 		return fmt.Errorf("config %s: %w", key, err)
 	}
 	if err := dec.Decode(val); err != nil {
-		return badValue(key, val, want(t), source)
+		return badValue(key, val, Want(t), source)
 	}
 	return nil
 }
 
-// want says what a value of type t looks like.
-func want(t reflect.Type) string {
+// Want says what a value of type t looks like: "a whole number".
+func Want(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeFor[time.Duration]():
 		return "a duration such as 500ms, 30s or 5m"
@@ -367,4 +368,29 @@ var dsnPassword = regexp.MustCompile(`^([^:@/]*):[^@]*@`)
 // secret reports whether key holds a credential that errors must not print.
 func secret(key string) bool {
 	return strings.HasSuffix(key, "password") || strings.HasSuffix(key, "_url")
+}
+
+// flagTypes are the Go types of pflag's value types, for Want.
+var flagTypes = map[string]reflect.Type{
+	"duration": reflect.TypeFor[time.Duration](), "bool": reflect.TypeFor[bool](),
+	"int": reflect.TypeFor[int](), "int8": reflect.TypeFor[int8](), "int16": reflect.TypeFor[int16](),
+	"int32": reflect.TypeFor[int32](), "int64": reflect.TypeFor[int64](), "uint": reflect.TypeFor[uint](),
+	"uint8": reflect.TypeFor[uint8](), "uint16": reflect.TypeFor[uint16](), "uint32": reflect.TypeFor[uint32](),
+	"uint64": reflect.TypeFor[uint64](), "float32": reflect.TypeFor[float32](), "float64": reflect.TypeFor[float64](),
+}
+
+// FlagError words a command-line flag's bad value like a bad configuration
+// value (`bad value "5" for --delay: want a duration such as 500ms, 30s or
+// 5m`), not in the parser's words (`strconv.ParseInt: parsing "5": invalid
+// syntax`). Other errors are returned as they are.
+func FlagError(err error) error {
+	var iv *pflag.InvalidValueError
+	if !errors.As(err, &iv) {
+		return err
+	}
+	t, ok := flagTypes[iv.GetFlag().Value.Type()]
+	if !ok {
+		return err
+	}
+	return task.Invalidf("bad value %q for --%s: want %s", iv.GetValue(), iv.GetFlag().Name, Want(t))
 }
