@@ -71,8 +71,8 @@ object) with a "batch" key: {"id", "total", "succeeded", "dead",
 				return a.printJSON(ops.Change{Action: "batch", Requested: len(b.Members), Changed: len(res.MemberIDs),
 					IDs: res.MemberIDs, Unchanged: []ops.Skipped{}, BatchID: res.ID})
 			}
-			fmt.Fprintf(a.Stdout, "submitted batch %d: %d tasks (%s); %s runs when the last has ended\n",
-				res.ID, len(res.MemberIDs), idRange(res.MemberIDs), callback)
+			fmt.Fprintf(a.Stdout, "submitted batch %d: %s (%s); %s runs when the last has ended\n",
+				res.ID, ops.Plural(len(res.MemberIDs), "task"), idRange(res.MemberIDs), callback)
 			return nil
 		},
 	}

@@ -312,6 +312,10 @@ func TestOneResultShape(t *testing.T) {
 		require.Subset(t, got, []string{"action", "requested", "changed", "ids", "unchanged"}, "%v: %s", args, out)
 		require.NotContains(t, out, "0001-01-01", args)
 	}
+	// The audit rows too: no zero time for a queue never changed before,
+	// and ids a list when nothing changed (the retry of a pending task).
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE detail LIKE '%0001-01-01%' OR detail LIKE '%"ids":null%'`))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE affected = 0 AND detail LIKE '%"ids":[]%'`))
 }
 
 // Text output has one time format, the node next to each worker, plurals,

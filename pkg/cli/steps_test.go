@@ -123,6 +123,7 @@ func TestBatchCommand(t *testing.T) {
 	r = b.run(t, "show", "--batch", "99999")
 	requireOneLineError(t, r, cli.ExitFailure)
 	require.Contains(t, r.stderr, "batch 99999 not found")
+	require.Regexp(t, `^submitted batch \d+: 1 task \(task \d+\); report`, b.ok(t, "batch", "hello", "{}", "--callback", "report"))
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/store"
 )
 
@@ -148,5 +149,6 @@ func checkConfig(r *Report, cfg *config.Config) {
 			"no configuration file: the defaults and TASKD_* variables are in force")
 		return
 	}
-	r.ok("config", "%s: no unknown keys, every value valid; %d handlers, %d queues", cfg.File, len(cfg.Handlers), len(cfg.WorkerQueues()))
+	r.ok("config", "%s: no unknown keys, every value valid; %s, %s", cfg.File,
+		ops.Plural(len(cfg.Handlers), "handler"), ops.Plural(len(cfg.WorkerQueues()), "queue"))
 }

@@ -94,6 +94,9 @@ func TestHealthy(t *testing.T) {
 		requireStatus(t, r, name, doctor.OK, "")
 	}
 	require.Equal(t, len(r.Checks), r.Counts[doctor.OK]+r.Counts[doctor.Warn])
+	requireStatus(t, r, "config", doctor.OK, "; 2 handlers, 2 queues")
+	r = setup(t, "handlers:\n  hello: { exec: [\"true\"] }\n").run(t, doctor.Options{})
+	requireStatus(t, r, "config", doctor.OK, "; 1 handler, 1 queue")
 }
 
 // Each problem is found, by the check that names it, with a fix.

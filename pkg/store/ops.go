@@ -186,7 +186,7 @@ func (s *Store) taskAction(ctx context.Context, a TaskAction, after string, ids 
 			for _, id := range done {
 				counts[task.Status(was[id]).String()]++
 			}
-			all := append(slices.Clone(changed), done...)
+			all := append(append([]int64{}, changed...), done...) // [] in the audit row, not null
 			detail := maps.Clone(a.Detail)
 			if detail == nil {
 				detail = map[string]any{}

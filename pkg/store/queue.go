@@ -24,7 +24,7 @@ type Queue struct {
 	// or "" (none).
 	Limit       limit.Limit `json:"limit"`
 	LimitSource string      `json:"limit_source,omitempty"`
-	UpdatedAt   time.Time   `json:"updated_at"`
+	UpdatedAt   time.Time   `json:"updated_at,omitzero"` // zero: the queue has no row yet
 }
 
 // Limit sources.
