@@ -17,6 +17,7 @@ import (
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // Status is the outcome of a check.
@@ -116,7 +117,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 	st, err := openStore(sctx)
 	cancel()
 	if err != nil {
-		r.add("mysql", Fail, "start MySQL, or fix mysql.dsn", "%v", err)
+		r.add("mysql", Fail, downFix(err, "start MySQL, or fix mysql.dsn"), "%v", err)
 	} else {
 		defer st.Close()
 		d.Store = st
@@ -126,7 +127,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 	br, err := openBroker(bctx)
 	cancel()
 	if err != nil {
-		r.add("redis", Fail, "start Redis, or fix redis.addr and redis.password", "%v", err)
+		r.add("redis", Fail, downFix(err, "start Redis, or fix redis.addr and redis.password"), "%v", err)
 	} else {
 		defer br.Close()
 		d.Broker = br
@@ -141,6 +142,16 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 		checkZones(ctx, r, cfg, d.Broker, o)
 	}
 	return r.finish()
+}
+
+// downFix is the fix for a server that could not be opened: fix when it
+// does not answer, else (it answered and refused: bad credentials, an
+// unknown database) what its error says, which starting it would not.
+func downFix(err error, fix string) string {
+	if task.ErrorCode(err) == task.CodeConfig {
+		return "it answers but refuses: do what the error says"
+	}
+	return fix
 }
 
 func checkConfig(r *Report, cfg *config.Config) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -220,6 +222,25 @@ func TestUnreachable(t *testing.T) {
 	require.False(t, r.OK)
 	requireStatus(t, r, "mysql", doctor.Fail, "127.0.0.1:"+port)
 	requireStatus(t, r, "redis", doctor.Fail, "127.0.0.1:"+port)
+}
+
+// A server that answers and refuses (a wrong password, an unknown
+// database) is not to be started: its fix is what its error says.
+func TestRefused(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	dsn, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	dsn.Passwd = "wrong-" + dsn.Passwd
+	addr := testenv.PrivateRedis(t, 0)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	require.NoError(t, rdb.ConfigSet(context.Background(), "requirepass", "secret").Err())
+	rdb.Close()
+	r := (&testBundle{cfg: load(t, "mysql: { dsn: \""+dsn.FormatDSN()+"\" }\nredis: { addr: \""+addr+"\" }\n")}).run(t, doctor.Options{})
+	for name, detail := range map[string]string{"mysql": "fix the user or password in mysql.dsn", "redis": addr} {
+		requireStatus(t, r, name, doctor.Fail, detail)
+		require.Equal(t, "it answers but refuses: do what the error says", check(t, r, name).Fix, name)
+	}
 }
 
 // Pool handlers: a program that cannot start from this host, and a pool a
