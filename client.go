@@ -38,9 +38,7 @@ func NewClient(ctx context.Context, cfg *Config) (*Client, error) {
 		s.Close()
 		return nil, err
 	}
-	return &Client{store: s, broker: b, p: producer.New(s, b, producer.Options{
-		MaxPayload: cfg.Submit.MaxPayload, QueueFor: cfg.QueueFor, Timezone: cfg.Cron.Timezone,
-	})}, nil
+	return &Client{store: s, broker: b, p: node.NewProducer(cfg, s, b, nil)}, nil
 }
 
 // Close closes the connections.

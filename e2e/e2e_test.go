@@ -411,3 +411,22 @@ func TestSigtermStopsTakingPromptly(t *testing.T) {
 	// once and a blocked take ends within a second.
 	require.Less(t, took, 10*time.Second)
 }
+
+// TestSubmitRunsWithoutScheduler: `taskd submit` of a task due now
+// dispatches it itself, so a worker-only daemon runs it with no scheduler
+// anywhere; a delayed one waits for a scheduler.
+func TestSubmitRunsWithoutScheduler(t *testing.T) {
+	t.Parallel()
+	b := setup(t, appendHandler+`
+worker:
+  shutdown_grace: 2s
+`)
+	b.startDaemonArgs(t, "worker-1", "run", "--node-id", "worker-1", "--roles", "worker")
+	now := b.created(t, "submit", "append")
+	later := b.created(t, "submit", "append", "--delay", "1s")
+	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 3 AND attempt = 1`, now.ID)
+	require.Equal(t, [][2]int64{{now.ID, 1}}, readLines(t, filepath.Join(b.dir, "out.txt")))
+	time.Sleep(2 * time.Second)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, later.ID),
+		"a delayed task waits for a scheduler")
+}

@@ -113,7 +113,7 @@ func Borrow(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Env, er
 		st.Close()
 		return nil, err
 	}
-	return &Env{Config: cfg, Store: st, Broker: br, Producer: producer.New(st, br, producer.Options{Logger: log}), Log: log}, nil
+	return &Env{Config: cfg, Store: st, Broker: br, Producer: node.NewProducer(cfg, st, br, log), Log: log}, nil
 }
 
 // Close closes the connections and removes what NewEnv created; the error

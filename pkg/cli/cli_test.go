@@ -233,8 +233,10 @@ func TestSubmit(t *testing.T) {
 
 	id := b.submit(t, "hello", "--payload", `{"to":"a@example.com"}`, "--priority", "2", "--max-retry", "4", "--timeout", "90s")
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND task_code = 'hello'
-		AND task_type = 0 AND status = 0 AND priority = 2 AND max_retry = 4 AND timeout = 90
+		AND task_type = 0 AND priority = 2 AND max_retry = 4 AND timeout = 90
 		AND plan_next_run_at <= NOW(3) AND unique_key IS NULL`, id))
+	// Due now: dispatched by the submit itself, pushed to its queue.
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 1 AND attempt = 1`, id))
 	var payload string
 	require.NoError(t, b.env.Store.DB().QueryRow(`SELECT payload FROM task_center WHERE id = ?`, id).Scan(&payload))
 	require.JSONEq(t, `{"to":"a@example.com"}`, payload)
@@ -258,7 +260,7 @@ func TestSubmit(t *testing.T) {
 		b.okJSON(t, &again, "submit", "hello", "--unique-key", "order-42")
 		require.Zero(t, again.Changed)
 		require.Empty(t, again.IDs)
-		require.Equal(t, []skipped{{ID: first.IDs[0], Status: "pending", Reason: `a task with unique key "order-42" exists`}}, again.Unchanged)
+		require.Equal(t, []skipped{{ID: first.IDs[0], Status: "dispatched", Reason: `a task with unique key "order-42" exists`}}, again.Unchanged)
 
 		out := b.ok(t, "submit", "hello", "--unique-key", "order-42")
 		require.Equal(t, fmt.Sprintf("task %d already exists with unique key \"order-42\"; nothing submitted\n", first.IDs[0]), out)
@@ -458,9 +460,9 @@ func TestList(t *testing.T) {
 	b := setup(t)
 
 	var hello, report []int64
-	for range 5 {
-		hello = append(hello, b.submit(t, "hello"))
-		report = append(report, b.submit(t, "report"))
+	for range 5 { // delayed: pending, not dispatched by the submit
+		hello = append(hello, b.submit(t, "hello", "--delay", "1h"))
+		report = append(report, b.submit(t, "report", "--delay", "1h"))
 	}
 	// Two dead hellos, one failed report.
 	b.env.Exec(t, `UPDATE task_center SET status = 5 WHERE id IN (?, ?)`, hello[1], hello[3])

@@ -46,7 +46,7 @@ func (b *testBundle) audits(t *testing.T) int {
 func TestKillAndRetryCommands(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sub := b.submitID(t, "hello")
+	sub := b.submitID(t, "hello", "--delay", "1h") // pending
 	id := strconv.FormatInt(sub, 10)
 
 	// Not a terminal and no --yes: refused, nothing changed.
@@ -187,7 +187,7 @@ func TestEveryStateChangeTakesYes(t *testing.T) {
 func TestUnknownTaskOrQueueWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := strconv.FormatInt(b.submitID(t, "hello"), 10)
+	id := strconv.FormatInt(b.submitID(t, "hello", "--delay", "1h"), 10) // pending
 	audits := b.audits(t)
 	for _, tc := range []struct {
 		args []string

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/store"
@@ -127,9 +128,7 @@ func (a *App) client(cmd *cobra.Command) (producerClient, func(), error) {
 		fmt.Fprintf(a.Stderr, "taskd: warning: %v; schedulers will find the task at their next poll\n", err)
 		br = nil
 	}
-	cl := producer.New(st, br, producer.Options{
-		MaxPayload: c.Submit.MaxPayload, QueueFor: c.QueueFor, Timezone: c.Cron.Timezone, Logger: a.logger(c),
-	})
+	cl := node.NewProducer(c, st, br, a.logger(c))
 	return producerClient{Client: cl, store: st}, func() {
 		st.Close()
 		if br != nil {

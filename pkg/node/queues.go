@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/store"
 )
@@ -33,4 +35,19 @@ func openQueues(ctx context.Context, cfg *config.Config, st *store.Store, br *br
 	c := queues.New(queues.Config{Configured: shards, Limits: cfg.QueueLimits(), Logger: log}, st, br)
 	br.SetLayout(c)
 	return c
+}
+
+// NewProducer returns the producer client of cfg for programs that submit
+// (the Go API, taskd submit, taskd bench): it follows the task center's
+// queue state, and makes br follow it (br is the caller's own, or nil),
+// so that a task due now is dispatched by its submit within the window a
+// scheduler keeps (producer's dispatch.go).
+func NewProducer(cfg *config.Config, st *store.Store, br *broker.Broker, log *slog.Logger) *producer.Client {
+	o := producer.Options{MaxPayload: cfg.Submit.MaxPayload, QueueFor: cfg.QueueFor, Timezone: cfg.Cron.Timezone,
+		Logger: log, Window: cmp.Or(cfg.Scheduler.Window, 2*cfg.Scheduler.BatchSize)}
+	if br != nil {
+		o.Queues = queues.New(queues.Config{Configured: cfg.QueueShards(), Limits: cfg.QueueLimits(), Logger: log}, st, br)
+		br.SetLayout(o.Queues)
+	}
+	return producer.New(st, br, o)
 }

@@ -1,7 +1,8 @@
 // Package producer is the Go API for submitting tasks: one-off, delayed,
 // timed and periodic. It validates everything before anything is written,
-// inserts into the task center, and wakes the schedulers so that a task due
-// now starts without waiting for a scan.
+// inserts into the task center, and either dispatches a task due now
+// itself (dispatch.go) or wakes the schedulers so that it starts without
+// waiting for a scan.
 package producer
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/cronspec"
 	"github.com/taskd/taskd/pkg/limit"
+	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/tracing"
@@ -101,6 +103,15 @@ type Options struct {
 	// OpenTelemetry's global provider; when it records nothing, the span of
 	// the caller's context, if any, is the one kept).
 	TracerProvider trace.TracerProvider
+	// Queues is the queue state the schedulers follow (pkg/queues; the
+	// broker should follow it too, for its shards). With it and a broker,
+	// a task due now is dispatched by the submit itself when no rule
+	// applied at claim time concerns it (dispatch.go); without, every task
+	// waits for a scheduler.
+	Queues *queues.Cache
+	// Window: a queue whose Redis lists hold this many messages gets no
+	// more dispatched at once (default WindowDefault).
+	Window int
 }
 
 // Client submits tasks.
@@ -109,6 +120,7 @@ type Client struct {
 	broker *broker.Broker // optional: without it schedulers find tasks by polling
 	opts   Options
 	tracer trace.Tracer
+	disp   *dispatcher // nil: no dispatch at once
 }
 
 // New returns a client. b may be nil.
@@ -119,7 +131,9 @@ func New(s *store.Store, b *broker.Broker, o Options) *Client {
 	if o.TracerProvider == nil {
 		o.TracerProvider = otel.GetTracerProvider()
 	}
-	return &Client{store: s, broker: b, opts: o, tracer: o.TracerProvider.Tracer(tracing.Name)}
+	c := &Client{store: s, broker: b, opts: o, tracer: o.TracerProvider.Tracer(tracing.Name)}
+	c.disp = newDispatcher(c)
+	return c
 }
 
 // Submit submits one task.
@@ -149,20 +163,29 @@ func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) (_ []Result
 		p.TraceParent = traceParent
 		ps[i] = p
 	}
+	c.claimNow(ctx, subs, ps)
 	res, err := c.store.TaskInsert(ctx, ps)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Result, len(res))
 	wake := time.Duration(-1)
+	var msgs []*task.Message
 	for i, r := range res {
 		out[i] = Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed, Status: r.Status, Reason: r.Reason}
+		if r.Message != nil {
+			msgs = append(msgs, r.Message)
+			continue
+		}
 		if !r.Existing || r.Changed {
 			d := dueIn(&subs[i])
 			if wake < 0 || d < wake {
 				wake = d
 			}
 		}
+	}
+	if c.dispatch(ctx, msgs) {
+		wake = 0
 	}
 	if wake >= 0 {
 		c.wake(ctx, wake)
@@ -423,7 +446,10 @@ func (c *Client) Batch(ctx context.Context, b Batch) (BatchResult, error) {
 		if ps[i], err = c.params(m); err != nil {
 			return BatchResult{}, task.Invalidf("task %d of the batch: %v", i+1, err)
 		}
-		if d := dueIn(m); wake < 0 || d < wake {
+	}
+	c.claimNow(ctx, b.Members, ps)
+	for i := range ps {
+		if d := dueIn(&b.Members[i]); ps[i].Claim == "" && (wake < 0 || d < wake) {
 			wake = d
 		}
 	}
@@ -433,7 +459,12 @@ func (c *Client) Batch(ctx context.Context, b Batch) (BatchResult, error) {
 	if err != nil {
 		return BatchResult{}, err
 	}
-	c.wake(ctx, wake)
+	if c.dispatch(ctx, res.Dispatched) {
+		wake = 0
+	}
+	if wake >= 0 {
+		c.wake(ctx, wake)
+	}
 	return res, nil
 }
 

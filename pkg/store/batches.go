@@ -63,6 +63,9 @@ type BatchInsertParams struct {
 type BatchInsertResult struct {
 	ID        int64   `json:"batch_id"`
 	MemberIDs []int64 `json:"member_ids"`
+	// Dispatched are the messages of the members inserted dispatched
+	// (TaskInsertParams.Claim), for the caller to push.
+	Dispatched []*task.Message `json:"-"`
 }
 
 // BatchInsert inserts a batch and its members in one transaction.
@@ -92,8 +95,12 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) (BatchInse
 			if err != nil {
 				return err
 			}
-			for k := range idx {
-				out.MemberIDs = append(out.MemberIDs, ids.id+int64(k)*ids.step)
+			for k, i := range idx {
+				r := ids.result(&p.Members[i], k)
+				out.MemberIDs = append(out.MemberIDs, r.ID)
+				if r.Message != nil {
+					out.Dispatched = append(out.Dispatched, r.Message)
+				}
 			}
 		}
 		return nil

@@ -45,6 +45,9 @@ const qNow = `SELECT UNIX_TIMESTAMP(NOW(3))`
 
 const qAutoIncStep = `SELECT @@auto_increment_increment`
 
+// qAutoIncStepNow is qAutoIncStep and the database clock.
+const qAutoIncStepNow = `SELECT @@auto_increment_increment, UNIX_TIMESTAMP(NOW(3))`
+
 // taskColumns is the select list for a whole task; scanTask reads it.
 var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	priority, delay, timeout, max_retry, retry_count, status, COALESCE(unique_key, ''), attempt,
@@ -63,12 +66,15 @@ var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code
 
 // qInsertRow is one VALUES tuple of an insert. plan_next_run_at is an
 // absolute instant when the second-to-last argument is set, else NOW(3) plus
-// a delay in microseconds.
+// a delay in microseconds. A row inserted dispatched (status 1) is set as
+// claimSQL sets a claimed one: attempt 1, dispatched_at NOW(3), worker_id
+// the claim id.
 const qInsertHead = `INSERT INTO task_center (task_code, task_type, queue, payload, cron_expr, timezone,
-	priority, delay, timeout, max_retry, unique_key, then_spec, batch_id, trace_parent, group_key, plan_next_run_at) VALUES `
+	priority, delay, timeout, max_retry, unique_key, then_spec, batch_id, trace_parent, group_key,
+	status, attempt, dispatched_at, worker_id, plan_next_run_at) VALUES `
 
 const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-	COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
+	?, ?, IF(? = 1, NOW(3), NULL), ?, COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
 
 // qClaimCandidates selects due tasks in priority, then due-time order, with
 // everything a message needs and the database clock. The inner union has one

@@ -43,6 +43,14 @@ type TaskInsertParams struct {
 	// OnConflict says what a task holding the same unique key makes of
 	// this one (default: Reject).
 	OnConflict Conflict
+	// Claim, for a one-off task due now, inserts it already dispatched,
+	// as a scheduler's claim leaves it: attempt 1, dispatched_at now,
+	// claimed by Claim (worker_id). Its result carries its message, for
+	// DispatchQueue (the queue the row's queue resolves to); the caller
+	// pushes it. A task that is never pushed is found by recovery as a
+	// dispatched task whose message was lost.
+	Claim         string
+	DispatchQueue string
 }
 
 // TaskInsertResult is the outcome of one insert.
@@ -58,6 +66,8 @@ type TaskInsertResult struct {
 	// mode other than Reject, what it was and why.
 	Status task.Status
 	Reason string
+	// Message is the message of a task inserted dispatched (Claim).
+	Message *task.Message
 }
 
 // TaskInsert inserts tasks in one multi-row statement. Tasks whose unique
@@ -101,7 +111,7 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 			if err != nil {
 				return nil, err
 			}
-			out[i] = TaskInsertResult{ID: ids.id}
+			out[i] = ids.result(&ps[i], 0)
 		}
 		return out, nil
 	}
@@ -112,14 +122,36 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 	// on InnoDB in every autoinc lock mode ("simple inserts"): step apart,
 	// which is 1 unless a cluster (Galera) spreads ids across nodes.
 	for k, i := range todo {
-		out[i] = TaskInsertResult{ID: first.id + int64(k)*first.step}
+		out[i] = first.result(&ps[i], k)
 	}
 	return out, nil
 }
 
 // insertedIDs is where a multi-row insert's ids start and how far apart
-// they are.
-type insertedIDs struct{ id, step int64 }
+// they are, and the database clock just before it (only when it inserted
+// tasks dispatched).
+type insertedIDs struct {
+	id, step int64
+	now      time.Time
+}
+
+// result is the outcome of p, the k-th row of the insert.
+func (ids insertedIDs) result(p *TaskInsertParams, k int) TaskInsertResult {
+	r := TaskInsertResult{ID: ids.id + int64(k)*ids.step}
+	if p.Claim != "" {
+		r.Message = p.message(r.ID, ids.now)
+	}
+	return r
+}
+
+// message is the message of p inserted dispatched as task id, due and
+// dispatched at now: what a claim would have read of its row.
+func (p *TaskInsertParams) message(id int64, now time.Time) *task.Message {
+	return &task.Message{ID: id, Attempt: 1, Code: p.Code, Queue: p.DispatchQueue, Type: p.Type,
+		Payload: p.Payload, UniqueKey: p.UniqueKey, Timezone: p.Timezone, Timeout: p.Timeout,
+		MaxRetry: p.MaxRetry, Priority: p.Priority, DueUnixMS: now.UnixMilli(), DispatchedUnixMS: now.UnixMilli(),
+		Then: nilIfEmpty(p.Then), Batch: p.BatchID, TraceParent: p.TraceParent, Group: p.Group}
+}
 
 func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int) (insertedIDs, error) {
 	// The step is a session variable: read it on the inserting connection.
@@ -140,7 +172,8 @@ type session interface {
 // insertRowsOn inserts ps[idx...] in one statement on db.
 func insertRowsOn(ctx context.Context, db session, ps []TaskInsertParams, idx []int) (insertedIDs, error) {
 	q := []byte(qInsertHead)
-	args := make([]any, 0, len(idx)*16)
+	args := make([]any, 0, len(idx)*20)
+	claims := false
 	for k, i := range idx {
 		p := &ps[i]
 		if k > 0 {
@@ -151,12 +184,26 @@ func insertRowsOn(ctx context.Context, db session, ps []TaskInsertParams, idx []
 		if !p.RunAt.IsZero() {
 			runAt = unixArg(p.RunAt)
 		}
+		status, attempt := task.Pending, 0
+		if p.Claim != "" {
+			status, attempt, claims = task.Dispatched, 1, true
+		}
 		args = append(args, p.Code, int(p.Type), p.Queue, string(p.Payload), nullString(p.CronExpr),
 			p.Timezone, p.Priority, int(p.Delay/time.Second), p.Timeout, p.MaxRetry,
-			nullString(p.UniqueKey), nullString(string(p.Then)), nullInt(p.BatchID), p.TraceParent, p.Group, runAt, p.Delay.Microseconds())
+			nullString(p.UniqueKey), nullString(string(p.Then)), nullInt(p.BatchID), p.TraceParent, p.Group,
+			int(status), attempt, int(status), p.Claim, runAt, p.Delay.Microseconds())
 	}
 	ids := insertedIDs{step: 1}
-	if len(idx) > 1 {
+	switch {
+	case claims:
+		// The messages carry the due and dispatch times by the database
+		// clock, as a claim reads them.
+		var now string
+		if err := db.QueryRowContext(ctx, qAutoIncStepNow).Scan(&ids.step, &now); err != nil {
+			return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
+		}
+		ids.now = parseUnix(now)
+	case len(idx) > 1:
 		if err := db.QueryRowContext(ctx, qAutoIncStep).Scan(&ids.step); err != nil {
 			return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
 		}

@@ -156,7 +156,7 @@ func (s *Store) takeOverKey(ctx context.Context, p *TaskInsertParams, id int64) 
 			if err != nil {
 				return err
 			}
-			out = TaskInsertResult{ID: ids.id}
+			out = ids.result(p, 0)
 			return nil
 		})
 		if errors.As(err, &me) && (me.Number == 1062 || me.Number == 1213) {
@@ -180,7 +180,7 @@ func (s *Store) takeOverKey(ctx context.Context, p *TaskInsertParams, id int64) 
 			if err != nil {
 				return TaskInsertResult{}, err
 			}
-			return TaskInsertResult{ID: ids.id}, nil
+			return ids.result(p, 0), nil
 		}
 		if holder != id {
 			id = holder

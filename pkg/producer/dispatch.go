@@ -1,0 +1,209 @@
+package producer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskd/taskd/pkg/queues"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// Submit that dispatches at once. A task due now is inserted already
+// claimed, as a scheduler's claim would leave it (dispatched, attempt 1,
+// dispatched_at now), and pushed to its queue right after the commit: one
+// durable commit between submit and start instead of two, and no wait for
+// a scheduler's turn. Only a task that needs no rule applied at claim
+// time goes this way; the others wait for a scheduler as before:
+//
+//   - a delayed or timed task, or one debounced (it is not due now);
+//   - a task of a paused queue;
+//   - a task with a group in a queue whose tasks are claimed group by
+//     group (per-group limits, serial order);
+//   - a task of a queue whose Redis lists hold a full window
+//     (Options.Window): the backlog waits in the task center, as the
+//     schedulers keep it there.
+//
+// Queue-wide rates and max_running are enforced as workers take, so they
+// hold either way. The queue state is the one schedulers follow (pkg/queues,
+// read again when older than a second), so a pause reaches submitters as it
+// reaches schedulers; a task dispatched into a queue paused a moment
+// before waits in its list, as one claimed then would.
+//
+// A push that fails hands the task back to pending (the attempt stays
+// spent, so a push that did land is rejected by the fence) and wakes the
+// schedulers. A submitter that dies between its commit and the push, or
+// whose hand-back fails too, leaves a dispatched task with no message:
+// recovery re-dispatches it once it has been dispatched longer than
+// recovery.dispatch_window, as it does for a scheduler that died between
+// its claim and its push.
+
+// WindowDefault is Options.Window when it is zero: the least window a
+// scheduler gives a queue (two claim batches).
+const WindowDefault = 2 * scheduler.BatchSizeDefault
+
+// pushTimeout bounds the push after the commit. It does not follow the
+// caller's context: a cancelled caller's task is committed and should not
+// wait for recovery.
+const pushTimeout = 10 * time.Second
+
+// dispatcher is what a client knows to dispatch at once.
+type dispatcher struct {
+	queues *queues.Cache
+	window int
+	claim  string // claim ids: this host and process
+	seq    atomic.Uint64
+	// push is the broker's Push (tests inject failures).
+	push func(ctx context.Context, msgs []*task.Message) ([]*task.Message, error)
+
+	mu     sync.Mutex
+	readAt time.Time
+	routes map[string]string // task code -> queue, for rows that name none
+}
+
+func newDispatcher(c *Client) *dispatcher {
+	if c.opts.Queues == nil || c.broker == nil {
+		return nil
+	}
+	host, _ := os.Hostname()
+	b := make([]byte, 3)
+	rand.Read(b)
+	return &dispatcher{queues: c.opts.Queues, window: c.opts.Window, push: c.broker.Push,
+		claim: host + "/s" + strconv.Itoa(os.Getpid()) + "." + hex.EncodeToString(b) + "."}
+}
+
+// refresh reads the queue state and the routes when they are older than
+// the schedulers' own refresh.
+func (d *dispatcher) refresh(ctx context.Context, s *store.Store) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if time.Since(d.readAt) < queues.RefreshDefault {
+		return nil
+	}
+	if err := d.queues.Refresh(ctx); err != nil {
+		return err
+	}
+	rs, err := s.RouteList(ctx)
+	if err != nil {
+		return err
+	}
+	d.routes = make(map[string]string, len(rs))
+	for _, r := range rs {
+		d.routes[r.Code] = r.Queue
+	}
+	d.readAt = time.Now()
+	return nil
+}
+
+// queueOf is the queue a row of p is dispatched to (store's queueOf).
+func (d *dispatcher) queueOf(p *store.TaskInsertParams) string {
+	if p.Queue != "" {
+		return p.Queue
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if q := d.routes[p.Code]; q != "" {
+		return q
+	}
+	return p.Code
+}
+
+// claimNow sets Claim on the params of ps that are dispatched at once.
+// Whatever it cannot tell (the task center or Redis unreachable) leaves
+// the tasks to the schedulers.
+func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.TaskInsertParams) {
+	d := c.disp
+	if d == nil {
+		return
+	}
+	var cands []int
+	for i := range ps {
+		if subs[i].Delay == 0 && subs[i].At.IsZero() && ps[i].Delay == 0 && ps[i].Type == task.OneOff {
+			cands = append(cands, i)
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	if err := d.refresh(ctx, c.store); err != nil {
+		c.opts.Logger.Debug("read queue state; the schedulers dispatch", "err", err)
+		return
+	}
+	grouped := d.queues.Grouped()
+	var qs []string
+	want := map[string]int{}
+	eligible := cands[:0]
+	for _, i := range cands {
+		q := d.queueOf(&ps[i])
+		if d.queues.Paused(q) {
+			continue
+		}
+		if _, ok := grouped[q]; ok && ps[i].Group != "" {
+			continue
+		}
+		if want[q] == 0 {
+			qs = append(qs, q)
+		}
+		want[q]++
+		ps[i].DispatchQueue = q
+		eligible = append(eligible, i)
+	}
+	if len(eligible) == 0 {
+		return
+	}
+	lens, err := c.broker.QueueLens(ctx, qs)
+	if err != nil {
+		c.opts.Logger.Debug("read queue lengths; the schedulers dispatch", "err", err)
+		return
+	}
+	window := d.window
+	if window <= 0 {
+		window = WindowDefault
+	}
+	room := map[string]int64{}
+	for _, q := range qs {
+		room[q] = int64(window) - lens[q]
+	}
+	claim := d.claim + strconv.FormatUint(d.seq.Add(1), 36)
+	for _, i := range eligible {
+		q := ps[i].DispatchQueue
+		if room[q] <= 0 {
+			continue
+		}
+		room[q]--
+		ps[i].Claim = claim
+	}
+}
+
+// dispatch pushes the messages of tasks inserted dispatched, and hands
+// back to pending those it could not push. It reports whether any went
+// back, for which the schedulers are woken.
+func (c *Client) dispatch(ctx context.Context, msgs []*task.Message) bool {
+	if len(msgs) == 0 {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeout)
+	defer cancel()
+	failed, perr := c.disp.push(pctx, msgs)
+	if len(failed) == 0 {
+		return false
+	}
+	ts := make([]store.Transition, len(failed))
+	for i, m := range failed {
+		ts[i] = store.HandBack(m.ID, m.Attempt)
+	}
+	if _, err := c.store.TaskTransition(pctx, ts); err != nil {
+		// Still dispatched: recovery re-dispatches after its window.
+		c.opts.Logger.Error("hand back after failed push; recovery re-dispatches", "tasks", len(failed), "push_err", perr, "err", err)
+		return false
+	}
+	c.opts.Logger.Warn("push failed; tasks handed back to the schedulers", "tasks", len(failed), "err", perr)
+	return true
+}

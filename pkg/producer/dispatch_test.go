@@ -1,0 +1,277 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/queues"
+	"github.com/taskd/taskd/pkg/recovery"
+	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// dispatching returns a client that dispatches at once, following the
+// queue state of the environment, with window w (0: the default), and
+// the broker it pushes with.
+func dispatching(t *testing.T, env *testenv.Env, b *broker.Broker, w int) *producer.Client {
+	t.Helper()
+	qc := queues.New(queues.Config{Logger: quiet}, env.Store, b)
+	b.SetLayout(qc)
+	return producer.New(env.Store, b, producer.Options{Queues: qc, Window: w, Logger: quiet})
+}
+
+// queued returns the messages waiting in queue q's default lane.
+func queued(t *testing.T, env *testenv.Env, q string) []*task.Message {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr})
+	defer rdb.Close()
+	raws, err := rdb.LRange(context.Background(), env.Broker.Keys.Queue(q, 0), 0, -1).Result()
+	require.NoError(t, err)
+	out := make([]*task.Message, len(raws))
+	for i, raw := range raws {
+		out[len(raws)-1-i], err = task.DecodeMessage([]byte(raw)) // LPUSH: the oldest is last
+		require.NoError(t, err)
+	}
+	return out
+}
+
+// requireDispatched checks that task id was inserted as a claim leaves it:
+// dispatched, attempt 1, dispatched_at set, claimed by this process.
+func requireDispatched(t *testing.T, env *testenv.Env, id int64) {
+	t.Helper()
+	tk, err := env.Store.TaskGet(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, task.Dispatched, tk.Status, "task %d", id)
+	require.Equal(t, 1, tk.Attempt)
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND dispatched_at IS NOT NULL
+		AND dispatched_at >= plan_next_run_at AND worker_id LIKE '%/s%'`, id))
+}
+
+func requirePending(t *testing.T, env *testenv.Env, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0 AND attempt = 0`, id), "task %d", id)
+	}
+}
+
+// TestSubmitDispatchesAtOnce: a task due now is in the task center as
+// dispatched and its message in its queue when Submit returns, with no
+// scheduler anywhere; single, batched and batch-member submits alike.
+func TestSubmitDispatchesAtOnce(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	cl := dispatching(t, env, env.Broker, 0)
+
+	res, err := cl.Submit(ctx, producer.Submission{Code: "now", Payload: []byte(`{"a":1}`), UniqueKey: "k1",
+		Children: []producer.Child{{Code: "after"}}})
+	require.NoError(t, err)
+	requireDispatched(t, env, res.ID)
+	msgs := queued(t, env, "now")
+	require.Len(t, msgs, 1)
+	m := msgs[0]
+	require.Equal(t, res.ID, m.ID)
+	require.Equal(t, 1, m.Attempt)
+	require.Equal(t, "now", m.Queue)
+	require.Equal(t, "k1", m.UniqueKey)
+	require.JSONEq(t, `{"a":1}`, string(m.Payload))
+	require.NotEmpty(t, m.Then)
+	require.Positive(t, m.DispatchedUnixMS)
+
+	rs, err := cl.SubmitBatch(ctx, []producer.Submission{{Code: "now"}, {Code: "now", Queue: "other"}, {Code: "now", Delay: time.Hour}})
+	require.NoError(t, err)
+	requireDispatched(t, env, rs[0].ID)
+	requireDispatched(t, env, rs[1].ID)
+	requirePending(t, env, rs[2].ID)
+	require.Len(t, queued(t, env, "now"), 2)
+	require.Equal(t, rs[1].ID, queued(t, env, "other")[0].ID)
+
+	br, err := cl.Batch(ctx, producer.Batch{Members: []producer.Submission{{Code: "member"}, {Code: "member", Delay: time.Hour}},
+		Callback: producer.Callback{Code: "done"}})
+	require.NoError(t, err)
+	requireDispatched(t, env, br.MemberIDs[0])
+	requirePending(t, env, br.MemberIDs[1])
+	got := queued(t, env, "member")
+	require.Len(t, got, 1)
+	require.Equal(t, br.ID, got[0].Batch)
+
+	// A seed-style row names no queue: the route a node recorded decides.
+	_, err = env.Store.RouteRecord(ctx, "node-1", map[string]string{"routed": "elsewhere"})
+	require.NoError(t, err)
+	time.Sleep(queues.RefreshDefault) // the client rereads routes every second
+	res, err = cl.Submit(ctx, producer.Submission{Code: "routed"})
+	require.NoError(t, err)
+	requireDispatched(t, env, res.ID)
+	require.Equal(t, res.ID, queued(t, env, "elsewhere")[0].ID)
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND queue = ''`, res.ID))
+
+	// The default client (no queue state) leaves every task to the
+	// schedulers, as before.
+	plain := producer.New(env.Store, env.Broker, producer.Options{Logger: quiet})
+	res, err = plain.Submit(ctx, producer.Submission{Code: "plain"})
+	require.NoError(t, err)
+	requirePending(t, env, res.ID)
+}
+
+// TestSubmitLeavesClaimRulesToTheScheduler: tasks a claim applies a rule
+// to (a delay, a due time, a debounce, a paused queue, a group of a
+// serial or per-group queue, a full window) are inserted pending, and a
+// scheduler dispatches them.
+func TestSubmitLeavesClaimRulesToTheScheduler(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	env.Exec(t, `INSERT INTO task_queue (name, paused) VALUES ('held', 1)`)
+	env.Exec(t, `INSERT INTO task_queue (name, serial, limit_source) VALUES ('ledger', 1, 'operator')`)
+	env.Exec(t, `INSERT INTO task_queue (name, max_running, per, limit_source) VALUES ('tenants', 2, 'group', 'operator')`)
+	cl := dispatching(t, env, env.Broker, 2)
+
+	rs, err := cl.SubmitBatch(ctx, []producer.Submission{
+		{Code: "later", Delay: 50 * time.Millisecond},
+		{Code: "timed", At: time.Now().Add(-time.Second)},
+		{Code: "debounced", UniqueKey: "d", OnConflict: store.Conflict{Mode: store.Debounce, Debounce: 50 * time.Millisecond}},
+		{Code: "held"},
+		{Code: "ledger", Group: "account-1"},
+		{Code: "tenants", Group: "t1"},
+		{Code: "full"}, {Code: "full"}, {Code: "full"}, // a window of 2
+	})
+	require.NoError(t, err)
+	var ids []int64
+	for _, r := range rs {
+		ids = append(ids, r.ID)
+	}
+	requirePending(t, env, ids[:6]...)
+	requireDispatched(t, env, ids[6])
+	requireDispatched(t, env, ids[7])
+	requirePending(t, env, ids[8])
+
+	// A grouped queue's task without a group is not grouped.
+	res, err := cl.Submit(ctx, producer.Submission{Code: "ledger"})
+	require.NoError(t, err)
+	requireDispatched(t, env, res.ID)
+
+	// A scheduler claims the waiting ones as ever (the paused and the
+	// grouped ones only with the layout and groups it follows, tested in
+	// pkg/scheduler).
+	time.Sleep(100 * time.Millisecond)
+	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
+	_, err = sch.RunOnce(ctx)
+	require.NoError(t, err)
+	for _, id := range []int64{ids[0], ids[1], ids[2]} {
+		require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 1 AND worker_id LIKE 'n/d%'`, id), "task %d", id)
+	}
+}
+
+// TestSubmitDispatchedUniqueKeys: a task dispatched at once holds its key
+// like any other: a second submit finds it in every mode and changes
+// nothing, and until-done takes the key over (dispatched at once too) only
+// after it ended.
+func TestSubmitDispatchedUniqueKeys(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	cl := dispatching(t, env, env.Broker, 0)
+	first, err := cl.Submit(ctx, producer.Submission{Code: "u", UniqueKey: "k"})
+	require.NoError(t, err)
+	requireDispatched(t, env, first.ID)
+	for _, c := range []store.Conflict{{}, {Mode: store.Replace}, {Mode: store.UntilDone}} {
+		again, err := cl.Submit(ctx, producer.Submission{Code: "u", UniqueKey: "k", OnConflict: c, Payload: []byte(`{"v":2}`)})
+		require.NoError(t, err)
+		require.Equal(t, first.ID, again.ID, c.Mode.String())
+		require.True(t, again.Existing)
+		require.False(t, again.Changed)
+	}
+	require.Len(t, queued(t, env, "u"), 1)
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE JSON_EXTRACT(payload, '$.v') IS NULL`))
+
+	env.Exec(t, `UPDATE task_center SET status = 3 WHERE id = ?`, first.ID)
+	next, err := cl.Submit(ctx, producer.Submission{Code: "u", UniqueKey: "k", OnConflict: store.Conflict{Mode: store.UntilDone}})
+	require.NoError(t, err)
+	require.NotEqual(t, first.ID, next.ID)
+	requireDispatched(t, env, next.ID)
+	require.Len(t, queued(t, env, "u"), 2)
+}
+
+// TestSubmitPushFailsHandsBack: Redis dies between the commit and the push
+// (a real redis-server shut down): the task goes back to pending with its
+// attempt spent, and a scheduler dispatches it as attempt 2.
+func TestSubmitPushFailsHandsBack(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	addr := testenv.PrivateRedis(t, 0)
+	b, err := broker.Open(ctx, broker.Options{Addr: addr, Prefix: env.Prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	cl := dispatching(t, env, b, 0)
+	producer.SetPush(cl, func(ctx context.Context, msgs []*task.Message) ([]*task.Message, error) {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		_ = rdb.Do(ctx, "SHUTDOWN", "NOSAVE").Err() // the connection drops as it dies
+		return b.Push(ctx, msgs)
+	})
+	res, err := cl.Submit(ctx, producer.Submission{Code: "lost"})
+	require.NoError(t, err, "the task is committed: the submit succeeded")
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0 AND attempt = 1`, res.ID))
+
+	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
+	n, err := sch.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 2, queued(t, env, "lost")[0].Attempt)
+}
+
+// TestSubmitterDiesBeforePush: a submitter that commits and never pushes
+// nor hands back (it died) leaves a dispatched task with no message.
+// Recovery leaves it alone within recovery.dispatch_window and hands it
+// back after, and a scheduler dispatches it: the bound is the window plus
+// one recovery interval.
+func TestSubmitterDiesBeforePush(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, env.DSN, store.Options{})
+	require.NoError(t, err)
+	qc := queues.New(queues.Config{Logger: quiet}, st, env.Broker)
+	cl := producer.New(st, env.Broker, producer.Options{Queues: qc, Logger: quiet})
+	producer.SetPush(cl, func(context.Context, []*task.Message) ([]*task.Message, error) {
+		st.Close() // its hand-back cannot reach the task center either
+		return nil, errors.New("killed")
+	})
+	res, err := cl.Submit(ctx, producer.Submission{Code: "orphan"})
+	require.NoError(t, err)
+	requireDispatched(t, env, res.ID)
+	require.Empty(t, queued(t, env, "orphan"))
+
+	rec := func(window time.Duration) recovery.Result {
+		r, err := recovery.New(recovery.Config{DispatchWindow: window, Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
+		require.NoError(t, err)
+		return r
+	}
+	require.Zero(t, rec(recovery.DispatchWindowDefault).Redispatched, "within the window: its push may be on the way")
+	time.Sleep(20 * time.Millisecond)
+	require.Equal(t, 1, rec(10*time.Millisecond).Redispatched)
+	requirePendingAt(t, env, res.ID, 1)
+	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
+	n, err := sch.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 2, queued(t, env, "orphan")[0].Attempt)
+}
+
+func requirePendingAt(t *testing.T, env *testenv.Env, id int64, attempt int) {
+	t.Helper()
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0 AND attempt = ?`, id, attempt))
+}
