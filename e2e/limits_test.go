@@ -81,6 +81,27 @@ func recordScript(sleep string) string {
 		`case "$p" in *'"fail":true'*) [ "$TASK_ATTEMPT" = 1 ] && exit 1;; esac; exit 0`
 }
 
+// endKilled ends, at killed, the attempts in evs that started and never
+// wrote their end (their node was killed, and they with it), and returns
+// the events by time and how many it ended.
+func endKilled(evs []event, killed time.Time) ([]event, int) {
+	ended := map[[2]int64]bool{}
+	for _, e := range evs {
+		if e.what == "e" {
+			ended[[2]int64{e.id, int64(e.attempt)}] = true
+		}
+	}
+	cut := 0
+	for _, e := range evs {
+		if e.what == "s" && !ended[[2]int64{e.id, int64(e.attempt)}] {
+			evs = append(evs, event{what: "e", id: e.id, attempt: e.attempt, at: killed, group: e.group})
+			cut++
+		}
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
+	return evs, cut
+}
+
 // maxOverlap is the most attempts running at once in events.
 func maxOverlap(events []event) int {
 	n, most := 0, 0
@@ -190,7 +211,7 @@ func TestLimitMaxRunningKill(t *testing.T) {
 	killed := time.Now()
 
 	b.eventually(t, 120*time.Second, equal(n), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
-	evs := readEvents(t, b.out)
+	evs, _ := endKilled(readEvents(t, b.out), killed)
 	require.LessOrEqual(t, maxOverlap(evs), capacity, "attempts running at once")
 
 	// After the kill: the first moment three attempts run again.
@@ -250,11 +271,13 @@ func TestSerialOrderKill(t *testing.T) {
 	victim := b.busyNode(t, nodes)
 	victim.signal(t, syscall.SIGKILL)
 	<-victim.done
+	killed := time.Now()
 
 	b.eventually(t, 120*time.Second, equal(n), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
 	require.Positive(t, b.count(t, `SELECT COUNT(*) FROM task_run WHERE outcome = 'failed'`), "some tasks failed once")
 	byGroup := map[string][]event{}
-	for _, e := range readEvents(t, b.out) {
+	evs, _ := endKilled(readEvents(t, b.out), killed)
+	for _, e := range evs {
 		byGroup[e.group] = append(byGroup[e.group], e)
 	}
 	require.Len(t, byGroup, groups)
@@ -367,4 +390,34 @@ func workerID(t *testing.T, n *faultNode) string {
 		}
 	}
 	return ""
+}
+
+// A handler outlives no kill -9 of its node: the capacity the kill gives
+// back (a lease, a serial group's turn) is not shared with an orphaned
+// handler still running. One task at a time over two nodes, a handler of
+// 8 s, its node killed a second in: no two attempts ever overlap.
+func TestLimitKillStopsHandler(t *testing.T) {
+	t.Parallel()
+	b := limitSetup(t, recordScript("8"), "queues:\n  work: { max_running: 1 }\n")
+	ids := b.submit(t, 2)
+	nodes := []*faultNode{b.startNode(t, "a"), b.startNode(t, "b")}
+	victim := b.busyNode(t, nodes)
+	b.eventuallyTrue(t, 30*time.Second, "no task started", func() bool { return len(readEvents(t, b.out)) > 0 })
+	time.Sleep(time.Second)
+	victim.signal(t, syscall.SIGKILL)
+	<-victim.done
+	killed := time.Now()
+
+	b.eventually(t, 120*time.Second, equal(2), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
+	// Wait out the orphan's sleep, had it survived.
+	time.Sleep(time.Until(killed.Add(8 * time.Second)))
+	evs, cut := endKilled(readEvents(t, b.out), killed)
+	require.Equal(t, 1, cut, "the killed attempt was cut short, the others ran to their end")
+	require.Equal(t, 1, maxOverlap(evs), "attempts running at once")
+	for _, nd := range nodes {
+		if nd != victim {
+			require.Equal(t, 0, nd.terminate(t, 20*time.Second))
+		}
+	}
+	b.checkRecords(t, ids)
 }

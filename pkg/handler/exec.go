@@ -74,7 +74,7 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	cmd.Stdin = bytes.NewReader(r.Payload)
 	cmd.Stdout = pooledWriter{r.withTail(out)}
 	cmd.Stderr = pooledWriter{r.withTail(io.MultiWriter(out, stderr))}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so we can signal everything it spawns
+	cmd.SysProcAttr = handlerAttr()
 	// A process outside the group (or a straggler after a normal exit) may
 	// hold stdout open forever: stop reading after this long.
 	cmd.WaitDelay = grace

@@ -171,7 +171,7 @@ func startProc(argv, env []string, dir string, log *slog.Logger) (*poolProc, err
 	// copying goroutines, so Wait returns when the process exits, and the
 	// reads stay ours.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = handlerAttr()
 	err = cmd.Start()
 	inR.Close()
 	outW.Close()
