@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -266,4 +267,32 @@ func TestTasktopSaysMigrate(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 1, ee.ExitCode())
 	require.Equal(t, "tasktop: the task center has no schema: run `taskd migrate`\n", stderr.String())
+}
+
+// tasktop started while Redis is down shows what the task center holds
+// under an error bar naming Redis, as it does when Redis fails later, and
+// clears the bar once Redis answers: before, it exited at once, when an
+// operator needs it most.
+func TestTasktopStartsWithRedisDown(t *testing.T) {
+	t.Parallel()
+	bin := buildTasktop(t)
+	b := setup(t, "handlers:\n  hello:\n    exec: [\"true\"]\n")
+	out := b.taskd(t, "submit", "hello", "--delay", "1h")
+	id := strings.TrimSpace(strings.TrimPrefix(out, "submitted task "))
+	port := testenv.FreePort(t)
+	cfg, err := os.ReadFile(b.config)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(b.config, []byte(strings.Replace(string(cfg),
+		"addr: \""+b.env.RedisAddr+"\"", "addr: \"127.0.0.1:"+strconv.Itoa(port)+"\"", 1)), 0o644))
+
+	s := newScreen(t, bin, "--config", b.config, "--refresh", "500ms")
+	s.waitFor("Redis:", "connection refused")
+	s.keys("3")
+	s.waitFor("Redis:", " "+id+" pending ")
+
+	testenv.PrivateRedis(t, port)
+	require.Eventually(t, func() bool {
+		screen := s.capture()
+		return !strings.Contains(screen, "Redis:") && strings.Contains(screen, " "+id+" pending ")
+	}, 15*time.Second, 100*time.Millisecond, "the error bar clears once Redis answers:\n%s", s.capture())
 }

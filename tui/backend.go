@@ -33,7 +33,10 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 		be.Close()
 		return nil, err
 	}
-	br, err := node.OpenBroker(ctx, cfg)
+	// Redis down at start is shown like Redis down later, in the error
+	// bar, with what the task center holds: an operator needs tasktop
+	// most during an outage.
+	br, err := node.DialBroker(ctx, cfg)
 	if err != nil {
 		be.Close()
 		return nil, err

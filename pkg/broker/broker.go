@@ -102,6 +102,20 @@ const (
 
 // Open connects to Redis and checks that it answers.
 func Open(ctx context.Context, o Options) (*Broker, error) {
+	return open(ctx, o, true)
+}
+
+// Dial returns a broker of o without waiting for Redis to answer: its calls
+// fail until Redis does, and then work, as over any connection Redis
+// dropped. Scripts run without allow-oom, since the server's version is
+// not known. For a tool that shows what it can while Redis is down
+// (tasktop); a refusal only a person can fix (a wrong password) is still
+// an error.
+func Dial(ctx context.Context, o Options) (*Broker, error) {
+	return open(ctx, o, false)
+}
+
+func open(ctx context.Context, o Options, mustAnswer bool) (*Broker, error) {
 	silence.Do(func() { redis.SetLogger(quiet{}) })
 	pool := o.PoolSize
 	if pool <= 0 {
@@ -151,8 +165,12 @@ func Open(ctx context.Context, o Options) (*Broker, error) {
 	pctx, cancel := context.WithTimeout(ctx, uo.DialTimeout+2*uo.ReadTimeout)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
+		cerr := configError(err, strings.Join(seeds, ","), o.DB)
+		if cerr == nil && !mustAnswer {
+			return b, nil
+		}
 		rdb.Close()
-		if cerr := configError(err, strings.Join(seeds, ","), o.DB); cerr != nil {
+		if cerr != nil {
 			return nil, cerr
 		}
 		return nil, fmt.Errorf("connect to redis %s: %w", strings.Join(seeds, ","), err)

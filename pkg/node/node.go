@@ -220,15 +220,24 @@ func OpenReadStore(ctx context.Context, cfg *config.Config) (*store.Store, error
 
 // OpenBroker opens the Redis of cfg.
 func OpenBroker(ctx context.Context, cfg *config.Config) (*broker.Broker, error) {
+	return broker.Open(ctx, brokerOptions(cfg))
+}
+
+// DialBroker opens the Redis of cfg without waiting for it to answer
+// (broker.Dial).
+func DialBroker(ctx context.Context, cfg *config.Config) (*broker.Broker, error) {
+	return broker.Dial(ctx, brokerOptions(cfg))
+}
+
+func brokerOptions(cfg *config.Config) broker.Options {
 	// A worker blocks on all its queues with one connection: the pool need
 	// not grow with the number of queues.
-	pool := cfg.Redis.PoolSize
-	return broker.Open(ctx, broker.Options{
+	return broker.Options{
 		Addr: redisAddr(cfg), Addrs: cfg.Redis.Addrs, MasterName: cfg.Redis.MasterName, Cluster: cfg.Redis.Cluster,
 		Password: cfg.Redis.Password, DB: cfg.Redis.DB,
-		Prefix: cfg.Redis.Prefix, PoolSize: pool,
+		Prefix: cfg.Redis.Prefix, PoolSize: cfg.Redis.PoolSize,
 		DialTimeout: cfg.Redis.DialTimeout, ReadTimeout: cfg.Redis.ReadTimeout, WriteTimeout: cfg.Redis.WriteTimeout,
-	})
+	}
 }
 
 // redisAddr is redis.addr unless redis.addrs lists the seeds.
