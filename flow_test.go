@@ -52,3 +52,37 @@ func TestGroupAndUniqueModes(t *testing.T) {
 	_, err = client.Submit(ctx, syncAccount{}, taskd.Replace())
 	require.ErrorContains(t, err, "needs a unique key")
 }
+
+type ping struct{ N int }
+
+func (ping) Kind() string { return "ping" }
+
+// The Go API dispatches a task due now itself: a worker-only server (no
+// scheduler in the process or anywhere) runs it.
+func TestSubmitRunsWithoutScheduler(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	require.NoError(t, err)
+	cfg.Node.Roles = []string{"worker"}
+	ran := make(chan int, 1)
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[ping]) error {
+		ran <- job.Args.N
+		return nil
+	})
+	srv := taskd.NewServer(cfg, mux)
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(srv.Stop)
+	client, st := clientAndStore(t)
+	res, err := client.Submit(ctx, ping{N: 7})
+	require.NoError(t, err)
+	select {
+	case n := <-ran:
+		require.Equal(t, 7, n)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the task did not run without a scheduler")
+	}
+	var attempt int
+	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT attempt FROM task_center WHERE id = ?`, res.ID).Scan(&attempt))
+	require.Equal(t, 1, attempt, "dispatched once, by the submit")
+}
