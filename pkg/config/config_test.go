@@ -353,6 +353,8 @@ func TestBadValues(t *testing.T) {
 			"mysql: { dsn: \"root:s3cret@tcp(db:3306\" }\n":           `bad value "root:***@tcp(db:3306" for mysql.dsn in %s`,
 			"alerts: { slack_url: \"ftp://hooks/s3cret\" }\n":         `bad value (hidden) for alerts.slack_url in %s`,
 			"worker: { heartbeat_ttl: 1s, heartbeat_interval: 5s }\n": `bad value "1s" for worker.heartbeat_ttl in %s: want longer than worker.heartbeat_interval (5s)`,
+			"handlers:\n  x: { exec: \"echo hi\" }\n":                 `bad value "echo hi" for handlers.x.exec in %s: want a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
+			"handlers:\n  x: { pool: \"php artisan taskd:work\" }\n":  `bad value "php artisan taskd:work" for handlers.x.pool in %s: want a list of argv strings`,
 		} {
 			path := writeConfig(t, body)
 			_, err := config.Load(config.NewViper(), path)

@@ -136,12 +136,31 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 				}
 				return unknownKeyAmong(key, file, cands)
 			}
+			if err := checkArgv(section, strings.ToLower(f), key, entry[f], file); err != nil {
+				return err
+			}
 			if err := checkValue(key, entry[f], t, file); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// argvFields are the handler fields that hold a command line.
+var argvFields = map[string]bool{"exec": true, "pool": true}
+
+// checkArgv rejects a command line written as one string: decoding would
+// take `exec: "echo hi"` as the program "echo hi", which no shell splits,
+// and only doctor or the first task would find out.
+func checkArgv(section, field, key string, val any, file string) error {
+	if section != "handlers" || !argvFields[field] {
+		return nil
+	}
+	if _, isList := val.([]any); isList || val == nil {
+		return nil
+	}
+	return badValue(key, val, `a list of argv strings, e.g. ["sh", "-c", "echo hi"]`, file)
 }
 
 // isSection reports whether key is a prefix of known keys (mysql, redis).
