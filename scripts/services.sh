@@ -130,8 +130,13 @@ start_mysql() {
 		[ -n "$initdb" ] || die "MySQL: $datadir is empty and mariadb-install-db is missing"
 		"$initdb" --user=mysql --datadir="$datadir" --skip-test-db >/dev/null
 	fi
+	# By its pid file: --exec alone matches any mariadbd, such as a test's
+	# private server on another port, and then starts nothing.
+	local pidfile
+	pidfile="$(my_print_defaults --mysqld 2>/dev/null | sed -n 's/^--pid-file=//p' | tail -n1)"
+	pidfile="${pidfile:-/run/mysqld/mysqld.pid}"
 	say "MySQL: starting $bin"
-	start-stop-daemon --start --oknodo --background --exec "$bin" -- --user=mysql
+	start-stop-daemon --start --oknodo --background --pidfile "$pidfile" --exec "$bin" -- --user=mysql
 }
 
 start_redis() {
