@@ -167,7 +167,8 @@ wait:
 			break wait
 		case <-poll.C:
 			if time.Since(hangAt) > exitBound {
-				t.Fatalf("node-1 did not exit within %s of its MySQL going dark", exitBound)
+				logged, _ := os.ReadFile(n1.log)
+				t.Fatalf("node-1 did not exit within %s of its MySQL going dark; its log ends:\n%s", exitBound, tail(string(logged), 4000))
 			}
 			ws, err := b.env.Broker.Workers(b.ctx, 0)
 			require.NoError(t, err)

@@ -12,6 +12,9 @@ import (
 	"github.com/taskd/taskd/pkg/task"
 )
 
+// abortCloseWait bounds closing a node that exits for a restart.
+const abortCloseWait = 3 * time.Second
+
 func (a *App) runCmd() *cobra.Command {
 	var roles []string
 	cmd := &cobra.Command{
@@ -44,7 +47,26 @@ func (a *App) runCmd() *cobra.Command {
 				}
 				return err
 			}
-			defer n.Close()
+			aborted := false
+			defer func() {
+				if !aborted {
+					n.Close()
+					return
+				}
+				// Exiting for a restart: a component still waiting on a hung
+				// MySQL or Redis is given up after a moment, as recovery
+				// elsewhere takes over its work.
+				closed := make(chan struct{})
+				go func() {
+					n.Close()
+					close(closed)
+				}()
+				select {
+				case <-closed:
+				case <-time.After(abortCloseWait):
+					log.Warn("exiting with connections still busy", "waited", abortCloseWait)
+				}
+			}()
 			if err := n.Start(ctx); err != nil {
 				return fmt.Errorf("start: %w", err)
 			}
@@ -57,6 +79,7 @@ func (a *App) runCmd() *cobra.Command {
 				var ee *node.ExitError
 				errors.As(err, &ee)
 				log.Error("exiting for a restart", "exit_code", ee.Code, "reason", ee.Reason)
+				aborted = true
 				if n.Worker != nil {
 					n.Worker.Abort(c.Worker.KillGrace + 2*time.Second)
 				}

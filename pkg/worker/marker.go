@@ -44,6 +44,11 @@ func (m *marker) Start(ctx context.Context) error {
 // Stop stops marking; attempts not marked yet end over dispatched.
 func (m *marker) Stop() { m.runner.Stop() }
 
+// abandon stops marking without waiting for a mark in flight, which waits
+// up to markTimeout on a hung MySQL: the process is about to exit, and
+// recovery takes the attempts over.
+func (m *marker) abandon() { m.runner.Cancel() }
+
 // runOnce marks the attempts due for a mark and returns how many it
 // marked.
 func (m *marker) runOnce(ctx context.Context) int {

@@ -317,7 +317,11 @@ func (w *Worker) shutdown(p shutdownPlan) {
 		w.comp.abandon()
 	}
 	w.pool.stop(p.grace, p.handBack, !p.abort)
-	w.mark.Stop()
+	if p.abort {
+		w.mark.abandon()
+	} else {
+		w.mark.Stop()
+	}
 	if !p.abort {
 		w.comp.stop(p.flush)
 	}
