@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,6 +70,8 @@ func TestDocs(t *testing.T) {
 		fmt.Sprintf("TASKD_REDIS_ADDR=127.0.0.1:%d", srv.redisPort),
 		"TASKD_LOG_FORMAT=text",
 		fmt.Sprintf("DB_PORT=%d", srv.mysqlPort), // the PHP examples' database port
+		// redis.md's Cluster on free ports, not the script's fixed ones.
+		"REDIS_TOPOLOGY_PORTS="+strings.Trim(fmt.Sprint(testenv.FreePorts(t, 6)), "[]"),
 	)
 	for _, guide := range guides {
 		t.Run(filepath.Base(guide), func(t *testing.T) {
@@ -77,6 +80,14 @@ func TestDocs(t *testing.T) {
 			for _, d := range []string{"config", "deploy", "examples", "scripts", "clients"} {
 				require.NoError(t, os.Symlink(filepath.Join(repo, d), filepath.Join(dir, d)))
 			}
+			// A guide that fails midway leaves no Redis topology running.
+			t.Cleanup(func() {
+				for _, kind := range []string{"cluster", "sentinel"} {
+					if _, err := os.Stat(filepath.Join(dir, ".run", "redis-"+kind)); err == nil {
+						_, _ = runShell(dir, env, "scripts/redis-cluster.sh "+kind+" stop")
+					}
+				}
+			})
 			runGuide(t, guide, dir, env, stubs)
 		})
 	}
@@ -121,9 +132,20 @@ func readBlocks(t *testing.T, path string) []block {
 	return out
 }
 
+// guidePorts are the fixed ports the guides' commands listen on, as a
+// reader would run them; the test runs them on free ports instead, so
+// that another run, or a leftover of one, holding the port fails nothing.
+var guidePorts = regexp.MustCompile(`\b2222\b`)
+
 func runGuide(t *testing.T, path, dir string, env []string, stubs string) {
 	name := filepath.Base(path)
 	blocks := readBlocks(t, path)
+	sshPort := strconv.Itoa(testenv.FreePort(t))
+	for i := range blocks {
+		if blocks[i].lang == "sh" {
+			blocks[i].text = guidePorts.ReplaceAllString(blocks[i].text, sshPort)
+		}
+	}
 	for _, b := range blocks {
 		if b.lang == "sh" && b.attrs != "manual" && strings.Contains(b.text, "php ") {
 			needTool(t, "php") // the PHP examples; skips only this guide where PHP cannot be had
@@ -213,6 +235,7 @@ func startDocDaemon(t *testing.T, where, dir string, env []string, script string
 	// and VAR=value words before the command still work.
 	cmd := exec.Command("bash", "-e", "-c", "exec env "+strings.TrimSpace(script))
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, logf, logf
+	testenv.DieWithTest(cmd)
 	require.NoError(t, cmd.Start())
 	d := &docDaemon{where: where, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
@@ -235,7 +258,7 @@ func startDocDaemon(t *testing.T, where, dir string, env []string, script string
 			_ = cmd.Process.Kill()
 			t.Fatalf("%s: %s did not start within 30s:\n%s", where, script, out)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polls the daemon's log: a real process starting
 	}
 }
 
@@ -291,41 +314,21 @@ func startPrivateServers(t *testing.T) *privateServers {
 	}
 	me, err := user.Current()
 	require.NoError(t, err)
-	s := &privateServers{mysqlPort: testenv.FreePort(t)}
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	require.NoError(t, os.Mkdir(data, 0o755))
-	logf, err := os.Create(filepath.Join(dir, "mysql.log"))
-	require.NoError(t, err)
-	// No system tables: --skip-grant-tables lets root in without them.
-	cmd := exec.Command(bin, "--no-defaults", "--user="+me.Username, "--datadir="+data,
-		"--socket="+filepath.Join(dir, "mysql.sock"), "--pid-file="+filepath.Join(dir, "mysql.pid"),
-		"--port="+strconv.Itoa(s.mysqlPort), "--bind-address=127.0.0.1", "--skip-grant-tables",
-		"--skip-name-resolve", "--innodb-buffer-pool-size=64M", "--skip-log-bin")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+	s := &privateServers{}
+	// A free port may be taken before mariadbd binds it: then it exits,
+	// and it starts again on another.
+	for try := 1; ; try++ {
+		s.mysqlPort = testenv.FreePort(t)
+		err := startMariadb(t, bin, me.Username, s.mysqlPort)
+		if err == nil {
+			break
 		}
-		logf.Close()
-	})
+		require.Less(t, try, 3, "%v", err)
+		t.Logf("%v; trying another port", err)
+	}
 	s.db, err = sql.Open("mysql", fmt.Sprintf("root:@tcp(127.0.0.1:%d)/", s.mysqlPort))
 	require.NoError(t, err)
 	t.Cleanup(func() { s.db.Close() })
-	for deadline := time.Now().Add(60 * time.Second); s.db.Ping() != nil; {
-		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(filepath.Join(dir, "mysql.log"))
-			t.Fatalf("private mariadbd did not answer on %d:\n%s", s.mysqlPort, tail(string(out), 2000))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 	addr := testenv.PrivateRedis(t, 0)
 	_, port, _ := strings.Cut(addr, ":")
 	s.redisPort, err = strconv.Atoi(port)
@@ -333,6 +336,64 @@ func startPrivateServers(t *testing.T) *privateServers {
 	s.rdb = redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { s.rdb.Close() })
 	return s
+}
+
+// startMariadb starts a mariadbd of the test's own on port, stopped when
+// the test ends, and waits until it answers, or returns why it did not.
+// Its data directory is new: InnoDB creates its files first, which on a
+// loaded machine takes a while, so the wait is bounded by the process
+// (it answers or exits) and a generous two minutes.
+func startMariadb(t *testing.T, bin, user string, port int) error {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	require.NoError(t, os.Mkdir(data, 0o755))
+	logPath := filepath.Join(dir, "mysql.log")
+	logf, err := os.Create(logPath)
+	require.NoError(t, err)
+	// No system tables: --skip-grant-tables lets root in without them. A
+	// small redo log and buffer pool, no doublewrite, binary log or
+	// performance schema: less to create at start.
+	cmd := exec.Command(bin, "--no-defaults", "--user="+user, "--datadir="+data,
+		"--socket="+filepath.Join(dir, "mysql.sock"), "--pid-file="+filepath.Join(dir, "mysql.pid"),
+		"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--skip-grant-tables",
+		"--skip-name-resolve", "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
+		"--skip-innodb-doublewrite", "--skip-log-bin", "--performance-schema=OFF")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	testenv.DieWithTest(cmd)
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	db, err := sql.Open("mysql", fmt.Sprintf("root:@tcp(127.0.0.1:%d)/?timeout=5s", port))
+	require.NoError(t, err)
+	defer db.Close()
+	deadline := time.After(2 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for db.Ping() != nil {
+		select {
+		case <-exited:
+			out, _ := os.ReadFile(logPath)
+			return fmt.Errorf("private mariadbd on %d exited at start:\n%s", port, tail(string(out), 2000))
+		case <-deadline:
+			out, _ := os.ReadFile(logPath)
+			t.Fatalf("private mariadbd did not answer on %d within 2 minutes:\n%s", port, tail(string(out), 2000))
+		case <-tick.C:
+		}
+	}
+	return nil
 }
 
 // reset gives a guide an empty database taskd and an empty Redis.

@@ -24,28 +24,41 @@ import (
 // lost; what the dead master held and its replica had not received yet is
 // re-dispatched by recovery from the task center.
 func TestRedisClusterFailover(t *testing.T) {
-	topologyFailover(t, "cluster", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "", 7101)
+	topologyFailover(t, "cluster", 6, "")
 }
 
 // The same with one master, one replica and three Sentinels: the master is
 // killed, the Sentinels promote the replica, the daemons follow.
 func TestRedisSentinelFailover(t *testing.T) {
-	topologyFailover(t, "sentinel", "127.0.0.1:7211,127.0.0.1:7212,127.0.0.1:7213", "taskd", 7201)
+	topologyFailover(t, "sentinel", 5, "taskd")
 }
 
-func topologyFailover(t *testing.T, kind, addr, master string, victim int) {
+// topologyFailover runs scripts/redis-cluster.sh's topology kind of n
+// servers on free ports (not its fixed ones, which another run or a
+// leftover set may hold) and kills its first master.
+func topologyFailover(t *testing.T, kind string, n int, master string) {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("%s is not installed", bin)
 		}
 	}
 	script := filepath.Join(repoRoot(t), "scripts", "redis-cluster.sh")
-	topo := func(action string) {
-		out, err := exec.Command("bash", script, kind, action).CombinedOutput()
-		require.NoError(t, err, "redis-cluster.sh %s %s: %s", kind, action, out)
+	ports := testenv.FreePorts(t, n)
+	var list []string
+	for _, p := range ports {
+		list = append(list, strconv.Itoa(p))
 	}
-	topo("start")
+	victim := ports[0]
+	topo := func(action string) string {
+		cmd := exec.Command("bash", script, kind, action)
+		cmd.Env = append(os.Environ(), "REDIS_TOPOLOGY_PORTS="+strings.Join(list, " "))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "redis-cluster.sh %s %s: %s", kind, action, out)
+		return strings.TrimSpace(string(out))
+	}
 	t.Cleanup(func() { topo("stop") })
+	topo("start")
+	addr := topo("addr")
 
 	env := testenv.New(t)
 	dir := t.TempDir()
@@ -81,7 +94,7 @@ handlers:
 	p := producer.New(env.Store, nil, producer.Options{})
 	killed := make(chan time.Time, 1)
 	go func() {
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the master dies a second into the submissions, while work flows
 		pid, err := os.ReadFile(filepath.Join(repoRoot(t), ".run", "redis-"+kind, strconv.Itoa(victim), "redis.pid"))
 		if err == nil {
 			if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil {
@@ -97,7 +110,7 @@ handlers:
 		}
 		_, err := p.SubmitBatch(b.ctx, subs)
 		require.NoError(t, err)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces the submissions over about three seconds (real daemons consume them)
 	}
 	at := <-killed
 	out, err := exec.Command("redis-cli", "-p", strconv.Itoa(victim), "ping").CombinedOutput()

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,6 +90,7 @@ func Open(ctx context.Context) (e *Env, cleanup func(), err error) {
 		return nil, nil, err
 	}
 	defer admin.Close()
+	sweepOnce.Do(func() { sweep(ctx, admin) })
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		return nil, nil, fmt.Errorf("create database (is MySQL running on %s?): %w", base.Addr, err)
 	}
@@ -117,6 +119,32 @@ func Open(ctx context.Context) (e *Env, cleanup func(), err error) {
 		return nil, nil, err
 	}
 	return e, cleanup, nil
+}
+
+// sweepOnce drops, once per test process, what earlier runs left behind.
+var sweepOnce sync.Once
+
+// sweep drops the test databases of runs that ended without their
+// cleanups (a -timeout panic, a kill): those whose newest table is older
+// than any test runs. Younger ones may be another run's, going on now.
+func sweep(ctx context.Context, admin *sql.DB) {
+	rows, err := admin.QueryContext(ctx, `SELECT TABLE_SCHEMA FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA LIKE 'taskd\_test\_%' GROUP BY TABLE_SCHEMA
+		HAVING MAX(CREATE_TIME) < NOW() - INTERVAL 3 HOUR`)
+	if err != nil {
+		return // best effort: a server without information_schema rights
+	}
+	var stale []string
+	for rows.Next() {
+		var name string
+		if rows.Scan(&name) == nil {
+			stale = append(stale, name)
+		}
+	}
+	rows.Close()
+	for _, name := range stale {
+		_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`")
+	}
 }
 
 func (e *Env) drop(base *mysql.Config) {
