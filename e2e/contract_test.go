@@ -243,6 +243,7 @@ func TestConfirmOnATerminal(t *testing.T) {
 // exit status.
 func (s *screen) exitCode(t *testing.T) string {
 	t.Helper()
+	// Polls the tmux pane of a real process.
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if status, err := os.ReadFile(s.exitFile); err == nil && len(status) > 0 {
 			return strings.TrimSpace(string(status))

@@ -127,7 +127,7 @@ func TestFaultFullRedis(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(string(sched.read()), "OOM") {
 		require.True(t, time.Now().Before(deadline), "Redis never reached maxmemory")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polls a real daemon's log
 	}
 	queued, err := rdb.LLen(b.ctx, b.env.Prefix+"queue:{work}").Result()
 	require.NoError(t, err)
@@ -147,7 +147,7 @@ func TestFaultFullRedis(t *testing.T) {
 		}
 		require.Zero(t, b.count(t, `SELECT COUNT(*) FROM task_run WHERE outcome <> 'succeeded'`), "a task was taken from its live worker")
 		require.True(t, time.Now().Before(deadline.Add(2*time.Minute)), "the backlog did not drain")
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // polls the database that real daemons drain
 	}
 	require.Zero(t, lapses, "the worker's heartbeat lapsed at maxmemory")
 	b.checkRecords(t, ids)
@@ -274,7 +274,7 @@ func TestFaultFreshRedis(t *testing.T) {
 				inserted <- err
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // paces the producer's INSERTs (a real stream)
 		}
 		inserted <- nil
 	}()

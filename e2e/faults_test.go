@@ -134,7 +134,7 @@ func (b *faultBundle) startNodeWith(t *testing.T, name, config, roles string, en
 		default:
 		}
 		require.True(t, time.Now().Before(deadline), "%s did not start", name)
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polls a real process starting
 	}
 	return n
 }
@@ -210,7 +210,7 @@ func (b *faultBundle) eventually(t *testing.T, within time.Duration, cond func(i
 		if time.Now().After(deadline) {
 			t.Fatalf("after %s: %q = %d", within, q, n)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polls the database that real daemons write
 	}
 }
 
@@ -359,7 +359,7 @@ func TestFaultSigstopPastTTL(t *testing.T) {
 	// node-b recovers the frozen node's tasks once its heartbeat expired.
 	q := fmt.Sprintf(`SELECT COUNT(*) FROM task_run WHERE attempt = 1 AND outcome = 'crashed' AND task_id IN (%s)`, joinIDs(victims))
 	b.eventually(t, 15*time.Second, equal(len(victims)), q)
-	time.Sleep(time.Until(stopped.Add(4 * time.Second)))
+	time.Sleep(time.Until(stopped.Add(4 * time.Second))) // the frozen node stays stopped 4 s: a real SIGSTOP outlasting its heartbeat TTL
 	a.signal(t, syscall.SIGCONT)
 
 	b.eventually(t, 30*time.Second, equal(8), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
@@ -369,7 +369,7 @@ func TestFaultSigstopPastTTL(t *testing.T) {
 	for bytes.Count(a.read(), []byte("stale result rejected by the fence")) < len(victims) {
 		require.True(t, time.Now().Before(deadline), "node-a logged %d stale results, want %d",
 			bytes.Count(a.read(), []byte("stale result rejected by the fence")), len(victims))
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polls a real daemon's log
 	}
 	stale := bytes.Count(a.read(), []byte("stale result rejected by the fence")) + bytes.Count(a.read(), []byte("stale message dropped"))
 	t.Logf("%d tasks recovered from the frozen node; %d stale writes rejected", len(victims), stale)

@@ -158,7 +158,7 @@ func TestLimitRateThreeNodes(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "stats never showed the queue limited: %s", out.stdout)
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // polls taskd stats, a real process reading real servers
 	}
 
 	b.eventually(t, 90*time.Second, equal(n), `SELECT COUNT(*) FROM task_center WHERE status = 3`)
@@ -355,7 +355,7 @@ func (b *faultBundle) eventuallyTrue(t *testing.T, within time.Duration, what st
 	deadline := time.Now().Add(within)
 	for !cond() {
 		require.True(t, time.Now().Before(deadline), what)
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polls a real daemon's effects
 	}
 }
 

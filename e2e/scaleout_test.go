@@ -58,7 +58,7 @@ handlers:
 			require.NoError(t, nodes[0].cmd.Process.Signal(syscall.SIGKILL))
 			require.NoError(t, nodes[2].cmd.Process.Signal(syscall.SIGKILL))
 		}
-		time.Sleep(40 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond) // paces the stream of submissions that real daemons consume
 	}
 	b.waitCount(t, total, 120*time.Second, `SELECT COUNT(*) FROM task_center WHERE status = 3`)
 

@@ -223,6 +223,7 @@ func (st *sshTerm) errText() string {
 func (st *sshTerm) waitFor(want ...string) string {
 	st.t.Helper()
 	var last string
+	// Polls a real process over SSH.
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		last = st.screen()
 		ok := true
@@ -243,7 +244,7 @@ func (st *sshTerm) keys(keys ...string) {
 	for _, k := range keys {
 		_, err := st.stdin.Write([]byte(k))
 		require.NoError(st.t, err)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a person's typing over SSH: the real program reads keys one by one
 	}
 }
 

@@ -81,7 +81,7 @@ func (s *screen) keys(keys ...string) {
 			s.t.Fatalf("keys(%q): send Escape with escape, which waits for what it leads to", keys)
 		}
 		s.tmux("send-keys", "-t", "t", k)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a person's typing: tmux hands keys to the real program one by one
 	}
 }
 
@@ -117,6 +117,7 @@ func (s *screen) capture() string { return s.tmux("capture-pane", "-p", "-t", "t
 func (s *screen) waitFor(want ...string) string {
 	s.t.Helper()
 	var last string
+	// Polls the tmux pane of a real process.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		last = s.capture()
 		ok := true
@@ -212,6 +213,7 @@ func TestTasktop(t *testing.T) {
 	s.waitFor("Quit tasktop?")
 	s.keys("y")
 	var status []byte
+	// Polls the tmux pane of a real process.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var err error
 		if status, err = os.ReadFile(s.exitFile); err == nil && len(status) > 0 {
@@ -331,6 +333,7 @@ recovery:
 func (s *screen) waitForMatch(re *regexp.Regexp) string {
 	s.t.Helper()
 	var last string
+	// Polls the tmux pane of a real process.
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if last = s.capture(); re.MatchString(last) {
 			return last

@@ -94,6 +94,16 @@ func (b *testBundle) count(t *testing.T, rule, status string) int {
 	return n
 }
 
+// beat records a heartbeat of p stamped at clk's time (BeatProcess stamps
+// the host's), kept for hours.
+func (b *testBundle) beat(t *testing.T, p *broker.Process, clk clock.Clock) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, 3*time.Hour))
+	require.NoError(t, b.env.Broker.Client().ZAdd(ctx, b.env.Broker.Keys.Processes(),
+		redis.Z{Score: float64(clk.Now().UnixMilli()), Member: p.ID}).Err())
+}
+
 // evalUntil evaluates until cond holds.
 func evalUntil(t *testing.T, a *alert.Alerter, cond func() bool) {
 	t.Helper()
@@ -323,11 +333,7 @@ func TestCooldown(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	a := b.alerter(t, rules, cooldown, clk)
 	p := &broker.Process{ID: "h1-42-abcd", Node: "n1", Host: "h1"}
-	beat := func() {
-		require.NoError(t, b.env.Broker.BeatProcess(ctx, p, 2*cooldown))
-		require.NoError(t, b.env.Broker.Client().ZAdd(ctx, b.env.Broker.Keys.Processes(),
-			redis.Z{Score: float64(clk.Now().UnixMilli()), Member: p.ID}).Err())
-	}
+	beat := func() { b.beat(t, p, clk) }
 	eval := func(firing int) {
 		t.Helper()
 		res, err := a.RunOnce(ctx)
@@ -364,10 +370,11 @@ func TestOneNotificationWithThreeNodes(t *testing.T) {
 	ctx := context.Background()
 	rules := allOff
 	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
-	nodes := []*alert.Alerter{b.alerter(t, rules, time.Hour), b.alerter(t, rules, time.Hour), b.alerter(t, rules, time.Hour)}
+	clk := clock.NewManual(time.Now())
+	nodes := []*alert.Alerter{b.alerter(t, rules, time.Hour, clk), b.alerter(t, rules, time.Hour, clk), b.alerter(t, rules, time.Hour, clk)}
 	p := &broker.Process{ID: "h1-42-abcd", Node: "n1", Host: "h1"}
-	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
-	time.Sleep(300 * time.Millisecond)
+	b.beat(t, p, clk)
+	clk.Advance(time.Second) // stale
 
 	round := func() (leaders []int) {
 		var mu sync.Mutex
@@ -402,7 +409,7 @@ func TestOneNotificationWithThreeNodes(t *testing.T) {
 		require.Len(t, round(), 1)
 	}
 	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "the new holder does not repeat it")
-	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
+	b.beat(t, p, clk)
 	require.Len(t, round(), 1)
 	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
 	require.Len(t, b.sent(t), 2)

@@ -30,7 +30,7 @@ func poolHelper(mode string) int {
 	case "badproto":
 		fmt.Println(`{"ready":true,"protocol":99}`)
 	case "silent":
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // a helper process that hangs, as a stuck PHP worker does
 	}
 	fmt.Println(`{"ready":true,"protocol":1}`)
 	sc := bufio.NewScanner(os.Stdin)
@@ -66,7 +66,7 @@ func poolHelper(mode string) int {
 		}}
 		switch do.Do {
 		case "sleep":
-			time.Sleep(time.Duration(do.MS) * time.Millisecond)
+			time.Sleep(time.Duration(do.MS) * time.Millisecond) // the helper process's work
 		case "exit":
 			fmt.Fprintln(os.Stderr, "dying on purpose")
 			return do.Code

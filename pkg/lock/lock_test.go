@@ -145,7 +145,7 @@ func TestRenewalKeepsTheLock(t *testing.T) {
 		require.NoError(t, err)
 		release(t, lease)
 
-		time.Sleep(2 * ttl)
+		time.Sleep(2 * ttl) // the server's clock expires an unrenewed lock: real time must pass
 		require.True(t, lease.Valid(), "renewed: %v", lease.Err())
 		require.Equal(t, lease.Owner(), tb.owner(t, env, "job"))
 		_, err = b.Acquire(ctx, "job", ttl)

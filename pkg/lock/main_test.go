@@ -45,7 +45,7 @@ func waitForLeaks(timeout time.Duration) string {
 		if leaks == "" || time.Now().After(deadline) {
 			return leaks
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polls: TestMain has no testing.T for require.Eventually
 	}
 }
 

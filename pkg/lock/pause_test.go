@@ -50,7 +50,7 @@ func TestPausedHolder(t *testing.T) {
 		release(t, lease)
 
 		// Let a renewal or two succeed, so the window runs from a renewal.
-		time.Sleep(ttl / 2)
+		time.Sleep(ttl / 2) // renewals against the real server, on its clock
 		require.True(t, lease.Valid())
 		proxy.Freeze()
 		frozenAt := time.Now()
@@ -118,7 +118,7 @@ func TestMySQLRenewalBlockedByRowLock(t *testing.T) {
 
 	// The server still runs the blocked renewals once the row is free;
 	// their callers have given up on them, so they must extend nothing.
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the blocked renewals reach MySQL, a real server
 	require.NoError(t, tx.Rollback())
 
 	next, err := AcquireWait(ctx, NewMySQL(env.Store.DB()), "job", ttl, ttl)

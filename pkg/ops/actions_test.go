@@ -171,7 +171,7 @@ func (c *runCounter) handler(d time.Duration) handler.Func {
 		c.mu.Lock()
 		c.runs[r.ID]++
 		c.mu.Unlock()
-		time.Sleep(d)
+		time.Sleep(d) // the task's own work, which takes time
 		return "", nil
 	}
 }
@@ -205,11 +205,11 @@ func TestPauseResume(t *testing.T) {
 	require.True(t, c.Queue.After.Paused)
 	require.Eventually(t, func() bool { return cache.Paused("pq") }, 5*time.Second, 10*time.Millisecond)
 	// Let what was taken before the pause finish, then nothing moves.
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // nothing to wait for: time for what was taken to run (20 ms each)
 	before := rc.count()
 	_, err = b.prod.SubmitBatch(ctx, subs[:50])
 	require.NoError(t, err)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // an absence: time in which nothing may start
 	require.Equal(t, before, rc.count(), "nothing starts on a paused queue")
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 2`), "running tasks finished")
 	require.Less(t, before, 250)
@@ -249,7 +249,7 @@ func TestPausedBacklogDoesNotStarveOthers(t *testing.T) {
 	}
 	_, err = b.prod.SubmitBatch(ctx, subs)
 	require.NoError(t, err)
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // the database clock (NOW(3)) moves on: the free task is due after the held ones
 	other := b.submit(t, "free")
 	rc := &runCounter{runs: map[int64]int{}}
 	b.runFleet(t, "free", 1, rc.handler(0))

@@ -114,7 +114,7 @@ func TestLostDispatchIsRedispatched(t *testing.T) {
 	b.oldEpoch(t)
 	ids := b.submit(t, 3, producer.Submission{})
 	b.claim(t)
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the dispatch
 
 	res, err := b.rec.RunOnce(context.Background())
 	require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestDispatchWaitingBehindBacklogIsLeftAlone(t *testing.T) {
 	// Both messages are in the queue, waiting: nothing is lost.
 	_, err := b.env.Broker.Push(context.Background(), msgs)
 	require.NoError(t, err)
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the dispatch
 	res, err := b.rec.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, res.Redispatched)
@@ -163,7 +163,7 @@ func TestTakenAfterLongWaitIsNotLost(t *testing.T) {
 	got, err := b.env.Broker.TakeMany(context.Background(), "w1", []broker.TakeRequest{{Queue: "job", Max: 10}})
 	require.NoError(t, err)
 	require.Len(t, got[0].Msgs, 1)
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the dispatch
 
 	res, err := b.rec.RunOnce(context.Background())
 	require.NoError(t, err)
@@ -212,7 +212,7 @@ func TestRedisFlushRebuildsInFlight(t *testing.T) {
 	_, err = b.env.Broker.Push(context.Background(), b.claim(t))
 	require.NoError(t, err)
 
-	time.Sleep(grace)
+	time.Sleep(grace) // the grace is counted on the database clock, which a test cannot drive
 	res, err = b.rec.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.False(t, res.RedisReset)
@@ -263,7 +263,7 @@ func TestFirstStartIsNoReset(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.RedisReset)
 	require.Zero(t, res.Redispatched)
-	time.Sleep(grace)
+	time.Sleep(grace) // the grace is counted on the database clock, which a test cannot drive
 	res, err = b.rec.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 4, res.Redispatched)
@@ -418,7 +418,7 @@ func TestRecoversInBoundedBatches(t *testing.T) {
 	msgs := b.claim(t)
 	require.Len(t, msgs, 2500)
 	b.run(t, "ghost", msgs[:1200])
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the dispatch
 	res, err := b.rec.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 1300, res.Redispatched)

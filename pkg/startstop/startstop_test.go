@@ -23,7 +23,7 @@ func TestLifecycle(t *testing.T) {
 	require.Eventually(t, func() bool { return passes.Load() >= 3 }, 5*time.Second, time.Millisecond)
 	r.Stop()
 	n := passes.Load()
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // an absence: ten 1 ms intervals in which no pass may run
 	require.Equal(t, n, passes.Load(), "no pass after Stop returned")
 	r.Stop() // twice
 }

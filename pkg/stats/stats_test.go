@@ -54,13 +54,11 @@ func TestQueueFiguresMatchTaskRun(t *testing.T) {
 	require.NoError(t, err)
 
 	sched := scheduler.New(scheduler.Config{Node: "test"}, env.Store, env.Broker)
-	deadline := time.Now().Add(20 * time.Second)
-	for env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status IN (?, ?)`, task.Succeeded, task.Dead) < len(subs) {
-		require.True(t, time.Now().Before(deadline), "tasks did not finish")
+	require.Eventually(t, func() bool {
 		_, err := sched.RunOnce(ctx)
 		require.NoError(t, err)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status IN (?, ?)`, task.Succeeded, task.Dead) == len(subs)
+	}, 20*time.Second, 10*time.Millisecond, "tasks did not finish")
 	runs := env.Count(t, `SELECT COUNT(*) FROM task_run WHERE queue = 'q'`)
 	failed := env.Count(t, `SELECT COUNT(*) FROM task_run WHERE queue = 'q' AND outcome IN ('failed', 'dead', 'timeout', 'crashed')`)
 	succeeded := env.Count(t, `SELECT COUNT(*) FROM task_run WHERE queue = 'q' AND outcome = 'succeeded'`)

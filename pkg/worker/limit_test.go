@@ -65,7 +65,7 @@ func TestRateLimitedQueueDoesNotSpin(t *testing.T) {
 		b.prodSubmit(t, producer.Submission{Code: "work", Queue: "fast"})
 	}
 	b.dispatchUntil(t, "the fast queue's tasks", func() bool { return ran.Load() == 21 })
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // an absence: a second in which the waiting queue may not poll
 	require.LessOrEqual(t, cb.takes.Load()-before, int64(3), "takes of the limited queue while it waits a minute for its next token")
 	require.EqualValues(t, 21, ran.Load())
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status IN (4, 5) OR retry_count > 0`))

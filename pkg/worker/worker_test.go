@@ -65,15 +65,14 @@ func (b *testBundle) submit(t *testing.T, s producer.Submission) int64 {
 // dispatchUntil runs the scheduler until cond holds (bounded).
 func (b *testBundle) dispatchUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	require.Eventually(t, func() bool {
+		if cond() {
+			return true
 		}
 		_, err := b.sched.RunOnce(context.Background())
 		require.NoError(t, err)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return cond()
+	}, 20*time.Second, 10*time.Millisecond, "waiting for %s", what)
 }
 
 func (b *testBundle) task(t *testing.T, id int64) *task.Task {
