@@ -134,6 +134,14 @@ func handle(t *testing.T, p *Pool, payload string) (string, error) {
 	return p.Handle(ctx, r)
 }
 
+// waitIdle waits until no slot of p is busy: a slot counts itself busy
+// until just after its reply, so a Busy of 1 seen right after a task
+// returned may still be that task's.
+func waitIdle(t *testing.T, p *Pool) {
+	t.Helper()
+	require.Eventually(t, func() bool { return p.Stats().Busy == 0 }, 10*time.Second, 5*time.Millisecond)
+}
+
 // served runs a task that must succeed and returns what the helper saw.
 func served(t *testing.T, p *Pool, payload string) helperResult {
 	t.Helper()
@@ -210,6 +218,7 @@ func TestPoolTimeoutKillsAndReplaces(t *testing.T) {
 	t.Parallel()
 	p := newTestPool(t, "serve", nil)
 	first := served(t, p, `{}`)
+	waitIdle(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := p.Handle(ctx, &Request{ID: 7, Code: "resize_image", Payload: []byte(`{"do":"sleep","ms":60000}`)})
@@ -227,6 +236,7 @@ func TestPoolKill(t *testing.T) {
 	t.Parallel()
 	p := newTestPool(t, "serve", nil)
 	first := served(t, p, `{}`)
+	waitIdle(t, p)
 	killed := errors.New("killed by operator")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
@@ -351,9 +361,7 @@ func TestPoolStopDrains(t *testing.T) {
 	t.Parallel()
 	p := newTestPool(t, "serve", func(c *PoolConfig) { c.Size = 2 })
 	first := served(t, p, `{}`)
-	// The slot counts itself busy until just after its reply: wait for it
-	// to be free, so that busy below is the sleeping task's.
-	require.Eventually(t, func() bool { return p.Stats().Busy == 0 }, 10*time.Second, 5*time.Millisecond)
+	waitIdle(t, p)
 	var wg sync.WaitGroup
 	var out string
 	var err error
