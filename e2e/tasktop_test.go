@@ -256,7 +256,13 @@ recovery:
 	// third and retry. Only the third may be touched.
 	s.keys("3")
 	s.waitFor("[3 Tasks]", newest, third)
-	s.keys("Space", "Space", "x")
+	// Each selection is waited for: on a loaded machine a key typed a
+	// frame after another can reach tasktop before the first was drawn.
+	s.keys("Space")
+	s.waitFor("1 selected")
+	s.keys("Space")
+	s.waitFor("2 selected")
+	s.keys("x")
 	s.waitFor("Kill 2 selected: " + newest + ", " + second + "?")
 	s.keys("y")
 	s.waitFor("kill: 2 of 2 tasks changed")
