@@ -205,6 +205,10 @@ func TestUnknownTaskOrQueueWritesNothing(t *testing.T) {
 		{[]string{"resume", "no_such_queue"}, `unknown queue "no_such_queue"`},
 		{[]string{"reshard", "no_such_queue", "4"}, `unknown queue "no_such_queue"`},
 		{[]string{"cron", "remove", "nosuch"}, `no periodic task of code nosuch`},
+		{[]string{"retry", "--code", "no_such_code"}, `unknown task code "no_such_code"`},
+		{[]string{"kill", "--code", "no_such_code"}, `unknown task code "no_such_code"`},
+		{[]string{"run-now", "--code", "no_such_code"}, `unknown task code "no_such_code"`},
+		{[]string{"delete", "--code", "no_such_code"}, `unknown task code "no_such_code"`},
 	} {
 		r := b.run(t, append(tc.args, "--yes")...)
 		requireOneLineError(t, r, cli.ExitFailure)
@@ -222,6 +226,8 @@ func TestUnknownTaskOrQueueWritesNothing(t *testing.T) {
 	// A queue no handler configures is known while a task is in it.
 	b.ok(t, "submit", "hello", "--queue", "side", "--yes")
 	b.ok(t, "pause", "side", "--yes")
+	// A code with a handler but no task matches nothing, which is no error.
+	require.Contains(t, b.ok(t, "delete", "--code", "report", "--yes"), "0 of 0 tasks changed")
 }
 
 // "0 of N changed" says, per task, why not.

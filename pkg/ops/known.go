@@ -24,6 +24,7 @@ func NewFromConfig(s *store.Store, b *broker.Broker, c *config.Config) *Ops {
 	queues := c.WorkerQueues()
 	o.Configured = func(q string) int { return shards[q] }
 	o.Known = func(q string) bool { _, ok := queues[q]; return ok }
+	o.Handled = func(code string) bool { _, ok := c.Handlers[code]; return ok }
 	limits := c.QueueLimits()
 	o.ConfiguredLimit = func(q string) limit.Limit { return limits[q] }
 	o.Timezone = c.Cron.Timezone
@@ -69,11 +70,33 @@ func (o *Ops) CheckQueue(ctx context.Context, q string) error {
 	return nil
 }
 
+// CheckCode is a not-found error unless task code code is known: the
+// configuration has its handler (Handled), a node recorded a route for
+// it, or a task of it is in the task center.
+func (o *Ops) CheckCode(ctx context.Context, code string) error {
+	if o.Handled != nil && o.Handled(code) {
+		return nil
+	}
+	known, err := o.store.CodeNamed(ctx, code)
+	if err != nil {
+		return err
+	}
+	if !known {
+		return task.NotFoundf("unknown task code %q: no handler is configured for it, no node routes it and no task has it", code)
+	}
+	return nil
+}
+
 // resolve returns the tasks t names, each once. Ids that name no task, or
-// a filter on an unknown queue, are a not-found error.
+// a filter on an unknown queue or task code, are a not-found error.
 func (o *Ops) resolve(ctx context.Context, t Target) ([]int64, error) {
 	if t.Filter != nil && t.Filter.Queue != "" {
 		if err := o.CheckQueue(ctx, t.Filter.Queue); err != nil {
+			return nil, err
+		}
+	}
+	if t.Filter != nil && t.Filter.Code != "" {
+		if err := o.CheckCode(ctx, t.Filter.Code); err != nil {
 			return nil, err
 		}
 	}
@@ -118,7 +141,7 @@ func dedupe(ids []int64) []int64 {
 }
 
 // Resolve returns t with the tasks it names in IDs, checked: ids that name
-// no task, or a filter on an unknown queue, are a not-found error. A
+// no task, or a filter on an unknown queue or task code, are a not-found error. A
 // front end resolves before it asks, so the question has the count and the
 // action applies to exactly the tasks confirmed.
 func (o *Ops) Resolve(ctx context.Context, t Target) (Target, error) {

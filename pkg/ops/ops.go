@@ -42,6 +42,9 @@ type Ops struct {
 	// Known reports whether the configuration names a queue (a handler's
 	// queue or a queues: entry); see QueueKnown.
 	Known func(queue string) bool
+	// Handled reports whether the configuration has a handler for a task
+	// code; see CheckCode.
+	Handled func(code string) bool
 	// ConfiguredLimit returns a queue's configured limit, which Limit
 	// with Reset restores.
 	ConfiguredLimit func(queue string) limit.Limit

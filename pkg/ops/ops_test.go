@@ -243,6 +243,10 @@ func TestUnknownTargetsWriteNothing(t *testing.T) {
 		"pause":           func() (ops.Change, error) { return b.ops.Pause(ctx, "nosuch") },
 		"reshard":         func() (ops.Change, error) { return b.ops.Reshard(ctx, "nosuch", 2) },
 		"filter on queue": func() (ops.Change, error) { return b.ops.Retry(ctx, ops.Target{Filter: &ops.Filter{Queue: "nosuch"}}) },
+		"retry by code":   func() (ops.Change, error) { return b.ops.Retry(ctx, ops.Target{Filter: &ops.Filter{Code: "nosuch"}}) },
+		"kill by code":    func() (ops.Change, error) { return b.ops.Kill(ctx, ops.Target{Filter: &ops.Filter{Code: "nosuch"}}) },
+		"run by code":     func() (ops.Change, error) { return b.ops.RunNow(ctx, ops.Target{Filter: &ops.Filter{Code: "nosuch"}}) },
+		"delete by code":  func() (ops.Change, error) { return b.ops.Delete(ctx, ops.Target{Filter: &ops.Filter{Code: "nosuch"}}) },
 		"resolve for a UI": func() (ops.Change, error) {
 			_, err := b.ops.Resolve(ctx, ops.Target{IDs: []int64{999999}})
 			return ops.Change{}, err
@@ -255,12 +259,23 @@ func TestUnknownTargetsWriteNothing(t *testing.T) {
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_queue`))
 	require.Equal(t, task.Pending, b.get(t, id).Status)
 
+	// A code is known by its tasks, its route or its handler.
+	_, err := b.env.Store.RouteRecord(ctx, "n1", map[string]string{"routed": "q"})
+	require.NoError(t, err)
+	b.ops.Handled = func(code string) bool { return code == "handled" }
+	for _, code := range []string{"x", "routed", "handled"} {
+		c, err := b.ops.Retry(ctx, ops.Target{Filter: &ops.Filter{Code: code}})
+		require.NoError(t, err, code)
+		require.Zero(t, c.Changed, code)
+	}
+	b.ops.Handled = nil
+
 	for _, q := range []string{"configured", "x"} { // configured; a task of code x waits in queue x
 		_, err := b.ops.Pause(ctx, q)
 		require.NoError(t, err, q)
 	}
 	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w", Queues: []string{"consumed"}}, time.Minute))
-	_, err := b.ops.Pause(ctx, "consumed")
+	_, err = b.ops.Pause(ctx, "consumed")
 	require.NoError(t, err)
 	// A resumed queue without tasks or configuration is unknown again.
 	_, err = b.ops.Resume(ctx, "configured")

@@ -360,6 +360,16 @@ func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]TaskStat
 	return out, nil
 }
 
+// CodeNamed reports whether the task center names task code code: a node
+// recorded a route for it or a task of it is there, in any state.
+func (s *Store) CodeNamed(ctx context.Context, code string) (bool, error) {
+	var named bool
+	if err := s.db.QueryRowContext(ctx, qCodeNamed, code, code).Scan(&named); err != nil {
+		return false, fmt.Errorf("look up task code %s: %w", code, err)
+	}
+	return named, nil
+}
+
 // QueueNamed reports whether the task center names queue q: a node
 // recorded a handler for it, a pause or reshard of it is in force, or a
 // task of it waits, runs, is dead or cancelled. Finished tasks are not read (there can be millions).

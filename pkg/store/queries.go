@@ -480,6 +480,12 @@ var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE queue = ?)
 	OR EXISTS (SELECT 1 FROM (` + unionPriorities(`(SELECT `+queueOf("task_center")+` q FROM task_center FORCE INDEX (idx_claim)
 	WHERE priority = %d AND claim_key IS NOT NULL)`) + `) w WHERE q = ?)`
 
+// qCodeNamed tells whether anything in the task center names a task code:
+// a node's route for it or a task of it in any state (uk_code_unique
+// starts with task_code).
+const qCodeNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE task_code = ?)
+	OR EXISTS (SELECT 1 FROM task_center WHERE task_code = ?)`
+
 const qBatchInsert = `INSERT INTO task_batch (total, callback_code, callback_queue, callback_priority,
 	callback_timeout, callback_max_retry, callback_payload) VALUES (?, ?, ?, ?, ?, ?, ?)`
 
