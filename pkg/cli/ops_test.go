@@ -350,6 +350,7 @@ func TestTextOutput(t *testing.T) {
 
 	stats := b.ok(t, "stats")
 	require.Regexp(t, `(?m)^hello\s+1\s+0\s+0\s+0\s+0\s+0\s+0\s+.*PAUSED, 1 shard\s`, stats)
+	require.Regexp(t, `(?m)^hello(\s+\d+){9}\s+\S+\s+-\s+PAUSED`, stats, "OLDEST DUE of a queue with nothing due")
 	require.Contains(t, stats, "WORKER  NODE")
 	require.NotContains(t, stats, "1 shards")
 	require.NotContains(t, b.ok(t, "retry", strconv.FormatInt(id, 10), "--yes"), "1 tasks")

@@ -60,8 +60,8 @@ func (a *App) statsCmd() *cobra.Command {
 				if q.Limited != nil {
 					state += ", " + stats.LimitedText(q.Limited)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.1fs\t%s\t%d\n", q.Name, q.Pending, q.Dispatched, q.Running,
-					q.Failed, q.Dead, q.Cancelled, q.BacklogTotal(), q.ProcessedPerMin, q.FailedPerMin, rate, q.OldestDueSeconds, state, q.LiveWorkers)
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\n", q.Name, q.Pending, q.Dispatched, q.Running,
+					q.Failed, q.Dead, q.Cancelled, q.BacklogTotal(), q.ProcessedPerMin, q.FailedPerMin, rate, oldestDue(q.OldestDueSeconds), state, q.LiveWorkers)
 			}
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "WORKER\tNODE\tHOST\tPID\tBEAT AGE\tDONE/MIN\tBUSY\tRUNNING\tQUEUES")
@@ -72,4 +72,13 @@ func (a *App) statsCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
+}
+
+// oldestDue is the OLDEST DUE cell: "-" when no task is due, as tasktop
+// shows it, not a wait of 0.0s.
+func oldestDue(seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", seconds)
 }
