@@ -89,7 +89,9 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
 	kv("unique key", t.UniqueKey)
 	kv("attempt", fmt.Sprintf("%d (retries %d of %d, crashes %d)", t.Attempt, t.RetryCount, t.MaxRetry, t.CrashCount))
 	kv("priority", fmt.Sprintf("%d · timeout %ds · delay %ds", t.Priority, t.Timeout, t.Delay))
-	kv("worker", t.WorkerID)
+	if t.WorkerID != "" {
+		kv("worker", task.WithNode(t.WorkerID, m.workerNode(t.WorkerID, runs)))
+	}
 	if due(t, now) != "-" {
 		kv("due", at(&t.PlanNextRun))
 	}
@@ -125,4 +127,21 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
 		b.WriteString(strings.TrimRight(clean(t.LastResult), "\n") + "\n")
 	}
 	return b.String()
+}
+
+// workerNode names the node of worker id, from the task's runs or else
+// the registered workers, as `taskd show` does.
+func (m *Model) workerNode(id string, runs []*task.Run) string {
+	if node := task.RunNode(id, runs); node != "" {
+		return node
+	}
+	if m.ov == nil {
+		return ""
+	}
+	for _, w := range m.ov.Workers {
+		if w.ID == id {
+			return w.Node
+		}
+	}
+	return ""
 }

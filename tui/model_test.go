@@ -435,6 +435,16 @@ func TestErrorBarKeepsDataAndRecovers(t *testing.T) {
 	require.NotEmpty(t, m.tasks.rows)
 }
 
+// The detail names a worker's node, as `taskd show` does: task 1010 runs
+// on node-a-w1, which has no run yet, so the node is its registration's.
+func TestDetailWorkerNode(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "enter")
+	require.Contains(t, screen(m), "Task 1010  running")
+	require.Regexp(t, `(?m)^worker +node-a-w1 \(node node-a\)`, screen(m))
+}
+
 func TestDetail(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)

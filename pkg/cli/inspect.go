@@ -140,10 +140,8 @@ func (a *App) workerNode(cmd *cobra.Command, id string, rs []*task.Run) string {
 	if id == "" {
 		return ""
 	}
-	for _, r := range rs {
-		if r.WorkerID == id && r.Node != "" {
-			return r.Node
-		}
+	if node := task.RunNode(id, rs); node != "" {
+		return node
 	}
 	br, err := a.openBroker(cmd.Context())
 	if err != nil {
@@ -157,17 +155,6 @@ func (a *App) workerNode(cmd *cobra.Command, id string, rs []*task.Run) string {
 		}
 	}
 	return ""
-}
-
-// withNode is a worker id with its node: "web-1-4242-7b2c (node web-1)".
-func withNode(worker, node string) string {
-	if worker == "" {
-		return "-"
-	}
-	if node == "" {
-		return worker
-	}
-	return worker + " (node " + node + ")"
 }
 
 // stepsShown bounds the children and failed members `show` lists.
@@ -196,7 +183,7 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 	if t.Group != "" {
 		row("group", t.Group)
 	}
-	row("worker", withNode(t.WorkerID, node))
+	row("worker", task.WithNode(t.WorkerID, node))
 	row("next run", fmtTime(&t.PlanNextRun))
 	row("dispatched", fmtTime(t.Dispatched))
 	row("started", fmtTime(t.StartedAt))

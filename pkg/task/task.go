@@ -184,3 +184,26 @@ const (
 	OutcomeCancelled   Outcome = "cancelled"   // killed by an operator
 	OutcomeCrashed     Outcome = "crashed"     // its worker died; found by recovery
 )
+
+// RunNode is the node of worker id as the runs record it ("" when no run
+// of that worker names one).
+func RunNode(id string, runs []*Run) string {
+	for _, r := range runs {
+		if id != "" && r.WorkerID == id && r.Node != "" {
+			return r.Node
+		}
+	}
+	return ""
+}
+
+// WithNode is a worker id with its node: "web-1-4242-7b2c (node web-1)";
+// "-" without a worker.
+func WithNode(worker, node string) string {
+	if worker == "" {
+		return "-"
+	}
+	if node == "" {
+		return worker
+	}
+	return worker + " (node " + node + ")"
+}
