@@ -63,12 +63,12 @@ func (s *Shared) Invalidate() {
 // context ends stops waiting.
 func (s *Shared) read(ctx context.Context, key string, fn func(ctx context.Context) (any, error)) (any, error) {
 	s.mu.Lock()
-	gen, now := s.gen, s.Now()
-	if e, ok := s.entries[key]; ok && e.gen == gen && now.Sub(e.at) < s.MaxAge {
-		s.mu.Unlock()
+	gen := s.gen
+	e, ok := s.fresh(key, gen)
+	s.mu.Unlock()
+	if ok {
 		return e.val, e.err
 	}
-	s.mu.Unlock()
 
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -77,6 +77,14 @@ func (s *Shared) read(ctx context.Context, key string, fn func(ctx context.Conte
 	}
 	flight := fmt.Sprintf("%s#%d", key, gen) // an Invalidate starts new reads
 	ch := s.flights.DoChan(flight, func() (any, error) {
+		// A read that ended between this caller's look and its flight
+		// kept its result: use it rather than read again.
+		s.mu.Lock()
+		e, ok := s.fresh(key, gen)
+		s.mu.Unlock()
+		if ok {
+			return e.val, e.err
+		}
 		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		v, err := fn(rctx)
@@ -89,6 +97,13 @@ func (s *Shared) read(ctx context.Context, key string, fn func(ctx context.Conte
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// fresh returns the kept result of key, if one of generation gen younger
+// than MaxAge is kept. s.mu must be held.
+func (s *Shared) fresh(key string, gen uint64) (sharedEntry, bool) {
+	e, ok := s.entries[key]
+	return e, ok && e.gen == gen && s.Now().Sub(e.at) < s.MaxAge
 }
 
 // keep stores a result, errors too (a task center that does not answer
