@@ -284,20 +284,13 @@ type BatchResult struct {
 }
 
 // BatchCounts is how a batch's members ended, given to its callback under
-// the "batch" key of its payload. A callback's Args receive them with a
-// field such as
+// the "batch" key of its payload (the task center's own shape). A
+// callback's Args receive them with a field such as
 //
 //	Batch taskd.BatchCounts `json:"batch"`
 //
 // which Batch leaves out when submitting (it is zero until the batch ends).
-type BatchCounts struct {
-	ID        int64 `json:"id"`
-	Total     int   `json:"total"`
-	Succeeded int   `json:"succeeded"`
-	Dead      int   `json:"dead"`
-	// Cancelled counts members cancelled or deleted before they ended.
-	Cancelled int `json:"cancelled"`
-}
+type BatchCounts = store.BatchCounts
 
 // Batch submits members and a callback in one transaction, all or none.
 // The callback is created once, when the last member has ended (succeeded,

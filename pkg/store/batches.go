@@ -43,13 +43,14 @@ type BatchCallback struct {
 }
 
 // BatchCounts is the "batch" key of a callback's payload: how the members
-// ended. Cancelled counts members cancelled or deleted before they ran.
+// ended.
 type BatchCounts struct {
 	ID        int64 `json:"id"`
 	Total     int   `json:"total"`
 	Succeeded int   `json:"succeeded"`
 	Dead      int   `json:"dead"`
-	Cancelled int   `json:"cancelled"`
+	// Cancelled counts members cancelled or deleted before they ended.
+	Cancelled int `json:"cancelled"`
 }
 
 // BatchInsertParams describes a batch to insert. Members must have no
