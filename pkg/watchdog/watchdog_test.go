@@ -120,8 +120,9 @@ func TestLimitedQueueIsNotIdle(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("slow", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
 	clk := clock.NewManual(time.Now())
+	m := metrics.New("test", "n1")
 	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"slow": 2}, Handlers: reg, Logger: quiet,
-		Clock: clk}, env.Store, env.Broker)
+		Clock: clk, Metrics: m}, env.Store, env.Broker)
 	require.NoError(t, w.Start(ctx))
 	defer w.Stop()
 	prod := producer.New(env.Store, env.Broker, producer.Options{})
@@ -132,10 +133,12 @@ func TestLimitedQueueIsNotIdle(t *testing.T) {
 	sched := scheduler.New(scheduler.Config{Node: "n1", Logger: quiet}, env.Store, env.Broker)
 	_, err := sched.RunOnce(ctx)
 	require.NoError(t, err)
-	// One a minute: the first runs, two wait.
+	// One a minute: the first runs, two wait. The clock moves only once
+	// the first result is written (and counted): a result written after
+	// it would be progress within the idle window.
 	require.Eventually(t, func() bool {
 		n, err := env.Broker.QueueLen(ctx, "slow")
-		return err == nil && n == 2 && w.Stats().Processed == 1
+		return err == nil && n == 2 && completed(t, m) == 1
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool {
 		held, err := env.Broker.LimitedQueues(ctx, []string{"slow"})
@@ -151,11 +154,29 @@ func TestLimitedQueueIsNotIdle(t *testing.T) {
 	require.Zero(t, res.Idle, "a limited backlog is not idleness")
 	require.False(t, res.Exit)
 
-	// Without the limit's state (as before limits), the same is idle.
+	// Without the limit's state (as before limits), the same is idle. The
+	// worker is stopped first: its next refused take would write the
+	// state again.
+	w.Stop()
 	require.NoError(t, env.Broker.Client().Del(ctx, env.Broker.Keys.Limited("slow")).Err())
 	res, err = wd.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Idle)
+}
+
+// completed is the number of results m has counted.
+func completed(t *testing.T, m *metrics.Metrics) float64 {
+	families, err := m.Registry.Gather()
+	require.NoError(t, err)
+	var n float64
+	for _, f := range families {
+		if f.GetName() == "taskd_tasks_completed_total" {
+			for _, c := range f.GetMetric() {
+				n += c.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
 }
 
 // slowQueue limits queue slow to one task a minute.
