@@ -376,8 +376,11 @@ func TestTasktopLimit(t *testing.T) {
 	b := setup(t, `handlers:
   work: { exec: ["sh", "-c", "echo done"] }
 `)
-	b.startDaemon(t, "node-a")
+	// The limit is set before the node starts: a live change reaches a
+	// node within its refresh (a second), in which 20 echo tasks can all
+	// run unlimited.
 	require.Equal(t, "limit: queue work limit none -> 1/s burst 1\n", b.taskd(t, "limit", "work", "--rate", "1/s", "--burst", "1", "--yes"))
+	b.startDaemon(t, "node-a")
 	for range 20 {
 		b.taskd(t, "submit", "work")
 	}
