@@ -27,6 +27,7 @@ type completion struct {
 	// the result is written; grouped: its end may free its group.
 	lease   string
 	grouped bool
+	queued  time.Time // when it was handed to the completer
 }
 
 // attrs are the log fields of the completion's task.
@@ -50,9 +51,12 @@ type completer struct {
 	// clock).
 	now func() time.Time
 
-	in     chan completion
-	runner startstop.Runner
-	done   chan struct{} // closed when the writers exited
+	in chan completion
+	// writing holds, per writer, when the oldest completion of the batch
+	// it writes was queued (unix ns; 0: it writes none).
+	writing [completerWriters]atomic.Int64
+	runner  startstop.Runner
+	done    chan struct{} // closed when the writers exited
 	// giveUp is when a stopping completer stops retrying (unix ns);
 	// discard drops what is queued (abort).
 	giveUp  atomic.Int64
@@ -78,11 +82,11 @@ func (c *completer) Start(ctx context.Context) error {
 	return c.runner.Start(ctx, func(ctx context.Context) {
 		defer close(c.done)
 		var wg sync.WaitGroup
-		for range completerWriters {
+		for i := range completerWriters {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.loop(ctx)
+				c.loop(ctx, &c.writing[i])
 			}()
 		}
 		wg.Wait()
@@ -93,6 +97,7 @@ func (c *completer) Start(ctx context.Context) error {
 // add queues a completion. After stop it is dropped: the task was handed
 // back already, or recovery will find it.
 func (c *completer) add(cp completion) {
+	cp.queued = time.Now()
 	if c.discard.Load() {
 		c.log.Warn("result dropped on abort; recovery will re-run the task", cp.attrs()...)
 		return
@@ -118,9 +123,23 @@ func (c *completer) abandon() {
 	c.runner.Cancel()
 }
 
-// loop writes batches until ctx is done, then flushes what is left.
-func (c *completer) loop(ctx context.Context) {
+// loop writes batches until ctx is done, then flushes what is left. It
+// keeps in writing when the oldest result of the batch it writes waits
+// since.
+func (c *completer) loop(ctx context.Context, writing *atomic.Int64) {
 	batch := make([]completion, 0, completerBatchMax)
+	write := func() {
+		oldest := batch[0].queued
+		for _, cp := range batch[1:] {
+			if cp.queued.Before(oldest) {
+				oldest = cp.queued
+			}
+		}
+		writing.Store(oldest.UnixNano())
+		held := c.write(ctx, batch)
+		writing.Store(0)
+		c.later(ctx, held)
+	}
 	for {
 		batch = batch[:0]
 		select {
@@ -132,13 +151,29 @@ func (c *completer) loop(ctx context.Context) {
 				if len(batch) == 0 {
 					return
 				}
-				c.later(ctx, c.write(ctx, batch))
+				write()
 			}
 			return
 		}
 		batch = c.drain(batch)
-		c.later(ctx, c.write(ctx, batch))
+		write()
 	}
+}
+
+// waiting is how long every writer has been writing its batch: from when
+// the newest of their batches' oldest results was queued (0: a writer
+// writes none). One writer held by a locked row while the other writes
+// is no stall; both held is (results queued behind them are newer).
+func (c *completer) waiting() time.Duration {
+	var newest int64
+	for i := range c.writing {
+		at := c.writing[i].Load()
+		if at == 0 {
+			return 0
+		}
+		newest = max(newest, at)
+	}
+	return time.Since(time.Unix(0, newest))
 }
 
 // later writes again, every lockedRetry and beside the writers, the

@@ -92,6 +92,10 @@ func (qs *queueState) waitsOnLimit(now time.Time) bool { return now.Before(qs.no
 // rate's tokens gather meanwhile (up to its burst) and come in one take.
 const limitRetryMin = 10 * time.Millisecond
 
+// stallPoll is how often a fetcher that stopped taking for unwritten
+// results looks whether they were written.
+const stallPoll = 50 * time.Millisecond
+
 // Start runs the fetcher and the waker.
 func (p *pool) Start(ctx context.Context) error {
 	p.runCtx, p.stopRuns = context.WithCancel(ctx)
@@ -172,7 +176,22 @@ func (p *pool) fetchAll(ctx context.Context) {
 	limitTimer := time.NewTimer(time.Hour)
 	limitTimer.Stop()
 	defer limitTimer.Stop()
+	stalled := false
 	for {
+		// Results that cannot be written: take nothing until they are.
+		if waited := w.comp.waiting(); waited > w.cfg.ResultStall {
+			if !stalled {
+				stalled = true
+				w.log.Error("results unwritten; taking no new work until they are written", "waited", waited.Round(time.Millisecond).String())
+			}
+			if !startstop.Sleep(ctx, stallPoll) {
+				return
+			}
+			continue
+		} else if stalled {
+			stalled = false
+			w.log.Info("results written again; taking work")
+		}
 		now := w.clock.Now()
 		reqs, states := p.takeRound(queues, start, layout, now)
 		start++

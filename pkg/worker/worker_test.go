@@ -586,3 +586,71 @@ func TestRunningMarkOnlyForLongAttempts(t *testing.T) {
 	b.dispatchUntil(t, "older marked running", func() bool { return b.task(t, older).Status == task.Running })
 	require.Equal(t, task.Dispatched, b.task(t, younger).Status, "not marked before its delay")
 }
+
+// hungStore is a task center whose result writes hang until released, as
+// behind a link that froze.
+type hungStore struct {
+	*store.Store
+	release chan struct{}
+}
+
+func (h *hungStore) TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error) {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.Store.TaskTransition(ctx, ts)
+}
+
+// A worker whose results cannot be written stops taking work once one has
+// waited ResultStall: what it took meanwhile would run only to be run again
+// after recovery, and its free slots beside the backlog are what the
+// watchdog looks for. When the writes land it takes again, and every task
+// runs once.
+func TestHungResultWritesStopTaking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	const total = 300
+	subs := make([]producer.Submission, total)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "quick", Queue: "q"}
+	}
+	_, err := b.prod.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	b.dispatchUntil(t, "all dispatched", func() bool {
+		n, err := b.env.Broker.QueueLen(ctx, "q")
+		return err == nil && n == total
+	})
+
+	var calls atomic.Int32
+	b.reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		calls.Add(1)
+		time.Sleep(5 * time.Millisecond)
+		return "", nil
+	}))
+	st := &hungStore{Store: b.env.Store, release: make(chan struct{})}
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg,
+		ResultStall: 100 * time.Millisecond}, st, b.env.Broker)
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(w.Stop)
+
+	// It runs what it took, then nothing more while messages wait.
+	last := int32(-1)
+	require.Eventually(t, func() bool {
+		n := calls.Load()
+		settled := n == last && n > 0
+		last = n
+		return settled
+	}, 10*time.Second, 500*time.Millisecond, "the worker stops taking")
+	waiting, err := b.env.Broker.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	require.Positive(t, waiting, "messages left in the queue (ran %d of %d)", calls.Load(), total)
+
+	close(st.release)
+	require.Eventually(t, func() bool {
+		return b.env.Count(t, "SELECT COUNT(*) FROM task_center WHERE status = ?", task.Succeeded) == total
+	}, 20*time.Second, 50*time.Millisecond)
+	require.EqualValues(t, total, calls.Load(), "each task ran once")
+}
