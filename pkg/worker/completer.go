@@ -27,7 +27,7 @@ type completion struct {
 	// the result is written; grouped: its end may free its group.
 	lease   string
 	grouped bool
-	queued  time.Time // when it was handed to the completer
+	queued  time.Duration // when it was handed to the completer, since its epoch
 }
 
 // attrs are the log fields of the completion's task.
@@ -53,8 +53,10 @@ type completer struct {
 
 	in chan completion
 	// writing holds, per writer, when the oldest completion of the batch
-	// it writes was queued (unix ns; 0: it writes none).
+	// it writes was queued, plus one (0: it writes none). Times are since
+	// epoch, on the monotonic clock.
 	writing [completerWriters]atomic.Int64
+	epoch   time.Time
 	runner  startstop.Runner
 	done    chan struct{} // closed when the writers exited
 	// giveUp is when a stopping completer stops retrying (unix ns);
@@ -68,7 +70,7 @@ type completer struct {
 
 func newCompleter(s Store, b Broker, workerID string, log *slog.Logger, stale *atomic.Int64) *completer {
 	return &completer{
-		store: s, broker: b, workerID: workerID, log: log, stale: stale, now: time.Now,
+		store: s, broker: b, workerID: workerID, log: log, stale: stale, now: time.Now, epoch: time.Now(),
 		in: make(chan completion, 4*completerBatchMax), done: make(chan struct{}),
 	}
 }
@@ -97,7 +99,7 @@ func (c *completer) Start(ctx context.Context) error {
 // add queues a completion. After stop it is dropped: the task was handed
 // back already, or recovery will find it.
 func (c *completer) add(cp completion) {
-	cp.queued = time.Now()
+	cp.queued = time.Since(c.epoch)
 	if c.discard.Load() {
 		c.log.Warn("result dropped on abort; recovery will re-run the task", cp.attrs()...)
 		return
@@ -131,11 +133,9 @@ func (c *completer) loop(ctx context.Context, writing *atomic.Int64) {
 	write := func() {
 		oldest := batch[0].queued
 		for _, cp := range batch[1:] {
-			if cp.queued.Before(oldest) {
-				oldest = cp.queued
-			}
+			oldest = min(oldest, cp.queued)
 		}
-		writing.Store(oldest.UnixNano())
+		writing.Store(int64(oldest) + 1)
 		held := c.write(ctx, batch)
 		writing.Store(0)
 		c.later(ctx, held)
@@ -173,7 +173,7 @@ func (c *completer) waiting() time.Duration {
 		}
 		newest = max(newest, at)
 	}
-	return time.Since(time.Unix(0, newest))
+	return time.Since(c.epoch) - time.Duration(newest-1)
 }
 
 // later writes again, every lockedRetry and beside the writers, the
