@@ -109,8 +109,8 @@ return n
 
 // QueueRuns are a queue's attempts whose results were written: over the
 // last minute, those that ended and those that failed; over the last ten
-// minutes, those that succeeded and those that ended (interrupted ones
-// excluded). Minutes at the edge of a window count pro rata.
+// minutes, those that succeeded and those that succeeded or failed
+// (interrupted and cancelled ones excluded). Minutes at the edge of a window count pro rata.
 type QueueRuns struct {
 	Processed1m, Failed1m  float64
 	Succeeded10m, Ended10m float64
@@ -138,7 +138,9 @@ func (b *Broker) QueueRuns(ctx context.Context, queues []string, now time.Time) 
 		}
 		r.Failed1m = window(c, first, now, 1, 1)
 		r.Succeeded10m = window(c, first, now, 10, 0)
-		r.Ended10m = r.Succeeded10m + window(c, first, now, 10, 1) + window(c, first, now, 10, 2)
+		// Cancelled attempts (an operator's kill) are no failure of the
+		// queue: they stay out of the success rate, as interrupted do.
+		r.Ended10m = r.Succeeded10m + window(c, first, now, 10, 1)
 		out[q] = r
 	}
 	return out, nil

@@ -25,7 +25,7 @@ func TestCompleterCountsAppliedAttempts(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
 	p := producer.New(env.Store, nil, producer.Options{})
-	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "x"}, {Code: "x"}, {Code: "x"}})
+	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "x"}, {Code: "x"}, {Code: "x"}, {Code: "x"}})
 	require.NoError(t, err)
 	msgs, err := env.Store.TaskClaimDue(ctx, "c", 10)
 	require.NoError(t, err)
@@ -48,9 +48,10 @@ func TestCompleterCountsAppliedAttempts(t *testing.T) {
 		end(rs[0].ID, 1, task.Succeeded, task.OutcomeSucceeded),
 		end(rs[1].ID, 1, task.Dead, task.OutcomeDead),
 		end(rs[2].ID, 7, task.Succeeded, task.OutcomeSucceeded), // never dispatched: fenced off
+		end(rs[3].ID, 1, task.Dead, task.OutcomeCancelled),      // killed by an operator
 	})
 	require.EqualValues(t, 1, stale.Load())
-	require.Equal(t, 2, env.Count(t, `SELECT COUNT(*) FROM task_run`))
+	require.Equal(t, 3, env.Count(t, `SELECT COUNT(*) FROM task_run`))
 
 	fields, err := env.Broker.Client().HGetAll(ctx, env.Broker.Keys.QueueStats("x")).Result()
 	require.NoError(t, err)
@@ -58,6 +59,7 @@ func TestCompleterCountsAppliedAttempts(t *testing.T) {
 	require.Equal(t, map[string]string{
 		itoa(m) + ":s": "1",
 		itoa(m) + ":f": "1",
+		itoa(m) + ":o": "1",
 	}, fields)
 	ttl, err := env.Broker.Client().TTL(ctx, env.Broker.Keys.QueueStats("x")).Result()
 	require.NoError(t, err)
@@ -65,16 +67,18 @@ func TestCompleterCountsAppliedAttempts(t *testing.T) {
 
 	runs, err := env.Broker.QueueRuns(ctx, []string{"x", "other"}, at)
 	require.NoError(t, err)
-	require.InDelta(t, 2, runs["x"].Processed1m, 1e-9)
+	require.InDelta(t, 3, runs["x"].Processed1m, 1e-9)
 	require.InDelta(t, 1, runs["x"].Failed1m, 1e-9)
 	require.InDelta(t, 1, runs["x"].Succeeded10m, 1e-9)
+	// A kill is an operator's decision, not a failure: it does not lower
+	// the success rate.
 	require.InDelta(t, 2, runs["x"].Ended10m, 1e-9)
 	require.Zero(t, runs["other"].Ended10m)
 	// A minute later the last minute holds the ended one pro rata; the
 	// ten minutes still hold it whole.
 	runs, err = env.Broker.QueueRuns(ctx, []string{"x"}, at.Add(90*time.Second))
 	require.NoError(t, err)
-	require.InDelta(t, 2*(1-35.0/60), runs["x"].Processed1m, 1e-9)
+	require.InDelta(t, 3*(1-35.0/60), runs["x"].Processed1m, 1e-9)
 	require.InDelta(t, 2, runs["x"].Ended10m, 1e-9)
 }
 
