@@ -343,18 +343,19 @@ func TestBadValues(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
 		t.Parallel()
 		for body, want := range map[string]string{
-			"worker: { shutdown_grace: soon }\n":                      `bad value "soon" for worker.shutdown_grace in %s: want a duration`,
-			"worker: { concurrency: many }\n":                         `bad value "many" for worker.concurrency in %s: want a whole number`,
-			"worker: { concurrency: 0 }\n":                            `bad value 0 for worker.concurrency in %s: want a positive number`,
-			"scheduler: { batch_size: 20000 }\n":                      `bad value 20000 for scheduler.batch_size in %s: want 1 to 10000`,
-			"queues:\n  mail: { shards: -1 }\n":                       `bad value -1 for queues.mail.shards in %s`,
-			"queues:\n  mail: { shards: two }\n":                      `bad value "two" for queues.mail.shards in %s: want a whole number`,
-			"cron: { timezone: Mars/Base }\n":                         `bad value "Mars/Base" for cron.timezone in %s`,
-			"mysql: { dsn: \"root:s3cret@tcp(db:3306\" }\n":           `bad value "root:***@tcp(db:3306" for mysql.dsn in %s`,
-			"alerts: { slack_url: \"ftp://hooks/s3cret\" }\n":         `bad value (hidden) for alerts.slack_url in %s`,
-			"worker: { heartbeat_ttl: 1s, heartbeat_interval: 5s }\n": `bad value "1s" for worker.heartbeat_ttl in %s: want longer than worker.heartbeat_interval (5s)`,
-			"handlers:\n  x: { exec: \"echo hi\" }\n":                 `bad value "echo hi" for handlers.x.exec in %s: want a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
-			"handlers:\n  x: { pool: \"php artisan taskd:work\" }\n":  `bad value "php artisan taskd:work" for handlers.x.pool in %s: want a list of argv strings`,
+			"worker: { shutdown_grace: soon }\n":                       `bad value "soon" for worker.shutdown_grace in %s: want a duration`,
+			"worker: { concurrency: many }\n":                          `bad value "many" for worker.concurrency in %s: want a whole number`,
+			"worker: { concurrency: 0 }\n":                             `bad value 0 for worker.concurrency in %s: want a positive number`,
+			"scheduler: { batch_size: 20000 }\n":                       `bad value 20000 for scheduler.batch_size in %s: want 1 to 10000`,
+			"queues:\n  mail: { shards: -1 }\n":                        `bad value -1 for queues.mail.shards in %s`,
+			"queues:\n  mail: { shards: two }\n":                       `bad value "two" for queues.mail.shards in %s: want a whole number`,
+			"cron: { timezone: Mars/Base }\n":                          `bad value "Mars/Base" for cron.timezone in %s`,
+			"mysql: { dsn: \"root:s3cret@tcp(db:3306\" }\n":            `bad value "root:***@tcp(db:3306" for mysql.dsn in %s`,
+			"alerts: { slack_url: \"ftp://hooks/s3cret\" }\n":          `bad value (hidden) for alerts.slack_url in %s`,
+			"worker: { heartbeat_ttl: 1s, heartbeat_interval: 5s }\n":  `bad value "1s" for worker.heartbeat_ttl in %s: want longer than worker.heartbeat_interval (5s)`,
+			"handlers:\n  x: { exec: \"echo hi\" }\n":                  `bad value "echo hi" for handlers.x.exec in %s: want a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
+			"handlers:\n  x: { pool: \"php artisan taskd:work\" }\n":   `bad value "php artisan taskd:work" for handlers.x.pool in %s: want a list of argv strings`,
+			"handlers:\n  x: { exec: [\"true\"], env: \"A=1,B=2\" }\n": `bad value "A=1,B=2" for handlers.x.env in %s: want a list of NAME=value strings`,
 		} {
 			path := writeConfig(t, body)
 			_, err := config.Load(config.NewViper(), path)

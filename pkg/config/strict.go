@@ -147,20 +147,27 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 	return nil
 }
 
-// argvFields are the handler fields that hold a command line.
-var argvFields = map[string]bool{"exec": true, "pool": true}
+// listFields are the handler fields that hold a list that one string must
+// not stand for, with what the list looks like.
+var listFields = map[string]string{
+	"exec": `a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
+	"pool": `a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
+	"env":  `a list of NAME=value strings, e.g. ["APP_ENV=production", "LANG=C"]`,
+}
 
-// checkArgv rejects a command line written as one string: decoding would
-// take `exec: "echo hi"` as the program "echo hi", which no shell splits,
-// and only doctor or the first task would find out.
+// checkArgv rejects a list written as one string: decoding would take
+// `exec: "echo hi"` as the program "echo hi", which no shell splits, and
+// `env: "A=1,B=x,y"` as three entries split at every comma; only doctor or
+// the first task would find out.
 func checkArgv(section, field, key string, val any, file string) error {
-	if section != "handlers" || !argvFields[field] {
+	want, ok := listFields[field]
+	if section != "handlers" || !ok {
 		return nil
 	}
 	if _, isList := val.([]any); isList || val == nil {
 		return nil
 	}
-	return badValue(key, val, `a list of argv strings, e.g. ["sh", "-c", "echo hi"]`, file)
+	return badValue(key, val, want, file)
 }
 
 // isSection reports whether key is a prefix of known keys (mysql, redis).
