@@ -73,11 +73,14 @@ func hasScriptFlags(ctx context.Context, rdb redis.UniversalClient) bool {
 	if err != nil {
 		return false // INFO disabled (some managed Redis): run plain
 	}
-	major, ok := InfoField(info, "redis_version")
-	if !ok {
-		return false
-	}
-	v, _, _ := strings.Cut(major, ".")
+	version, _ := InfoField(info, "redis_version")
+	return ScriptFlagsIn(version)
+}
+
+// ScriptFlagsIn reports whether a server of version (INFO's
+// redis_version, e.g. "7.0.15") runs script flags: Redis 7 or later.
+func ScriptFlagsIn(version string) bool {
+	v, _, _ := strings.Cut(version, ".")
 	n, err := strconv.Atoi(v)
 	return err == nil && n >= 7
 }

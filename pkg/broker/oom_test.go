@@ -161,3 +161,12 @@ func TestFullRedisLimitedQueue(t *testing.T) {
 		done += len(got.Msgs)
 	}
 }
+
+// Script flags (allow-oom) came with Redis 7; earlier servers, and a
+// version that cannot be read, run the scripts plain.
+func TestScriptFlagsIn(t *testing.T) {
+	for version, want := range map[string]bool{"7.0.15": true, "7.2.4": true, "8.0.0": true, "10.0.1": true,
+		"6.2.14": false, "6.0.16": false, "5.0.7": false, "": false, "x": false} {
+		require.Equal(t, want, broker.ScriptFlagsIn(version), version)
+	}
+}

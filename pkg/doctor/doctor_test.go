@@ -91,7 +91,7 @@ func TestHealthy(t *testing.T) {
 	r := b.run(t, doctor.Options{})
 	require.True(t, r.OK, "%+v", r.Checks)
 	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.time_zone",
-		"mysql.clock", "redis", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "queues.consumers",
+		"mysql.clock", "redis", "redis.oom", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "queues.consumers",
 		"queues.limits", "nodes.time_zones", "nodes.cron_timezone"} {
 		requireStatus(t, r, name, doctor.OK, "")
 	}

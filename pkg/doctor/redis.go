@@ -22,6 +22,16 @@ func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		addr = strings.Join(cfg.Redis.Addrs, ",")
 	}
 	r.ok("redis", "%s answers (Redis %s), key prefix %q", addr, version, cfg.Redis.Prefix)
+	switch {
+	case version == "":
+		r.add("redis.oom", Warn, "make sure the server is Redis 7 or later",
+			"cannot read the server's version (INFO disabled?): scripts run without allow-oom, so at maxmemory workers cannot take or ack until memory is freed")
+	case !broker.ScriptFlagsIn(version):
+		r.add("redis.oom", Warn, "upgrade to Redis 7 or later, or keep maxmemory well above scheduler.window messages per queue",
+			"Redis %s has no script flags: at maxmemory, takes, acks and heartbeats fail until memory is freed (Redis 7 lets them run)", version)
+	default:
+		r.ok("redis.oom", "Redis %s: takes, acks and heartbeats run at maxmemory (allow-oom scripts)", version)
+	}
 
 	switch policy, err := br.EvictionPolicy(ctx); {
 	case err != nil:
