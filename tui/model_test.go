@@ -287,6 +287,17 @@ func TestKeysetPaging(t *testing.T) {
 	require.Zero(t, b.src.queries[len(b.src.queries)-1].BeforeID)
 }
 
+// Pages follow ids: a sort orders the page shown, and says so, since an
+// operator sorting by DUE on page 1 would take it for the whole list.
+func TestSortSaysItIsThePage(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3")
+	require.NotContains(t, screen(m), "sorted")
+	b.press(t, m, "o")
+	require.Contains(t, screen(m), "page 1+ sorted within it")
+}
+
 func TestConfirmDefaultsToCancel(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)

@@ -434,6 +434,10 @@ func (m *Model) tasksInfo() string {
 	if v.more {
 		parts[len(parts)-1] += "+"
 	}
+	if v.sort.col >= 0 && (len(v.pages) > 0 || v.more) {
+		// The pages follow ids; a sort orders the one shown, not all.
+		parts[len(parts)-1] += " sorted within it"
+	}
 	if n := len(v.selected); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d selected", n))
 	}
