@@ -91,7 +91,7 @@ func TestHealthy(t *testing.T) {
 	r := b.run(t, doctor.Options{})
 	require.True(t, r.OK, "%+v", r.Checks)
 	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.time_zone",
-		"mysql.clock", "redis", "redis.oom", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "queues.consumers",
+		"mysql.clock", "redis", "redis.oom", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "tasks.routes", "queues.consumers",
 		"queues.limits", "nodes.time_zones", "nodes.cron_timezone"} {
 		requireStatus(t, r, name, doctor.OK, "")
 	}
@@ -139,6 +139,22 @@ func TestProblems(t *testing.T) {
 	requireStatus(t, r, "tasks.handlers", doctor.OK, "")
 	requireStatus(t, r, "queues.consumers", doctor.OK, "")
 	requireStatus(t, r, "mysql.clock", doctor.Warn, "ahead of the database")
+}
+
+// A route in the task center that is not this configuration's: tasks
+// INSERTed with no queue go where another node said.
+func TestRoutesDiffer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  mail: { exec: [\"true\"], queue: mail }\n  sms: { exec: [\"true\"] }\n")
+	ctx := context.Background()
+	_, err := b.env.Store.RouteRecord(ctx, "n1", map[string]string{"mail": "mail", "sms": "sms"})
+	require.NoError(t, err)
+	requireStatus(t, b.run(t, doctor.Options{}), "tasks.routes", doctor.OK, "2 task codes routed as configured")
+
+	_, err = b.env.Store.RouteRecord(ctx, "web-2", map[string]string{"mail": "bulk"})
+	require.NoError(t, err)
+	requireStatus(t, b.run(t, doctor.Options{}), "tasks.routes", doctor.Warn,
+		"task code mail: this configuration takes it from queue mail, but tasks INSERTed with no queue go to bulk (recorded by node web-2, ")
 }
 
 // A limit in force that is not this configuration's: an operator's, or

@@ -3,11 +3,13 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
@@ -294,4 +296,38 @@ func checkLimits(ctx context.Context, r *Report, cfg *config.Config, d Deps, o O
 	if !warned {
 		r.ok("queues.limits", "%s limited as configured", ops.Plural(limited, "queue"))
 	}
+}
+
+// checkRoutes compares the queue this configuration takes each of its task
+// codes from with the route in the task center, which sends tasks INSERTed
+// with no queue: of nodes configured differently the last to start wins,
+// and the others' workers wait on a queue those tasks no longer reach.
+func checkRoutes(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	routes, err := d.Store.RouteList(ctx)
+	if err != nil {
+		r.add("tasks.routes", Warn, "", "%v", err)
+		return
+	}
+	recorded := map[string]store.Route{}
+	for _, rt := range routes {
+		recorded[rt.Code] = rt
+	}
+	mine := node.RoutesOf(cfg, slices.Collect(maps.Keys(cfg.Handlers)))
+	same := 0
+	for _, code := range sortedKeys(mine) {
+		rt, ok := recorded[code]
+		switch {
+		case !ok:
+		case rt.Queue == mine[code]:
+			same++
+		default:
+			r.add("tasks.routes", Warn, "give every node the same queue for "+code+" (handlers."+code+".queue); the last node to start sets the route",
+				"task code %s: this configuration takes it from queue %s, but tasks INSERTed with no queue go to %s (recorded by node %s, %s)",
+				code, mine[code], rt.Queue, rt.Node, rt.SeenAt.Format(time.RFC3339))
+			return
+		}
+	}
+	r.ok("tasks.routes", "%s routed as configured", ops.Plural(same, "task code"))
 }

@@ -14,9 +14,14 @@ import (
 // takes each from: the handler's queue, else the code. A code whose queue
 // the worker does not consume has no route from this node.
 func Routes(cfg *config.Config, reg *handler.Registry) map[string]string {
+	return RoutesOf(cfg, reg.Codes())
+}
+
+// RoutesOf are the routes of codes under cfg, as Routes.
+func RoutesOf(cfg *config.Config, codes []string) map[string]string {
 	consumed := cfg.WorkerQueues()
 	out := map[string]string{}
-	for _, code := range reg.Codes() {
+	for _, code := range codes {
 		q := task.QueueOf(cfg.QueueFor(code), code)
 		if _, ok := consumed[q]; ok {
 			out[code] = q
