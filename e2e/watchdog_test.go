@@ -191,11 +191,11 @@ wait:
 	hangToExit := exitAt.Sub(hangAt)
 	require.GreaterOrEqual(t, hangToExit, idleWindow+grace, "not before idle window + grace")
 
-	// Why it exited: the idle queue, recorded before the exit.
+	// Why it exited: its results unwritten, recorded before the exit.
 	logged, err := os.ReadFile(n1.log)
 	require.NoError(t, err)
-	require.Contains(t, string(logged), "worker alive but idle")
-	require.Contains(t, string(logged), "queue tick idle with a backlog")
+	require.Contains(t, string(logged), "worker alive but its results unwritten")
+	require.Contains(t, string(logged), "results unwritten for")
 	events, err := b.env.Broker.Events(b.ctx, 10)
 	require.NoError(t, err)
 	var kinds []string

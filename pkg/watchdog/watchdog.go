@@ -97,6 +97,9 @@ type Slots interface {
 	// AckAbandoned drops an abandoned attempt's message once its task was
 	// recovered.
 	AckAbandoned(ctx context.Context, r worker.Running) error
+	// ResultsWaiting is how long the oldest result being written has
+	// waited for the task center.
+	ResultsWaiting() time.Duration
 }
 
 // Watchdog watches one worker.
@@ -112,6 +115,7 @@ type Watchdog struct {
 	mu        sync.Mutex
 	abandoned map[fence]time.Time // abandoned attempt -> exit deadline
 	idle      map[string]bool     // queues reported idle
+	unwritten bool                // results unwritten, reported
 	exitOnce  sync.Once
 }
 
@@ -175,6 +179,23 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 		if now.After(deadline.Add(time.Hour)) {
 			delete(d.abandoned, f) // returned long ago
 		}
+	}
+	// Results the task center does not take: the worker may keep its
+	// slots busy taking work, but none of it ends. A slow link writes
+	// within seconds, not an idle window.
+	if waited := d.w.ResultsWaiting(); waited > d.cfg.IdleWindow {
+		if !d.unwritten {
+			d.unwritten = true
+			res.Idle++
+			d.cfg.Metrics.Heal(KindIdle)
+			d.log.Error("worker alive but its results unwritten", "waited", waited.Round(time.Second).String())
+			d.record(ctx, &broker.Event{Kind: KindIdle, Detail: fmt.Sprintf("results unwritten for %s: the task center does not answer this worker's writes", waited.Round(time.Second))})
+		}
+		if waited > d.cfg.IdleWindow+d.cfg.Grace {
+			d.exit(ctx, &res, fmt.Sprintf("results unwritten for %s", waited.Round(time.Second)))
+		}
+	} else {
+		d.unwritten = false
 	}
 	for _, qs := range d.w.QueueSlots() {
 		q := qs.Name

@@ -164,6 +164,51 @@ func TestLimitedQueueIsNotIdle(t *testing.T) {
 	require.Equal(t, 1, res.Idle)
 }
 
+// A worker whose results the task center does not take is stuck however
+// busy its slots look: the watchdog reports it once its oldest result has
+// waited an idle window, and exits it a grace later.
+func TestUnwrittenResultsExit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	reg := handler.NewRegistry()
+	reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	st := testenv.NewHungStore(env.Store)
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"quick": 2}, Handlers: reg, Logger: quiet}, st, env.Broker)
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	defer close(st.Release)
+	_, err := producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
+	require.NoError(t, err)
+	_, err = scheduler.New(scheduler.Config{Node: "n1", Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return w.ResultsWaiting() > 0 }, 10*time.Second, 10*time.Millisecond)
+
+	const window = 300 * time.Millisecond
+	exits := make(chan string, 1)
+	wd := watchdog.New(watchdog.Config{IdleWindow: window, Grace: window, Node: "n1", Logger: quiet,
+		Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
+	res, err := wd.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Idle, "a result waiting less than the idle window is no sign")
+	require.Eventually(t, func() bool {
+		res, err := wd.RunOnce(ctx)
+		require.NoError(t, err)
+		return res.Idle == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, err := wd.RunOnce(ctx)
+		require.NoError(t, err)
+		return len(exits) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, <-exits, "results unwritten for")
+	events, err := env.Broker.Events(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, watchdog.KindExit, events[0].Kind)
+	require.Equal(t, watchdog.KindIdle, events[1].Kind)
+	require.Contains(t, events[1].Detail, "the task center does not answer")
+}
+
 // completed is the number of results m has counted.
 func completed(t *testing.T, m *metrics.Metrics) float64 {
 	families, err := m.Registry.Gather()

@@ -160,21 +160,25 @@ func (c *completer) loop(ctx context.Context, writing *atomic.Int64) {
 	}
 }
 
-// waiting is how long every writer has been writing its batch: from when
-// the newest of their batches' oldest results was queued (0: a writer
-// writes none). One writer held by a locked row while the other writes
-// is no stall; both held is (results queued behind them are newer).
+// waiting is how long the oldest result a writer is writing has waited
+// since it was queued (0: no writer writes one). A batch retried while
+// the task center does not answer keeps its age.
 func (c *completer) waiting() time.Duration {
-	var newest int64
+	var oldest int64
 	for i := range c.writing {
-		at := c.writing[i].Load()
-		if at == 0 {
-			return 0
+		if at := c.writing[i].Load(); at != 0 && (oldest == 0 || at < oldest) {
+			oldest = at
 		}
-		newest = max(newest, at)
 	}
-	return time.Since(c.epoch) - time.Duration(newest-1)
+	if oldest == 0 {
+		return 0
+	}
+	return time.Since(c.epoch) - time.Duration(oldest-1)
 }
+
+// backedUp reports whether a full batch of results waits behind the
+// writers: writing is slower than the attempts end.
+func (c *completer) backedUp() bool { return len(c.in) >= completerBatchMax }
 
 // later writes again, every lockedRetry and beside the writers, the
 // completions whose rows another transaction held, until they are written

@@ -92,8 +92,8 @@ func (qs *queueState) waitsOnLimit(now time.Time) bool { return now.Before(qs.no
 // rate's tokens gather meanwhile (up to its burst) and come in one take.
 const limitRetryMin = 10 * time.Millisecond
 
-// stallPoll is how often a fetcher that stopped taking for unwritten
-// results looks whether they were written.
+// stallPoll is how often a fetcher that stopped taking while results
+// wait to be written looks whether they were.
 const stallPoll = 50 * time.Millisecond
 
 // Start runs the fetcher and the waker.
@@ -176,20 +176,24 @@ func (p *pool) fetchAll(ctx context.Context) {
 	limitTimer := time.NewTimer(time.Hour)
 	limitTimer.Stop()
 	defer limitTimer.Stop()
-	stalled := false
+	backedUp := false
 	for {
-		// Results that cannot be written: take nothing until they are.
-		if waited := w.comp.waiting(); waited > w.cfg.ResultStall {
-			if !stalled {
-				stalled = true
-				w.log.Error("results unwritten; taking no new work until they are written", "waited", waited.Round(time.Millisecond).String())
+		// A full batch of results waits for the writers (a slow link, a
+		// task center that does not answer): take nothing until they catch
+		// up. Writes stay full; what is taken meanwhile would only wait
+		// too, and run again after recovery if the task center is gone.
+		if w.comp.backedUp() {
+			if !backedUp {
+				backedUp = true
+				w.log.Warn("results wait to be written; taking no new work until they are",
+					"queued", len(w.comp.in), "oldest_waiting", w.comp.waiting().Round(time.Millisecond).String())
 			}
 			if !startstop.Sleep(ctx, stallPoll) {
 				return
 			}
 			continue
-		} else if stalled {
-			stalled = false
+		} else if backedUp {
+			backedUp = false
 			w.log.Info("results written again; taking work")
 		}
 		now := w.clock.Now()

@@ -54,7 +54,6 @@ const (
 	RetryBaseDefault         = 10 * time.Second
 	RetryMaxDefault          = time.Hour
 	RunningMarkDelayDefault  = 250 * time.Millisecond
-	ResultStallDefault       = 2 * time.Second
 )
 
 // Deadlines of the calls the components make; each network call has one.
@@ -106,11 +105,6 @@ type Config struct {
 	// marked running in the task center; one that ends sooner goes from
 	// dispatched straight to its result.
 	RunningMarkDelay time.Duration
-	// ResultStall is how long a result may wait to be written before the
-	// worker takes no new work: with the task center hung, what it took
-	// would run only to be run again after recovery, and free slots
-	// beside a backlog are what the watchdog looks for.
-	ResultStall time.Duration
 	// OutputLimit is the number of bytes of output kept per attempt.
 	OutputLimit int
 	// RetryBase and RetryMax shape the backoff between attempts.
@@ -137,7 +131,6 @@ func (cfg Config) withDefaults() Config {
 	cfg.HandBackWait = cmp.Or(cfg.HandBackWait, HandBackWaitDefault)
 	cfg.FlushWait = cmp.Or(cfg.FlushWait, FlushWaitDefault)
 	cfg.RunningMarkDelay = cmp.Or(cfg.RunningMarkDelay, RunningMarkDelayDefault)
-	cfg.ResultStall = cmp.Or(cfg.ResultStall, ResultStallDefault)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, HeartbeatIntervalDefault)
 	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, HeartbeatTTLDefault)
 	cfg.OutputLimit = cmp.Or(cfg.OutputLimit, OutputLimitDefault)
@@ -383,6 +376,12 @@ func (w *Worker) sweep() {
 		w.log.Warn("remove processing lists at shutdown", "err", err)
 	}
 }
+
+// ResultsWaiting is how long the oldest result being written has waited
+// for the task center (0: none is being written). A healthy write takes
+// milliseconds, a slow link's seconds; minutes mean the task center does
+// not answer, and the watchdog takes the worker for stuck.
+func (w *Worker) ResultsWaiting() time.Duration { return w.comp.waiting() }
 
 // Capacity is the number of slots over all queues.
 func (w *Worker) Capacity() int { return w.slots.capacity() }

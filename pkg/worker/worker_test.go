@@ -587,32 +587,15 @@ func TestRunningMarkOnlyForLongAttempts(t *testing.T) {
 	require.Equal(t, task.Dispatched, b.task(t, younger).Status, "not marked before its delay")
 }
 
-// hungStore is a task center whose result writes hang until released, as
-// behind a link that froze.
-type hungStore struct {
-	*store.Store
-	release chan struct{}
-}
-
-func (h *hungStore) TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error) {
-	select {
-	case <-h.release:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return h.Store.TaskTransition(ctx, ts)
-}
-
-// A worker whose results cannot be written stops taking work once one has
-// waited ResultStall: what it took meanwhile would run only to be run again
-// after recovery, and its free slots beside the backlog are what the
-// watchdog looks for. When the writes land it takes again, and every task
-// runs once.
+// A worker whose results cannot be written stops taking work once a full
+// batch of them waits behind its writers: what it took meanwhile would
+// only wait too, and run again after recovery if the task center is gone.
+// When the writes land it takes again, and every task runs once.
 func TestHungResultWritesStopTaking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	const total = 300
+	const total = 1000 // what the scheduler's window lets into Redis
 	subs := make([]producer.Submission, total)
 	for i := range subs {
 		subs[i] = producer.Submission{Code: "quick", Queue: "q"}
@@ -627,12 +610,10 @@ func TestHungResultWritesStopTaking(t *testing.T) {
 	var calls atomic.Int32
 	b.reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) {
 		calls.Add(1)
-		time.Sleep(5 * time.Millisecond)
 		return "", nil
 	}))
-	st := &hungStore{Store: b.env.Store, release: make(chan struct{})}
-	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg,
-		ResultStall: 100 * time.Millisecond}, st, b.env.Broker)
+	st := testenv.NewHungStore(b.env.Store)
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg}, st, b.env.Broker)
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(w.Stop)
 
@@ -643,14 +624,16 @@ func TestHungResultWritesStopTaking(t *testing.T) {
 		settled := n == last && n > 0
 		last = n
 		return settled
-	}, 10*time.Second, 500*time.Millisecond, "the worker stops taking")
+	}, 20*time.Second, 500*time.Millisecond, "the worker stops taking")
 	waiting, err := b.env.Broker.QueueLen(ctx, "q")
 	require.NoError(t, err)
 	require.Positive(t, waiting, "messages left in the queue (ran %d of %d)", calls.Load(), total)
+	require.Positive(t, w.ResultsWaiting())
 
-	close(st.release)
+	close(st.Release)
 	require.Eventually(t, func() bool {
 		return b.env.Count(t, "SELECT COUNT(*) FROM task_center WHERE status = ?", task.Succeeded) == total
-	}, 20*time.Second, 50*time.Millisecond)
+	}, 30*time.Second, 50*time.Millisecond)
 	require.EqualValues(t, total, calls.Load(), "each task ran once")
+	require.Zero(t, w.ResultsWaiting())
 }
