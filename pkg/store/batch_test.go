@@ -1,6 +1,9 @@
 package store_test
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,16 +57,68 @@ func TestTransitionSameTaskTwiceInBatch(t *testing.T) {
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_run WHERE task_id = ? AND attempt = 2`, a))
 }
 
-// The two batch forms (JSON_TABLE, and UNION ALL for servers without it)
-// write the same: a claim, a mark-running batch with a duplicate, and
-// transitions carrying text, an instant, a delay and NULLs.
+// A transition whose fence matches only once an earlier entry of the same
+// batch has applied is not applied: every entry is fenced on the row as it
+// was before the batch, as in one statement.
+func TestTransitionRepeatSeesTheRowBefore(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	id := insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
+	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1 WHERE id = ?`, id)
+	applied, err := st.TaskTransition(b.ctx, []store.Transition{
+		{ID: id, Attempt: 1, From: task.Running, To: task.Failed, Retry: store.RetryInc},
+		{ID: id, Attempt: 1, From: task.Failed, To: task.Dead},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false}, applied)
+	got, err := st.TaskGet(b.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, task.Failed, got.Status)
+	require.Equal(t, 1, got.RetryCount)
+}
+
+// A batch larger than one statement carries is written whole, with a
+// repeated entry in a later statement than its first.
+func TestBatchLargerThanAStatement(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	n := store.MaxBatchRows + 7
+	q := strings.Repeat(`('x', '{}', 0, NOW(3) - INTERVAL 1 SECOND), `, n)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, status, plan_next_run_at) VALUES `+strings.TrimSuffix(q, ", "))
+	msgs, err := st.TaskClaimDue(b.ctx, "c", n)
+	require.NoError(t, err)
+	require.Len(t, msgs, n)
+	var fences []store.Fence
+	for _, m := range msgs {
+		require.Equal(t, 1, m.Attempt)
+		fences = append(fences, store.Fence{ID: m.ID, Attempt: m.Attempt})
+	}
+	ok, err := st.TaskMarkRunning(b.ctx, "w", append([]store.Fence{fences[n-1]}, fences...))
+	require.NoError(t, err)
+	require.Equal(t, n, len(slices.DeleteFunc(ok, func(ok bool) bool { return !ok })))
+	var ts []store.Transition
+	for _, f := range fences {
+		ts = append(ts, store.Transition{ID: f.ID, Attempt: f.Attempt, From: task.Running, To: task.Succeeded,
+			SetResult: true, Result: "r" + strconv.FormatInt(f.ID, 10)})
+	}
+	applied, err := st.TaskTransition(b.ctx, append(ts, ts[0]))
+	require.NoError(t, err)
+	require.Equal(t, n, len(slices.DeleteFunc(applied, func(ok bool) bool { return !ok })))
+	require.False(t, applied[n])
+	require.Equal(t, n, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 3 AND last_result = CONCAT('r', id)`))
+}
+
+// The two ways a batched write renders a column (one value when the
+// entries agree, a lookup by id when they differ) write the same: a claim,
+// a mark-running batch with a duplicate, and transitions carrying text, an
+// instant, a delay and NULLs.
 func TestBatchFormsAgree(t *testing.T) {
 	t.Parallel()
-	for _, form := range []string{"json_table", "union"} {
+	for _, form := range []string{"constants", "per_row"} {
 		t.Run(form, func(t *testing.T) {
 			st, b := setup(t)
-			if form == "union" {
-				st.UseUnionBatches()
+			if form == "per_row" {
+				st.UsePerRowColumns()
 			}
 			var ids []int64
 			for range 3 {

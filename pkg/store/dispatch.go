@@ -105,12 +105,11 @@ func (s *Store) claimLocked(ctx context.Context, tx *sql.Tx, cands []*task.Messa
 	for i, m := range cands {
 		fences[i] = Fence{ID: m.ID, Attempt: m.Attempt}
 	}
-	q, qargs := claimSQL(s.values, fences, claimID)
-	res, err := tx.ExecContext(ctx, q, qargs...)
+	changed, err := execAll(ctx, tx, claimSQL(fences, claimID, s.perRow))
 	if err != nil {
 		return nil, fmt.Errorf("compare-and-set: %w", err)
 	}
-	if allChanged(res, len(cands)) {
+	if changed == len(cands) {
 		return cands, nil
 	}
 	won, err := s.claimed(ctx, tx, cands, claimID)
@@ -255,12 +254,11 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 			}
 		}
 		token := newToken()
-		q, args := markRunningSQL(s.values, todo, workerID, token)
-		res, err := tx.ExecContext(ctx, q, args...)
+		changed, err := execAll(ctx, tx, markRunningSQL(todo, workerID, token, s.perRow))
 		if err != nil {
 			return err
 		}
-		if len(todo) == len(fences) && allChanged(res, len(fences)) {
+		if changed == len(fences) {
 			for i := range ok {
 				ok[i] = true
 			}
@@ -279,13 +277,26 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 	return ok, lockedResult(ids, free)
 }
 
-// allChanged reports whether a batched write changed one row per batch
-// entry: then every entry won, and reading back which did is not needed.
-// Every fenced write sets a fresh claim token, so a matched row is always a
-// changed row; copies of one fence change their row once and fall short.
-func allChanged(res sql.Result, n int) bool {
-	got, err := res.RowsAffected()
-	return err == nil && int(got) == n
+// execAll runs the statements of a batched write in tx and returns the
+// rows they changed. When that is one row per batch entry, every entry
+// won, and reading back which did is not needed: every fenced write sets a
+// fresh claim token (a claim, its attempt), so a matched row is always a
+// changed row, and copies of one fence change their row once and fall
+// short.
+func execAll(ctx context.Context, tx *sql.Tx, stmts []stmt) (int, error) {
+	changed := 0
+	for _, st := range stmts {
+		res, err := tx.ExecContext(ctx, st.q, st.args...)
+		if err != nil {
+			return 0, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		changed += int(n)
+	}
+	return changed, nil
 }
 
 // markWon sets ok[i] for the fences in won; of copies of one fence (a
@@ -456,12 +467,11 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 // transition writes ts in tx, whose rows it holds, and sets applied.
 func (s *Store) transition(ctx context.Context, tx *sql.Tx, ts []Transition, applied []bool) error {
 	token := newToken()
-	q, args := transitionSQL(s.values, ts, token)
-	res, err := tx.ExecContext(ctx, q, args...)
+	changed, err := execAll(ctx, tx, transitionSQL(ts, token, s.perRow))
 	if err != nil {
 		return err
 	}
-	if allChanged(res, len(ts)) {
+	if changed == len(ts) {
 		for i := range applied {
 			applied[i] = true
 		}

@@ -7,9 +7,12 @@ var (
 	NextDueSQL           = qNextDue
 )
 
-// UseUnionBatches switches s to the batch form of servers without
-// JSON_TABLE.
-func (s *Store) UseUnionBatches() { s.values = unionValues }
+// UsePerRowColumns makes s render every column of a batched write as a
+// per-row lookup, even where the entries agree.
+func (s *Store) UsePerRowColumns() { s.perRow = true }
+
+// MaxBatchRows is the most entries one batched write statement carries.
+const MaxBatchRows = maxBatchRows
 
 // UseNoWait switches s to locking batches with NOWAIT, bisected, as on
 // servers without SKIP LOCKED.

@@ -1,8 +1,9 @@
 package store
 
 import (
-	"encoding/json"
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/taskd/taskd/pkg/task"
@@ -109,24 +110,26 @@ const claimCandidateArgs = 10
 // wins, and attempt + 1 is the new fencing token. When every candidate
 // moved, the caller knows each new attempt without reading the rows back.
 //
-// Joined by primary key from the batch (see batchValues): with few due
-// rows the optimizer may otherwise prefer a range of a status index, whose
-// next-key locks (REPEATABLE READ) reach the first dispatched row beyond the
-// range. A worker's open mark-running transaction on that row then blocks
-// every claim for the lock wait timeout, and recovery's hand-backs queue
-// behind the claim: one stalled worker (SIGSTOP, GC pause, slow network)
-// froze dispatch for the whole fleet. By primary key the claim locks only
-// its candidates; the index is forced because on a small table the
-// optimizer prefers a scan, which locks every row it reads and so waits on
-// any row someone else holds (see locked.go).
-func claimSQL(values batchValues, fences []Fence, claimID string) (string, []any) {
-	v, args := values(len(fences), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED"}, func(i int) []any {
-		return []any{fences[i].ID, fences[i].Attempt}
+// By primary key (see batchSQL): with few due rows the optimizer may
+// otherwise prefer a range of a status index, whose next-key locks
+// (REPEATABLE READ) reach the first dispatched row beyond the range. A
+// worker's open mark-running transaction on that row then blocks every
+// claim for the lock wait timeout, and recovery's hand-backs queue behind
+// the claim: one stalled worker (SIGSTOP, GC pause, slow network) froze
+// dispatch for the whole fleet. By primary key the claim locks only its
+// candidates; the index is forced because on a small table the optimizer
+// prefers a scan, which locks every row it reads and so waits on any row
+// someone else holds (see locked.go).
+func claimSQL(fences []Fence, claimID string, perRow bool) []stmt {
+	return batchSQL(fenceIDs(fences), perRow, func(b *byID, _ bool) {
+		b.sql("UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = ")
+		b.arg(claimID)
+		b.sql(" WHERE ")
+		b.in()
+		b.sql(" AND attempt = ")
+		b.col(func(i int) any { return fences[i].Attempt })
+		b.sql(" AND status IN (0, 4) AND plan_next_run_at <= NOW(3)")
 	})
-	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t FORCE INDEX (PRIMARY) ON t.id = v.id
-	SET t.status = 1, t.attempt = t.attempt + 1, t.dispatched_at = NOW(3), t.worker_id = ?
-	WHERE t.attempt = v.att AND t.status IN (0, 4) AND t.plan_next_run_at <= NOW(3)`
-	return q, append(args, claimID)
 }
 
 // qClaimed reads back the rows a claim won, by its claim id, when some
@@ -149,133 +152,226 @@ var qNextDue = func() string {
 	return b.String()
 }()
 
-// batchValues builds a table v of n rows for joining a batch of per-task
-// values to task_center by primary key, joined STRAIGHT_JOIN from the table
-// so each row is one primary-key lookup: one statement for the whole batch,
-// linear in its size (CASE id WHEN ... per column is quadratic, and a
-// row-constructor IN costs MariaDB's range optimizer a second for 500
-// rows). cols are "name TYPE"; row(i) returns the values of row i in cols
-// order, nil for NULL.
-type batchValues func(n int, cols []string, row func(i int) []any) (string, []any)
+// maxBatchRows is the most entries one batched write statement carries:
+// MariaDB reads an IN list of in_predicate_conversion_threshold (1,000)
+// values or more as a join with a temporary table.
+const maxBatchRows = 500
 
-// jsonValues passes the batch as one JSON parameter to JSON_TABLE (MySQL 8,
-// MariaDB 10.6+): the statement text and its parse cost stay the same
-// whatever the batch size.
-func jsonValues(n int, cols []string, row func(i int) []any) (string, []any) {
-	var b strings.Builder
-	b.WriteString("JSON_TABLE(?, '$[*]' COLUMNS (")
-	for j, c := range cols {
-		if j > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s PATH '$[%d]'", c, j)
-	}
-	b.WriteString(")) v")
-	rows := make([][]any, n)
-	for i := range rows {
-		rows[i] = row(i)
-	}
-	var doc strings.Builder
-	enc := json.NewEncoder(&doc)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rows); err != nil { // numbers, booleans, nil and strings only
-		panic(fmt.Sprintf("store: encode batch: %v", err))
-	}
-	return b.String(), []any{doc.String()}
+// stmt is one statement and its arguments.
+type stmt struct {
+	q    string
+	args []any
 }
 
-// unionValues is a derived table of n SELECTs joined by UNION ALL, for
-// servers without JSON_TABLE (TiDB): portable, but the server parses and
-// plans one SELECT per row.
-func unionValues(n int, cols []string, row func(i int) []any) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, n*len(cols))
-	b.WriteString("(")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		b.WriteString("SELECT ")
-		for j, c := range cols {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("?")
-			if i == 0 {
-				name, _, _ := strings.Cut(c, " ")
-				b.WriteString(" AS " + name)
-			}
-		}
-		for _, v := range row(i) {
-			if n, ok := v.(json.Number); ok {
-				v = string(n)
-			}
-			args = append(args, v)
-		}
-	}
-	b.WriteString(") v")
-	return b.String(), args
+// byID renders one statement of a batched write: a single-table UPDATE of
+// task_center over distinct ids, read by primary key, with each entry's
+// values looked up by its row's id. It is not a multi-table UPDATE joining
+// the batch (JSON_TABLE, a derived table) to task_center: MariaDB can
+// update only the first table of a join on the fly, so it buffers every
+// new row in a temporary table, created and dropped per statement, and on
+// disk (Aria) when a blob such as last_result is written; MariaDB 10.11
+// has crashed in that path.
+type byID struct {
+	ids []any // distinct, ascending
+	at  []int // at[k]: the entry of ids[k]
+	// perRow renders every column as a lookup, even when the entries
+	// agree (tests).
+	perRow bool
+	b      strings.Builder
+	args   []any
 }
 
-// qHasJSONTable probes for JSON_TABLE.
-const qHasJSONTable = `SELECT COUNT(*) FROM JSON_TABLE('[1]', '$[*]' COLUMNS (x INT PATH '$')) t`
+func (b *byID) sql(s string) { b.b.WriteString(s) }
+
+// arg writes one placeholder for v.
+func (b *byID) arg(v any) {
+	b.b.WriteString("?")
+	b.args = append(b.args, v)
+}
+
+// in writes the range the statement reads: its ids.
+func (b *byID) in() {
+	b.b.WriteString("id IN (" + placeholders(len(b.ids)) + ")")
+	b.args = append(b.args, b.ids...)
+}
+
+// col writes the value v(i) of each row's entry i (nil for NULL, else an
+// integer or a string): a placeholder when every entry has the same, else
+// ELT(INTERVAL(id, ids...), values...). INTERVAL finds the row's position
+// among the sorted constant ids by binary search (exactly, for integers)
+// and ELT returns the value there as a string, which the server converts
+// back exactly for the integers, decimal instants and text given here; so
+// a row costs a lookup per column, and the statement grows linearly with
+// the batch (CASE id WHEN ... is quadratic).
+func (b *byID) col(v func(i int) any) {
+	vals := make([]any, len(b.at))
+	same := !b.perRow
+	for k, i := range b.at {
+		vals[k] = v(i)
+		same = same && vals[k] == vals[0]
+	}
+	if same {
+		b.arg(vals[0])
+		return
+	}
+	b.b.WriteString("ELT(INTERVAL(id, " + placeholders(len(b.ids)) + "), " + placeholders(len(vals)) + ")")
+	b.args = append(append(b.args, b.ids...), vals...)
+}
+
+// batchSQL renders a batched write of entries, entry i for the task ids[i],
+// as statements over at most maxBatchRows distinct ids, each built by
+// build. A task's repeated entry goes into a statement after that of its
+// previous one; later is true for every statement after the first, whose
+// fence must then skip rows an earlier statement of the batch changed, so
+// that, as in one statement, the first entry that matches a row is the
+// one applied.
+func batchSQL(ids []int64, perRow bool, build func(b *byID, later bool)) []stmt {
+	var groups [][]int
+	last := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		g := 0
+		if p, ok := last[id]; ok {
+			g = p + 1
+		}
+		for g < len(groups) && len(groups[g]) >= maxBatchRows {
+			g++
+		}
+		if g == len(groups) {
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+		last[id] = g
+	}
+	out := make([]stmt, len(groups))
+	for g, at := range groups {
+		slices.SortFunc(at, func(x, y int) int { return cmp.Compare(ids[x], ids[y]) })
+		b := &byID{at: at, perRow: perRow, ids: make([]any, len(at))}
+		for k, i := range at {
+			b.ids[k] = ids[i]
+		}
+		build(b, g > 0)
+		out[g] = stmt{b.b.String(), b.args}
+	}
+	return out
+}
+
+// fenceIDs returns the task of each fence.
+func fenceIDs(fences []Fence) []int64 {
+	ids := make([]int64, len(fences))
+	for i, f := range fences {
+		ids[i] = f.ID
+	}
+	return ids
+}
 
 // markRunningSQL is the fenced 1 -> 2 transition of a batch of tasks.
-func markRunningSQL(values batchValues, fences []Fence, workerID string, token uint64) (string, []any) {
-	v, args := values(len(fences), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED"}, func(i int) []any {
-		return []any{fences[i].ID, fences[i].Attempt}
+func markRunningSQL(fences []Fence, workerID string, token uint64, perRow bool) []stmt {
+	return batchSQL(fenceIDs(fences), perRow, func(b *byID, later bool) {
+		b.sql("UPDATE task_center FORCE INDEX (PRIMARY) SET status = 2, worker_id = ")
+		b.arg(workerID)
+		b.sql(", claim_token = ")
+		b.arg(token)
+		b.sql(", started_at = NOW(3), last_run_at = NOW(3) WHERE ")
+		b.in()
+		b.sql(" AND attempt = ")
+		b.col(func(i int) any { return fences[i].Attempt })
+		b.sql(" AND status = 1")
+		if later {
+			b.sql(" AND claim_token <> ")
+			b.arg(token)
+		}
 	})
-	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t FORCE INDEX (PRIMARY) ON t.id = v.id
-	SET t.status = 2, t.worker_id = ?, t.claim_token = ?, t.started_at = NOW(3), t.last_run_at = NOW(3)
-	WHERE t.attempt = v.att AND t.status = 1`
-	return q, append(args, workerID, token)
 }
 
-// transitionSQL is one statement applying a batch of fenced transitions.
-// Counter modes: 0 keep, 1 increment, 2 reset.
-func transitionSQL(values batchValues, ts []Transition, token uint64) (string, []any) {
+// transitionSQL applies a batch of fenced transitions. Each assignment
+// reads only its own column, so the order MariaDB evaluates them in does
+// not matter.
+func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
+	ids := make([]int64, len(ts))
+	for i := range ts {
+		ids[i] = ts[i].ID
+	}
+	// Counter modes: 0 keep, 1 increment, 2 reset.
 	mode := map[RetryMode]int{RetryKeep: 0, "": 0, RetryInc: 1, RetryReset: 2}
-	v, args := values(len(ts), []string{"id BIGINT UNSIGNED", "att INT UNSIGNED", "fr TINYINT", "st TINYINT", "rmode TINYINT",
-		"cmode TINYINT", "next_at DECIMAL(20,6)", "next_in BIGINT", "set_res BOOLEAN",
-		"res LONGTEXT CHARACTER SET utf8mb4", "fin BOOLEAN", "clr BOOLEAN", "wid VARCHAR(128)", "dur BIGINT", "st_at DECIMAL(20,6)"},
-		func(i int) []any {
-			t := &ts[i]
-			var nextAt, nextIn any
-			if !t.NextAt.IsZero() {
-				nextAt = json.Number(unixArg(t.NextAt))
-			} else if t.NextIn != nil {
-				nextIn = t.NextIn.Microseconds()
+	// ran: an attempt that ended before its running mark records its
+	// worker and start with its result.
+	ran := func(i int) bool { return ts[i].From == task.Dispatched && ts[i].Run != nil && ts[i].Run.WorkerID != "" }
+	return batchSQL(ids, perRow, func(b *byID, later bool) {
+		col := func(name string, v func(t *Transition, i int) any) {
+			b.sql(name)
+			b.col(func(i int) any { return v(&ts[i], i) })
+		}
+		b.sql("UPDATE task_center FORCE INDEX (PRIMARY) SET ")
+		col("status = ", func(t *Transition, _ int) any { return int(t.To) })
+		col(", retry_count = CASE ", func(t *Transition, _ int) any { return mode[t.Retry] })
+		b.sql(" WHEN 2 THEN 0 WHEN 1 THEN LEAST(retry_count + 1, 127) ELSE retry_count END")
+		col(", crash_count = CASE ", func(t *Transition, _ int) any { return mode[t.Crash] })
+		b.sql(" WHEN 2 THEN 0 WHEN 1 THEN crash_count + 1 ELSE crash_count END")
+		nextAt := func(t *Transition, _ int) any {
+			if t.NextAt.IsZero() {
+				return nil
 			}
-			fin := t.To == task.Succeeded || t.To == task.Dead || t.To == task.Cancelled
-			clr := t.To == task.Pending || t.To == task.Failed
-			// An attempt that ended before its running mark records its
-			// worker and start with its result.
-			wid, dur, stAt := "", int64(0), any(nil)
-			if t.From == task.Dispatched && t.Run != nil {
-				wid, dur = t.Run.WorkerID, t.Run.Duration.Microseconds()
-				if !t.StartedAt.IsZero() {
-					stAt = json.Number(unixArg(t.StartedAt))
-				}
+			return unixArg(t.NextAt)
+		}
+		nextIn := func(t *Transition, _ int) any {
+			if !t.NextAt.IsZero() || t.NextIn == nil {
+				return nil
 			}
-			return []any{t.ID, t.Attempt, int(t.From), int(t.To), mode[t.Retry], mode[t.Crash],
-				nextAt, nextIn, t.SetResult, t.Result, fin, clr, wid, dur, stAt}
+			return t.NextIn.Microseconds()
+		}
+		col(", plan_next_run_at = CASE WHEN ", nextAt)
+		col(" IS NOT NULL THEN FROM_UNIXTIME(", nextAt)
+		col(") WHEN ", nextIn)
+		col(" IS NOT NULL THEN NOW(3) + INTERVAL ", nextIn)
+		b.sql(" MICROSECOND ELSE plan_next_run_at END")
+		if slices.ContainsFunc(ts, func(t Transition) bool { return t.SetResult }) {
+			col(", last_result = IF(", func(t *Transition, _ int) any { return t.SetResult })
+			col(", ", func(t *Transition, _ int) any { return t.Result })
+			b.sql(", last_result)")
+		}
+		col(", finished_at = IF(", func(t *Transition, _ int) any {
+			return t.To == task.Succeeded || t.To == task.Dead || t.To == task.Cancelled
 		})
-	q := `UPDATE ` + v + ` STRAIGHT_JOIN task_center t FORCE INDEX (PRIMARY) ON t.id = v.id SET
-	t.status = v.st,
-	t.retry_count = CASE v.rmode WHEN 2 THEN 0 WHEN 1 THEN LEAST(t.retry_count + 1, 127) ELSE t.retry_count END,
-	t.crash_count = CASE v.cmode WHEN 2 THEN 0 WHEN 1 THEN t.crash_count + 1 ELSE t.crash_count END,
-	t.plan_next_run_at = CASE
-		WHEN v.next_at IS NOT NULL THEN FROM_UNIXTIME(v.next_at)
-		WHEN v.next_in IS NOT NULL THEN NOW(3) + INTERVAL v.next_in MICROSECOND
-		ELSE t.plan_next_run_at END,
-	t.last_result = IF(v.set_res, v.res, t.last_result),
-	t.finished_at = IF(v.fin, NOW(3), t.finished_at),
-	t.started_at = IF(v.wid <> '', COALESCE(FROM_UNIXTIME(v.st_at), NOW(3) - INTERVAL v.dur MICROSECOND), t.started_at),
-	t.last_run_at = IF(v.wid <> '', COALESCE(FROM_UNIXTIME(v.st_at), NOW(3) - INTERVAL v.dur MICROSECOND), t.last_run_at),
-	t.worker_id = IF(v.clr, '', IF(v.wid <> '', v.wid, t.worker_id)),
-	t.claim_token = ?
-	WHERE t.attempt = v.att AND t.status = v.fr`
-	return q, append(args, token)
+		b.sql(", NOW(3), finished_at)")
+		// The start, by the worker's clock when it sent one, else its
+		// duration before now; NULL keeps the row's.
+		stAt := func(t *Transition, i int) any {
+			if !ran(i) || t.StartedAt.IsZero() {
+				return nil
+			}
+			return unixArg(t.StartedAt)
+		}
+		dur := func(t *Transition, i int) any {
+			if !ran(i) || !t.StartedAt.IsZero() {
+				return nil
+			}
+			return t.Run.Duration.Microseconds()
+		}
+		for _, c := range []string{"started_at", "last_run_at"} {
+			col(", "+c+" = COALESCE(FROM_UNIXTIME(", stAt)
+			col("), NOW(3) - INTERVAL ", dur)
+			b.sql(" MICROSECOND, " + c + ")")
+		}
+		col(", worker_id = COALESCE(", func(t *Transition, i int) any {
+			switch {
+			case t.To == task.Pending || t.To == task.Failed:
+				return ""
+			case ran(i):
+				return t.Run.WorkerID
+			}
+			return nil
+		})
+		b.sql(", worker_id), claim_token = ")
+		b.arg(token)
+		b.sql(" WHERE ")
+		b.in()
+		col(" AND attempt = ", func(t *Transition, _ int) any { return t.Attempt })
+		col(" AND status = ", func(t *Transition, _ int) any { return int(t.From) })
+		if later {
+			b.sql(" AND claim_token <> ")
+			b.arg(token)
+		}
+	})
 }
 
 // qWonBy reads back which rows of a batch a write with a claim token won.

@@ -55,8 +55,10 @@ type Options struct {
 
 // Store is a handle on the task center.
 type Store struct {
-	db     *sql.DB
-	values batchValues
+	db *sql.DB
+	// perRow renders every column of a batched write as a per-row lookup
+	// (tests; see byID).
+	perRow bool
 	// lock is how batched writes lock their rows without waiting for
 	// other transactions (locked.go); skip holds the rows claims found
 	// locked, backing off.
@@ -94,15 +96,6 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 			return nil, cerr
 		}
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
-	}
-	s.values = jsonValues
-	var one int
-	if err := db.QueryRowContext(pctx, qHasJSONTable).Scan(&one); err != nil {
-		if !IsRejected(err) {
-			db.Close()
-			return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
-		}
-		s.values = unionValues // TiDB, or MySQL before 8.0.4
 	}
 	if s.lock, err = probeLockMode(pctx, db); err != nil {
 		db.Close()
