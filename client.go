@@ -56,6 +56,10 @@ type Result struct {
 	// Changed: that task took this submission's payload and due time
 	// (Replace, Debounce).
 	Changed bool
+	// Dispatched: the submit pushed the task to its queue itself (a task
+	// due now that no rule applied at claim time concerns); otherwise a
+	// scheduler dispatches it.
+	Dispatched bool
 }
 
 // Option tunes a submission: Queue, Delay, At, Priority, Timeout,
@@ -212,7 +216,7 @@ func (c *Client) Submit(ctx context.Context, args Args, opts ...Option) (Result,
 		return Result{}, err
 	}
 	r, err := c.p.Submit(ctx, s)
-	return Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed}, err
+	return Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed, Dispatched: r.Dispatched}, err
 }
 
 // SubmitMany submits every task in one statement: all or none.
@@ -232,7 +236,7 @@ func (c *Client) SubmitMany(ctx context.Context, args []Args, opts ...Option) ([
 	rs, err := c.p.SubmitBatch(ctx, subs)
 	out := make([]Result, len(rs))
 	for i, r := range rs {
-		out[i] = Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed}
+		out[i] = Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed, Dispatched: r.Dispatched}
 	}
 	return out, err
 }
@@ -246,7 +250,7 @@ func (c *Client) SubmitJSON(ctx context.Context, code string, payload json.RawMe
 	s := o.Submission
 	s.Code, s.Payload = code, payload
 	r, err := c.p.Submit(ctx, s)
-	return Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed}, err
+	return Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed, Dispatched: r.Dispatched}, err
 }
 
 // CronResult says what Cron did.

@@ -250,6 +250,12 @@ func TestSubmit(t *testing.T) {
 		require.Equal(t, 1, res.Changed)
 		require.WithinDuration(t, time.Now().Add(time.Hour), *res.NextRun, time.Minute)
 		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, res.IDs[0]))
+		require.False(t, *res.Dispatched, "delayed: a scheduler dispatches it")
+
+		var now change
+		b.okJSON(t, &now, "submit", "hello")
+		require.True(t, *now.Dispatched, "due now: the submit pushed it")
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 1`, now.IDs[0]))
 	})
 
 	t.Run("unique key", func(t *testing.T) {
@@ -343,7 +349,8 @@ type change struct {
 			Shards, Span int
 		}
 	}
-	NextRun *time.Time `json:"next_run"`
+	NextRun    *time.Time `json:"next_run"`
+	Dispatched *bool
 }
 
 type skipped struct {

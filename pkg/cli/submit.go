@@ -211,7 +211,8 @@ func (a *App) submitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ch := ops.Change{Action: "submit", Requested: 1, IDs: []int64{}, Unchanged: []ops.Skipped{}, NextRun: &t.PlanNextRun}
+			ch := ops.Change{Action: "submit", Requested: 1, IDs: []int64{}, Unchanged: []ops.Skipped{}, NextRun: &t.PlanNextRun,
+				Dispatched: &res.Dispatched}
 			reason := cmp.Or(res.Reason, fmt.Sprintf("a task with unique key %q exists", uniqueKey))
 			if res.Existing && !res.Changed {
 				ch.Unchanged = append(ch.Unchanged, ops.Skipped{ID: res.ID, Status: t.Status.String(), Reason: reason})

@@ -8,17 +8,22 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/monitor"
+	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/watchdog"
 )
 
 // observe registers what the node's roles count and the system gauges.
 func (n *Node) observe() {
 	m := n.Metrics
-	m.CounterFunc("taskd_tasks_dispatched_total", "Tasks this process's scheduler claimed and pushed to Redis.", func() float64 {
-		if n.Scheduler == nil {
-			return 0
+	// The submits are the whole process's: a Go program that embeds a
+	// node and submits through the Go API has them counted here.
+	m.CollectDispatches(func() metrics.Dispatches {
+		c := producer.ProcessCounts()
+		d := metrics.Dispatches{Submit: c.Dispatched, HandedBack: c.HandedBack, LeftToRecovery: c.LeftToRecovery}
+		if n.Scheduler != nil {
+			d.Scheduler = n.Scheduler.Dispatched()
 		}
-		return float64(n.Scheduler.Dispatched())
+		return d
 	})
 	m.CounterFunc("taskd_stale_writes_rejected_total", "Messages and results of this process's worker rejected by the attempt fence.", func() float64 {
 		if n.Worker == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
@@ -183,7 +184,8 @@ func TestMetricsAddUpToTheTaskCenter(t *testing.T) {
 		require.Equal(t, typ, f[name].GetType(), name)
 	}
 	require.Equal(t, float64(env.Count(t, "SELECT COUNT(*) FROM task_center")), sum(f, "taskd_tasks_submitted_total"))
-	require.Equal(t, float64(env.Count(t, "SELECT SUM(attempt) FROM task_center")), sum(f, "taskd_tasks_dispatched_total"))
+	require.Equal(t, float64(env.Count(t, "SELECT SUM(attempt) FROM task_center")), sum(f, "taskd_tasks_dispatched_total", "source", "scheduler"),
+		"its scheduler dispatched every attempt (submits are the process's, other tests' included)")
 	for _, outcome := range []string{"succeeded", "failed", "dead"} {
 		require.Equal(t, runs(fmt.Sprintf("outcome = '%s'", outcome)), sum(f, "taskd_tasks_completed_total", "result", outcome), outcome)
 	}
@@ -301,4 +303,60 @@ func TestReadyzAndGaugesAtMaxmemory(t *testing.T) {
 	require.NoError(t, rdb.Del(context.Background(), "other-app:blobs").Err())
 	code, body = ready()
 	require.Equal(t, http.StatusOK, code, body)
+}
+
+// Submits made in the node's process count on its /metrics, whatever
+// client made them: pushed ones under source="submit", next to the
+// scheduler's, and a refused push (a Redis at maxmemory) as handed back,
+// which the scheduler then dispatches. The counts are the process's, so
+// the test compares what they moved by.
+func TestMetricsCountSubmitDispatches(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	n := startNode(t, env, handler.NewRegistry(), "node:\n  roles: [scheduler]\nmetrics:\n  addr: 127.0.0.1:0\n")
+	addr := n.MetricsAddr()
+	f := scrape(t, addr)
+	for _, s := range []string{"scheduler", "submit"} {
+		require.Len(t, series(f, "taskd_tasks_dispatched_total", "source", s), 1, "a series from the start")
+	}
+	for _, k := range []string{"handed_back", "left_to_recovery"} {
+		require.Len(t, series(f, "taskd_submit_push_failures_total", "kind", k), 1, "a series from the start")
+	}
+	submitted0 := sum(f, "taskd_tasks_dispatched_total", "source", "submit")
+	handed0 := sum(f, "taskd_submit_push_failures_total", "kind", "handed_back")
+	scheduled0 := sum(f, "taskd_tasks_dispatched_total", "source", "scheduler")
+
+	dispatching := func(b *broker.Broker) *producer.Client {
+		qc := queues.New(queues.Config{Logger: quiet}, env.Store, b)
+		b.SetLayout(qc)
+		return producer.New(env.Store, b, producer.Options{Queues: qc, Logger: quiet})
+	}
+	for range 3 {
+		r, err := dispatching(env.Broker).Submit(ctx, producer.Submission{Code: "now", Queue: "q"})
+		require.NoError(t, err)
+		require.True(t, r.Dispatched)
+	}
+
+	// A Redis that answers but refuses every push: at maxmemory.
+	full := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	br, err := broker.Open(ctx, broker.Options{Addr: full, Prefix: env.Prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { br.Close() })
+	for _, size := range []int{32 << 10, 1 << 10, 16} {
+		blob := strings.Repeat("x", size)
+		for br.Client().RPush(ctx, "other-app:blobs", blob).Err() == nil {
+		}
+	}
+	rs, err := dispatching(br).SubmitBatch(ctx, []producer.Submission{{Code: "refused", Queue: "q"}, {Code: "refused", Queue: "q"}})
+	require.NoError(t, err)
+	require.False(t, rs[0].Dispatched || rs[1].Dispatched)
+
+	require.Eventually(t, func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'refused' AND status = 1 AND attempt = 2`) == 2
+	}, 20*time.Second, 50*time.Millisecond, "the scheduler dispatches the handed-back tasks")
+	f = scrape(t, addr)
+	require.Equal(t, 3.0, sum(f, "taskd_tasks_dispatched_total", "source", "submit")-submitted0)
+	require.Equal(t, 2.0, sum(f, "taskd_submit_push_failures_total", "kind", "handed_back")-handed0)
+	require.Equal(t, 2.0, sum(f, "taskd_tasks_dispatched_total", "source", "scheduler")-scheduled0)
 }

@@ -31,6 +31,9 @@ type Change struct {
 	Queue *QueueChange `json:"queue,omitempty"`
 	// NextRun is when a submitted or periodic task runs next.
 	NextRun *time.Time `json:"next_run,omitempty"`
+	// Dispatched says of a submit whether it pushed the task to its queue
+	// itself (false: a scheduler dispatches it).
+	Dispatched *bool `json:"dispatched,omitempty"`
 	// BatchID is the batch a batch submission created (IDs are its
 	// members).
 	BatchID int64 `json:"batch_id,omitempty"`

@@ -44,6 +44,11 @@ import (
 // recovery re-dispatches it once it has been dispatched longer than
 // recovery.dispatch_window, as it does for a scheduler that died between
 // its claim and its push.
+//
+// What became of the tasks dispatched at once is counted per client
+// (Client.Counts) and for the whole process (ProcessCounts), which a
+// node's /metrics reports: a Go program that runs a taskd.Server and
+// submits through taskd.NewClient has its submits counted there.
 
 // WindowDefault is Options.Window when it is zero: the least window a
 // scheduler gives a queue (two claim batches).
@@ -60,6 +65,7 @@ type dispatcher struct {
 	window int
 	claim  string // claim ids: this host and process
 	seq    atomic.Uint64
+	counts counters // this client's; process has every client's
 	// push is the broker's Push (tests inject failures).
 	push func(ctx context.Context, msgs []*task.Message) ([]*task.Message, error)
 
@@ -182,18 +188,73 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 	}
 }
 
+// Counts say what became of the tasks that submits inserted dispatched.
+// A task whose submitter died before its push is in none of them: the
+// recovery that re-dispatches it counts it (taskd_tasks_recovered_total,
+// kind redispatched).
+type Counts struct {
+	// Dispatched were pushed to their queue by their submit.
+	Dispatched int64
+	// HandedBack: their push failed and they went back to pending (the
+	// attempt spent); a scheduler dispatches them again.
+	HandedBack int64
+	// LeftToRecovery: their push and their hand-back failed; recovery
+	// re-dispatches them after recovery.dispatch_window.
+	LeftToRecovery int64
+}
+
+type counters struct{ dispatched, handedBack, left atomic.Int64 }
+
+func (k *counters) add(dispatched, handedBack, left int) {
+	k.dispatched.Add(int64(dispatched))
+	k.handedBack.Add(int64(handedBack))
+	k.left.Add(int64(left))
+}
+
+func (k *counters) read() Counts {
+	return Counts{Dispatched: k.dispatched.Load(), HandedBack: k.handedBack.Load(), LeftToRecovery: k.left.Load()}
+}
+
+// process counts the submits of every client of this process.
+var process counters
+
+// ProcessCounts returns the counts of every client of this process.
+func ProcessCounts() Counts { return process.read() }
+
+// Counts returns the counts of this client's submits (zero when it does
+// not dispatch at once).
+func (c *Client) Counts() Counts {
+	if c.disp == nil {
+		return Counts{}
+	}
+	return c.disp.counts.read()
+}
+
 // dispatch pushes the messages of tasks inserted dispatched, and hands
-// back to pending those it could not push. It reports whether any went
-// back, for which the schedulers are woken.
-func (c *Client) dispatch(ctx context.Context, msgs []*task.Message) bool {
+// back to pending those it could not push. It returns the ids of the
+// tasks pushed, and whether any went back, for which the schedulers are
+// woken.
+func (c *Client) dispatch(ctx context.Context, msgs []*task.Message) (pushed map[int64]bool, handedBack bool) {
 	if len(msgs) == 0 {
-		return false
+		return nil, false
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeout)
 	defer cancel()
 	failed, perr := c.disp.push(pctx, msgs)
+	pushed = make(map[int64]bool, len(msgs))
+	for _, m := range msgs {
+		pushed[m.ID] = true
+	}
+	for _, m := range failed {
+		delete(pushed, m.ID)
+	}
+	count := func(handedBack, left int) {
+		c.disp.counts.add(len(pushed), handedBack, left)
+		process.add(len(pushed), handedBack, left)
+	}
 	if len(failed) == 0 {
-		return false
+		count(0, 0)
+		return pushed, false
 	}
 	ts := make([]store.Transition, len(failed))
 	for i, m := range failed {
@@ -201,9 +262,11 @@ func (c *Client) dispatch(ctx context.Context, msgs []*task.Message) bool {
 	}
 	if _, err := c.store.TaskTransition(pctx, ts); err != nil {
 		// Still dispatched: recovery re-dispatches after its window.
+		count(0, len(failed))
 		c.opts.Logger.Error("hand back after failed push; recovery re-dispatches", "tasks", len(failed), "push_err", perr, "err", err)
-		return false
+		return pushed, false
 	}
+	count(len(failed), 0)
 	c.opts.Logger.Warn("push failed; tasks handed back to the schedulers", "tasks", len(failed), "err", perr)
-	return true
+	return pushed, true
 }

@@ -74,10 +74,12 @@ func TestSubmitDispatchesAtOnce(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
 	cl := dispatching(t, env, env.Broker, 0)
+	before := producer.ProcessCounts()
 
 	res, err := cl.Submit(ctx, producer.Submission{Code: "now", Payload: []byte(`{"a":1}`), UniqueKey: "k1",
 		Children: []producer.Child{{Code: "after"}}})
 	require.NoError(t, err)
+	require.True(t, res.Dispatched)
 	requireDispatched(t, env, res.ID)
 	msgs := queued(t, env, "now")
 	require.Len(t, msgs, 1)
@@ -95,7 +97,12 @@ func TestSubmitDispatchesAtOnce(t *testing.T) {
 	requireDispatched(t, env, rs[0].ID)
 	requireDispatched(t, env, rs[1].ID)
 	requirePending(t, env, rs[2].ID)
+	require.Equal(t, []bool{true, true, false}, []bool{rs[0].Dispatched, rs[1].Dispatched, rs[2].Dispatched})
 	require.Len(t, queued(t, env, "now"), 2)
+	again, err := cl.Submit(ctx, producer.Submission{Code: "now", UniqueKey: "k1"})
+	require.NoError(t, err)
+	require.True(t, again.Existing)
+	require.False(t, again.Dispatched, "nothing new was dispatched")
 	require.Equal(t, rs[1].ID, queued(t, env, "other")[0].ID)
 
 	br, err := cl.Batch(ctx, producer.Batch{Members: []producer.Submission{{Code: "member"}, {Code: "member", Delay: time.Hour}},
@@ -123,6 +130,13 @@ func TestSubmitDispatchesAtOnce(t *testing.T) {
 	res, err = plain.Submit(ctx, producer.Submission{Code: "plain"})
 	require.NoError(t, err)
 	requirePending(t, env, res.ID)
+	require.False(t, res.Dispatched)
+
+	// Five pushed: the client counts them, and so does the process (other
+	// tests' clients too, hence at least).
+	require.Equal(t, producer.Counts{Dispatched: 5}, cl.Counts())
+	require.Zero(t, plain.Counts())
+	require.GreaterOrEqual(t, producer.ProcessCounts().Dispatched-before.Dispatched, int64(5))
 }
 
 // TestSubmitLeavesClaimRulesToTheScheduler: tasks a claim applies a rule
@@ -224,7 +238,9 @@ func TestSubmitPushFailsHandsBack(t *testing.T) {
 	})
 	res, err := cl.Submit(ctx, producer.Submission{Code: "lost"})
 	require.NoError(t, err, "the task is committed: the submit succeeded")
+	require.False(t, res.Dispatched)
 	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0 AND attempt = 1`, res.ID))
+	require.Equal(t, producer.Counts{HandedBack: 1}, cl.Counts())
 
 	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
 	n, err := sch.RunOnce(ctx)
@@ -246,14 +262,16 @@ func TestSubmitterDiesBeforePush(t *testing.T) {
 	require.NoError(t, err)
 	qc := queues.New(queues.Config{Logger: quiet}, st, env.Broker)
 	cl := producer.New(st, env.Broker, producer.Options{Queues: qc, Logger: quiet})
-	producer.SetPush(cl, func(context.Context, []*task.Message) ([]*task.Message, error) {
+	producer.SetPush(cl, func(_ context.Context, msgs []*task.Message) ([]*task.Message, error) {
 		st.Close() // its hand-back cannot reach the task center either
-		return nil, errors.New("killed")
+		return msgs, errors.New("killed")
 	})
 	res, err := cl.Submit(ctx, producer.Submission{Code: "orphan"})
 	require.NoError(t, err)
 	requireDispatched(t, env, res.ID)
 	require.Empty(t, queued(t, env, "orphan"))
+	require.False(t, res.Dispatched)
+	require.Equal(t, producer.Counts{LeftToRecovery: 1}, cl.Counts())
 
 	rec := func(window time.Duration) recovery.Result {
 		r, err := recovery.New(recovery.Config{DispatchWindow: window, Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)

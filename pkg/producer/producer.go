@@ -87,6 +87,10 @@ type Result struct {
 	// unchanged, what it was and why.
 	Status task.Status `json:"-"`
 	Reason string      `json:"reason,omitempty"`
+	// Dispatched: the submit pushed the task to its queue itself (due now,
+	// no rule applied at claim time concerned it); otherwise a scheduler
+	// dispatches it (dispatch.go).
+	Dispatched bool `json:"dispatched,omitempty"`
 }
 
 // Options configure a Client.
@@ -184,8 +188,12 @@ func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) (_ []Result
 			}
 		}
 	}
-	if c.dispatch(ctx, msgs) {
+	pushed, handedBack := c.dispatch(ctx, msgs)
+	if handedBack {
 		wake = 0
+	}
+	for i := range out {
+		out[i].Dispatched = res[i].Message != nil && pushed[out[i].ID]
 	}
 	if wake >= 0 {
 		c.wake(ctx, wake)
@@ -459,7 +467,7 @@ func (c *Client) Batch(ctx context.Context, b Batch) (BatchResult, error) {
 	if err != nil {
 		return BatchResult{}, err
 	}
-	if c.dispatch(ctx, res.Dispatched) {
+	if _, handedBack := c.dispatch(ctx, res.Dispatched); handedBack {
 		wake = 0
 	}
 	if wake >= 0 {
