@@ -424,11 +424,16 @@ var figuresLine = regexp.MustCompile(`(?m)^submitted=(\d+) succeeded=(\d+) lost=
 // stepsLine is its line of chains and batches.
 var stepsLine = regexp.MustCompile(`(?m)^chains=(\d+) chains-complete=(\d+) children=(\d+) batches=(\d+) callbacks=(\d+) callback-counts-right=(\d+)$`)
 
+// directLine is its line of the tasks dispatched at submit.
+var directLine = regexp.MustCompile(`(?m)^direct=(\d+) dispatched-at-submit=(\d+) handed-back=(\d+) left-to-recovery=(\d+) killed-before-push=(\d+)$`)
+
 // TestFaultSuite runs scripts/faults.sh at a CI-sized count: three
 // daemons, SIGKILL, SIGSTOP, FLUSHALL, Redis and MariaDB restarts (on
 // private servers), then quiescence and the checks of the run log; and
 // chains and batches under the same faults: every child exactly once,
-// every callback exactly once with the right counts.
+// every callback exactly once with the right counts; and a fifth of the
+// tasks dispatched at submit by a submitter process whose pushes fail and
+// which is killed between a commit and its push.
 func TestFaultSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault suite takes about a minute")
@@ -468,4 +473,11 @@ func TestFaultSuite(t *testing.T) {
 	require.NotNil(t, st, "no chains and batches line in the output")
 	require.Equal(t, []string{"100", "100", "200", "20", "20", "20"}, st[1:],
 		"chains, complete chains, children, batches, callbacks, callbacks with the right counts")
+
+	d := directLine.FindStringSubmatch(stdout.String())
+	require.NotNil(t, d, "no line of the direct tasks in the output")
+	require.Equal(t, strconv.Itoa(tasks/5), d[1], "direct")
+	for what, i := range map[string]int{"dispatched-at-submit": 2, "handed-back": 3, "killed-before-push": 5} {
+		require.NotEqual(t, "0", d[i], what)
+	}
 }

@@ -21,13 +21,27 @@
 # --batch-dead of which (default 2) fail without retry and die, each batch
 # with a callback task.
 #
+# --direct of the --tasks (default a fifth) are submitted by another
+# process through the Go API, which dispatches each at submit: inserted
+# dispatched and pushed to Redis after the commit. Its MariaDB link is
+# slowed (50 ms each way) and its Redis link goes through a proxy, on which
+#   6. every connection is reset for a second just as a submit commits: the
+#      push fails and the task is handed back to pending;
+#   7. every byte is dropped just as a submit commits, and the submitter is
+#      SIGKILLed half a second later, before its push: recovery must
+#      re-dispatch the task after the dispatch window. The submitter is
+#      started again a second later and submits the rest.
+# Each is tried up to three times until it hit a submit.
+#
 # It then waits (at most --timeout, default 120s) until every task
 # ended, stops the daemons with SIGTERM and prints two lines on stdout:
 #
 #   submitted=N succeeded=N lost=N ran-twice=N stale-writes-rejected=N max-recovery-seconds=X
 #   chains=N chains-complete=N children=N batches=N callbacks=N callback-counts-right=N
+#   direct=N dispatched-at-submit=N handed-back=N left-to-recovery=N killed-before-push=N
 #
-#   submitted      plain tasks (--tasks) created in task_center
+#   submitted      plain tasks (--tasks, the direct ones included) created in
+#                  task_center
 #   succeeded      of those, tasks in status 3 (succeeded)
 #   lost           tasks not succeeded at the end, plus succeeded tasks whose
 #                  handler left no line for the succeeded attempt
@@ -52,8 +66,20 @@
 #   callback-counts-right
 #                  callbacks that succeeded once with the right counts in
 #                  their payload (succeeded and dead members)
+#   dispatched-at-submit
+#                  direct tasks their submit pushed itself (the Go API's
+#                  Result.Dispatched)
+#   handed-back, left-to-recovery
+#                  direct tasks whose push failed, handed back to pending or,
+#                  the hand-back failing too, left to recovery (the
+#                  submitter's log)
+#   killed-before-push
+#                  direct tasks a SIGKILLed submitter had committed
+#                  dispatched and whose first attempt never ran
 #
-# It exits 1 when a task is lost, when a chain lacks a child or has two,
+# It exits 1 when a task is lost (direct ones included), when no submit
+# handed back a task or no submitter was killed before its push, when a
+# chain lacks a child or has two,
 # when a batch has no callback, two, or one with wrong counts, when any
 # task has two 'succeeded' rows in
 # task_run, when the task center and the run log disagree (every task in
@@ -61,7 +87,7 @@
 # task_center.attempt), or when a daemon does not exit 0 on SIGTERM; 2 on bad
 # usage; 0 otherwise.
 #
-# Usage: scripts/faults.sh [--tasks N] [--chains N] [--batches N] [--keep] [--timeout 120s] [--concurrency 16] [-v]
+# Usage: scripts/faults.sh [--tasks N] [--direct N] [--chains N] [--batches N] [--keep] [--timeout 120s] [--concurrency 16] [-v]
 #   --keep   keep the work directory (logs, data, out.txt) even on success;
 #            it is always kept, and named on stderr, when the suite fails.
 # Needs Go, redis-server and mariadbd (apt-get install redis-server
@@ -80,7 +106,7 @@ while [ $# -gt 0 ]; do
 		sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
-	--tasks | --timeout | --concurrency | --sleep | --spread | --redis-port | --mysql-port | --chains | --batches | --batch-size | --batch-dead)
+	--tasks | --timeout | --concurrency | --sleep | --spread | --redis-port | --mysql-port | --chains | --batches | --batch-size | --batch-dead | --direct)
 		[ $# -ge 2 ] || {
 			echo "error: $1 needs a value" >&2
 			exit 2
@@ -88,7 +114,7 @@ while [ $# -gt 0 ]; do
 		args+=("$1" "$2")
 		shift
 		;;
-	--tasks=* | --timeout=* | --concurrency=* | --sleep=* | --spread=* | --redis-port=* | --mysql-port=* | --chains=* | --batches=* | --batch-size=* | --batch-dead=* | -v)
+	--tasks=* | --timeout=* | --concurrency=* | --sleep=* | --spread=* | --redis-port=* | --mysql-port=* | --chains=* | --batches=* | --batch-size=* | --batch-dead=* | --direct=* | -v)
 		args+=("$1")
 		;;
 	*)

@@ -61,6 +61,9 @@ const (
 // What the worker logs once per stale write it rejected.
 var staleLogs = []string{"stale message dropped", "stale result rejected by the fence"}
 
+// What recovery logs when it finds that Redis lost its data.
+const lossLog = "redis lost its data"
+
 type options struct {
 	tasks       int
 	bin         string
@@ -76,9 +79,13 @@ type options struct {
 	batches     int
 	batchSize   int
 	batchDead   int
+	direct      int
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "submitter" {
+		os.Exit(runSubmitter(os.Args[2:]))
+	}
 	var o options
 	flag.IntVar(&o.tasks, "tasks", 5000, "number of tasks to submit")
 	flag.StringVar(&o.bin, "bin", "", "the taskd binary (required)")
@@ -94,10 +101,14 @@ func main() {
 	flag.IntVar(&o.batches, "batches", 20, "batches to submit beside the tasks, each with a callback")
 	flag.IntVar(&o.batchSize, "batch-size", 10, "members per batch")
 	flag.IntVar(&o.batchDead, "batch-dead", 2, "members per batch whose handler fails (no retry)")
+	flag.IntVar(&o.direct, "direct", -1, "of the tasks, those a separate submitter process dispatches at submit (default a fifth)")
 	flag.Parse()
+	if o.direct < 0 {
+		o.direct = o.tasks / 5
+	}
 	if o.tasks <= 0 || o.bin == "" || o.dir == "" || flag.NArg() > 0 || o.chains < 0 || o.batches < 0 ||
-		o.batchSize <= 0 || o.batchDead < 0 {
-		fmt.Fprintln(os.Stderr, "usage: faults --bin TASKD --dir DIR [--tasks N] [flags]")
+		o.batchSize <= 0 || o.batchDead < 0 || o.direct > o.tasks {
+		fmt.Fprintln(os.Stderr, "usage: faults --bin TASKD --dir DIR [--tasks N] [--direct N (at most --tasks)] [flags]")
 		os.Exit(2)
 	}
 	// Should the script that started this die without its trap (SIGKILL),
@@ -140,6 +151,7 @@ type suite struct {
 	faults []fault
 	ids    map[int64]bool // submitted task ids
 	steps  steps          // chains and batches
+	direct directRun      // the tasks dispatched at submit
 }
 
 // fault is one injected fault: when (database clock) and which tasks were
@@ -160,19 +172,46 @@ func (s *suite) run(ctx context.Context) int {
 	}
 	subErr := make(chan error, 1)
 	go func() { subErr <- s.submit(ctx) }()
+	cutErr := make(chan error, 1)
+	if s.o.direct > 0 {
+		if err := s.startDirect(); err != nil {
+			fmt.Fprintln(os.Stderr, "faults: start the submitter:", err)
+			return 1
+		}
+		go func() { cutErr <- s.cutSubmitterLink(ctx) }()
+	} else {
+		cutErr <- nil
+	}
 
 	if err := s.inject(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "faults: inject:", err)
 		return 1
 	}
-	select {
-	case err := <-subErr:
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "faults: submit:", err)
+	for _, c := range []struct {
+		what string
+		err  chan error
+	}{{"submit", subErr}, {"cut the submitter's link", cutErr}} {
+		select {
+		case err := <-c.err:
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "faults: %s: %v\n", c.what, err)
+				return 1
+			}
+		case <-ctx.Done():
 			return 1
 		}
-	case <-ctx.Done():
-		return 1
+	}
+	if s.o.direct > 0 {
+		ids, err := s.waitDirect(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "faults: direct submits:", err)
+			return 1
+		}
+		s.mu.Lock()
+		for _, id := range ids {
+			s.ids[id] = true
+		}
+		s.mu.Unlock()
 	}
 	s.say("all %d tasks submitted; waiting for quiescence (at most %s)", len(s.ids), s.o.timeout)
 	quiet := s.waitQuiescence(ctx)
@@ -315,6 +354,7 @@ func (s *suite) cleanup() {
 	for _, p := range procs {
 		p.kill()
 	}
+	s.stopDirect()
 }
 
 func freePort() (int, error) {
@@ -386,6 +426,11 @@ func (s *suite) setup(ctx context.Context) error {
 	}
 	if err := s.waitMySQL(ctx, 30*time.Second); err != nil {
 		return err
+	}
+	if s.o.direct > 0 {
+		if err := s.setupDirect(); err != nil {
+			return err
+		}
 	}
 	admin, err := sql.Open("mysql", fmt.Sprintf("root:@tcp(127.0.0.1:%d)/", s.o.mysqlPort))
 	if err != nil {
@@ -575,14 +620,15 @@ func (s *suite) waitMySQL(ctx context.Context, within time.Duration) error {
 func (s *suite) submit(ctx context.Context) error {
 	const tick = 50 * time.Millisecond
 	batches := max(1, int(s.o.spread/tick))
-	per := (s.o.tasks + batches - 1) / batches
+	plain := s.o.tasks - s.o.direct
+	per := (plain + batches - 1) / batches
 	cl := producer.New(s.st, s.br, producer.Options{Logger: slog.New(slog.DiscardHandler)})
 	next := time.Now()
-	for i, k := 0, 0; i < s.o.tasks; k++ {
+	for i, k := 0, 0; i < plain; k++ {
 		if err := s.submitSteps(ctx, cl, k, batches); err != nil {
 			return err
 		}
-		n := min(per, s.o.tasks-i)
+		n := min(per, plain-i)
 		subs := make([]producer.Submission, n)
 		for k := range subs {
 			subs[k] = producer.Submission{
@@ -731,6 +777,10 @@ func (s *suite) inject(ctx context.Context) error {
 	if err := s.at(ctx, start, step(0.65)); err != nil {
 		return err
 	}
+	losses, err := s.countLogs(lossLog)
+	if err != nil {
+		return err
+	}
 	if err := s.snapshot(ctx, "redis restart"); err != nil {
 		return err
 	}
@@ -747,6 +797,16 @@ func (s *suite) inject(ctx context.Context) error {
 		return err
 	}
 	s.say("redis is back")
+
+	// 4b. SIGKILL the direct submitter before a push, once recovery saw
+	// that Redis lost its data for the last time: the tasks it leaves must
+	// come back by the dispatch window, not by the rebuild after a loss.
+	if s.o.direct > 0 {
+		s.waitLogged(ctx, lossLog, losses, 15*time.Second)
+		if err := s.killSubmitterBeforePush(ctx); err != nil {
+			return err
+		}
+	}
 
 	// 5. Restart MariaDB: every connection is cut.
 	if err := s.at(ctx, start, step(0.8)); err != nil {
@@ -792,6 +852,21 @@ func (s *suite) waitBusy(ctx context.Context, p *proc) {
 	s.say("%s runs no task; injecting the fault anyway", p.name)
 }
 
+// waitLogged waits (at most within) until the daemons' logs hold more than
+// seen lines saying text.
+func (s *suite) waitLogged(ctx context.Context, text string, seen int, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if n, err := s.countLogs(text); err == nil && n > seen {
+			return
+		}
+		if !startstop.Sleep(ctx, 50*time.Millisecond) {
+			return
+		}
+	}
+	s.say("no daemon logged %q within %s", text, within)
+}
+
 // waitDispatched waits (at most 2 s) until a task is dispatched and not
 // yet running, so that a flush loses a message.
 func (s *suite) waitDispatched(ctx context.Context) {
@@ -833,6 +908,21 @@ func (s *suite) waitQuiescence(ctx context.Context) bool {
 }
 
 // --- figures ---------------------------------------------------------------
+
+// countLogs counts the lines of the daemons' logs that say one of texts.
+func (s *suite) countLogs(texts ...string) (int, error) {
+	n := 0
+	for _, p := range s.nodes {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range texts {
+			n += bytes.Count(b, []byte(t))
+		}
+	}
+	return n, nil
+}
 
 func (s *suite) figures(ctx context.Context) (string, []string, error) {
 	var failures []string
@@ -963,15 +1053,9 @@ func (s *suite) figures(ctx context.Context) (string, []string, error) {
 	}
 
 	// Stale writes rejected, from the daemons' logs.
-	stale := 0
-	for _, n := range s.nodes {
-		b, err := os.ReadFile(n.log)
-		if err != nil {
-			return "", nil, err
-		}
-		for _, m := range staleLogs {
-			stale += bytes.Count(b, []byte(m))
-		}
+	stale, err := s.countLogs(staleLogs...)
+	if err != nil {
+		return "", nil, err
 	}
 
 	// Recovery: per fault, the longest time from the fault to the
@@ -996,6 +1080,13 @@ func (s *suite) figures(ctx context.Context) (string, []string, error) {
 
 	fig := fmt.Sprintf("submitted=%d succeeded=%d lost=%d ran-twice=%d stale-writes-rejected=%d max-recovery-seconds=%.1f\n%s",
 		submitted, succeeded, lost, twice, stale, maxRec, stepFig)
+	if s.o.direct > 0 {
+		dirFig, err := s.directFigures(lines, fail)
+		if err != nil {
+			return "", nil, err
+		}
+		fig += "\n" + dirFig
+	}
 	if submitted != s.o.tasks {
 		fail("submitted %d tasks, wanted %d", submitted, s.o.tasks)
 	}
