@@ -1,9 +1,11 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,4 +217,30 @@ func TestExecDoesNotLeakDaemonSecrets(t *testing.T) {
 	out, err := h.Handle(context.Background(), testRequest())
 	require.NoError(t, err)
 	require.Contains(t, out, "dsn=[] other=[kept] id=[")
+}
+
+// The payload reaches stdin whatever its size: written before the start
+// when it fits the pipe, the rest while the command reads; an empty one is
+// an empty stdin.
+func TestExecPayloadOnStdin(t *testing.T) {
+	t.Parallel()
+	h := &Exec{Argv: sh(`wc -c; test -t 0 || echo not-a-tty`)}
+	for _, n := range []int{0, 7, 1 << 20} {
+		r := testRequest()
+		r.Payload = bytes.Repeat([]byte("x"), n)
+		out, err := h.Handle(context.Background(), r)
+		require.NoError(t, err)
+		require.Equal(t, []string{strconv.Itoa(n), "not-a-tty"}, strings.Fields(out), "payload of %d bytes", n)
+	}
+}
+
+// A command that exits without reading a payload larger than the pipe
+// does not hang the attempt.
+func TestExecPayloadNotRead(t *testing.T) {
+	t.Parallel()
+	r := testRequest()
+	r.Payload = bytes.Repeat([]byte("x"), 1<<20)
+	out, err := (&Exec{Argv: sh(`echo done`)}).Handle(context.Background(), r)
+	require.NoError(t, err)
+	require.Equal(t, "done\n", out)
 }

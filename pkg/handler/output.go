@@ -3,6 +3,7 @@ package handler
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"unicode/utf8"
 )
@@ -71,17 +72,23 @@ func (b *tailBuffer) raw() string {
 	return string(b.buf)
 }
 
-// copyBuffers are the buffers output is copied through: os/exec copies a
-// handler's stdout and stderr with io.Copy, which allocates 32 KiB per
-// stream and process unless the writer reads for itself.
+// copyBuffers are the buffers output is read through, so that each
+// attempt does not allocate its own.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// pooledWriter is a writer that copies from a reader through a pooled
-// buffer.
-type pooledWriter struct{ io.Writer }
-
-func (w pooledWriter) ReadFrom(r io.Reader) (int64, error) {
+// copyOutput copies f to w until EOF or a read error (a deadline: see
+// attempt.cutoff), then closes f.
+func copyOutput(f *os.File, w io.Writer) {
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
-	return io.CopyBuffer(struct{ io.Writer }{w.Writer}, r, *buf)
+	for {
+		n, err := f.Read(*buf)
+		if n > 0 {
+			_, _ = w.Write((*buf)[:n])
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = f.Close()
 }
