@@ -33,23 +33,31 @@ func StartReaper(ctx context.Context) error {
 		// SIGCHLD may coalesce: also sweep now and then.
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		// The kernel gives an orphan to the subreaper's first live thread,
+		// the main thread, which Go never ends: on SIGCHLD that thread's
+		// children are enough (an exec handler's leaders started from the
+		// other threads are their Handle's to wait for); the sweep reads
+		// every thread's.
+		mainThread := strconv.Itoa(os.Getpid())
 		for {
+			threads := mainThread
 			select {
 			case <-ctx.Done():
 				return
 			case <-sig:
 			case <-t.C:
+				threads = "*"
 			}
-			reapOrphans()
+			reapOrphans(threads)
 		}
 	}()
 	return nil
 }
 
-// reapOrphans reaps zombie children of this process that are not group
-// leaders.
-func reapOrphans() {
-	for _, p := range children() {
+// reapOrphans reaps zombie children of this process's threads (a thread
+// ID or "*" for all) that are not group leaders.
+func reapOrphans(threads string) {
+	for _, p := range children(threads) {
 		if p.state == "Z" && p.pid != p.pgrp {
 			_, _ = syscall.Wait4(p.pid, nil, syscall.WNOHANG, nil)
 		}
@@ -61,12 +69,13 @@ type proc struct {
 	state           string
 }
 
-// children lists this process's children from each thread's children file
-// (an exec handler's leaders and the orphans reparented here), a few reads
-// however many processes the host runs; without those files
-// (CONFIG_PROC_CHILDREN), from every process in /proc.
-func children() []proc {
-	files, _ := filepath.Glob("/proc/self/task/*/children")
+// children lists the children of this process's threads (a thread ID or
+// "*") from their children files (an exec handler's leaders and the
+// orphans reparented here), a few reads however many processes the host
+// runs; without those files (CONFIG_PROC_CHILDREN), every child, from
+// every process in /proc.
+func children(threads string) []proc {
+	files, _ := filepath.Glob("/proc/self/task/" + threads + "/children")
 	if len(files) == 0 {
 		self := os.Getpid()
 		var ps []proc
