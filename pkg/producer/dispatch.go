@@ -72,6 +72,8 @@ type dispatcher struct {
 	mu     sync.Mutex
 	readAt time.Time
 	routes map[string]string // task code -> queue, for rows that name none
+	// reading is closed when the read in flight ends (nil: none is).
+	reading chan struct{}
 }
 
 func newDispatcher(c *Client) *dispatcher {
@@ -86,26 +88,57 @@ func newDispatcher(c *Client) *dispatcher {
 }
 
 // refresh reads the queue state and the routes when they are older than
-// the schedulers' own refresh.
+// the schedulers' own refresh. One submit reads; the others go on with
+// what was read a second ago meanwhile (as the nodes do), and wait only
+// when nothing was read yet.
 func (d *dispatcher) refresh(ctx context.Context, s *store.Store) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if time.Since(d.readAt) < queues.RefreshDefault {
+		d.mu.Unlock()
 		return nil
 	}
+	if wait := d.reading; wait != nil {
+		read := !d.readAt.IsZero()
+		d.mu.Unlock()
+		if read {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return d.refresh(ctx, s)
+	}
+	done := make(chan struct{})
+	d.reading = done
+	d.mu.Unlock()
+
+	routes, err := d.read(ctx, s)
+	d.mu.Lock()
+	if err == nil {
+		d.routes, d.readAt = routes, time.Now()
+	}
+	d.reading = nil
+	d.mu.Unlock()
+	close(done)
+	return err
+}
+
+// read reads the queue state into the cache, and the routes.
+func (d *dispatcher) read(ctx context.Context, s *store.Store) (map[string]string, error) {
 	if err := d.queues.Refresh(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	rs, err := s.RouteList(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	d.routes = make(map[string]string, len(rs))
+	routes := make(map[string]string, len(rs))
 	for _, r := range rs {
-		d.routes[r.Code] = r.Queue
+		routes[r.Code] = r.Queue
 	}
-	d.readAt = time.Now()
-	return nil
+	return routes, nil
 }
 
 // queueOf is the queue a row of p is dispatched to (store's queueOf).
