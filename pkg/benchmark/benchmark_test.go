@@ -70,7 +70,7 @@ func TestRunSmall(t *testing.T) {
 	require.Zero(t, r.Figures["rate_limit_window_over_bound"])
 	require.Greater(t, r.Figures["rate_limit_seconds"], 0.9*r.Figures["rate_limit_ideal_seconds"], "the rate was held")
 	if slices.Contains(scenarios, "pool") {
-		require.Len(t, r.Rows, 18)
+		require.Len(t, r.Rows, 21)
 	}
 
 	var table bytes.Buffer
