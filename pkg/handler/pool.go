@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/startstop"
+	"github.com/taskd/taskd/pkg/tracing"
 )
 
 // Defaults of PoolConfig.
@@ -538,7 +539,7 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 	r := c.r
 	log := p.log.With("pid", proc.pid, "task_id", r.ID, "attempt", r.Attempt)
 	deadline, _ := c.ctx.Deadline()
-	line, err := encodeRequest(r, deadline)
+	line, err := encodeRequest(r, deadline, tracing.TraceParent(c.ctx))
 	if err != nil {
 		c.reply <- poolReply{err: err}
 		return true

@@ -40,6 +40,9 @@ type poolRequest struct {
 	Group     string          `json:"group,omitempty"`
 	Payload   json.RawMessage `json:"payload"`
 	Deadline  string          `json:"deadline,omitempty"`
+	// Traceparent is the attempt's span (W3C trace context), when traces
+	// are on: the handler's own spans can continue it.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // poolAnswer is a line a process writes on stdout: its ready line first,
@@ -55,7 +58,7 @@ type poolAnswer struct {
 // encodeRequest is the request line of r, newline included. A payload that
 // is not JSON (a seed-style INSERT can store anything) is sent as a JSON
 // string, and an empty one as null.
-func encodeRequest(r *Request, deadline time.Time) ([]byte, error) {
+func encodeRequest(r *Request, deadline time.Time, traceparent string) ([]byte, error) {
 	payload := json.RawMessage("null")
 	switch {
 	case len(bytes.TrimSpace(r.Payload)) == 0:
@@ -68,7 +71,8 @@ func encodeRequest(r *Request, deadline time.Time) ([]byte, error) {
 		}
 		payload = s
 	}
-	req := poolRequest{ID: r.ID, Code: r.Code, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Queue: r.Queue, Group: r.Group, Payload: payload}
+	req := poolRequest{ID: r.ID, Code: r.Code, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Queue: r.Queue, Group: r.Group,
+		Payload: payload, Traceparent: traceparent}
 	if !deadline.IsZero() {
 		req.Deadline = deadline.UTC().Format("2006-01-02T15:04:05.000Z")
 	}

@@ -45,6 +45,7 @@ func poolHelper(mode string) int {
 			Queue     string          `json:"queue"`
 			Deadline  string          `json:"deadline"`
 			Payload   json.RawMessage `json:"payload"`
+			Trace     string          `json:"traceparent"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
 			fmt.Fprintln(os.Stderr, "bad request:", err)
@@ -63,6 +64,7 @@ func poolHelper(mode string) int {
 		answer := map[string]any{"ok": true, "result": map[string]any{
 			"pid": os.Getpid(), "id": req.ID, "code": req.Code, "attempt": req.Attempt, "unique_key": req.UniqueKey,
 			"queue": req.Queue, "deadline": req.Deadline, "payload": req.Payload, "slot": os.Getenv("TASK_POOL_SLOT"),
+			"traceparent": req.Trace,
 		}}
 		switch do.Do {
 		case "sleep":
@@ -122,6 +124,7 @@ type helperResult struct {
 	Deadline  string          `json:"deadline"`
 	Payload   json.RawMessage `json:"payload"`
 	Slot      string          `json:"slot"`
+	Trace     string          `json:"traceparent"`
 }
 
 // handle runs one task with payload on p, with a 20 s timeout.

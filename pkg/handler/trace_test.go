@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -46,4 +47,13 @@ func TestHandlersGetTheAttemptsTraceContext(t *testing.T) {
 	_, err = (&HTTP{URL: srv.URL}).Handle(context.Background(), testRequest())
 	require.NoError(t, err)
 	require.Empty(t, <-got)
+
+	p := newTestPool(t, "serve", nil)
+	for c, want := range map[context.Context]string{ctx: want, context.Background(): ""} {
+		out, err := p.Handle(c, testRequest())
+		require.NoError(t, err)
+		var res helperResult
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		require.Equal(t, want, res.Trace)
+	}
 }
