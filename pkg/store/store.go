@@ -216,13 +216,21 @@ func configError(err error, cfg *mysql.Config, key string) error {
 }
 
 // transientErrors are server errors that go away by themselves: lock waits,
-// deadlocks, a server shutting down or read-only during a failover.
-var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true}
+// deadlocks, a server shutting down or read-only during a failover, out of
+// memory or resources, a full disk.
+var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true,
+	1021: true, 1037: true, 1038: true, 1041: true}
+
+// serverOwnErrors is the range of the server's own file system and memory
+// errors (mysys, "Error 6 (HY000): Error on delete of '/tmp/#sql-update-...
+// .MAI'"): the server's trouble with its temporary tables, not with the
+// statement, which may succeed when sent again.
+const serverOwnErrors = 1000
 
 // IsRejected reports whether the server refused a statement for what it
 // holds (a value it cannot store, say): retrying the same statement cannot
 // succeed. Connection errors and transient server errors are not rejections.
 func IsRejected(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && !transientErrors[me.Number]
+	return errors.As(err, &me) && me.Number >= serverOwnErrors && !transientErrors[me.Number]
 }

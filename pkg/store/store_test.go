@@ -2,11 +2,13 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/store"
@@ -393,4 +395,17 @@ func TestClaimCostBounded(t *testing.T) {
 	est, err := strconv.Atoi(plan["rows"])
 	require.NoError(t, err)
 	require.Less(t, est, 1000, "estimate must be bounded by the due rows, not the table: plan %v", plan)
+}
+
+// The server's trouble with its own files or memory is no rejection of the
+// statement: a result batch that met it is written again, not split up.
+func TestServerOwnErrorsAreNotRejections(t *testing.T) {
+	wrap := func(n uint16, msg string) error {
+		return fmt.Errorf("write 500 task transitions: %w", &mysql.MySQLError{Number: n, Message: msg})
+	}
+	require.False(t, store.IsRejected(wrap(6, "Error on delete of '/tmp/#sql-update-2ff7-d-a1.MAI' (Errcode: 2 \"No such file or directory\")")))
+	require.False(t, store.IsRejected(wrap(1021, "Disk full")))
+	require.False(t, store.IsRejected(wrap(1213, "Deadlock found when trying to get lock")))
+	require.True(t, store.IsRejected(wrap(1366, "Incorrect string value")))
+	require.True(t, store.IsRejected(wrap(1406, "Data too long for column")))
 }

@@ -53,6 +53,58 @@ func TestRefusedResultDoesNotJamTheBatch(t *testing.T) {
 	require.Equal(t, 2, env.Count(t, `SELECT COUNT(*) FROM task_run`))
 }
 
+// countingStore counts the transition writes reaching the task center.
+type countingStore struct {
+	Store
+	writes atomic.Int64
+}
+
+func (s *countingStore) TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error) {
+	s.writes.Add(1)
+	return s.Store.TaskTransition(ctx, ts)
+}
+
+// A refused result in a large batch is found by halving the batch: a few
+// writes, not one per result (a refused batch of 500 cost 500 writes), and
+// every other result of the batch is written.
+func TestRefusedResultFoundInFewWrites(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	const n = 64
+	p := producer.New(env.Store, nil, producer.Options{})
+	subs := make([]producer.Submission, n)
+	for i := range subs {
+		subs[i].Code = "x"
+	}
+	_, err := p.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	msgs, err := env.Store.TaskClaimDue(ctx, "c", n)
+	require.NoError(t, err)
+	require.Len(t, msgs, n)
+
+	cs := &countingStore{Store: env.Store}
+	var stale atomic.Int64
+	c := newCompleter(cs, env.Broker, "w", slog.New(slog.NewTextHandler(io.Discard, nil)), &stale)
+	batch := make([]completion, n)
+	for i, m := range msgs {
+		result := "fine"
+		if i == n/3 {
+			result = "bad \xff\xfe"
+		}
+		batch[i] = completion{queue: m.Queue, raw: "m", tr: store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched,
+			To: task.Succeeded, SetResult: true, Result: result,
+			Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, Outcome: task.OutcomeSucceeded, Result: result}}}
+	}
+	c.write(ctx, batch)
+
+	// The batch, two halves at each of log2(64) = 6 levels, the note.
+	require.LessOrEqual(t, cs.writes.Load(), int64(1+2*6+1))
+	require.Equal(t, n, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 3`))
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE last_result LIKE 'result not stored%'`))
+	require.Equal(t, n, env.Count(t, `SELECT COUNT(*) FROM task_run`))
+}
+
 // The log line of a result the fence rejects names the task: id, code and
 // attempt, like every line about a task.
 func TestStaleResultLogNamesTheTask(t *testing.T) {
