@@ -137,7 +137,6 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 	if d.Store != nil && d.Broker != nil && schemaOK {
 		checkWork(ctx, r, cfg, d, o)
 		checkLimits(ctx, r, cfg, d, o)
-		checkRoutes(ctx, r, cfg, d, o)
 	}
 	if d.Broker != nil {
 		checkZones(ctx, r, cfg, d.Broker, o)

@@ -113,6 +113,7 @@ func checkWork(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Opt
 		r.add("tasks.handlers", Warn, "", "%v", err)
 		return
 	}
+	checkRoutes(r, cfg, routes)
 	handled := map[string]bool{}
 	for code := range cfg.Handlers {
 		handled[code] = true
@@ -299,23 +300,16 @@ func checkLimits(ctx context.Context, r *Report, cfg *config.Config, d Deps, o O
 }
 
 // checkRoutes compares the queue this configuration takes each of its task
-// codes from with the route in the task center, which sends tasks INSERTed
+// codes from with the routes in the task center, which send tasks INSERTed
 // with no queue: of nodes configured differently the last to start wins,
 // and the others' workers wait on a queue those tasks no longer reach.
-func checkRoutes(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Options) {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	routes, err := d.Store.RouteList(ctx)
-	if err != nil {
-		r.add("tasks.routes", Warn, "", "%v", err)
-		return
-	}
+func checkRoutes(r *Report, cfg *config.Config, routes []store.Route) {
 	recorded := map[string]store.Route{}
 	for _, rt := range routes {
 		recorded[rt.Code] = rt
 	}
 	mine := node.RoutesOf(cfg, slices.Collect(maps.Keys(cfg.Handlers)))
-	same := 0
+	same, differ := 0, 0
 	for _, code := range sortedKeys(mine) {
 		rt, ok := recorded[code]
 		switch {
@@ -323,11 +317,13 @@ func checkRoutes(ctx context.Context, r *Report, cfg *config.Config, d Deps, o O
 		case rt.Queue == mine[code]:
 			same++
 		default:
+			differ++
 			r.add("tasks.routes", Warn, "give every node the same queue for "+code+" (handlers."+code+".queue); the last node to start sets the route",
 				"task code %s: this configuration takes it from queue %s, but tasks INSERTed with no queue go to %s (recorded by node %s, %s)",
 				code, mine[code], rt.Queue, rt.Node, rt.SeenAt.Format(time.RFC3339))
-			return
 		}
 	}
-	r.ok("tasks.routes", "%s routed as configured", ops.Plural(same, "task code"))
+	if differ == 0 {
+		r.ok("tasks.routes", "%s routed as configured", ops.Plural(same, "task code"))
+	}
 }
