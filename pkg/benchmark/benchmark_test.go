@@ -70,7 +70,12 @@ func TestRunSmall(t *testing.T) {
 	require.Zero(t, r.Figures["rate_limit_window_over_bound"])
 	require.Greater(t, r.Figures["rate_limit_seconds"], 0.9*r.Figures["rate_limit_ideal_seconds"], "the rate was held")
 	if slices.Contains(scenarios, "pool") {
-		require.Len(t, r.Rows, 21)
+		rows := 21
+		if _, ok := r.Figures["lateness_early_tasks"]; ok { // the MySQL server runs on this host
+			rows++
+			require.Zero(t, r.Figures["lateness_early_tasks"], "tasks started before their due time")
+		}
+		require.Len(t, r.Rows, rows)
 	}
 
 	var table bytes.Buffer

@@ -311,12 +311,38 @@ func Steady(ctx context.Context, e *Env, rate int, d time.Duration) (Figures, er
 	}, nil
 }
 
+// startTimes is a no-op Go handler that records when each task's handler
+// first ran, by this host's clock.
+type startTimes struct {
+	counter
+	mu sync.Mutex
+	at map[int64]time.Time
+}
+
+func (s *startTimes) Handle(ctx context.Context, r *handler.Request) (string, error) {
+	now := time.Now()
+	s.mu.Lock()
+	if _, ok := s.at[r.ID]; !ok {
+		s.at[r.ID] = now
+	}
+	s.mu.Unlock()
+	return s.counter.Handle(ctx, r)
+}
+
 // Lateness submits n tasks due at evenly spread times within window,
 // starting a few seconds ahead, and measures how late each started
-// (plan_next_run_at to started_at).
+// (plan_next_run_at to started_at) and how late its claim was (to
+// dispatched_at: negative when claimed ahead). When the MySQL server runs
+// on this host, its clock is this host's, and lateness_early_tasks counts
+// the handlers that ran before their task's plan_next_run_at by it (the
+// worker's started_at is its estimate of the database clock, which may be
+// off by half a round trip).
 func Lateness(ctx context.Context, e *Env, n int, window time.Duration) (Figures, error) {
-	c := &counter{}
-	nd, err := e.StartNode(ctx, map[string]int{"noop": 100}, noopRegistry(c), 0)
+	st := &startTimes{at: map[int64]time.Time{}}
+	c := &st.counter
+	reg := handler.NewRegistry()
+	reg.Register("noop", st)
+	nd, err := e.StartNode(ctx, map[string]int{"noop": 100}, reg, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -334,8 +360,46 @@ func Lateness(ctx context.Context, e *Env, n int, window time.Duration) (Figures
 	if err != nil {
 		return nil, err
 	}
-	return Figures{"lateness_p50_ms": percentile(late, 50), "lateness_p99_ms": percentile(late, 99),
-		"lateness_max_ms": late[len(late)-1]}, nil
+	disp, err := e.latencies(ctx, "plan_next_run_at", "dispatched_at")
+	if err != nil {
+		return nil, err
+	}
+	f := Figures{"lateness_p50_ms": percentile(late, 50), "lateness_p99_ms": percentile(late, 99),
+		"lateness_max_ms": late[len(late)-1], "lateness_min_ms": late[0],
+		"lateness_dispatch_p50_ms": percentile(disp, 50), "lateness_dispatch_p99_ms": percentile(disp, 99)}
+	if serverPID(ctx, e.Store.DB()) != "" {
+		early, err := e.startedEarly(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		f["lateness_early_tasks"] = float64(early)
+	}
+	return f, nil
+}
+
+// startedEarly counts the tasks whose handler ran before their
+// plan_next_run_at, by this host's clock.
+func (e *Env) startedEarly(ctx context.Context, st *startTimes) (int, error) {
+	rows, err := e.Store.DB().QueryContext(ctx,
+		`SELECT id, UNIX_TIMESTAMP(plan_next_run_at) * 1000 FROM task_center WHERE task_code = 'noop' AND status = 3`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	early := 0
+	for rows.Next() {
+		var id int64
+		var dueMS float64
+		if err := rows.Scan(&id, &dueMS); err != nil {
+			return 0, err
+		}
+		if at, ok := st.at[id]; ok && float64(at.UnixMicro())/1000 < dueMS {
+			early++
+		}
+	}
+	return early, rows.Err()
 }
 
 // SubmitBatch measures one client submitting n tasks in batches of 1,000.
