@@ -121,6 +121,10 @@ type SchedulerConfig struct {
 	// its backlog waits in the task center (0: four per slot of the
 	// queue's live consumers, at least two batches).
 	Window int `mapstructure:"window"`
+	// ClaimAhead is how long before their due time tasks are claimed, to
+	// be pushed when due: the claim's round trips do not make them late
+	// (0s: claimed when due).
+	ClaimAhead time.Duration `mapstructure:"claim_ahead"`
 }
 
 // WorkerConfig tunes the worker pool.
@@ -309,6 +313,7 @@ var defaults = map[string]any{
 	"scheduler.batch_size":               scheduler.BatchSizeDefault,
 	"scheduler.poll_interval":            dur(scheduler.PollIntervalDefault),
 	"scheduler.window":                   0,
+	"scheduler.claim_ahead":              dur(scheduler.ClaimAheadDefault),
 	"worker.concurrency":                 10,
 	"worker.shutdown_grace":              dur(worker.ShutdownGraceDefault),
 	"worker.kill_grace":                  dur(handler.KillGraceDefault),
@@ -499,6 +504,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.BatchSize <= 0 || c.Scheduler.BatchSize > 10000 {
 		return invalid("scheduler.batch_size", c.Scheduler.BatchSize, "1 to 10000")
+	}
+	if c.Scheduler.ClaimAhead < 0 || c.Scheduler.ClaimAhead > 10*time.Second {
+		return invalid("scheduler.claim_ahead", c.Scheduler.ClaimAhead.String(), "0s to 10s")
 	}
 	if c.Scheduler.Window < 0 {
 		return invalid("scheduler.window", c.Scheduler.Window, "0 (from the consumers' slots) or a number of messages")

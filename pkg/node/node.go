@@ -121,7 +121,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	if cfg.HasRole("scheduler") {
 		n.Scheduler = scheduler.New(scheduler.Config{
 			Node: cfg.Node.ID, BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval,
-			Window: cfg.Scheduler.Window, Logger: log,
+			Window: cfg.Scheduler.Window, ClaimAhead: claimAhead(cfg.Scheduler.ClaimAhead), Logger: log,
 		}, st, br)
 	}
 	if cfg.HasRole("worker") {
@@ -378,4 +378,13 @@ func (n *Node) Close() error {
 	n.Stop()
 	n.Broker.Close()
 	return n.Store.Close()
+}
+
+// claimAhead is scheduler.claim_ahead as the scheduler takes it: 0s in the
+// file turns claiming ahead off.
+func claimAhead(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
@@ -43,6 +44,14 @@ type Config struct {
 	// due tasks wait in the task center. 0: WindowPerSlotDefault per slot
 	// of the queue's live consumers, at least two batches (window.go).
 	Window int
+	// ClaimAhead is how long before its due time a task is claimed; its
+	// message is held and pushed when the database clock reaches the due
+	// time (hold.go). 0: ClaimAheadDefault; negative: claim when due.
+	// Claims that leave out paused, full or grouped queues claim when due.
+	ClaimAhead time.Duration
+	// Clock is the local clock the held messages are timed by (tests
+	// drive it); nil: the system clock.
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -57,6 +66,9 @@ type Scheduler struct {
 	dispatched atomic.Int64
 	runner     startstop.Runner
 	win        *windows
+	hold       *held
+	db         *dbClock
+	clock      clock.Clock
 
 	// filter leaves paused queues out of claims while any is paused.
 	filterMu   sync.Mutex
@@ -81,22 +93,32 @@ const filterReset = 10 * time.Second
 func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
+	cfg.ClaimAhead = max(0, cmp.Or(cfg.ClaimAhead, ClaimAheadDefault))
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	clk := clock.Or(cfg.Clock)
 	return &Scheduler{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "scheduler"),
-		win: newWindows(cfg.Window, cfg.BatchSize)}
+		win: newWindows(cfg.Window, cfg.BatchSize), hold: newHeld(), clock: clk, db: &dbClock{local: clk, src: s}}
 }
 
 // Dispatched returns the number of tasks this scheduler has dispatched.
 func (s *Scheduler) Dispatched() int64 { return s.dispatched.Load() }
 
-// Start runs the dispatch loop until Stop or ctx is done.
+// Start runs the dispatch loop and the releaser of held messages until
+// Stop or ctx is done. At the stop, held messages that are due are pushed
+// and the others handed back.
 func (s *Scheduler) Start(ctx context.Context) error {
 	return s.runner.Start(ctx, func(ctx context.Context) {
 		wake, closeSub := s.broker.Wakeups(ctx)
 		defer closeSub()
+		var wg sync.WaitGroup
+		wg.Go(func() { s.release(ctx) })
 		s.loop(ctx, wake)
+		wg.Wait()
+		// The loop's last claim may have held messages after the
+		// releaser stopped.
+		s.unhold(context.WithoutCancel(ctx))
 	})
 }
 
@@ -109,7 +131,7 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 	defer timer.Stop()
 	errDelay := 100 * time.Millisecond
 	for {
-		n, more, filtered, err := s.runOnce(ctx)
+		n, more, filtered, err := s.runOnce(ctx, s.cfg.ClaimAhead)
 		if ctx.Err() != nil {
 			return
 		}
@@ -134,7 +156,11 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 			continue // more are due
 		default:
 			errDelay = 100 * time.Millisecond
-			wait = s.untilNextDue(ctx, n)
+			ahead := s.cfg.ClaimAhead
+			if filtered {
+				ahead = 0
+			}
+			wait = s.untilNextDue(ctx, n, ahead)
 		}
 		timer.Reset(wait)
 		deadline := time.Now().Add(wait)
@@ -149,6 +175,9 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 					wake = nil // subscription closed; poll
 					continue
 				}
+				// A task due within half the claim-ahead is claimed at
+				// once, as the loop claims them (untilNextDue).
+				d = max(0, d-s.cfg.ClaimAhead/2)
 				if time.Now().Add(d).Before(deadline) {
 					// Reset drops a pending expiry (Go 1.23 timers): a
 					// Stop-then-drain here could block forever.
@@ -160,34 +189,45 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 	}
 }
 
-// untilNextDue is how long to sleep: until the next task is due, at most
-// the poll interval. When something is overdue but this scan claimed less
-// than a batch (another scheduler won it, or it is being claimed), it
-// sleeps a little rather than spin.
-func (s *Scheduler) untilNextDue(ctx context.Context, claimed int) time.Duration {
+// untilNextDue is how long to sleep after a claim that took tasks due
+// within ahead: until the next task is due within half of ahead (so each
+// claim takes about ahead/2 of them, with ahead/2 to spare before the
+// first is due), at most the poll interval. When something within ahead
+// is still unclaimed but this scan claimed less than a batch (another
+// scheduler won it, or it is being claimed), it sleeps a little rather
+// than spin.
+func (s *Scheduler) untilNextDue(ctx context.Context, claimed int, ahead time.Duration) time.Duration {
 	d, ok, err := s.store.NextDue(ctx)
 	if err != nil || !ok {
 		return s.cfg.PollInterval
 	}
-	if d <= 0 {
+	return nextClaimIn(d, ahead, claimed, s.cfg.PollInterval)
+}
+
+// nextClaimIn is untilNextDue for a next task due in d.
+func nextClaimIn(d, ahead time.Duration, claimed int, poll time.Duration) time.Duration {
+	if d <= ahead {
 		if claimed > 0 {
 			return 0
 		}
-		return min(10*time.Millisecond, s.cfg.PollInterval)
+		return min(10*time.Millisecond, poll)
 	}
-	return min(d, s.cfg.PollInterval)
+	return min(d-ahead/2, poll)
 }
 
 // RunOnce claims one batch of due tasks and pushes it. It returns the
-// number of tasks claimed.
+// number of tasks claimed. (The loop also claims tasks due soon, and holds
+// them: see Config.ClaimAhead.)
 func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
-	n, _, _, err := s.runOnce(ctx)
+	n, _, _, err := s.runOnce(ctx, 0)
 	return n, err
 }
 
-// runOnce is RunOnce, also reporting whether paused queues were filtered
-// out and whether a filtered claim's window was full.
-func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, err error) {
+// runOnce is RunOnce for the tasks due within ahead, also reporting
+// whether paused queues were filtered out and whether a filtered claim's
+// window was full. The messages of tasks not due yet are held for the
+// releaser.
+func (s *Scheduler) runOnce(ctx context.Context, ahead time.Duration) (n int, more, filtered bool, err error) {
 	// A claim is not abandoned half way by a shutdown: the server finishes
 	// a statement whose client went away, so a cancelled claim could leave
 	// tasks dispatched with no message. Claim and push run to their end
@@ -207,7 +247,7 @@ func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, er
 		f.Groups = nil
 		s.filterMu.Unlock()
 	} else {
-		msgs, err = s.store.TaskClaimDueIn(pctx, claimID, s.cfg.BatchSize, s.win.room)
+		msgs, err = s.store.TaskClaimDueIn(pctx, claimID, s.cfg.BatchSize, ahead, s.room)
 	}
 	if err != nil {
 		return 0, false, filtered, err
@@ -225,16 +265,140 @@ func (s *Scheduler) runOnce(ctx context.Context) (n int, more, filtered bool, er
 	if len(msgs) == 0 {
 		return 0, more, filtered, nil
 	}
-	failed, perr := s.broker.Push(pctx, msgs)
+	due := msgs
+	if ahead > 0 {
+		due = s.holdLater(msgs)
+	}
+	if len(due) == 0 {
+		return len(msgs), more, filtered, nil
+	}
+	if err := s.push(pctx, due); err != nil {
+		return len(msgs), more, filtered, err
+	}
+	return len(msgs), more, filtered, nil
+}
+
+// room is the room a queue's window has left for a claim: what its lists
+// have left, less the messages held for it.
+func (s *Scheduler) room(q string) int { return max(0, s.win.room(q)-s.hold.in(q)) }
+
+// holdLater holds the messages of msgs whose task may not be due yet and
+// returns the others. The claim read the database clock (DispatchedUnixMS)
+// before it committed: a task due by then is due now.
+func (s *Scheduler) holdLater(msgs []*task.Message) []*task.Message {
+	var due, later []*task.Message
+	for _, m := range msgs {
+		if m.DueUnixMS <= m.DispatchedUnixMS {
+			due = append(due, m)
+		} else {
+			later = append(later, m)
+		}
+	}
+	s.hold.add(later)
+	return due
+}
+
+// push pushes claimed messages and hands back those it could not push; the
+// error says that none was pushed.
+func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
+	failed, perr := s.broker.Push(ctx, msgs)
 	if len(failed) > 0 {
-		s.handBack(pctx, failed, perr)
+		s.handBack(ctx, failed, perr)
 	}
 	s.win.pushedTo(perQueue(msgs, failed))
 	s.dispatched.Add(int64(len(msgs) - len(failed)))
 	if perr != nil && len(failed) == len(msgs) {
-		return len(msgs), more, filtered, fmt.Errorf("push: %w", perr)
+		return fmt.Errorf("push: %w", perr)
 	}
-	return len(msgs), more, filtered, nil
+	return nil
+}
+
+// release is the releaser: it pushes each held message when the database
+// clock reaches its due time, until ctx is done.
+func (s *Scheduler) release(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		_, wait, err := s.releaseOnce(ctx)
+		if err != nil {
+			s.log.Error("release held tasks; retrying", "err", err, "in", releaseRetry)
+			wait = releaseRetry
+		}
+		if wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.hold.kick:
+			case <-timer.C:
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// releaseRetry is how soon the releaser tries again after a failure.
+const releaseRetry = 100 * time.Millisecond
+
+// releaseIdle is how long the releaser waits with nothing held: an added
+// message wakes it sooner.
+const releaseIdle = time.Minute
+
+// releaseOnce pushes the held messages whose due time the database clock
+// has certainly reached, and returns how many and how long until the next
+// one is due (0: at once).
+func (s *Scheduler) releaseOnce(ctx context.Context) (int, time.Duration, error) {
+	next, ok := s.hold.next()
+	if !ok {
+		return 0, releaseIdle, nil
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
+	defer cancel()
+	if s.db.stale(s.clock.Now()) {
+		if err := s.db.sync(pctx); err != nil {
+			return 0, 0, fmt.Errorf("read the database clock: %w", err)
+		}
+	}
+	now := s.clock.Now()
+	if wait := s.db.until(now, time.UnixMilli(next)); wait > 0 {
+		return 0, wait, nil
+	}
+	due := s.hold.takeDue(s.db.reached(now).UnixMilli())
+	err := s.push(pctx, due)
+	return len(due), 0, err
+}
+
+// unhold empties the hold at a stop: it pushes the messages that are due
+// and hands back the others as they were, pending with their due time.
+func (s *Scheduler) unhold(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, roundTimeout)
+	defer cancel()
+	if _, ok := s.hold.next(); !ok {
+		return
+	}
+	if err := s.db.sync(ctx); err == nil {
+		if due := s.hold.takeDue(s.db.reached(s.clock.Now()).UnixMilli()); len(due) > 0 {
+			if err := s.push(ctx, due); err != nil {
+				s.log.Error("push held tasks at stop", "err", err)
+			}
+		}
+	}
+	rest := s.hold.takeAll()
+	if len(rest) == 0 {
+		return
+	}
+	ts := make([]store.Transition, len(rest))
+	for i, m := range rest {
+		// No NextIn: plan_next_run_at stays, the task is not due yet.
+		ts[i] = store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Pending}
+	}
+	if _, err := s.store.TaskTransition(ctx, ts); err != nil {
+		// Still dispatched: recovery re-dispatches after its window.
+		s.log.Error("hand back held tasks at stop", "tasks", len(rest), "err", err)
+		return
+	}
+	s.log.Info("held tasks handed back at stop", "tasks", len(rest))
 }
 
 // claimFilter returns the filter of paused, full and grouped queues,

@@ -23,7 +23,7 @@ import (
 // leaves it out for lockedBackoff. Only when another scheduler won some
 // candidates is a read-back of the winners needed.
 func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]*task.Message, error) {
-	return s.TaskClaimDueIn(ctx, claimID, limit, nil)
+	return s.TaskClaimDueIn(ctx, claimID, limit, 0, nil)
 }
 
 // Room says how many more tasks of a queue a claim may take: the room left
@@ -47,8 +47,11 @@ func within(msgs []*task.Message, room Room) []*task.Message {
 }
 
 // TaskClaimDueIn claims like TaskClaimDue, at most room(q) tasks of each
-// queue q.
-func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, room Room) ([]*task.Message, error) {
+// queue q, and also the tasks due within ahead of now by the database
+// clock: the caller holds the message of such a task until it is due
+// (Message.DueUnixMS), so that the claim's round trips and commit are over
+// by then.
+func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, ahead time.Duration, room Room) ([]*task.Message, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -59,7 +62,7 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, r
 	for range claimCandidateArgs + 1 {
 		args = append(args, n)
 	}
-	cands, err := s.claimCandidates(ctx, args)
+	cands, err := s.claimCandidates(ctx, ahead, args)
 	if err != nil {
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
@@ -72,7 +75,7 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, r
 	var won []*task.Message
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		won, err = s.claimLocked(ctx, tx, cands, claimID)
+		won, err = s.claimLocked(ctx, tx, cands, claimID, ahead)
 		return err
 	})
 	if err != nil {
@@ -86,7 +89,7 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, r
 
 // claimLocked compare-and-sets, in tx, the candidates no other transaction
 // holds, and returns those it won. The held ones back off.
-func (s *Store) claimLocked(ctx context.Context, tx *sql.Tx, cands []*task.Message, claimID string) ([]*task.Message, error) {
+func (s *Store) claimLocked(ctx context.Context, tx *sql.Tx, cands []*task.Message, claimID string, ahead time.Duration) ([]*task.Message, error) {
 	ids := make([]int64, len(cands))
 	for i, m := range cands {
 		ids[i] = m.ID
@@ -105,7 +108,7 @@ func (s *Store) claimLocked(ctx context.Context, tx *sql.Tx, cands []*task.Messa
 	for i, m := range cands {
 		fences[i] = Fence{ID: m.ID, Attempt: m.Attempt}
 	}
-	changed, err := execAll(ctx, tx, claimSQL(fences, claimID, s.perRow))
+	changed, err := execAll(ctx, tx, claimSQL(fences, claimID, s.perRow, ahead))
 	if err != nil {
 		return nil, fmt.Errorf("compare-and-set: %w", err)
 	}
@@ -121,8 +124,12 @@ func (s *Store) claimLocked(ctx context.Context, tx *sql.Tx, cands []*task.Messa
 
 // claimCandidates reads the due tasks a claim tries for, sorted by
 // priority, due time and id.
-func (s *Store) claimCandidates(ctx context.Context, args []any) ([]*task.Message, error) {
-	rows, err := s.db.QueryContext(ctx, qClaimCandidates, args...)
+func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args []any) ([]*task.Message, error) {
+	q := qClaimCandidates
+	if ahead > 0 {
+		q = claimCandidatesSQL(ahead)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

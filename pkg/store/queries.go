@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -83,7 +84,11 @@ const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 // idx_claim: the cost is proportional to the batch, never to the number of
 // future or finished rows (whose claim_key is NULL or later). Only the
 // chosen ids are then read by primary key.
-var qClaimCandidates = func() string {
+var qClaimCandidates = claimCandidatesSQL(0)
+
+// claimCandidatesSQL is qClaimCandidates for tasks due within ahead of
+// now (a claim ahead of the due time, see TaskClaimDueIn).
+func claimCandidatesSQL(ahead time.Duration) string {
 	var b strings.Builder
 	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, ` + queueOf("t") + `, t.payload, COALESCE(t.cron_expr, ''),
 	` + zoneOf("t") + `, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''), t.trace_parent,
@@ -94,11 +99,21 @@ var qClaimCandidates = func() string {
 			b.WriteString(" UNION ALL ")
 		}
 		fmt.Fprintf(&b, "(SELECT id, priority, claim_key FROM task_center FORCE INDEX (idx_claim)"+
-			" WHERE priority = %d AND claim_key <= NOW(3) ORDER BY claim_key LIMIT ?)", p)
+			" WHERE priority = %d AND claim_key <= "+dueBy(ahead)+" ORDER BY claim_key LIMIT ?)", p)
 	}
 	b.WriteString(") u ORDER BY priority, claim_key LIMIT ?) c STRAIGHT_JOIN task_center t ON t.id = c.id")
 	return b.String()
-}()
+}
+
+// dueBy is the latest due time a claim takes: now, or ahead of now. It is
+// written into the statement, not bound, so that the argument lists stay
+// those of a claim at the due time.
+func dueBy(ahead time.Duration) string {
+	if ahead <= 0 {
+		return "NOW(3)"
+	}
+	return fmt.Sprintf("NOW(3) + INTERVAL %d MICROSECOND", ahead.Microseconds())
+}
 
 // claimCandidateArgs is the number of LIMIT placeholders in qClaimCandidates
 // before the outer one.
@@ -120,7 +135,7 @@ const claimCandidateArgs = 10
 // candidates; the index is forced because on a small table the optimizer
 // prefers a scan, which locks every row it reads and so waits on any row
 // someone else holds (see locked.go).
-func claimSQL(fences []Fence, claimID string, perRow bool) []stmt {
+func claimSQL(fences []Fence, claimID string, perRow bool, ahead time.Duration) []stmt {
 	return batchSQL(fenceIDs(fences), perRow, func(b *byID, _ bool) {
 		b.sql("UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = ")
 		b.arg(claimID)
@@ -128,7 +143,7 @@ func claimSQL(fences []Fence, claimID string, perRow bool) []stmt {
 		b.in()
 		b.sql(" AND attempt = ")
 		b.col(func(i int) any { return fences[i].Attempt })
-		b.sql(" AND status IN (0, 4) AND plan_next_run_at <= NOW(3)")
+		b.sql(" AND status IN (0, 4) AND plan_next_run_at <= " + dueBy(ahead))
 	})
 }
 
