@@ -20,18 +20,26 @@ import (
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
-// TestRunSmall runs every scenario at a small size: each produces its
-// figures, and nothing is left behind on the servers.
-func TestRunSmall(t *testing.T) {
+// testConfig points the benchmark at the test servers: database name db
+// (scenarios add a suffix of their own) and Redis prefix. base is the
+// server's DSN without a database.
+func testConfig(t *testing.T, db, prefix string) (cfg *config.Config, base *mysql.Config) {
 	base, err := mysql.ParseDSN(testenv.BaseDSN())
 	require.NoError(t, err)
 	dsn := base.Clone()
-	dsn.DBName = "taskd_test_benchrun"
-	cfg, err := config.Load(config.NewViper(), "")
+	dsn.DBName = db
+	cfg, err = config.Load(config.NewViper(), "")
 	require.NoError(t, err)
 	cfg.MySQL.DSN = dsn.FormatDSN()
 	cfg.Redis.Addr = testenv.RedisAddr()
-	cfg.Redis.Prefix = "tbench:"
+	cfg.Redis.Prefix = prefix
+	return cfg, base
+}
+
+// TestRunSmall runs every scenario at a small size: each produces its
+// figures, and nothing is left behind on the servers.
+func TestRunSmall(t *testing.T) {
+	cfg, base := testConfig(t, "taskd_test_benchrun", "tbench:")
 
 	scenarios := benchmark.Scenarios
 	if _, err := exec.LookPath("php"); err != nil {
@@ -97,4 +105,27 @@ func TestRunSmall(t *testing.T) {
 	keys, err := rdb.Keys(context.Background(), "tbench:*").Result()
 	require.NoError(t, err)
 	require.Empty(t, keys, "benchmark keys left behind: %s", strings.Join(keys, " "))
+}
+
+// TestPhaseReadsItsOwnTasks: a phase counts and times only the tasks it
+// submitted, so the large scenario's steady run needs no rewrite of the
+// burn-down's rows before it measures.
+func TestPhaseReadsItsOwnTasks(t *testing.T) {
+	cfg, _ := testConfig(t, "taskd_test_benchphase", "tbenchphase:")
+	ctx := context.Background()
+	e, err := benchmark.NewEnv(ctx, cfg, nil)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+
+	_, err = benchmark.BurnDown(ctx, e, 150, 10)
+	require.NoError(t, err)
+	lat, err := benchmark.Latencies(ctx, e, "created_at", "started_at")
+	require.NoError(t, err)
+	require.Len(t, lat, 150)
+
+	_, err = benchmark.Steady(ctx, e, 100, 500*time.Millisecond)
+	require.NoError(t, err)
+	lat, err = benchmark.Latencies(ctx, e, "created_at", "started_at")
+	require.NoError(t, err)
+	require.Len(t, lat, 50, "the steady run's own tasks, not the burn-down's beside them")
 }

@@ -40,6 +40,11 @@ type Env struct {
 	Producer *producer.Client
 	Log      *slog.Logger
 
+	// floor is the highest task id before the running phase submitted:
+	// the phase reads its own tasks as the primary-key range above it,
+	// so what it reads follows its tasks, not the rows already there.
+	floor int64
+
 	drop func() error // removes the database and the keys; nil when borrowed
 }
 

@@ -197,11 +197,9 @@ func (r *Report) scenario(ctx context.Context, base *config.Config, name string)
 		if err != nil {
 			return nil, err
 		}
-		// The burn-down's tasks stay as history; clear them so the steady
-		// run's latencies are its own.
-		if _, err := e.Store.DB().ExecContext(ctx, `UPDATE task_center SET task_code = 'history' WHERE task_code = 'noop'`); err != nil {
-			return nil, err
-		}
+		// The burn-down's tasks stay as history beside the fill's: the
+		// steady run reads only its own (newPhase), so no row is rewritten
+		// (nor left to purge) just before it measures.
 		s, err := Steady(ctx, e, o.Rate, o.Duration)
 		if err != nil {
 			return nil, err
