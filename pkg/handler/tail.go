@@ -23,18 +23,22 @@ const (
 // handlers write what the attempt prints to Request.Tail; Tail keeps the
 // last bytes and hands them to publish at most every interval, once more
 // when the attempt ends (done true). A failing publish is not retried:
-// the next interval publishes the newer output anyway.
+// the next interval publishes the newer output anyway. The publishing
+// goroutine starts with the first Write: an attempt that prints nothing
+// (most Go handlers) costs no goroutine, no ticker and no publication.
 type Tail struct {
 	publish  func(ctx context.Context, output string, done bool) error
 	interval time.Duration
+	started  time.Time // publications fall on started + k × interval
 
-	mu    sync.Mutex
-	buf   tailBuffer
-	dirty bool
+	mu      sync.Mutex
+	buf     tailBuffer
+	dirty   bool
+	running bool // the publishing goroutine was started
+	closed  bool
 
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	stop chan struct{}
+	done chan struct{}
 }
 
 // StartTail starts publishing; Close ends it. limit and interval 0 take
@@ -46,23 +50,36 @@ func StartTail(publish func(ctx context.Context, output string, done bool) error
 	if interval <= 0 {
 		interval = TailIntervalDefault
 	}
-	t := &Tail{publish: publish, interval: interval, buf: tailBuffer{limit: limit},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	go t.loop()
-	return t
+	return &Tail{publish: publish, interval: interval, started: time.Now(), buf: tailBuffer{limit: limit}}
 }
 
 // Write keeps p in the tail. It never blocks on Redis: publishing runs on
-// its own goroutine.
+// its own goroutine, started by the first Write.
 func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !t.running && !t.closed {
+		t.running = true
+		t.stop, t.done = make(chan struct{}), make(chan struct{})
+		go t.loop()
+	}
 	t.dirty = true
 	return t.buf.Write(p)
 }
 
 func (t *Tail) loop() {
 	defer close(t.done)
+	// The first publication comes when it would have had the goroutine
+	// run since the start, then one every interval.
+	first := time.NewTimer(t.interval - time.Since(t.started)%t.interval)
+	defer first.Stop()
+	select {
+	case <-t.stop:
+		t.flush(true)
+		return
+	case <-first.C:
+		t.flush(false)
+	}
 	tick := time.NewTicker(t.interval)
 	defer tick.Stop()
 	for {
@@ -92,9 +109,19 @@ func (t *Tail) flush(final bool) {
 	_ = t.publish(ctx, out, final)
 }
 
-// Close publishes the last output, marked done, and stops. Safe to call
-// twice.
+// Close publishes the last output, marked done, and stops; a tail never
+// written to has nothing to publish. Safe to call twice; a Write after
+// Close is kept but not published.
 func (t *Tail) Close() {
-	t.stopOnce.Do(func() { close(t.stop) })
+	t.mu.Lock()
+	running, closed := t.running, t.closed
+	t.closed = true
+	t.mu.Unlock()
+	if !running {
+		return
+	}
+	if !closed {
+		close(t.stop)
+	}
 	<-t.done
 }

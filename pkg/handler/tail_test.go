@@ -135,3 +135,46 @@ func TestPoolStderrFeedsTheTail(t *testing.T) {
 	require.True(t, done)
 	require.Contains(t, out, "pool step 1\npool step 2\n")
 }
+
+// A tail nobody writes to (a Go handler that prints nothing) runs no
+// publishing goroutine and publishes nothing; its Close returns at once.
+func TestTailUnwrittenPublishesNothing(t *testing.T) {
+	t.Parallel()
+	pub := &published{}
+	tail := StartTail(pub.publish, 0, time.Millisecond)
+	_, err := Func(func(context.Context, *Request) (string, error) { return "result", nil }).Handle(context.Background(), &Request{Tail: tail})
+	require.NoError(t, err)
+	require.False(t, tail.running, "no goroutine before the first write")
+	tail.Close()
+	tail.Close()
+	_, _, n := pub.last()
+	require.Zero(t, n)
+}
+
+// The first write starts publishing, on the interval counted from the
+// tail's start; what is written after Close is not published.
+func TestTailStartsOnFirstWrite(t *testing.T) {
+	t.Parallel()
+	pub := &published{}
+	tail := StartTail(pub.publish, 0, 20*time.Millisecond)
+	fmt.Fprint(tail, "step 1\n")
+	require.True(t, tail.running)
+	require.Eventually(t, func() bool {
+		out, fin, _ := pub.last()
+		return out == "step 1\n" && !fin
+	}, 10*time.Second, 5*time.Millisecond)
+	fmt.Fprint(tail, "step 2\n")
+	tail.Close()
+	out, fin, n := pub.last()
+	require.True(t, fin)
+	require.Equal(t, "step 1\nstep 2\n", out)
+	fmt.Fprint(tail, "late\n")
+	tail.Close()
+	_, _, after := pub.last()
+	require.Equal(t, n, after, "nothing published after Close")
+
+	closed := StartTail(pub.publish, 0, 0)
+	closed.Close()
+	fmt.Fprint(closed, "after close\n")
+	require.False(t, closed.running, "a write after Close starts nothing")
+}
