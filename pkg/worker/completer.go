@@ -32,7 +32,12 @@ type completion struct {
 
 // attrs are the log fields of the completion's task.
 func (cp *completion) attrs(more ...any) []any {
-	return append([]any{"task_id", cp.tr.ID, "task_code", cp.code, "attempt", cp.tr.Attempt}, more...)
+	return taskAttrs(cp.tr.ID, cp.code, cp.tr.Attempt, more...)
+}
+
+// taskAttrs are the log fields of an attempt, then more.
+func taskAttrs(id int64, code string, attempt int, more ...any) []any {
+	return append([]any{"task_id", id, "task_code", code, "attempt", attempt}, more...)
 }
 
 // completer writes results in batches: whatever has finished since the last

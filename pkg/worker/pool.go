@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,8 @@ type pool struct {
 	runCtx   context.Context
 	stopRuns context.CancelFunc
 	runs     sync.WaitGroup
+	// untraced: attempts get no span (tracing is off).
+	untraced bool
 
 	// freed receives the queue of every slot given back (buffered for all
 	// slots: a release never blocks); woken the queues whose token the
@@ -99,6 +102,7 @@ const stallPoll = 50 * time.Millisecond
 // Start runs the fetcher and the waker.
 func (p *pool) Start(ctx context.Context) error {
 	p.runCtx, p.stopRuns = context.WithCancel(ctx)
+	p.untraced = untraced(p.w.cfg.Tracer, p.runCtx)
 	p.freed = make(chan string, max(1, p.w.slots.capacity()))
 	p.woken = make(chan string)
 	return p.fetch.Start(ctx, func(ctx context.Context) {
@@ -452,9 +456,8 @@ func (p *pool) launch(j *job) bool {
 func (p *pool) run(j *job) {
 	w := p.w
 	m := j.msg
-	log := w.log.With("task_id", m.ID, "task_code", m.Code, "attempt", m.Attempt)
 	timeout := time.Duration(cmp.Or(m.Timeout, task.DefaultTimeout)) * time.Second
-	ctx, cancel := context.WithTimeout(w.startAttempt(j), timeout)
+	ctx, cancel := context.WithTimeout(w.startAttempt(j, p.untraced), timeout)
 	defer cancel()
 	defer j.kill(nil)
 
@@ -490,11 +493,12 @@ func (p *pool) run(j *job) {
 	}
 	if !e.interrupted {
 		w.count.processed.Add(1)
+		// The task's fields are boxed only for a line that is written.
 		if e.err != nil {
 			w.count.failed.Add(1)
-			log.Warn("task attempt failed", "err", e.err, "duration", e.duration)
-		} else {
-			log.Debug("task succeeded", "duration", e.duration)
+			w.log.Warn("task attempt failed", taskAttrs(m.ID, m.Code, m.Attempt, "err", e.err, "duration", e.duration)...)
+		} else if w.log.Enabled(context.Background(), slog.LevelDebug) {
+			w.log.Debug("task succeeded", taskAttrs(m.ID, m.Code, m.Attempt, "duration", e.duration)...)
 		}
 	}
 	p.complete(j, e)

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/tracing"
@@ -13,8 +14,12 @@ import (
 
 // startAttempt starts the span of j's attempt, linked to the span that
 // submitted the task when its message names one, and returns the
-// handler's context, which carries the span.
-func (w *Worker) startAttempt(j *job) context.Context {
+// handler's context, which carries the span. With tracing off it does
+// nothing: the handler's context carries no span either way.
+func (w *Worker) startAttempt(j *job, untraced bool) context.Context {
+	if untraced {
+		return j.ctx
+	}
 	m := j.msg
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindConsumer),
@@ -27,6 +32,14 @@ func (w *Worker) startAttempt(j *job) context.Context {
 	ctx, span := w.cfg.Tracer.Start(j.ctx, "process "+j.queue, opts...)
 	j.span = span
 	return ctx
+}
+
+// untraced reports whether attempts under ctx need no span: the tracer
+// is the no-op one and ctx carries no span context for it to pass on, so
+// a span would be invisible to the handler and go nowhere.
+func untraced(t trace.Tracer, ctx context.Context) bool {
+	_, off := t.(noop.Tracer)
+	return off && trace.SpanContextFromContext(ctx).Equal(trace.SpanContext{})
 }
 
 // endAttempt ends j's span with the attempt's outcome; an attempt that
