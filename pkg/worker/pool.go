@@ -430,11 +430,6 @@ func (p *pool) launch(j *job) bool {
 	j.ctx, j.kill = context.WithCancelCause(p.runCtx)
 	j.started, j.startedDB = w.clock.Now(), w.db.Now()
 	j.returned = make(chan struct{})
-	j.release = sync.OnceFunc(func() {
-		w.slots.remove(j)
-		p.release(j.queue)
-		p.runs.Done()
-	})
 	p.runs.Add(1)
 	if !w.slots.add(j) {
 		j.kill(nil)
@@ -445,11 +440,21 @@ func (p *pool) launch(j *job) bool {
 		w.cfg.Metrics.Started(j.queue, w.db.Now().Sub(time.UnixMilli(j.msg.DueUnixMS)))
 	}
 	go func() {
-		defer j.release()
+		defer p.free(j)
 		defer close(j.returned)
 		p.run(j)
 	}()
 	return true
+}
+
+// free gives j's slot back, once: when its handler returns, or earlier
+// when the watchdog abandons it.
+func (p *pool) free(j *job) {
+	if j.freed.CompareAndSwap(false, true) {
+		p.w.slots.remove(j)
+		p.release(j.queue)
+		p.runs.Done()
+	}
 }
 
 // run executes one attempt and hands its result to the completer.

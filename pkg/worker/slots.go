@@ -38,9 +38,9 @@ type job struct {
 	ctx  context.Context
 	kill context.CancelCauseFunc
 	done atomic.Bool // its result was handed to the completer
-	// release frees the job's slot once: when its handler returns, or
-	// earlier when the watchdog abandons it.
-	release   func()
+	// freed: the job's slot was given back (pool.free), when its handler
+	// returned or earlier when the watchdog abandoned it.
+	freed     atomic.Bool
 	abandoned atomic.Bool
 	returned  chan struct{} // closed when the handler returned
 	// mark is where the attempt's running mark stands (markUnmarked...);
@@ -274,7 +274,7 @@ func (w *Worker) Abandon(r Running) bool {
 	t.mu.Unlock()
 	j.kill(errAbandoned)
 	endAttemptAbandoned(j)
-	j.release()
+	w.pool.free(j)
 	go func() {
 		<-j.returned
 		t.mu.Lock()
