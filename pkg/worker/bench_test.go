@@ -43,7 +43,9 @@ func allTrue(n int) []bool {
 // on, tracing off, logs at Info to nowhere), against real Redis and a task
 // center that applies every write at once. cpu-µs/op is this process's
 // CPU per attempt: the worker's share of taskd's CPU per task in the
-// burn-down (fetch, decode, run, complete, ack), the scheduler's excluded.
+// burn-down (fetch, decode, run, complete, ack), the scheduler's excluded;
+// allocs/op counts every goroutine's allocations, the figure the machine's
+// load does not move.
 //
 //	go test -run NONE -bench Noop -benchtime 50000x ./pkg/worker/
 func BenchmarkNoop(b *testing.B) {
@@ -66,6 +68,7 @@ func BenchmarkNoop(b *testing.B) {
 	m.Prepare([]string{"noop"})
 	w := worker.New(worker.Config{Node: "bench", Queues: map[string]int{"noop": 100}, Handlers: reg,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m}, appliedStore{env.Store}, env.Broker)
+	b.ReportAllocs()
 	b.ResetTimer()
 	before := selfCPU(b)
 	if err := w.Start(ctx); err != nil {
