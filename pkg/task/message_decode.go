@@ -113,15 +113,17 @@ func (s *plainScan) plain() ([]byte, bool) {
 	if !s.eat('"') {
 		return nil, false
 	}
-	start := s.i
+	start, ascii := s.i, true
 	for ; s.i < len(s.b); s.i++ {
 		switch c := s.b[s.i]; {
 		case c == '"':
 			v := s.b[start:s.i]
 			s.i++
-			return v, utf8.Valid(v)
+			return v, ascii || utf8.Valid(v)
 		case c == '\\' || c < 0x20:
 			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
 		}
 	}
 	return nil, false

@@ -185,3 +185,26 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return b
 }
+
+// BenchmarkDecodeMessage decodes a message as the scheduler pushes it.
+func BenchmarkDecodeMessage(b *testing.B) {
+	m := &Message{ID: 1234567, Attempt: 1, Code: "send_email", Queue: "send_email", Payload: json.RawMessage(`{"to":"a@example.com","n":3}`),
+		Timeout: 60, MaxRetry: 3, DueUnixMS: 1764600000000, DispatchedUnixMS: 1764600000123}
+	raw, err := m.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		decode func([]byte) (*Message, error)
+	}{{"plain", DecodeMessage}, {"encoding-json", decodeStd}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.decode(raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
