@@ -102,7 +102,7 @@ const stallPoll = 50 * time.Millisecond
 // Start runs the fetcher and the waker.
 func (p *pool) Start(ctx context.Context) error {
 	p.runCtx, p.stopRuns = context.WithCancel(ctx)
-	p.untraced = untraced(p.w.cfg.Tracer, p.runCtx)
+	p.untraced = untraced(p.runCtx, p.w.cfg.Tracer)
 	p.freed = make(chan string, max(1, p.w.slots.capacity()))
 	p.woken = make(chan string)
 	return p.fetch.Start(ctx, func(ctx context.Context) {

@@ -37,7 +37,7 @@ func (w *Worker) startAttempt(j *job, untraced bool) context.Context {
 // untraced reports whether attempts under ctx need no span: the tracer
 // is the no-op one and ctx carries no span context for it to pass on, so
 // a span would be invisible to the handler and go nowhere.
-func untraced(t trace.Tracer, ctx context.Context) bool {
+func untraced(ctx context.Context, t trace.Tracer) bool {
 	_, off := t.(noop.Tracer)
 	return off && trace.SpanContextFromContext(ctx).Equal(trace.SpanContext{})
 }

@@ -139,6 +139,34 @@ func TestNoSpansByDefault(t *testing.T) {
 	}
 }
 
+// Without a tracer, a span context the worker was started under reaches
+// the handlers as the no-op tracer passes it on: skipping the no-op span
+// must not drop it.
+func TestNoTracerPassesTheStartSpanOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	got := make(chan trace.SpanContext, 1)
+	b.reg.Register("ok", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		got <- trace.SpanContextFromContext(ctx)
+		return "", nil
+	}))
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 1}, Handlers: b.reg, ShutdownGrace: 5 * time.Second},
+		b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(trace.ContextWithRemoteSpanContext(context.Background(), sc)))
+	t.Cleanup(w.Stop)
+	id := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	select {
+	case in := <-got:
+		require.True(t, in.Equal(sc), "the handler runs under the start's span context")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not run")
+	}
+}
+
 func attr(s tracetest.SpanStub, k attribute.Key) attribute.Value {
 	for _, a := range s.Attributes {
 		if a.Key == k {
