@@ -17,8 +17,8 @@ import (
 // per call (node id and a counter): it marks the rows this claim won.
 //
 // No row lock is held across a network call: the candidates are read
-// without locks, then one short transaction locks those no one else holds
-// (lockFree) and compare-and-sets them 0/4 -> 1 with attempt + 1. A
+// without locks, then one short transaction compare-and-sets those no one
+// else holds (writeFree) 0/4 -> 1 with attempt + 1. A
 // candidate another transaction holds is left for a later claim, which
 // leaves it out for lockedBackoff. Only when another scheduler won some
 // candidates is a read-back of the winners needed.
@@ -72,12 +72,7 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, a
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	var won []*task.Message
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		won, err = s.claimLocked(ctx, tx, cands, claimID, ahead)
-		return err
-	})
+	won, err := s.claimLocked(ctx, cands, claimID, ahead)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -87,37 +82,43 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, a
 	return won, nil
 }
 
-// claimLocked compare-and-sets, in tx, the candidates no other transaction
-// holds, and returns those it won. The held ones back off.
-func (s *Store) claimLocked(ctx context.Context, tx *sql.Tx, cands []*task.Message, claimID string, ahead time.Duration) ([]*task.Message, error) {
+// claimLocked compare-and-sets the candidates no other transaction holds
+// (writeFree), and returns those it won. The held ones back off.
+func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, claimID string, ahead time.Duration) ([]*task.Message, error) {
 	ids := make([]int64, len(cands))
 	for i, m := range cands {
 		ids[i] = m.ID
 	}
-	free, err := s.lockCandidates(ctx, tx, ids)
+	var won []*task.Message
+	free, err := s.writeFree(ctx, ids, func(tx *batchTx) error {
+		won = nil
+		todo := cands
+		if tx.free != nil && len(tx.free) < len(ids) {
+			todo = slices.DeleteFunc(slices.Clone(cands), func(m *task.Message) bool { return !tx.free[m.ID] })
+			if len(todo) == 0 {
+				return nil
+			}
+		}
+		fences := make([]Fence, len(todo))
+		for i, m := range todo {
+			fences[i] = Fence{ID: m.ID, Attempt: m.Attempt}
+		}
+		changed, err := tx.exec(ctx, claimSQL(fences, claimID, s.perRow, ahead))
+		if err != nil {
+			return fmt.Errorf("compare-and-set: %w", err)
+		}
+		if changed == len(todo) {
+			won = todo
+			return nil
+		}
+		if won, err = s.claimed(ctx, tx, todo, claimID); err != nil {
+			return fmt.Errorf("read back: %w", err)
+		}
+		return nil
+	})
+	s.backOff(ids, free)
 	if err != nil {
 		return nil, err
-	}
-	if len(free) < len(ids) {
-		cands = slices.DeleteFunc(slices.Clone(cands), func(m *task.Message) bool { return !free[m.ID] })
-		if len(cands) == 0 {
-			return nil, nil
-		}
-	}
-	fences := make([]Fence, len(cands))
-	for i, m := range cands {
-		fences[i] = Fence{ID: m.ID, Attempt: m.Attempt}
-	}
-	changed, err := execAll(ctx, tx, claimSQL(fences, claimID, s.perRow, ahead))
-	if err != nil {
-		return nil, fmt.Errorf("compare-and-set: %w", err)
-	}
-	if changed == len(cands) {
-		return cands, nil
-	}
-	won, err := s.claimed(ctx, tx, cands, claimID)
-	if err != nil {
-		return nil, fmt.Errorf("read back: %w", err)
 	}
 	return won, nil
 }
@@ -247,21 +248,17 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 	for i, f := range fences {
 		ids[i] = f.ID
 	}
-	var free map[int64]bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if free, err = s.lockFree(ctx, tx, ids); err != nil {
-			return err
-		}
+	free, err := s.writeFree(ctx, ids, func(tx *batchTx) error {
+		clear(ok)
 		todo := fences
-		if len(free) < len(ids) {
-			todo = slices.DeleteFunc(slices.Clone(fences), func(f Fence) bool { return !free[f.ID] })
+		if tx.free != nil && len(tx.free) < len(ids) {
+			todo = slices.DeleteFunc(slices.Clone(fences), func(f Fence) bool { return !tx.free[f.ID] })
 			if len(todo) == 0 {
 				return nil
 			}
 		}
 		token := newToken()
-		changed, err := execAll(ctx, tx, markRunningSQL(todo, workerID, token, s.perRow))
+		changed, err := tx.exec(ctx, markRunningSQL(todo, workerID, token, s.perRow))
 		if err != nil {
 			return err
 		}
@@ -282,28 +279,6 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 		return nil, fmt.Errorf("mark %d tasks running: %w", len(fences), err)
 	}
 	return ok, lockedResult(ids, free)
-}
-
-// execAll runs the statements of a batched write in tx and returns the
-// rows they changed. When that is one row per batch entry, every entry
-// won, and reading back which did is not needed: every fenced write sets a
-// fresh claim token (a claim, its attempt), so a matched row is always a
-// changed row, and copies of one fence change their row once and fall
-// short.
-func execAll(ctx context.Context, tx *sql.Tx, stmts []stmt) (int, error) {
-	changed := 0
-	for _, st := range stmts {
-		res, err := tx.ExecContext(ctx, st.q, st.args...)
-		if err != nil {
-			return 0, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, err
-		}
-		changed += int(n)
-	}
-	return changed, nil
 }
 
 // markWon sets ok[i] for the fences in won; of copies of one fence (a
@@ -433,18 +408,14 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 	for i := range ts {
 		ids[i] = ts[i].ID
 	}
-	var free map[int64]bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if free, err = s.lockFree(ctx, tx, ids); err != nil {
-			return err
-		}
+	free, err := s.writeFree(ctx, ids, func(tx *batchTx) error {
+		clear(applied)
 		// idx maps the entries written to their place in ts.
 		todo, idx := ts, []int(nil)
-		if len(free) < len(ids) {
+		if tx.free != nil && len(tx.free) < len(ids) {
 			todo = nil
 			for i := range ts {
-				if free[ts[i].ID] {
+				if tx.free[ts[i].ID] {
 					todo, idx = append(todo, ts[i]), append(idx, i)
 				}
 			}
@@ -462,7 +433,7 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 		for j, i := range idx {
 			applied[i] = done[j]
 		}
-		return insertChildren(ctx, tx, ts, applied)
+		return insertChildren(ctx, tx.Tx, ts, applied)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
@@ -471,10 +442,10 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 	return applied, lockedResult(ids, free)
 }
 
-// transition writes ts in tx, whose rows it holds, and sets applied.
-func (s *Store) transition(ctx context.Context, tx *sql.Tx, ts []Transition, applied []bool) error {
+// transition writes ts in tx, which covers their rows, and sets applied.
+func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, applied []bool) error {
 	token := newToken()
-	changed, err := execAll(ctx, tx, transitionSQL(ts, token, s.perRow))
+	changed, err := tx.exec(ctx, transitionSQL(ts, token, s.perRow))
 	if err != nil {
 		return err
 	}

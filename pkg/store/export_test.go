@@ -17,3 +17,13 @@ const MaxBatchRows = maxBatchRows
 // UseNoWait switches s to locking batches with NOWAIT, bisected, as on
 // servers without SKIP LOCKED.
 func (s *Store) UseNoWait() { s.lock = lockNoWait }
+
+// UsePreRead makes s lock every batch before writing it, as on servers
+// without a zero lock wait (MySQL 8).
+func (s *Store) UsePreRead() { s.zeroWait = false }
+
+// ZeroWait reports whether s writes batches without locking them first.
+func (s *Store) ZeroWait() bool { return s.zeroWait }
+
+// PreReads returns how many locking reads s has run before a write.
+func (s *Store) PreReads() int64 { return s.preReads.Load() }

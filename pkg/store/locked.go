@@ -14,12 +14,19 @@ import (
 // Rows locked by someone else's transaction (another team's report holding
 // SELECT ... FOR UPDATE, the seed's incident 6.3) must hold back only
 // themselves. Every batched write that may meet them (the claim, the
-// running mark, result and hand-back transitions) first locks its rows in
-// its own transaction without waiting for any: SKIP LOCKED where the server
-// has it (MySQL 8, MariaDB 10.6+), else NOWAIT on halves of the batch,
-// bisected down to the locked rows, else the same bisection with the
-// session's short lock wait timeout. The write then covers only the rows it
-// locked; the others are reported (LockedError) and retried later.
+// running mark, result and hand-back transitions) locks its rows in its own
+// transaction without waiting for any: SKIP LOCKED where the server has it
+// (MySQL 8, MariaDB 10.6+), else NOWAIT on halves of the batch, bisected
+// down to the locked rows, else the same bisection with the session's short
+// lock wait timeout. The write then covers only the rows it locked; the
+// others are reported (LockedError) and retried later.
+//
+// That locking read is a second pass over every row of every batch, for
+// rows that are almost never held. Where a statement's lock wait can be
+// zero (MariaDB's SET STATEMENT innodb_lock_wait_timeout = 0; MySQL's
+// minimum is 1 s), a batch is first written without it, each statement
+// failing at once on a held row, and only then written again after the
+// locking read (writeFree).
 
 // lockMode is how a batch locks its rows without waiting for others.
 type lockMode int
@@ -48,6 +55,92 @@ func probeLockMode(ctx context.Context, db *sql.DB) (lockMode, error) {
 	return lockWait, nil
 }
 
+// probeZeroWait reports whether the server runs a statement with no lock
+// wait at all: MariaDB takes SET STATEMENT innodb_lock_wait_timeout = 0
+// and fails a lock it cannot have at once (10.3+; older ones raise the 0
+// to 1). MySQL has no SET STATEMENT and a minimum of 1 s.
+func probeZeroWait(ctx context.Context, db *sql.DB) (bool, error) {
+	var v int64
+	err := db.QueryRowContext(ctx, qProbeZeroWait).Scan(&v)
+	if err != nil {
+		if IsRejected(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return v == 0, nil
+}
+
+// errHeld fails a zero-wait write that met a row another transaction holds.
+var errHeld = errors.New("a row of the batch is held by another transaction")
+
+// batchTx is the transaction of one batched write (writeFree).
+type batchTx struct {
+	*sql.Tx
+	// free holds the rows lockFree locked, the only ones to write; nil on
+	// the zero-wait try, which writes every row.
+	free map[int64]bool
+}
+
+// isFree says whether the write covers id's row.
+func (b *batchTx) isFree(id int64) bool { return b.free == nil || b.free[id] }
+
+// exec runs the statements of a batched write and returns the rows they
+// changed. When that is one row per batch entry, every entry won, and
+// reading back which did is not needed: every fenced write sets a fresh
+// claim token (a claim, its attempt), so a matched row is always a changed
+// row, and copies of one fence change their row once and fall short. On
+// the zero-wait try a statement that meets a held row fails at once, with
+// errHeld.
+func (b *batchTx) exec(ctx context.Context, stmts []stmt) (int, error) {
+	changed := 0
+	for _, st := range stmts {
+		q := st.q
+		if b.free == nil {
+			q = zeroWaitPrefix + q
+		}
+		res, err := b.ExecContext(ctx, q, st.args...)
+		if err != nil {
+			if b.free == nil && isLockWait(err) {
+				return 0, errHeld
+			}
+			return 0, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		changed += int(n)
+	}
+	return changed, nil
+}
+
+// writeFree runs write in a transaction that covers the rows of ids no
+// other transaction holds, without waiting for any, and returns those rows
+// (nil: all of them). Where the server has a zero lock wait, write first
+// covers every row; when one is held, that transaction is rolled back, and
+// with it the locks its failed statement took and the statements of the
+// batch before it (InnoDB undoes only the failed statement), and write runs
+// again in a new one, after lockFree. Whatever write returns besides errHeld
+// ends it.
+func (s *Store) writeFree(ctx context.Context, ids []int64, write func(*batchTx) error) (map[int64]bool, error) {
+	if s.zeroWait {
+		err := s.inTx(ctx, func(tx *sql.Tx) error { return write(&batchTx{Tx: tx}) })
+		if !errors.Is(err, errHeld) {
+			return nil, err
+		}
+	}
+	var free map[int64]bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if free, err = s.lockFree(ctx, tx, ids); err != nil {
+			return fmt.Errorf("lock rows: %w", err)
+		}
+		return write(&batchTx{Tx: tx, free: free})
+	})
+	return free, err
+}
+
 // LockedError reports the entries of a batched write that were left alone
 // because another transaction held their rows locked: they neither applied
 // nor lost their fence, and should be tried again later. The write's other
@@ -72,8 +165,11 @@ func LockedEntries(err error) []int {
 }
 
 // lockedResult returns a LockedError for the entries of ids that are not
-// in free, or nil when every entry was free.
+// in free, or nil when every entry was free (free nil: all were).
 func lockedResult(ids []int64, free map[int64]bool) error {
+	if free == nil {
+		return nil
+	}
 	var locked []int
 	for i, id := range ids {
 		if !free[id] {
@@ -92,6 +188,7 @@ func lockedResult(ids []int64, free map[int64]bool) error {
 // for another transaction's lock (but the lock wait timeout where the
 // server has neither SKIP LOCKED nor NOWAIT).
 func (s *Store) lockFree(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]bool, error) {
+	s.preReads.Add(1)
 	free := make(map[int64]bool, len(ids))
 	uniq := make([]int64, 0, len(ids))
 	for _, id := range ids {
@@ -145,6 +242,16 @@ func (s *Store) lockCandidates(ctx context.Context, tx *sql.Tx, ids []int64) (ma
 	if err != nil {
 		return nil, fmt.Errorf("lock candidates: %w", err)
 	}
+	s.backOff(ids, free)
+	return free, nil
+}
+
+// backOff leaves the claim candidates of ids not in free (held by another
+// transaction) out of this process's claims for lockedBackoff.
+func (s *Store) backOff(ids []int64, free map[int64]bool) {
+	if free == nil {
+		return
+	}
 	var held []int64
 	for _, id := range ids {
 		if !free[id] {
@@ -154,7 +261,6 @@ func (s *Store) lockCandidates(ctx context.Context, tx *sql.Tx, ids []int64) (ma
 	if held != nil {
 		s.skip.add(held, time.Now())
 	}
-	return free, nil
 }
 
 // lockSkipped locks ids with SKIP LOCKED and marks the rows it got in free.

@@ -633,6 +633,9 @@ const qBatchGet = `SELECT id, total, callback_code, callback_queue, callback_pri
 // table an IN list is read by a scan, which would lock (or skip) every row.
 const qLockRows = `SELECT id FROM task_center FORCE INDEX (PRIMARY) WHERE id IN (%s) FOR UPDATE`
 
+// zeroWaitPrefix runs a statement with no lock wait (probeZeroWait).
+const zeroWaitPrefix = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR `
+
 // qRowsExist reads which of a set of tasks have a row.
 const qRowsExist = `SELECT id FROM task_center WHERE id IN (%s)`
 
@@ -641,6 +644,8 @@ const qRowsExist = `SELECT id FROM task_center WHERE id IN (%s)`
 const (
 	qProbeSkipLocked = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE SKIP LOCKED`
 	qProbeNoWait     = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE NOWAIT`
+	// qProbeZeroWait answers 0 where a statement's lock wait can be zero.
+	qProbeZeroWait = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR SELECT @@innodb_lock_wait_timeout`
 )
 
 // Routes and settings (routes.go, settings.go).

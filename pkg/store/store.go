@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -61,9 +62,13 @@ type Store struct {
 	perRow bool
 	// lock is how batched writes lock their rows without waiting for
 	// other transactions (locked.go); skip holds the rows claims found
-	// locked, backing off.
-	lock lockMode
-	skip skipSet
+	// locked, backing off. zeroWait: the server can run a statement with
+	// no lock wait, so batches are written without locking them first
+	// until they meet a held row. preReads counts locking reads (tests).
+	lock     lockMode
+	zeroWait bool
+	skip     skipSet
+	preReads atomic.Int64
 }
 
 // Open connects to the task center described by a go-sql-driver DSN and
@@ -98,6 +103,10 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
 	}
 	if s.lock, err = probeLockMode(pctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
+	}
+	if s.zeroWait, err = probeZeroWait(pctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
 	}
