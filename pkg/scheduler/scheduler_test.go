@@ -306,8 +306,11 @@ func TestCancelDuringClaimStrandsNothing(t *testing.T) {
 		require.NoError(t, err)
 	}
 	defer unlock()
+	// The claim's first write: its locking read, or where the server has
+	// a zero lock wait, its compare-and-set.
 	const claiming = `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-		WHERE DB = ? AND INFO LIKE 'SELECT id FROM task_center FORCE INDEX (PRIMARY) WHERE id IN%FOR UPDATE%'`
+		WHERE DB = ? AND (INFO LIKE 'SELECT id FROM task_center FORCE INDEX (PRIMARY) WHERE id IN%FOR UPDATE%'
+			OR INFO LIKE 'SET STATEMENT innodb_lock_wait_timeout = 0 FOR UPDATE task_center%')`
 
 	ctx, cancel := context.WithCancel(b.ctx)
 	type result struct {
