@@ -27,3 +27,11 @@ func (s *Store) ZeroWait() bool { return s.zeroWait }
 
 // PreReads returns how many locking reads s has run before a write.
 func (s *Store) PreReads() int64 { return s.preReads.Load() }
+
+// For the index-only tests of the waiting counts.
+var (
+	StatsWaitingSQL = qStatsWaiting
+	QueueDepthSQL   = qQueueDepth
+	WaitingCodesSQL = qWaitingCodes
+	QueueNamedSQL   = qQueueNamed
+)

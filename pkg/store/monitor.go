@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/taskd/taskd/pkg/task"
@@ -25,23 +24,14 @@ type QueueDepth struct {
 	OldestDue time.Duration
 }
 
-// qQueueDepth reads the claim index one priority at a time (a bounded range
-// each, as the claim does), the in-flight index and the held index (dead
-// tasks): its cost follows the unfinished and dead tasks, never the
-// finished ones.
-var qQueueDepth = func() string {
-	var b strings.Builder
-	b.WriteString(`SELECT queue, task_code, status, COUNT(*) n, SUM(due) due, COALESCE(MAX(waited), 0) waited FROM (`)
-	for p := 0; p <= 9; p++ {
-		fmt.Fprintf(&b, `SELECT queue, task_code, status, claim_key <= NOW(3) AS due,
-  IF(claim_key <= NOW(3), TIMESTAMPDIFF(MICROSECOND, claim_key, NOW(3)), 0) AS waited
-FROM task_center WHERE priority = %d AND claim_key IS NOT NULL UNION ALL `, p)
-	}
-	b.WriteString(`SELECT queue, task_code, status, 0, 0 FROM task_center WHERE inflight_at IS NOT NULL UNION ALL
-SELECT queue, task_code, status, 0, 0 FROM task_center FORCE INDEX (idx_held) WHERE held_status = 5
-) t GROUP BY queue, task_code, status`)
-	return routedGroups(b.String(), "g.task_code, g.status, g.n, g.due, g.waited")
-}()
+// qQueueDepth reads the claim index alone (qWaiting), the in-flight index
+// and the held index (dead tasks): its cost follows the unfinished and dead
+// tasks, never the finished ones, and a waiting task costs no row lookup.
+var qQueueDepth = routedGroups(`SELECT queue, task_code, status, SUM(n) n, SUM(due) due,
+	COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(first_due), NOW(3)), 0) waited FROM (`+qWaiting+` UNION ALL
+SELECT queue, task_code, status, 1, 0, NULL FROM task_center WHERE inflight_at IS NOT NULL UNION ALL
+SELECT queue, task_code, status, 1, 0, NULL FROM task_center FORCE INDEX (idx_held) WHERE held_status = 5
+) t GROUP BY queue, task_code, status`, "g.task_code, g.status, g.n, g.due, g.waited")
 
 // QueueDepths returns the depth of every queue that has unfinished or dead
 // tasks, and the highest task id (how many tasks were ever submitted,

@@ -563,13 +563,24 @@ func unionPriorities(format string) string {
 	return b.String()
 }
 
+// qWaiting counts the waiting tasks (pending or failed, due or not) by queue
+// as written, task code and status, as columns queue, task_code, status, n
+// (tasks), due (those due now) and first_due (the earliest due time among
+// them, NULL when none is due): one group per branch, and branches for one
+// group add up. It reads idx_claim alone, one priority's range at a time:
+// wait_status, wait_queue and wait_code are in the index (migration 0009),
+// so no waiting task costs a row lookup.
+var qWaiting = unionPriorities(`(SELECT wait_queue queue, wait_code task_code, wait_status status, COUNT(*) n,
+	SUM(claim_key <= NOW(3)) due, MIN(IF(claim_key <= NOW(3), claim_key, NULL)) first_due
+	FROM task_center FORCE INDEX (idx_claim) WHERE priority = %d AND claim_key IS NOT NULL
+	GROUP BY wait_queue, wait_code, wait_status)`)
+
 // Stats queries read only the index entries of tasks in the states they
 // count (idx_claim: waiting; idx_inflight: in flight; idx_held: dead and
 // cancelled), never the succeeded rows that make up most of the table.
-var qStatsWaiting = routedGroups(`SELECT queue, task_code, status, COUNT(*) n,
-	UNIX_TIMESTAMP(NOW(3)) - UNIX_TIMESTAMP(MIN(IF(claim_key <= NOW(3), claim_key, NULL))) age
-	FROM (`+unionPriorities(`(SELECT queue, task_code, status, claim_key FROM task_center FORCE INDEX (idx_claim)
-	WHERE priority = %d AND claim_key IS NOT NULL)`)+`) w GROUP BY queue, task_code, status`, "g.status, g.n, g.age")
+var qStatsWaiting = routedGroups(`SELECT queue, task_code, status, SUM(n) n,
+	UNIX_TIMESTAMP(NOW(3)) - UNIX_TIMESTAMP(MIN(first_due)) age
+	FROM (`+qWaiting+`) w GROUP BY queue, task_code, status`, "g.status, g.n, g.age")
 
 var qStatsInflight = `SELECT ` + queueOf("task_center") + ` q, status, worker_id, id FROM task_center FORCE INDEX (idx_inflight)
 	WHERE inflight_at IS NOT NULL`
@@ -588,8 +599,7 @@ var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE queue = ?)
 	OR EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1 OR limit_source <> ''))
 	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_inflight) WHERE inflight_at IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
 	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
-	OR EXISTS (SELECT 1 FROM (` + unionPriorities(`(SELECT `+queueOf("task_center")+` q FROM task_center FORCE INDEX (idx_claim)
-	WHERE priority = %d AND claim_key IS NOT NULL)`) + `) w WHERE q = ?)`
+	OR EXISTS (SELECT 1 FROM (` + qWaiting + `) w WHERE ` + queueOf("w") + ` = ?)`
 
 // qCodeNamed tells whether anything in the task center names a task code:
 // a node's route for it or a task of it in any state (uk_code_unique

@@ -92,6 +92,98 @@ func TestClaimScanIsBounded(t *testing.T) {
 	require.Less(t, next20k, int64(50))
 }
 
+// The waiting counts (stats, queue depths, doctor's codes, whether a queue
+// is named) read idx_claim alone: a waiting task costs its index entry and
+// no row lookup, however many wait in the future (migration 0009). EXPLAIN
+// says "Using index" for each priority's branch, and the counts agree with
+// the rows, routes and due times, before and after a claim.
+func TestWaitingCountsAreIndexOnly(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	st := env.Store
+	// qa: 30 due pending and 5 failed, due a minute ago; b: 2,000 future
+	// tasks with no queue, routed to qb, and 1,000 succeeded ones.
+	env.Exec(t, `INSERT INTO task_center (task_code, queue, payload, priority, plan_next_run_at)
+		SELECT 'a', 'qa', '{}', seq % 10, NOW(3) - INTERVAL 1 SECOND FROM seq_1_to_30`)
+	env.Exec(t, `INSERT INTO task_center (task_code, queue, payload, status, plan_next_run_at, retry_count)
+		SELECT 'a', 'qa', '{}', 4, NOW(3) - INTERVAL 1 MINUTE, 1 FROM seq_1_to_5`)
+	env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at, priority)
+		SELECT 'b', '{}', NOW(3) + INTERVAL seq MINUTE, seq % 10 FROM seq_1_to_2000`)
+	env.Exec(t, `INSERT INTO task_center (task_code, payload, status, finished_at) SELECT 'b', '{}', 3, NOW(3) FROM seq_1_to_1000`)
+	env.Exec(t, `INSERT INTO task_route (task_code, queue) VALUES ('b', 'qb')`)
+	env.Exec(t, `ANALYZE TABLE task_center`)
+
+	for name, q := range map[string]string{
+		"stats": store.StatsWaitingSQL, "depths": store.QueueDepthSQL,
+		"codes": store.WaitingCodesSQL, "named": store.QueueNamedSQL,
+	} {
+		var args []any
+		if name == "named" {
+			args = []any{"qb", "qb", "qb", "qb", "qb"}
+		}
+		rows, err := st.DB().QueryContext(ctx, "EXPLAIN "+q, args...)
+		require.NoError(t, err)
+		branches := 0
+		for _, r := range explain(t, rows) {
+			if r["key"] == "idx_claim" {
+				branches++
+				require.Contains(t, r["Extra"], "Using index", "%s: a waiting task costs a row lookup: %v", name, r)
+			}
+		}
+		require.Equal(t, 10, branches, "%s: one idx_claim range per priority", name)
+	}
+
+	check := func(qaPending, qaFailed, dispatched int64) {
+		t.Helper()
+		qs, _, err := st.StatsCounts(ctx)
+		require.NoError(t, err)
+		require.Equal(t, [7]int64{0: qaPending, 1: dispatched, 4: qaFailed}, qs["qa"].ByStatus)
+		require.InDelta(t, 60, qs["qa"].OldestDueSeconds, 5)
+		require.Equal(t, [7]int64{0: 2000}, qs["qb"].ByStatus)
+		require.Zero(t, qs["qb"].OldestDueSeconds, "no task of qb is due")
+
+		ds, _, err := st.QueueDepths(ctx)
+		require.NoError(t, err)
+		require.Equal(t, qaPending, ds["qa"].Pending)
+		require.Equal(t, qaFailed, ds["qa"].Failed)
+		require.Equal(t, qaPending+qaFailed, ds["qa"].Due)
+		require.Equal(t, dispatched, ds["qa"].Dispatched)
+		require.InDelta(t, 60, ds["qa"].OldestDue.Seconds(), 5)
+		require.Equal(t, int64(2000), ds["qb"].Pending)
+		require.Zero(t, ds["qb"].Due)
+		require.Zero(t, ds["qb"].OldestDue)
+
+		codes, err := st.WaitingCodes(ctx)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []store.WaitingCode{
+			{Code: "a", Queue: "qa", Tasks: qaPending + qaFailed}, {Code: "b", Queue: "qb", Tasks: 2000},
+		}, codes)
+	}
+	check(30, 5, 0)
+	for _, q := range []string{"qa", "qb"} {
+		named, err := st.QueueNamed(ctx, q)
+		require.NoError(t, err)
+		require.True(t, named, q)
+	}
+	named, err := st.QueueNamed(ctx, "b")
+	require.NoError(t, err)
+	require.False(t, named, "b's tasks go to qb")
+
+	// A claim takes tasks out of the waiting counts (the failed ones first:
+	// due longest at their priority) and into the dispatched ones.
+	msgs, err := st.TaskClaimDue(ctx, "test/counts", 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 10)
+	var failed int64
+	for _, m := range msgs {
+		if m.RetryCount > 0 {
+			failed++
+		}
+	}
+	check(30-(10-failed), 5-failed, 10)
+}
+
 func explain(t *testing.T, rows *sql.Rows) []map[string]string {
 	t.Helper()
 	defer rows.Close()

@@ -17,8 +17,7 @@ const qGrants = `SHOW GRANTS FOR CURRENT_USER()`
 
 // qWaitingCodes counts the waiting tasks (pending or failed, due or not)
 // per queue and task code, through the claim index like the stats.
-var qWaitingCodes = routedGroups(`SELECT queue, task_code, COUNT(*) n FROM (`+unionPriorities(`(SELECT queue, task_code
-	FROM task_center FORCE INDEX (idx_claim) WHERE priority = %d AND claim_key IS NOT NULL)`)+`) w GROUP BY queue, task_code`, "g.task_code, g.n")
+var qWaitingCodes = routedGroups(`SELECT queue, task_code, SUM(n) n FROM (`+qWaiting+`) w GROUP BY queue, task_code`, "g.task_code, g.n")
 
 // ServerInfo is the server and session taskd runs on.
 type ServerInfo struct {
