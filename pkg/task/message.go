@@ -45,8 +45,18 @@ type Message struct {
 	Grouped bool `json:"grouped,omitempty"`
 }
 
-// Encode serialises the message for a Redis list.
-func (m *Message) Encode() ([]byte, error) { return json.Marshal(m) }
+// Encode serialises the message for a Redis list, as json.Marshal does.
+// The scheduler encodes every message it pushes, so messages of plain
+// strings and compact raw values are written without reflection
+// (appendPlain); any other goes through json.Marshal.
+func (m *Message) Encode() ([]byte, error) {
+	if m != nil {
+		if b, ok := appendPlain(make([]byte, 0, 256+len(m.Payload)+len(m.Then)), m); ok {
+			return b, nil
+		}
+	}
+	return json.Marshal(m)
+}
 
 // DecodeMessage parses a queued message. A message that does not parse or
 // lacks its identity is poison: the caller moves it aside. Messages as
