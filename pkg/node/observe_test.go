@@ -355,7 +355,13 @@ func TestMetricsCountSubmitDispatches(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'refused' AND status = 1 AND attempt = 2`) == 2
 	}, 20*time.Second, 50*time.Millisecond, "the scheduler dispatches the handed-back tasks")
-	f = scrape(t, addr)
+	// The counts follow the writes: a claim is counted after its push, which
+	// follows its commit, and a hand-back after its write.
+	require.Eventually(t, func() bool {
+		f = scrape(t, addr)
+		return sum(f, "taskd_tasks_dispatched_total", "source", "scheduler")-scheduled0 >= 2 &&
+			sum(f, "taskd_submit_push_failures_total", "kind", "handed_back")-handed0 >= 2
+	}, 20*time.Second, 50*time.Millisecond, "the dispatches and hand-backs are counted")
 	require.Equal(t, 3.0, sum(f, "taskd_tasks_dispatched_total", "source", "submit")-submitted0)
 	require.Equal(t, 2.0, sum(f, "taskd_submit_push_failures_total", "kind", "handed_back")-handed0)
 	require.Equal(t, 2.0, sum(f, "taskd_tasks_dispatched_total", "source", "scheduler")-scheduled0)
