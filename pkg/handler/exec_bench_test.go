@@ -2,9 +2,9 @@ package handler
 
 import (
 	"context"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 // BenchmarkExecTrue runs /bin/true as an exec handler from 32 goroutines,
@@ -16,7 +16,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	h := &Exec{Argv: []string{"/bin/true"}}
 	r := testRequest()
 	b.SetParallelism(16) // 32 on 2 CPUs
-	before := selfCPU(b)
+	before := testenv.SelfCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := h.Handle(context.Background(), r); err != nil {
@@ -25,14 +25,5 @@ func BenchmarkExecTrue(b *testing.B) {
 			}
 		}
 	})
-	b.ReportMetric(float64((selfCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
-}
-
-// selfCPU is the CPU this process has used.
-func selfCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((testenv.SelfCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
 }

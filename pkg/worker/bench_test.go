@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,7 +69,7 @@ func BenchmarkNoop(b *testing.B) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m}, appliedStore{env.Store}, env.Broker)
 	b.ReportAllocs()
 	b.ResetTimer()
-	before := selfCPU(b)
+	before := testenv.SelfCPU(b)
 	if err := w.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -79,14 +78,5 @@ func BenchmarkNoop(b *testing.B) {
 	}
 	w.Stop()
 	b.StopTimer()
-	b.ReportMetric(float64((selfCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
-}
-
-// selfCPU is the CPU this process has used.
-func selfCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((testenv.SelfCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
 }
