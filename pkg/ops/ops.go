@@ -273,6 +273,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 	}
 	var idle []int64
 	running := map[int64]*task.Task{}
+	dispatched := map[int64]int{} // their attempts
 	for _, id := range ids {
 		st, ok := states[id]
 		if !ok {
@@ -280,6 +281,9 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		}
 		if st.Status != task.Running {
 			idle = append(idle, id)
+			if st.Status == task.Dispatched {
+				dispatched[id] = st.Attempt
+			}
 			continue
 		}
 		tk, err := o.store.TaskGet(ctx, id)
@@ -311,6 +315,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		a.Target = store.IDsTarget(ids) // idle is only part of them
 	}
 	done, err := o.store.TaskCancel(ctx, a, idle)
+	o.killDispatched(ctx, done, dispatched)
 	o.changed(len(done) + len(killed))
 	if err = cmp.Or(killErr, err); err != nil {
 		c := failed("kill")
@@ -318,6 +323,24 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		return c, err
 	}
 	return o.newChange(ctx, "kill", ids, done)
+}
+
+// killDispatched tells the workers about the cancelled tasks that were
+// dispatched: their messages are queued (or held by a claim ahead), and a
+// worker that takes one drops it instead of running it. Best effort: a
+// worker that misses the notice (not subscribed at that moment, Redis
+// unreachable) runs the attempt once, and the fence rejects its result.
+func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[int64]int) {
+	if o.broker == nil {
+		return
+	}
+	for _, id := range done {
+		if attempt, ok := dispatched[id]; ok {
+			if _, err := o.broker.Kill(ctx, broker.KillRequest{ID: id, Attempt: attempt}); err != nil {
+				return // the rest would fail alike
+			}
+		}
+	}
 }
 
 // killRunning asks the workers of running tasks to cancel them, and takes

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -304,4 +305,58 @@ func TestUnchangedReasons(t *testing.T) {
 	c, err = b.ops.Disable(ctx, ops.Target{IDs: []int64{done}})
 	require.NoError(t, err)
 	require.Equal(t, "not periodic; disable applies to periodic tasks only", c.Unchanged[0].Reason)
+}
+
+// A task killed while its message waits in the queue (dispatched, the
+// slot busy) is not run when a worker takes it: the worker heard the kill
+// and drops the message. Before, the handler ran once and only its result
+// was rejected.
+func TestKillDispatchedIsNotRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	var ran atomic.Int32
+	reg := handler.NewRegistry()
+	reg.Register("block", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "", nil
+	}))
+	reg.Register("victim", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		ran.Add(1)
+		return "", nil
+	}))
+	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{"q": 1}, Handlers: reg}, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	s := scheduler.New(scheduler.Config{Node: "n"}, b.env.Store, b.env.Broker)
+	submit := func(code string) int64 {
+		r, err := b.prod.Submit(context.Background(), producer.Submission{Code: code, Queue: "q"})
+		require.NoError(t, err)
+		return r.ID
+	}
+	blocker := submit("block")
+	require.Eventually(t, func() bool {
+		s.RunOnce(context.Background())
+		return len(w.Running()) == 1
+	}, 10*time.Second, 20*time.Millisecond, "the blocker holds the only slot")
+	victim := submit("victim")
+	require.Eventually(t, func() bool {
+		s.RunOnce(context.Background())
+		return b.get(t, victim).Status == task.Dispatched
+	}, 10*time.Second, 20*time.Millisecond)
+
+	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{victim}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{victim}, c.IDs)
+	time.Sleep(200 * time.Millisecond) // the notice is a publish: let it arrive before the slot frees
+	close(release)
+
+	require.Eventually(t, func() bool { return b.get(t, blocker).Status == task.Succeeded }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return w.Stats().Stale >= 1 }, 10*time.Second, 20*time.Millisecond,
+		"the victim's message is taken and dropped")
+	require.Zero(t, ran.Load(), "a task killed before it started is not run")
+	require.Equal(t, task.Cancelled, b.get(t, victim).Status)
 }

@@ -324,8 +324,9 @@ func IDsTarget(ids []int64) string {
 // TaskState is what an action needs to know of a task to say why it did not
 // apply to it.
 type TaskState struct {
-	Status task.Status
-	Type   task.Type
+	Status  task.Status
+	Type    task.Type
+	Attempt int
 }
 
 // TaskStates returns the state of each of ids that exists.
@@ -345,7 +346,7 @@ func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]TaskStat
 		for rows.Next() {
 			var id int64
 			var st TaskState
-			if err := rows.Scan(&id, &st.Status, &st.Type); err != nil {
+			if err := rows.Scan(&id, &st.Status, &st.Type, &st.Attempt); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("read task states: %w", err)
 			}

@@ -461,6 +461,14 @@ func (p *pool) free(j *job) {
 func (p *pool) run(j *job) {
 	w := p.w
 	m := j.msg
+	// Killed while its message waited, or between its take and now: the
+	// task center has it cancelled already, and the handler is not run.
+	if w.kills.early.take(m.ID, m.Attempt) || errors.Is(context.Cause(j.ctx), errKilled) {
+		w.log.Warn("task killed before it started; not run", taskAttrs(m.ID, m.Code, m.Attempt)...)
+		p.complete(j, &attemptEnd{killed: true, err: errKilled})
+		j.kill(nil)
+		return
+	}
 	timeout := time.Duration(cmp.Or(m.Timeout, task.DefaultTimeout)) * time.Second
 	ctx, cancel := context.WithTimeout(w.startAttempt(j, p.untraced), timeout)
 	defer cancel()

@@ -209,7 +209,7 @@ func New(cfg Config, s Store, b Broker) *Worker {
 	w.log = cfg.Logger.With("component", "worker", "worker_id", cfg.ID)
 	w.slots = newSlotTable(cfg.Queues, w.clock)
 	w.beat = &heartbeater{w: w}
-	w.kills = &killListener{broker: b, log: w.log, kill: w.slots.kill}
+	w.kills = &killListener{broker: b, log: w.log, kill: w.slots.kill, early: newKilledSet(w.clock.Now)}
 	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.count.stale)
 	w.comp.written = w.written
 	w.comp.now = w.db.Now
