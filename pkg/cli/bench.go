@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 
@@ -15,6 +17,7 @@ func (a *App) benchCmd() *cobra.Command {
 	var o benchmark.Options
 	var only string
 	var check bool
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput, latency and memory against the configured MySQL and Redis",
@@ -40,6 +43,17 @@ It loads the servers: do not point it at production.`,
 			if !a.json() {
 				o.Progress = func(s string) { fmt.Fprintf(a.Stderr, "running %s...\n", s) }
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("cpu profile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("cpu profile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			r := benchmark.Run(cmd.Context(), c, o)
 			if a.json() {
 				if err := a.printJSON(r); err != nil {
@@ -59,6 +73,7 @@ It loads the servers: do not point it at production.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&only, "only", "", "comma-separated scenarios to run (default all)")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of taskd's own code to this file (go tool pprof)")
 	fl.BoolVar(&check, "check", false, "exit 1 when a target is missed")
 	fl.IntVar(&o.Tasks, "tasks", 0, "burn-down size (default 100000)")
 	fl.IntVar(&o.Rate, "rate", 0, "steady submissions per second (default 1000)")
