@@ -13,15 +13,22 @@ type KillRequest struct {
 	Attempt int   `json:"attempt"`
 }
 
-// Kill publishes a kill request to every worker and returns how many
-// processes received it.
-func (b *Broker) Kill(ctx context.Context, r KillRequest) (int64, error) {
-	raw, _ := json.Marshal(r)
-	n, err := b.rdb.Publish(ctx, b.Keys.Kill(), raw).Result()
-	if err != nil {
-		return 0, fmt.Errorf("publish kill of task %d: %w", r.ID, err)
+// Kill publishes kill requests to every worker, pipelined in chunks.
+func (b *Broker) Kill(ctx context.Context, rs ...KillRequest) error {
+	const chunk = 1000
+	for len(rs) > 0 {
+		n := min(len(rs), chunk)
+		pipe := b.rdb.Pipeline()
+		for _, r := range rs[:n] {
+			raw, _ := json.Marshal(r)
+			pipe.Publish(ctx, b.Keys.Kill(), raw)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("publish kill of task %d: %w", rs[0].ID, err)
+		}
+		rs = rs[n:]
 	}
-	return n, nil
+	return nil
 }
 
 // Kills subscribes to kill requests until the returned close function is

@@ -334,13 +334,13 @@ func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[i
 	if o.broker == nil {
 		return
 	}
+	var rs []broker.KillRequest
 	for _, id := range done {
 		if attempt, ok := dispatched[id]; ok {
-			if _, err := o.broker.Kill(ctx, broker.KillRequest{ID: id, Attempt: attempt}); err != nil {
-				return // the rest would fail alike
-			}
+			rs = append(rs, broker.KillRequest{ID: id, Attempt: attempt})
 		}
 	}
+	_ = o.broker.Kill(ctx, rs...)
 }
 
 // killRunning asks the workers of running tasks to cancel them, and takes
@@ -353,10 +353,12 @@ func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]
 		return nil, fmt.Errorf("kill running %s (%s): no connection to Redis, through which workers are told to stop",
 			Plural(len(ids), "task"), joinIDs(ids, 10))
 	}
+	rs := make([]broker.KillRequest, 0, len(running))
 	for id, t := range running {
-		if _, err := o.broker.Kill(ctx, broker.KillRequest{ID: id, Attempt: t.Attempt}); err != nil {
-			return nil, err
-		}
+		rs = append(rs, broker.KillRequest{ID: id, Attempt: t.Attempt})
+	}
+	if err := o.broker.Kill(ctx, rs...); err != nil {
+		return nil, err
 	}
 	var done []int64
 	deadline := time.Now().Add(o.KillWait)
