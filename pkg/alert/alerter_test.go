@@ -228,26 +228,40 @@ func TestFailureRulesFireAndResolve(t *testing.T) {
 
 // A process that stops beating fires the stale-heartbeat alert and
 // resolves when it beats again; a recorded watchdog heal fires and
-// resolves after its window.
+// resolves after its window. The alerter's clock is driven, and the beats
+// and the heal are stamped on it: on the host's clock, an evaluation slowed
+// past the threshold after a beat (or past the window after the heal)
+// would see the beat stale again (or the heal gone).
 func TestHeartbeatAndWatchdogRules(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
 	rules := allOff
 	rules.HeartbeatStale = alert.Rule{Threshold: 0.3}
-	rules.WatchdogHeal = alert.Rule{Threshold: 0, For: time.Second}
-	a := b.alerter(t, rules, time.Hour)
+	const window = time.Second
+	rules.WatchdogHeal = alert.Rule{Threshold: 0, For: window}
+	clk := clock.NewManual(time.Now().Truncate(time.Millisecond)) // beats are stamped in ms
+	a := b.alerter(t, rules, time.Hour, clk)
+	eval := func() {
+		t.Helper()
+		_, err := a.RunOnce(ctx)
+		require.NoError(t, err)
+	}
 
 	p := &broker.Process{ID: "h1-42-abcd", Node: "n1", Host: "h1", PID: 42}
-	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
-	evalUntil(t, a, func() bool { return b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring) == 1 })
+	b.beat(t, p, clk)
+	clk.Advance(300 * time.Millisecond) // at the threshold: not stale yet
+	eval()
+	require.Zero(t, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring))
+	clk.Advance(time.Millisecond)
+	eval()
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring))
 	n := b.sent(t)[0]
 	require.Equal(t, "h1-42-abcd", n.Labels["process"])
 	require.Equal(t, "h1", n.Labels["host"])
 	require.Equal(t, "critical", n.Labels["severity"])
-	require.NoError(t, b.env.Broker.BeatProcess(ctx, p, time.Minute))
-	_, err := a.RunOnce(ctx)
-	require.NoError(t, err)
+	b.beat(t, p, clk)
+	eval()
 	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
 
 	// The lock taken is an event; it and recovery's events are no heals.
@@ -255,16 +269,19 @@ func TestHeartbeatAndWatchdogRules(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
 	require.Equal(t, alert.KindLockTaken, events[len(events)-1].Kind)
-	require.NoError(t, b.env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: recovery.KindRecovered,
+	require.NoError(t, b.env.Broker.RecordEvent(ctx, &broker.Event{At: clk.Now(), Kind: recovery.KindRecovered,
 		WorkerID: "w2", TaskID: 8, Detail: "task recovered"}))
-	healAt := time.Now()
+	healAt := clk.Now()
 	require.NoError(t, b.env.Broker.RecordEvent(ctx, &broker.Event{At: healAt, Kind: "slot_abandoned", Node: "n1",
 		WorkerID: "w1", Queue: "q", TaskID: 7, Code: "job", Attempt: 1, Detail: "held 1s past its timeout"}))
-	_, err = a.RunOnce(ctx)
-	require.NoError(t, err)
+	eval()
 	require.Equal(t, 1, b.count(t, alert.RuleWatchdogHeal, alert.StatusFiring), "a heal fires at once")
-	evalUntil(t, a, func() bool { return b.count(t, alert.RuleWatchdogHeal, alert.StatusResolved) == 1 })
-	require.GreaterOrEqual(t, time.Since(healAt), time.Second, "resolved after its window")
+	clk.Set(healAt.Add(window))
+	eval()
+	require.Zero(t, b.count(t, alert.RuleWatchdogHeal, alert.StatusResolved), "not resolved within its window")
+	clk.Advance(time.Millisecond)
+	eval()
+	require.Equal(t, 1, b.count(t, alert.RuleWatchdogHeal, alert.StatusResolved), "resolved after its window")
 	for _, n := range b.sent(t) {
 		if n.Labels["alertname"] == alert.RuleWatchdogHeal {
 			require.Equal(t, "w1", n.Labels["worker"])
