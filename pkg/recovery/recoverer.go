@@ -244,24 +244,35 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 // running handler is not started a second time.
 func (r *Recoverer) redispatch(ctx context.Context, res *Result) error {
 	if r.lostAt.IsZero() {
-		return r.redispatchLost(ctx, r.cfg.DispatchWindow, false, res)
+		return r.redispatchLost(ctx, time.Time{}, res)
 	}
-	since := r.clock.Now().Sub(r.lostAt)
-	if since < r.cfg.LossGrace {
+	if r.clock.Now().Sub(r.lostAt) < r.cfg.LossGrace {
 		return nil
 	}
-	if err := r.redispatchLost(ctx, since, true, res); err != nil {
+	if err := r.redispatchLost(ctx, r.lostAt, res); err != nil {
 		return err
 	}
 	r.lostAt = time.Time{}
 	return nil
 }
 
-// redispatchLost returns to pending the tasks dispatched longer than window
-// ago whose message cannot still be waiting in their queue.
-func (r *Recoverer) redispatchLost(ctx context.Context, window time.Duration, all bool, res *Result) error {
+// redispatchLost returns to pending the tasks whose message cannot still
+// be waiting in their queue: with a zero lostAt, those dispatched longer
+// than the dispatch window ago; otherwise all those dispatched before
+// lostAt. That bound is the instant itself: a window back from the
+// query's NOW(3) would move it by the error of this pass's clock sync and
+// by however long the query took to start, and hand back tasks dispatched
+// just after the loss, whose messages are in the new Redis.
+func (r *Recoverer) redispatchLost(ctx context.Context, lostAt time.Time, res *Result) error {
+	all := !lostAt.IsZero()
 	for {
-		stuck, err := r.store.TaskListStuckDispatched(ctx, window, r.cfg.BatchSize)
+		var stuck []store.StuckDispatched
+		var err error
+		if all {
+			stuck, err = r.store.TaskListDispatchedBefore(ctx, lostAt, r.cfg.BatchSize)
+		} else {
+			stuck, err = r.store.TaskListStuckDispatched(ctx, r.cfg.DispatchWindow, r.cfg.BatchSize)
+		}
 		if err != nil {
 			return err
 		}

@@ -412,10 +412,18 @@ func placeholders(n int) string {
 	return strings.Repeat("?, ", n-1) + "?"
 }
 
-// qStuckDispatched lists tasks dispatched before a cutoff, oldest first.
-var qStuckDispatched = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, UNIX_TIMESTAMP(dispatched_at)
-	FROM task_center WHERE inflight_at < NOW(3) - INTERVAL ? MICROSECOND AND status = 1
+// qStuckDispatched and qDispatchedBefore list tasks dispatched before a
+// cutoff, oldest first: NOW(3) minus a window, or an instant.
+var (
+	qStuckDispatched  = dispatchedBefore("NOW(3) - INTERVAL ? MICROSECOND")
+	qDispatchedBefore = dispatchedBefore("FROM_UNIXTIME(?)")
+)
+
+func dispatchedBefore(cutoff string) string {
+	return `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, UNIX_TIMESTAMP(dispatched_at)
+	FROM task_center WHERE inflight_at < ` + cutoff + ` AND status = 1
 	ORDER BY inflight_at LIMIT ?`
+}
 
 // qRunning lists running tasks in dispatch order after a keyset position,
 // with whether each is past its timeout plus a grace.

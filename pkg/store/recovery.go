@@ -19,7 +19,18 @@ type StuckDispatched struct {
 // TaskListStuckDispatched lists up to limit tasks dispatched longer than
 // window ago by the database clock, oldest first.
 func (s *Store) TaskListStuckDispatched(ctx context.Context, window time.Duration, limit int) ([]StuckDispatched, error) {
-	rows, err := s.db.QueryContext(ctx, qStuckDispatched, window.Microseconds(), limit)
+	return s.listDispatched(ctx, qStuckDispatched, window.Microseconds(), limit)
+}
+
+// TaskListDispatchedBefore lists up to limit tasks still dispatched whose
+// dispatch was before the instant before (the database clock), oldest
+// first.
+func (s *Store) TaskListDispatchedBefore(ctx context.Context, before time.Time, limit int) ([]StuckDispatched, error) {
+	return s.listDispatched(ctx, qDispatchedBefore, unixArg(before), limit)
+}
+
+func (s *Store) listDispatched(ctx context.Context, query string, bound any, limit int) ([]StuckDispatched, error) {
+	rows, err := s.db.QueryContext(ctx, query, bound, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list stuck dispatched tasks: %w", err)
 	}
