@@ -140,12 +140,18 @@ func TestRenewalKeepsTheLock(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb testBackend, env *testenv.Env) {
 		ctx := context.Background()
 		a, b := tb.open(env), tb.open(env)
-		ttl := 2 * time.Second
+		// Long enough that a renewal delayed by a loaded machine or server
+		// (each may take up to TTL/3, the trust window is TTL - Margin) is
+		// still in time: the lease is right to give up a lock it cannot
+		// renew, and a short TTL would test the machine's latency instead.
+		ttl := 5 * time.Second
 		lease, err := a.Acquire(ctx, "job", ttl)
 		require.NoError(t, err)
 		release(t, lease)
 
-		time.Sleep(2 * ttl) // the server's clock expires an unrenewed lock: real time must pass
+		// The server's clock expires an unrenewed lock: real time must pass,
+		// past the TTL of the acquisition, with renewals on the way.
+		time.Sleep(ttl + ttl/2)
 		require.True(t, lease.Valid(), "renewed: %v", lease.Err())
 		require.Equal(t, lease.Owner(), tb.owner(t, env, "job"))
 		_, err = b.Acquire(ctx, "job", ttl)
