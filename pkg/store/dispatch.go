@@ -92,12 +92,9 @@ func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, claimID 
 	var won []*task.Message
 	free, err := s.writeFree(ctx, ids, func(tx *batchTx) error {
 		won = nil
-		todo := cands
-		if tx.free != nil && len(tx.free) < len(ids) {
-			todo = slices.DeleteFunc(slices.Clone(cands), func(m *task.Message) bool { return !tx.free[m.ID] })
-			if len(todo) == 0 {
-				return nil
-			}
+		todo, _ := covered(tx, cands, func(m *task.Message) int64 { return m.ID })
+		if len(todo) == 0 {
+			return nil
 		}
 		fences := make([]Fence, len(todo))
 		for i, m := range todo {
@@ -250,12 +247,9 @@ func (s *Store) TaskMarkRunning(ctx context.Context, workerID string, fences []F
 	}
 	free, err := s.writeFree(ctx, ids, func(tx *batchTx) error {
 		clear(ok)
-		todo := fences
-		if tx.free != nil && len(tx.free) < len(ids) {
-			todo = slices.DeleteFunc(slices.Clone(fences), func(f Fence) bool { return !tx.free[f.ID] })
-			if len(todo) == 0 {
-				return nil
-			}
+		todo, _ := covered(tx, fences, func(f Fence) int64 { return f.ID })
+		if len(todo) == 0 {
+			return nil
 		}
 		token := newToken()
 		changed, err := tx.exec(ctx, markRunningSQL(todo, workerID, token, s.perRow))
@@ -411,17 +405,9 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 	free, err := s.writeFree(ctx, ids, func(tx *batchTx) error {
 		clear(applied)
 		// idx maps the entries written to their place in ts.
-		todo, idx := ts, []int(nil)
-		if tx.free != nil && len(tx.free) < len(ids) {
-			todo = nil
-			for i := range ts {
-				if tx.free[ts[i].ID] {
-					todo, idx = append(todo, ts[i]), append(idx, i)
-				}
-			}
-			if len(todo) == 0 {
-				return nil
-			}
+		todo, idx := covered(tx, ts, func(t Transition) int64 { return t.ID })
+		if len(todo) == 0 {
+			return nil
 		}
 		done := applied
 		if idx != nil {

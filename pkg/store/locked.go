@@ -82,8 +82,24 @@ type batchTx struct {
 	free map[int64]bool
 }
 
-// isFree says whether the write covers id's row.
-func (b *batchTx) isFree(id int64) bool { return b.free == nil || b.free[id] }
+// covered returns the entries of items whose rows tx covers, and their
+// places in items: items itself and nil places when it covers them all.
+func covered[T any](tx *batchTx, items []T, id func(T) int64) ([]T, []int) {
+	if tx.free == nil {
+		return items, nil
+	}
+	var out []T
+	var at []int
+	for i, it := range items {
+		if tx.free[id(it)] {
+			out, at = append(out, it), append(at, i)
+		}
+	}
+	if len(out) == len(items) {
+		return items, nil
+	}
+	return out, at
+}
 
 // exec runs the statements of a batched write and returns the rows they
 // changed. When that is one row per batch entry, every entry won, and
