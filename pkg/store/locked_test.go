@@ -129,6 +129,20 @@ func openPatient(t *testing.T, b *testBundle, preRead bool) *store.Store {
 	return st
 }
 
+// inWriteModes runs test, in parallel, once with batches written at once
+// under a zero lock wait (skipped where the server has none) and once with
+// every batch locked first, each on a store of its own from openPatient.
+func inWriteModes(t *testing.T, test func(t *testing.T, b *testBundle, st *store.Store, preRead bool)) {
+	for _, mode := range []string{"zero-wait", "pre-read"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			_, b := setup(t)
+			preRead := mode == "pre-read"
+			test(t, b, openPatient(t, b, preRead), preRead)
+		})
+	}
+}
+
 // A row another transaction holds, in the middle of a batch, holds back
 // only itself whether the batch is written at once with a zero lock wait
 // and again after a locking read, or only after one: the claim, the
@@ -138,51 +152,46 @@ func openPatient(t *testing.T, b *testBundle, preRead bool) *store.Store {
 // statement had locked are written by the second try all the same.
 func TestHeldRowAmongABatch(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"zero-wait", "pre-read"} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			_, b := setup(t)
-			st := openPatient(t, b, mode == "pre-read")
-			ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-			defer cancel()
-			var all []int64
-			for range 9 {
-				all = append(all, insertRaw(t, b.env, "x", 5, task.Pending, -time.Second))
-			}
-			release := holdLocks(t, b, all[4])
-			reads := st.PreReads()
-			msgs, err := st.TaskClaimDue(ctx, "c1", 100)
-			require.NoError(t, err)
-			require.Equal(t, append(slices.Clone(all[:4]), all[5:]...), ids(msgs))
-			require.Equal(t, int64(1), st.PreReads()-reads)
-			release()
+	inWriteModes(t, func(t *testing.T, b *testBundle, st *store.Store, preRead bool) {
+		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		defer cancel()
+		var all []int64
+		for range 9 {
+			all = append(all, insertRaw(t, b.env, "x", 5, task.Pending, -time.Second))
+		}
+		release := holdLocks(t, b, all[4])
+		reads := st.PreReads()
+		msgs, err := st.TaskClaimDue(ctx, "c1", 100)
+		require.NoError(t, err)
+		require.Equal(t, append(slices.Clone(all[:4]), all[5:]...), ids(msgs))
+		require.Equal(t, int64(1), st.PreReads()-reads)
+		release()
 
-			fences := make([]store.Fence, len(msgs))
-			for i, m := range msgs {
-				fences[i] = store.Fence{ID: m.ID, Attempt: m.Attempt}
-			}
-			release = holdLocks(t, b, fences[3].ID)
-			ok, err := st.TaskMarkRunning(ctx, "w", fences)
-			require.Equal(t, []int{3}, store.LockedEntries(err), "err: %v", err)
-			require.Equal(t, []bool{true, true, true, false, true, true, true, true}, ok)
-			release()
+		fences := make([]store.Fence, len(msgs))
+		for i, m := range msgs {
+			fences[i] = store.Fence{ID: m.ID, Attempt: m.Attempt}
+		}
+		release = holdLocks(t, b, fences[3].ID)
+		ok, err := st.TaskMarkRunning(ctx, "w", fences)
+		require.Equal(t, []int{3}, store.LockedEntries(err), "err: %v", err)
+		require.Equal(t, []bool{true, true, true, false, true, true, true, true}, ok)
+		release()
 
-			ts := make([]store.Transition, 0, len(fences))
-			for i, f := range fences {
-				if i != 3 {
-					ts = append(ts, store.Transition{ID: f.ID, Attempt: f.Attempt, From: task.Running, To: task.Succeeded,
-						Run: &store.RunRecord{Code: "x", Queue: "x", Outcome: task.OutcomeSucceeded}})
-				}
+		ts := make([]store.Transition, 0, len(fences))
+		for i, f := range fences {
+			if i != 3 {
+				ts = append(ts, store.Transition{ID: f.ID, Attempt: f.Attempt, From: task.Running, To: task.Succeeded,
+					Run: &store.RunRecord{Code: "x", Queue: "x", Outcome: task.OutcomeSucceeded}})
 			}
-			release = holdLocks(t, b, ts[2].ID)
-			applied, err := st.TaskTransition(ctx, ts)
-			require.Equal(t, []int{2}, store.LockedEntries(err), "err: %v", err)
-			require.Equal(t, []bool{true, true, false, true, true, true, true}, applied)
-			require.Equal(t, 6, b.env.Count(t, `SELECT COUNT(*) FROM task_run`))
-			require.Equal(t, 6, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = ?`, int(task.Succeeded)))
-			release()
-		})
-	}
+		}
+		release = holdLocks(t, b, ts[2].ID)
+		applied, err := st.TaskTransition(ctx, ts)
+		require.Equal(t, []int{2}, store.LockedEntries(err), "err: %v", err)
+		require.Equal(t, []bool{true, true, false, true, true, true, true}, applied)
+		require.Equal(t, 6, b.env.Count(t, `SELECT COUNT(*) FROM task_run`))
+		require.Equal(t, 6, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = ?`, int(task.Succeeded)))
+		release()
+	})
 }
 
 // A batch larger than one statement whose held row is in its second
@@ -227,36 +236,31 @@ func TestHeldRowInALaterStatement(t *testing.T) {
 // run no locking read; elsewhere each batch runs one.
 func TestFreeBatchesSkipTheLockingRead(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"zero-wait", "pre-read"} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			_, b := setup(t)
-			st := openPatient(t, b, mode == "pre-read")
-			for range 5 {
-				insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
-			}
-			msgs, err := st.TaskClaimDue(b.ctx, "c1", 100)
-			require.NoError(t, err)
-			require.Len(t, msgs, 5)
-			fences := make([]store.Fence, len(msgs))
-			ts := make([]store.Transition, len(msgs))
-			for i, m := range msgs {
-				fences[i] = store.Fence{ID: m.ID, Attempt: m.Attempt}
-				ts[i] = store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Running, To: task.Succeeded}
-			}
-			ok, err := st.TaskMarkRunning(b.ctx, "w", fences)
-			require.NoError(t, err)
-			require.Equal(t, []bool{true, true, true, true, true}, ok)
-			// A stale fence misses without a lock error.
-			stale := append(slices.Clone(ts), store.Transition{ID: ts[0].ID, Attempt: ts[0].Attempt - 1, From: task.Running, To: task.Failed})
-			applied, err := st.TaskTransition(b.ctx, stale)
-			require.NoError(t, err)
-			require.Equal(t, []bool{true, true, true, true, true, false}, applied)
-			want := int64(0)
-			if mode == "pre-read" {
-				want = 3
-			}
-			require.Equal(t, want, st.PreReads())
-		})
-	}
+	inWriteModes(t, func(t *testing.T, b *testBundle, st *store.Store, preRead bool) {
+		for range 5 {
+			insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
+		}
+		msgs, err := st.TaskClaimDue(b.ctx, "c1", 100)
+		require.NoError(t, err)
+		require.Len(t, msgs, 5)
+		fences := make([]store.Fence, len(msgs))
+		ts := make([]store.Transition, len(msgs))
+		for i, m := range msgs {
+			fences[i] = store.Fence{ID: m.ID, Attempt: m.Attempt}
+			ts[i] = store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Running, To: task.Succeeded}
+		}
+		ok, err := st.TaskMarkRunning(b.ctx, "w", fences)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, true, true, true}, ok)
+		// A stale fence misses without a lock error.
+		stale := append(slices.Clone(ts), store.Transition{ID: ts[0].ID, Attempt: ts[0].Attempt - 1, From: task.Running, To: task.Failed})
+		applied, err := st.TaskTransition(b.ctx, stale)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, true, true, true, false}, applied)
+		want := int64(0)
+		if preRead {
+			want = 3
+		}
+		require.Equal(t, want, st.PreReads())
+	})
 }
