@@ -315,32 +315,47 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		a.Target = store.IDsTarget(ids) // idle is only part of them
 	}
 	done, err := o.store.TaskCancel(ctx, a, idle)
-	o.killDispatched(ctx, done, dispatched)
+	warning := o.killDispatched(ctx, done, dispatched)
 	o.changed(len(done) + len(killed))
 	if err = cmp.Or(killErr, err); err != nil {
 		c := failed("kill")
-		c.Requested, c.Changed, c.IDs = len(ids), len(done), nonNil(done)
+		c.Requested, c.Changed, c.IDs, c.Warning = len(ids), len(done), nonNil(done), warning
 		return c, err
 	}
-	return o.newChange(ctx, "kill", ids, done)
+	c, err := o.newChange(ctx, "kill", ids, done)
+	c.Warning = warning
+	return c, err
 }
 
 // killDispatched tells the workers about the cancelled tasks that were
 // dispatched: their messages are queued (or held by a claim ahead), and a
 // worker that takes one drops it instead of running it. Best effort: a
-// worker that misses the notice (not subscribed at that moment, Redis
-// unreachable) runs the attempt once, and the fence rejects its result.
-func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[int64]int) {
-	if o.broker == nil {
-		return
-	}
+// worker that misses the notice (not subscribed at that moment) runs the
+// attempt once, and the fence rejects its result. It returns a warning
+// for the operator when the notice could not be sent at all ("" when
+// sent, or when no cancelled task was dispatched).
+func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[int64]int) string {
 	var rs []broker.KillRequest
+	var held []int64
 	for _, id := range done {
 		if attempt, ok := dispatched[id]; ok {
 			rs = append(rs, broker.KillRequest{ID: id, Attempt: attempt})
+			held = append(held, id)
 		}
 	}
-	_ = o.broker.Kill(ctx, rs...)
+	if len(rs) == 0 {
+		return ""
+	}
+	why := "no connection to Redis"
+	if o.broker != nil {
+		err := o.broker.Kill(ctx, rs...)
+		if err == nil {
+			return ""
+		}
+		why = err.Error()
+	}
+	return fmt.Sprintf("workers were not told of %s killed while dispatched (%s): %s; a worker that takes one runs it once, and its result is rejected",
+		Plural(len(held), "task"), joinIDs(held, 10), why)
 }
 
 // killRunning asks the workers of running tasks to cancel them, and takes

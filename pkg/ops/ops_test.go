@@ -351,6 +351,7 @@ func TestKillDispatchedIsNotRun(t *testing.T) {
 	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{victim}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{victim}, c.IDs)
+	require.Empty(t, c.Warning, "the workers were told")
 	time.Sleep(200 * time.Millisecond) // the notice is a publish: let it arrive before the slot frees
 	close(release)
 
@@ -359,4 +360,27 @@ func TestKillDispatchedIsNotRun(t *testing.T) {
 		"the victim's message is taken and dropped")
 	require.Zero(t, ran.Load(), "a task killed before it started is not run")
 	require.Equal(t, task.Cancelled, b.get(t, victim).Status)
+}
+
+// A kill of a dispatched task whose notice to the workers cannot be sent
+// (Redis gone, or never connected) still cancels it, and says that a
+// worker may run it once.
+func TestKillDispatchedWithoutRedisWarns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	closed, err := broker.Open(context.Background(), b.env.BrokerOptions())
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	for name, br := range map[string]*broker.Broker{"closed": closed, "none": nil} {
+		id := b.submit(t, "x")
+		b.env.Exec(t, `UPDATE task_center SET status = 1, attempt = 1, dispatched_at = NOW(3) WHERE id = ?`, id)
+		o := ops.New(b.env.Store, br)
+		o.Known = b.ops.Known
+		c, err := o.Kill(context.Background(), ops.Target{IDs: []int64{id}})
+		require.NoError(t, err, name)
+		require.Equal(t, []int64{id}, c.IDs, name)
+		require.Equal(t, task.Cancelled, b.get(t, id).Status, name)
+		require.Contains(t, c.Warning, "workers were not told of 1 task killed while dispatched ("+strconv.FormatInt(id, 10)+")", name)
+		require.Contains(t, c.Sentence(), "; warning: workers were not told", name)
+	}
 }

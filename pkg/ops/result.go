@@ -37,6 +37,9 @@ type Change struct {
 	// BatchID is the batch a batch submission created (IDs are its
 	// members).
 	BatchID int64 `json:"batch_id,omitempty"`
+	// Warning is what the action could not do beside its change (a kill
+	// whose notice to the workers failed).
+	Warning string `json:"warning,omitempty"`
 }
 
 // Skipped is a requested task an action left alone, and why.
@@ -98,6 +101,9 @@ func (c Change) Sentence() string {
 	}
 	for _, why := range reasons {
 		s += fmt.Sprintf("; %s not changed, %s", joinIDs(byReason[why], 5), why)
+	}
+	if c.Warning != "" {
+		s += "; warning: " + c.Warning
 	}
 	return s
 }
