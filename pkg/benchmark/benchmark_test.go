@@ -78,6 +78,10 @@ func TestRunSmall(t *testing.T) {
 		require.Greater(t, r.Figures[name], 0.0, name)
 	}
 	require.GreaterOrEqual(t, r.Figures["steady_p99_ms"], r.Figures["steady_p50_ms"])
+	// The exec run's CPU per exec: the children's (getrusage, µs) is never
+	// 0; taskd's is read in 10 ms ticks, which 30 execs may not reach.
+	require.Greater(t, r.Figures["exec_children_cpu_us_per_task"], 0.0)
+	require.Contains(t, r.Figures, "exec_taskd_cpu_us_per_task")
 	require.Zero(t, r.Figures["recycle_lost_tasks"])
 	require.Zero(t, r.Figures["recycle_run_twice_tasks"])
 	// 120 tasks at 50/s with a burst of 10, over 3 nodes: all within one

@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -217,6 +218,16 @@ func cpuTime(pid string) (time.Duration, bool) {
 	}
 	const ticks = 100 // USER_HZ on Linux
 	return time.Duration(ut+st) * time.Second / ticks, true
+}
+
+// childrenCPU is the user plus system CPU time of this process's waited-for
+// children (getrusage RUSAGE_CHILDREN), or false where it cannot be read.
+func childrenCPU() (time.Duration, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
 
 // serverPID finds the MySQL server's process when it runs on this host:

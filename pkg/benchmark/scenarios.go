@@ -461,7 +461,8 @@ func SubmitSingle(ctx context.Context, e *Env, n, clients int) (Figures, error) 
 }
 
 // Exec measures n tasks whose handler runs /bin/true as an exec handler
-// (a process each), with slots concurrent slots.
+// (a process each), with slots concurrent slots, and the CPU they cost:
+// taskd's, the servers', and the children's own (their fork and exec).
 func Exec(ctx context.Context, e *Env, n, slots int) (Figures, error) {
 	if err := e.newPhase(ctx); err != nil {
 		return nil, err
@@ -476,6 +477,8 @@ func Exec(ctx context.Context, e *Env, n, slots int) (Figures, error) {
 	_ = handler.StartReaper(rctx) // where it cannot, neither can `taskd run`
 	reg := handler.NewRegistry()
 	reg.Register("noop", &handler.Exec{Argv: []string{"/bin/true"}, KillGrace: time.Second})
+	m := e.startMeter(ctx)
+	children0, _ := childrenCPU()
 	start := time.Now()
 	nd, err := e.StartNode(ctx, map[string]int{"noop": slots}, reg, 1000)
 	if err != nil {
@@ -485,7 +488,12 @@ func Exec(ctx context.Context, e *Env, n, slots int) (Figures, error) {
 	if err := e.waitSucceeded(ctx, nil, n, 10*time.Minute); err != nil {
 		return nil, err
 	}
-	return Figures{"exec_tasks_per_s": float64(n) / time.Since(start).Seconds()}, nil
+	f := Figures{"exec_tasks_per_s": float64(n) / time.Since(start).Seconds()}
+	m.done(ctx, f, "exec_", n)
+	if c, ok := childrenCPU(); ok {
+		f["exec_children_cpu_us_per_task"] = float64((c - children0).Microseconds()) / float64(n)
+	}
+	return f, nil
 }
 
 // IdleSlots measures resident memory of a node with slots idle worker
