@@ -353,8 +353,9 @@ func (s *startTimes) Handle(ctx context.Context, r *handler.Request) (string, er
 // dispatched_at: negative when claimed ahead). When the MySQL server runs
 // on this host, its clock is this host's, and lateness_early_tasks counts
 // the handlers that ran before their task's plan_next_run_at by it (the
-// worker's started_at is its estimate of the database clock, which may be
-// off by half a round trip).
+// worker's started_at is the upper bound of the database clock as the
+// worker follows it: late by up to its last clock read's round trip plus
+// a millisecond, never early).
 func Lateness(ctx context.Context, e *Env, n int, window time.Duration) (Figures, error) {
 	if err := e.newPhase(ctx); err != nil {
 		return nil, err

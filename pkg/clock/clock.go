@@ -1,7 +1,8 @@
 // Package clock is the local clock of taskd's components, as a value that
 // tests can drive: components read the time through a Clock, and a test
 // hands them a Manual clock it moves forward instead of sleeping. (Due
-// times are not read from it: the database clock decides those.)
+// times are not read from it: the database clock decides those, and
+// store.Clock follows it from a node, advanced by a Clock between reads.)
 package clock
 
 import (

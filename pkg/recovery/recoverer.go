@@ -102,7 +102,7 @@ type Recoverer struct {
 	cfg    Config
 	store  *store.Store
 	broker *broker.Broker
-	clock  *store.Clock
+	clock  *store.Clock // the database clock, synced each pass
 	log    *slog.Logger
 	runner startstop.Runner
 	// lostAt is when this node was told Redis lost its data (the database
@@ -123,7 +123,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Recoverer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Recoverer{cfg: cfg, store: s, broker: b, clock: store.NewClock(s), log: cfg.Logger.With("component", "recovery")}
+	return &Recoverer{cfg: cfg, store: s, broker: b, clock: store.NewClock(s, nil), log: cfg.Logger.With("component", "recovery")}
 }
 
 // Start runs passes every Interval until Stop.
@@ -185,7 +185,11 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 		}
 	}
 	if reset {
-		r.lostAt = r.clock.Now()
+		// The lower bound: NOW(3) was read after the epoch, so it is past
+		// the loss, and by as little as this node can tell; a later instant
+		// would hand back tasks dispatched after the loss, whose messages
+		// are in the new Redis.
+		r.lostAt = r.clock.Earliest()
 	}
 	if err := r.redispatch(ctx, &res); err != nil {
 		return res, err
@@ -246,7 +250,9 @@ func (r *Recoverer) redispatch(ctx context.Context, res *Result) error {
 	if r.lostAt.IsZero() {
 		return r.redispatchLost(ctx, time.Time{}, res)
 	}
-	if r.clock.Now().Sub(r.lostAt) < r.cfg.LossGrace {
+	// The grace has passed by the lower bound (give or take the round
+	// trip of the sync lostAt came from, far inside markSlack).
+	if r.clock.Earliest().Sub(r.lostAt) < r.cfg.LossGrace {
 		return nil
 	}
 	if err := r.redispatchLost(ctx, r.lostAt, res); err != nil {
@@ -410,7 +416,7 @@ func (r *Recoverer) record(ctx context.Context, e *broker.Event) {
 }
 
 func (r *Recoverer) crashTransition(t *store.RunningTask, why string) store.Transition {
-	return CrashTransition(t, why, r.cfg.CrashLimit, r.cfg.DefaultTimezone, r.clock.Now())
+	return CrashTransition(t, why, r.cfg.CrashLimit, r.cfg.DefaultTimezone, r.clock.Earliest())
 }
 
 // orphanCrashes are the crash transitions of dead worker w's taken
@@ -435,7 +441,7 @@ func (r *Recoverer) orphanCrashes(ctx context.Context, w, node string, orphans m
 			}
 			rt := &store.RunningTask{ID: t.ID, Attempt: t.Attempt, Code: t.Code, Queue: q, Type: t.Type, CronExpr: t.CronExpr,
 				Timezone: t.Timezone, WorkerID: w, CrashCount: t.CrashCount, PlanNextRun: t.PlanNextRun}
-			tr := CrashTransition(rt, "its worker "+w+" died", r.cfg.CrashLimit, r.cfg.DefaultTimezone, r.clock.Now())
+			tr := CrashTransition(rt, "its worker "+w+" died", r.cfg.CrashLimit, r.cfg.DefaultTimezone, r.clock.Earliest())
 			tr.From, tr.Run.Node = task.Dispatched, node
 			ts = append(ts, tr)
 		}
@@ -446,7 +452,8 @@ func (r *Recoverer) orphanCrashes(ctx context.Context, w, node string, orphans m
 // CrashTransition takes running task t from a worker that died or hung:
 // back to pending, due now, crash_count + 1; at crashLimit a one-off task
 // is dead (poison) and a periodic one moves to its next occurrence after
-// now (the database clock).
+// now, a lower bound of the database clock: the first occurrence after it
+// is one the database clock has not passed, or only just.
 func CrashTransition(t *store.RunningTask, why string, crashLimit int, defaultTZ string, now time.Time) store.Transition {
 	zero := time.Duration(0)
 	tr := store.Transition{
@@ -506,7 +513,8 @@ func (r *Recoverer) applyEach(ctx context.Context, ts []store.Transition) ([]boo
 			}
 		}
 		if len(ended) > 0 {
-			if err := r.broker.AckEnded(ctx, "", nil, r.clock.Now(), ended); err != nil {
+			// After the write: not counted in a minute before its finished_at.
+			if err := r.broker.AckEnded(ctx, "", nil, r.clock.Latest(), ended); err != nil {
 				r.log.Warn("count ended attempts", "err", err)
 			}
 		}

@@ -213,8 +213,8 @@ func TestRedisFlushRebuildsInFlight(t *testing.T) {
 	require.NoError(t, err)
 
 	time.Sleep(grace) // the grace is counted on the database clock, which a test cannot drive
-	// Each pass measures that clock anew, to within half a round trip: the
-	// pass that acts may be the next one.
+	// Each pass measures that clock anew, to within a round trip: the pass
+	// that acts may be the next one.
 	require.Eventually(t, func() bool {
 		res, err = b.rec.RunOnce(context.Background())
 		require.NoError(t, err)

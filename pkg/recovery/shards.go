@@ -20,7 +20,9 @@ func (r *Recoverer) retireShards(ctx context.Context) (int64, error) {
 	}
 	var moved int64
 	for _, q := range qs {
-		if q.Shards < 1 || q.Span <= q.Shards || r.clock.Now().Sub(q.UpdatedAt) < retireGrace {
+		// The grace has certainly passed by the database clock's lower
+		// bound (updated_at is the database's).
+		if q.Shards < 1 || q.Span <= q.Shards || r.clock.Earliest().Sub(q.UpdatedAt) < retireGrace {
 			continue
 		}
 		n, err := r.broker.RetireShards(ctx, q.Name, q.Shards, q.Span)

@@ -20,7 +20,7 @@ func (s *Scheduler) ReleaseOnce(ctx context.Context) (int, time.Duration, error)
 }
 
 // UseDatabaseClock makes the releaser read the database clock from src.
-func (s *Scheduler) UseDatabaseClock(src store.TimeSource) { s.db.src = src }
+func (s *Scheduler) UseDatabaseClock(src store.TimeSource) { s.db = store.NewClock(src, s.clock) }
 
 // NextClaimIn is how long the loop sleeps after a claim.
 var NextClaimIn = nextClaimIn

@@ -2,12 +2,9 @@ package scheduler
 
 import (
 	"container/heap"
-	"context"
 	"sync"
 	"time"
 
-	"github.com/taskd/taskd/pkg/clock"
-	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -15,7 +12,8 @@ import (
 // when the server is busy, which would all be lateness if tasks were
 // claimed at their due time. So the loop claims the tasks due within
 // Config.ClaimAhead and holds the messages of those not yet due here; the
-// releaser pushes each at its due instant by the database clock. A task is
+// releaser pushes each once the database clock has certainly reached its
+// due time (store.Clock's Earliest, a lower bound). A task is
 // still claimed by one compare-and-set, its message is pushed only after
 // the claim committed, and never before the database clock reached its
 // plan_next_run_at: a worker cannot start it early.
@@ -24,8 +22,8 @@ import (
 // busy claim's duration, and far below recovery's dispatch window.
 const ClaimAheadDefault = 250 * time.Millisecond
 
-// dbSyncEvery is how often the releaser measures the database clock
-// while it holds messages.
+// dbSyncEvery is how old the releaser's reading of the database clock
+// may be while it holds messages: it reads NOW(3) again when it is older.
 const dbSyncEvery = time.Second
 
 // held are the messages claimed ahead of their due time, by due time.
@@ -119,54 +117,4 @@ func (d *dueHeap) Pop() any {
 	old[len(old)-1] = nil
 	*d = old[:len(old)-1]
 	return m
-}
-
-// dbClock tells a lower bound of the database clock from the local one.
-// A sync reads NOW(3), which the server evaluated after the read was sent
-// and truncated to the millisecond, so the database clock showed at least
-// that value when the answer arrived; it advances at the local clock's
-// pace from there. (store.Clock estimates the clock from the middle of
-// the round trip, which may be ahead of it by half the round trip.)
-type dbClock struct {
-	local clock.Clock
-	src   store.TimeSource
-
-	mu      sync.Mutex
-	localAt time.Time // local time when the answer of the last sync arrived
-	dbAt    time.Time // the database clock it read
-}
-
-// sync reads the database clock.
-func (c *dbClock) sync(ctx context.Context) error {
-	db, err := c.src.Now(ctx)
-	if err != nil {
-		return err
-	}
-	at := c.local.Now()
-	c.mu.Lock()
-	c.localAt, c.dbAt = at, db
-	c.mu.Unlock()
-	return nil
-}
-
-// stale reports whether the clock wants a sync at local time now: never
-// synced, or not for dbSyncEvery.
-func (c *dbClock) stale(now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.localAt.IsZero() || now.Sub(c.localAt) >= dbSyncEvery || now.Before(c.localAt)
-}
-
-// reached is the latest instant the database clock has certainly reached
-// at local time now.
-func (c *dbClock) reached(now time.Time) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dbAt.Add(now.Sub(c.localAt))
-}
-
-// until is how long after local time now the database clock certainly
-// reaches due.
-func (c *dbClock) until(now, due time.Time) time.Duration {
-	return due.Sub(c.reached(now))
 }

@@ -67,7 +67,7 @@ type Scheduler struct {
 	runner     startstop.Runner
 	win        *windows
 	hold       *held
-	db         *dbClock
+	db         *store.Clock // the database clock the held messages are released by
 	clock      clock.Clock
 
 	// filter leaves paused queues out of claims while any is paused.
@@ -99,7 +99,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
 	}
 	clk := clock.Or(cfg.Clock)
 	return &Scheduler{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "scheduler"),
-		win: newWindows(cfg.Window, cfg.BatchSize), hold: newHeld(), clock: clk, db: &dbClock{local: clk, src: s}}
+		win: newWindows(cfg.Window, cfg.BatchSize), hold: newHeld(), clock: clk, db: store.NewClock(s, clk)}
 }
 
 // Dispatched returns the number of tasks this scheduler has dispatched.
@@ -355,16 +355,15 @@ func (s *Scheduler) releaseOnce(ctx context.Context) (int, time.Duration, error)
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
 	defer cancel()
-	if s.db.stale(s.clock.Now()) {
-		if err := s.db.sync(pctx); err != nil {
-			return 0, 0, fmt.Errorf("read the database clock: %w", err)
-		}
+	if err := s.db.SyncIfOlder(pctx, dbSyncEvery); err != nil {
+		return 0, 0, fmt.Errorf("read the database clock: %w", err)
 	}
-	now := s.clock.Now()
-	if wait := s.db.until(now, time.UnixMilli(next)); wait > 0 {
+	// Never before due: the lower bound of the database clock.
+	reached := s.db.Earliest()
+	if wait := time.UnixMilli(next).Sub(reached); wait > 0 {
 		return 0, wait, nil
 	}
-	due := s.hold.takeDue(s.db.reached(now).UnixMilli())
+	due := s.hold.takeDue(reached.UnixMilli())
 	err := s.push(pctx, due)
 	return len(due), 0, err
 }
@@ -377,8 +376,8 @@ func (s *Scheduler) unhold(ctx context.Context) {
 	if _, ok := s.hold.next(); !ok {
 		return
 	}
-	if err := s.db.sync(ctx); err == nil {
-		if due := s.hold.takeDue(s.db.reached(s.clock.Now()).UnixMilli()); len(due) > 0 {
+	if err := s.db.Sync(ctx); err == nil {
+		if due := s.hold.takeDue(s.db.Earliest().UnixMilli()); len(due) > 0 {
 			if err := s.push(ctx, due); err != nil {
 				s.log.Error("push held tasks at stop", "err", err)
 			}

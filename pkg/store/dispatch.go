@@ -353,8 +353,9 @@ type Transition struct {
 	// Run, when set, is inserted into task_run if the transition applies.
 	Run *RunRecord
 	// StartedAt is when an attempt that ended before its running mark
-	// started (From dispatched, with Run), by the database clock: its
-	// started_at and last_run_at. Zero: NOW(3) less Run.Duration.
+	// started (From dispatched, with Run), by the database clock's upper
+	// bound (Clock.Latest): its started_at and last_run_at, at most NOW(3).
+	// Zero: NOW(3) less Run.Duration.
 	StartedAt time.Time
 	// Then, when set, are the tasks to create if the transition applies
 	// (a parent's success: task.Message.Then), with Result as their

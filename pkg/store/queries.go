@@ -348,8 +348,10 @@ func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
 			return t.To == task.Succeeded || t.To == task.Dead || t.To == task.Cancelled
 		})
 		b.sql(", NOW(3), finished_at)")
-		// The start, by the worker's clock when it sent one, else its
-		// duration before now; NULL keeps the row's.
+		// The start, by the worker's clock when it sent one (the upper
+		// bound of the database clock, so not before dispatched_at; capped
+		// at NOW(3), so not after finished_at either), else its duration
+		// before now; NULL keeps the row's.
 		stAt := func(t *Transition, i int) any {
 			if !ran(i) || t.StartedAt.IsZero() {
 				return nil
@@ -363,8 +365,8 @@ func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
 			return t.Run.Duration.Microseconds()
 		}
 		for _, c := range []string{"started_at", "last_run_at"} {
-			col(", "+c+" = COALESCE(FROM_UNIXTIME(", stAt)
-			col("), NOW(3) - INTERVAL ", dur)
+			col(", "+c+" = COALESCE(LEAST(FROM_UNIXTIME(", stAt)
+			col("), NOW(3)), NOW(3) - INTERVAL ", dur)
 			b.sql(" MICROSECOND, " + c + ")")
 		}
 		col(", worker_id = COALESCE(", func(t *Transition, i int) any {

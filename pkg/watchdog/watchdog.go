@@ -108,7 +108,7 @@ type Watchdog struct {
 	w      Slots
 	store  *store.Store
 	broker *broker.Broker
-	clock  *store.Clock
+	clock  *store.Clock // the database clock, synced before each take-over
 	log    *slog.Logger
 	runner startstop.Runner
 
@@ -135,7 +135,7 @@ func New(cfg Config, w Slots, s *store.Store, b *broker.Broker) *Watchdog {
 		cfg.Logger = slog.Default()
 	}
 	return &Watchdog{
-		cfg: cfg, w: w, store: s, broker: b, clock: store.NewClock(s),
+		cfg: cfg, w: w, store: s, broker: b, clock: store.NewClock(s, nil),
 		log:       cfg.Logger.With("component", "watchdog", "worker_id", w.ID()),
 		abandoned: map[fence]time.Time{}, idle: map[string]bool{},
 	}
@@ -284,7 +284,7 @@ func (d *Watchdog) recover(ctx context.Context, r worker.Running, why string) (b
 	}
 	rt := &store.RunningTask{ID: t.ID, Attempt: r.Attempt, Code: t.Code, Queue: r.Queue, Type: t.Type, CronExpr: t.CronExpr,
 		Timezone: t.Timezone, WorkerID: d.w.ID(), CrashCount: t.CrashCount, PlanNextRun: t.PlanNextRun}
-	tr := recovery.CrashTransition(rt, why, d.cfg.CrashLimit, d.cfg.DefaultTimezone, d.clock.Now())
+	tr := recovery.CrashTransition(rt, why, d.cfg.CrashLimit, d.cfg.DefaultTimezone, d.clock.Earliest())
 	tr.Run.Node = d.cfg.Node
 	tr.Run.Duration = d.cfg.Clock.Now().Sub(r.Since)
 	applied, err := d.store.TaskTransition(ctx, []store.Transition{tr})

@@ -52,8 +52,9 @@ type completer struct {
 	stale    *atomic.Int64
 	// written is told which results of a batch were applied (metrics).
 	written func(batch []completion, applied []bool)
-	// now is the clock of the queues' per-minute counters (the database
-	// clock).
+	// now is the clock of the queues' per-minute counters: the database
+	// clock's upper bound, so that an attempt is not counted in a minute
+	// before the finished_at the database stamped on its result.
 	now func() time.Time
 
 	in chan completion

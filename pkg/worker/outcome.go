@@ -40,8 +40,11 @@ type attemptEnd struct {
 
 // policy turns the end of an attempt into the task's next state.
 type policy struct {
-	backoff         func(retry int) time.Duration
-	now             func() time.Time // the database clock
+	backoff func(retry int) time.Duration
+	// now is the database clock's lower bound: the next cron occurrence
+	// is the first after now, and a lower bound never skips one the
+	// database clock has not reached.
+	now             func() time.Time
 	defaultTimezone string
 	outputLimit     int
 }

@@ -428,7 +428,10 @@ func (p *pool) begin(ctx context.Context, q string, raws, leases []string) {
 func (p *pool) launch(j *job) bool {
 	w := p.w
 	j.ctx, j.kill = context.WithCancelCause(p.runCtx)
-	j.started, j.startedDB = w.clock.Now(), w.db.Now()
+	// The upper bound: the start is recorded as started_at when the result
+	// comes before the running mark, and must not precede the dispatched_at
+	// the database stamped at the claim.
+	j.started, j.startedDB = w.clock.Now(), w.db.Latest()
 	j.returned = make(chan struct{})
 	p.runs.Add(1)
 	if !w.slots.add(j) {
@@ -437,7 +440,7 @@ func (p *pool) launch(j *job) bool {
 		return false
 	}
 	if j.msg.DueUnixMS > 0 {
-		w.cfg.Metrics.Started(j.queue, w.db.Now().Sub(time.UnixMilli(j.msg.DueUnixMS)))
+		w.cfg.Metrics.Started(j.queue, j.startedDB.Sub(time.UnixMilli(j.msg.DueUnixMS)))
 	}
 	go func() {
 		defer p.free(j)

@@ -31,8 +31,8 @@ type job struct {
 	// by the heartbeat while it runs, released once its result is written.
 	lease   string
 	started time.Time
-	// startedDB is the start by the database clock, recorded with a
-	// result written before the running mark.
+	// startedDB is the start by the database clock's upper bound,
+	// recorded with a result written before the running mark.
 	startedDB time.Time
 	// ctx is cancelled with errKilled when an operator kills the task.
 	ctx  context.Context

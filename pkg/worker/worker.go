@@ -180,7 +180,7 @@ type Worker struct {
 	store  Store
 	broker Broker
 	clock  clock.Clock // local: start times, durations, progress
-	db     dbClock     // the database clock: due times, per-minute counters
+	db     dbClock     // the database clock: starts, next cron times, per-minute counters
 	log    *slog.Logger
 	count  counters
 	slots  *slotTable
@@ -202,7 +202,7 @@ type Worker struct {
 func New(cfg Config, s Store, b Broker) *Worker {
 	cfg = cfg.withDefaults()
 	w := &Worker{cfg: cfg, store: s, broker: b, clock: clock.Or(cfg.Clock)}
-	w.db = store.NewClock(s)
+	w.db = store.NewClock(s, w.clock)
 	if cfg.Clock != nil {
 		w.db = fixedClock{cfg.Clock}
 	}
@@ -212,12 +212,12 @@ func New(cfg Config, s Store, b Broker) *Worker {
 	w.kills = &killListener{broker: b, log: w.log, kill: w.slots.kill, early: newKilledSet(w.clock.Now)}
 	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.count.stale)
 	w.comp.written = w.written
-	w.comp.now = w.db.Now
+	w.comp.now = w.db.Latest
 	w.mark = &marker{store: s, workerID: cfg.ID, log: w.log, slots: w.slots, delay: cfg.RunningMarkDelay,
 		stale: func() { w.count.stale.Add(1) }}
 	pol := policy{
 		backoff:         func(r int) time.Duration { return Backoff(cfg.RetryBase, cfg.RetryMax, r) },
-		now:             w.db.Now,
+		now:             w.db.Earliest,
 		defaultTimezone: cfg.DefaultTimezone,
 		outputLimit:     cfg.OutputLimit,
 	}
@@ -225,15 +225,19 @@ func New(cfg Config, s Store, b Broker) *Worker {
 	return w
 }
 
-// dbClock is the database clock: store.Clock, or a pinned test clock.
+// dbClock is the database clock: a *store.Clock, or Config.Clock.
 type dbClock interface {
-	Now() time.Time
+	Earliest() time.Time
+	Latest() time.Time
 	Sync(ctx context.Context) error
 }
 
-// fixedClock is a Config.Clock standing in for the database clock.
+// fixedClock is a Config.Clock standing in for the database clock: both
+// bounds are its time.
 type fixedClock struct{ clock.Clock }
 
+func (c fixedClock) Earliest() time.Time      { return c.Now() }
+func (c fixedClock) Latest() time.Time        { return c.Now() }
 func (fixedClock) Sync(context.Context) error { return nil }
 
 // ID returns the worker id.

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -636,4 +637,34 @@ func TestHungResultWritesStopTaking(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 	require.EqualValues(t, total, calls.Load(), "each task ran once")
 	require.Zero(t, w.ResultsWaiting())
+}
+
+// The start a worker records for an attempt that ends before its running
+// mark is never before the task's dispatched_at, stamped by the database
+// at the claim, nor after its finished_at, however slow either way of the
+// worker's reads of the database clock is (it rereads it every 12 beats:
+// many syncs).
+func TestStartNotBeforeDispatch(t *testing.T) {
+	t.Parallel()
+	for _, slow := range testenv.SlowClocks {
+		t.Run(slow.Name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) { return "", nil }))
+			w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 4}, Handlers: b.reg,
+				HeartbeatInterval: 10 * time.Millisecond}, slow.With(b.env.Store), b.env.Broker)
+			require.NoError(t, w.Start(context.Background()))
+			t.Cleanup(w.Stop)
+			const total = 40
+			for i := range total {
+				b.submit(t, producer.Submission{Code: "quick"})
+				b.dispatchUntil(t, fmt.Sprint("task ", i+1, " done"), func() bool {
+					return b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = ?`, task.Succeeded) == i+1
+				})
+			}
+			require.Equal(t, total, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE started_at IS NOT NULL AND finished_at IS NOT NULL`))
+			require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE started_at < dispatched_at`), "started before dispatched")
+			require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE started_at > finished_at`), "started after finished")
+		})
+	}
 }
