@@ -56,8 +56,12 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, a
 		return nil, nil
 	}
 	skip := s.skip.snapshot(time.Now())
+	read := limit
+	if r := int(s.claimRead.Load()); r > 0 {
+		read = min(r, limit)
+	}
 	// Read past the rows backing off, so they do not cost the batch.
-	n := limit + len(skip)
+	n := read + len(skip)
 	args := make([]any, 0, claimCandidateArgs+1)
 	for range claimCandidateArgs + 1 {
 		args = append(args, n)
@@ -66,8 +70,12 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, a
 	if err != nil {
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
+	s.candidates.Add(int64(len(cands)))
+	all := len(cands) < n
 	cands = slices.DeleteFunc(cands, func(m *task.Message) bool { return skip[m.ID] })
+	free := len(cands)
 	cands = within(cands, room)
+	s.claimRead.Store(int64(nextClaimRead(all, free, len(cands), limit)))
 	cands = cands[:min(len(cands), limit)]
 	if len(cands) == 0 {
 		return nil, nil
@@ -80,6 +88,25 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, a
 		m.Attempt++
 	}
 	return won, nil
+}
+
+// claimReadMin is the fewest candidates a claim reads.
+const claimReadMin = 50
+
+// nextClaimRead is how many candidates the next claim reads, after one
+// that read free candidates not backing off (all: every due task), of
+// which kept fit in their queues' room. While the queues' windows are
+// nearly full, reading a whole batch to claim a few costs MySQL and taskd
+// a row each for nothing: the next claim reads twice what this one kept.
+// When room left none out, or the read ran out of due tasks, it reads a
+// whole batch again. Tasks of other queues behind the head are not
+// starved by a shorter read: the head's queues fill and are then left out
+// by the filtered claim.
+func nextClaimRead(all bool, free, kept, limit int) int {
+	if all || kept == free {
+		return limit
+	}
+	return min(max(2*kept, claimReadMin), limit)
 }
 
 // claimLocked compare-and-sets the candidates no other transaction holds

@@ -35,3 +35,6 @@ var (
 	WaitingCodesSQL = qWaitingCodes
 	QueueNamedSQL   = qQueueNamed
 )
+
+// Candidates is how many candidate rows the claims have read.
+func (s *Store) Candidates() int64 { return s.candidates.Load() }

@@ -69,6 +69,10 @@ type Store struct {
 	zeroWait bool
 	skip     skipSet
 	preReads atomic.Int64
+	// claimRead is how many candidates the next claim reads (0: a batch;
+	// see nextClaimRead); candidates counts those read (tests).
+	claimRead  atomic.Int64
+	candidates atomic.Int64
 }
 
 // Open connects to the task center described by a go-sql-driver DSN and
