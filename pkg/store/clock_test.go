@@ -128,3 +128,24 @@ func TestClockAgainstTheServer(t *testing.T) {
 		})
 	}
 }
+
+// A start sent by a worker whose clock drifted since its last sync is held
+// between the attempt's dispatch and its result: never before
+// dispatched_at, never after finished_at.
+func TestDriftedStartIsHeldToTheAttempt(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	for _, off := range []time.Duration{-time.Hour, time.Hour} {
+		insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
+		msgs, err := st.TaskClaimDue(b.ctx, "test/drift", 10)
+		require.NoError(t, err)
+		require.Len(t, msgs, 1)
+		m := msgs[0]
+		ok, err := st.TaskTransition(b.ctx, []store.Transition{{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched,
+			To: task.Succeeded, StartedAt: time.Now().Add(off), Run: &store.RunRecord{Code: "x", WorkerID: "w1", Outcome: task.OutcomeSucceeded}}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, ok)
+		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?
+			AND started_at BETWEEN dispatched_at AND finished_at AND last_run_at = started_at`, m.ID), "start sent %s off", off)
+	}
+}

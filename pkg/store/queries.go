@@ -349,9 +349,10 @@ func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
 		})
 		b.sql(", NOW(3), finished_at)")
 		// The start, by the worker's clock when it sent one (the upper
-		// bound of the database clock, so not before dispatched_at; capped
-		// at NOW(3), so not after finished_at either), else its duration
-		// before now; NULL keeps the row's.
+		// bound of the database clock, so not before dispatched_at unless
+		// the worker's clock drifted since its sync; capped at NOW(3), so
+		// not after finished_at either), else its duration before now;
+		// NULL keeps the row's.
 		stAt := func(t *Transition, i int) any {
 			if !ran(i) || t.StartedAt.IsZero() {
 				return nil
@@ -364,10 +365,11 @@ func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
 			}
 			return t.Run.Duration.Microseconds()
 		}
+		// Either is held between the attempt's dispatch and now.
 		for _, c := range []string{"started_at", "last_run_at"} {
-			col(", "+c+" = COALESCE(LEAST(FROM_UNIXTIME(", stAt)
+			col(", "+c+" = COALESCE(GREATEST(COALESCE(LEAST(FROM_UNIXTIME(", stAt)
 			col("), NOW(3)), NOW(3) - INTERVAL ", dur)
-			b.sql(" MICROSECOND, " + c + ")")
+			b.sql(" MICROSECOND), COALESCE(dispatched_at, FROM_UNIXTIME(0))), " + c + ")")
 		}
 		col(", worker_id = COALESCE(", func(t *Transition, i int) any {
 			switch {
