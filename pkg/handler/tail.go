@@ -22,7 +22,7 @@ const (
 // so an operator can watch it (tasktop's live output). Exec, HTTP and Pool
 // handlers write what the attempt prints to Request.Tail; Tail keeps the
 // last bytes and hands them to publish at most every interval, once more
-// when the attempt ends (done true). A failing publish is not retried:
+// when the attempt ends (done true) if it published before. A failing publish is not retried:
 // the next interval publishes the newer output anyway. The publishing
 // goroutine starts with the first Write: an attempt that prints nothing
 // (most Go handlers) costs no goroutine, no ticker and no publication.
@@ -75,7 +75,9 @@ func (t *Tail) loop() {
 	defer first.Stop()
 	select {
 	case <-t.stop:
-		t.flush(true)
+		// An attempt that ended before its first publication had no
+		// live output to follow, and its output is in its result: a key
+		// in Redis for each quick task that prints would only fill it.
 		return
 	case <-first.C:
 		t.flush(false)
