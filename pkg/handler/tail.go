@@ -22,8 +22,9 @@ const (
 // so an operator can watch it (tasktop's live output). Exec, HTTP and Pool
 // handlers write what the attempt prints to Request.Tail; Tail keeps the
 // last bytes and hands them to publish at most every interval, once more
-// when the attempt ends (done true) if it published before. A failing publish is not retried:
-// the next interval publishes the newer output anyway. The publishing
+// when the attempt ends (done true) if it published before. A failing
+// publish is not retried: the next interval publishes the newer output
+// anyway. The publishing
 // goroutine starts with the first Write: an attempt that prints nothing
 // (most Go handlers) costs no goroutine, no ticker and no publication.
 type Tail struct {

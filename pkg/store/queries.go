@@ -349,10 +349,10 @@ func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
 		})
 		b.sql(", NOW(3), finished_at)")
 		// The start, by the worker's clock when it sent one (the upper
-		// bound of the database clock, so not before dispatched_at unless
-		// the worker's clock drifted since its sync; capped at NOW(3), so
-		// not after finished_at either), else its duration before now;
-		// NULL keeps the row's.
+		// bound of the database clock), else its duration before now; NULL
+		// keeps the row's. Either is held between the attempt's
+		// dispatched_at and NOW(3): a worker clock that drifted since its
+		// sync cannot put it outside the attempt.
 		stAt := func(t *Transition, i int) any {
 			if !ran(i) || t.StartedAt.IsZero() {
 				return nil
@@ -365,7 +365,6 @@ func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
 			}
 			return t.Run.Duration.Microseconds()
 		}
-		// Either is held between the attempt's dispatch and now.
 		for _, c := range []string{"started_at", "last_run_at"} {
 			col(", "+c+" = COALESCE(GREATEST(COALESCE(LEAST(FROM_UNIXTIME(", stAt)
 			col("), NOW(3)), NOW(3) - INTERVAL ", dur)
