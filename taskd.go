@@ -49,12 +49,15 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 // Migrate applies the task center's schema migrations (idempotent), as
-// `taskd migrate` does, and returns the versions it applied.
+// `taskd migrate` does, and returns the versions it applied. A contract
+// step is left for a later run while processes of an older release may
+// be running (docs/upgrading.md); `taskd migrate` says which and why.
 func Migrate(ctx context.Context, cfg *Config) ([]int, error) {
 	s, err := node.OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	return s.Migrate(ctx)
+	res, err := node.Migrate(ctx, cfg, s, nil, false)
+	return res.Applied, err
 }

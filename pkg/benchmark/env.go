@@ -91,7 +91,7 @@ func NewEnv(ctx context.Context, base *config.Config, log *slog.Logger) (*Env, e
 		dropDB()
 		return nil, err
 	}
-	if _, err := env.Store.Migrate(ctx); err != nil {
+	if _, err := env.Store.Migrate(ctx, store.MigrateParams{}); err != nil {
 		env.Close()
 		dropDB()
 		return nil, fmt.Errorf("migrate benchmark database: %w", err)

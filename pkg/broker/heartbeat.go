@@ -172,11 +172,16 @@ func fillSeries(cmd *redis.SliceCmd, now int64, minutes int) []Minute {
 
 // Process is the heartbeat of one `taskd run` process.
 type Process struct {
-	ID        string    `json:"id"`
-	Node      string    `json:"node"`
-	Host      string    `json:"host"`
-	PID       int       `json:"pid"`
-	Version   string    `json:"version"`
+	ID      string `json:"id"`
+	Node    string `json:"node"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Version string `json:"version"`
+	// Schema is the latest migration the process's binary knows
+	// (store.LatestVersion); a process of a release before it says
+	// nothing. `taskd migrate` runs a contract step only once every live
+	// process knows it.
+	Schema    int       `json:"schema,omitempty"`
 	Roles     []string  `json:"roles"`
 	StartedAt time.Time `json:"started_at"`
 	// Zone is the host's time zone ("Asia/Shanghai +08:00"), CronTimezone

@@ -46,6 +46,10 @@ type App struct {
 	// them to the configured ones.
 	Handlers *handler.Registry
 
+	// migrations replace the embedded ones in `migrate` (tests); nil in
+	// the product.
+	migrations []store.Migration
+
 	v          *viper.Viper
 	configPath string
 	output     string

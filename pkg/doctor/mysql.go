@@ -44,6 +44,12 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 			st = Warn
 		}
 		r.add("mysql.schema", st, "", "%v", err)
+	} else if pending, err := st.PendingContracts(ctx); err != nil {
+		r.add("mysql.schema", Warn, "", "%v", err)
+	} else if len(pending) > 0 {
+		// Not a failure: this binary works before and after the step.
+		r.add("mysql.schema", Warn, "run `taskd migrate` again once every node runs this release, or `taskd migrate --contract` once no older node is running",
+			"contract step %s not applied yet: it waits for every node to run this release", pending[0].Name)
 	} else {
 		r.ok("mysql.schema", "version %d, this taskd's", store.LatestVersion())
 	}

@@ -70,7 +70,7 @@ func TestMigrateAdoptsSeedTable(t *testing.T) {
 	st, err := store.Open(ctx, dsn, store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	applied, err := st.Migrate(ctx)
+	res, err := st.Migrate(ctx, store.MigrateParams{})
 	require.NoError(t, err)
 	migs, err := store.Migrations()
 	require.NoError(t, err)
@@ -78,10 +78,10 @@ func TestMigrateAdoptsSeedTable(t *testing.T) {
 	for _, m := range migs {
 		all = append(all, m.Version)
 	}
-	require.Equal(t, all, applied)
-	again, err := st.Migrate(ctx)
+	require.Equal(t, all, res.Applied)
+	again, err := st.Migrate(ctx, store.MigrateParams{})
 	require.NoError(t, err)
-	require.Empty(t, again, "idempotent")
+	require.Empty(t, again.Applied, "idempotent")
 
 	msgs, err := st.TaskClaimDue(ctx, "c", 10)
 	require.NoError(t, err)
@@ -105,6 +105,6 @@ func TestMigrateRefusesForeignTable(t *testing.T) {
 	st, err := store.Open(ctx, dsn, store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	_, err = st.Migrate(ctx)
+	_, err = st.Migrate(ctx, store.MigrateParams{})
 	require.ErrorContains(t, err, "not the seed design's task table")
 }

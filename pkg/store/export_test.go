@@ -1,5 +1,7 @@
 package store
 
+import "context"
+
 // For the scan-cost tests of package store_test.
 var (
 	ClaimCandidatesSQL   = qClaimCandidates
@@ -38,3 +40,16 @@ var (
 
 // Candidates is how many candidate rows the claims have read.
 func (s *Store) Candidates() int64 { return s.candidates.Load() }
+
+// For the tests of contract steps, with migrations of their own.
+var MigrationsFrom = migrationsFrom
+
+// CheckSchemaOf is CheckSchema for a binary that knows migs.
+func (s *Store) CheckSchemaOf(ctx context.Context, migs []Migration) error {
+	return s.checkSchema(ctx, migs)
+}
+
+// PendingContractsOf is PendingContracts for a binary that knows migs.
+func (s *Store) PendingContractsOf(ctx context.Context, migs []Migration) ([]Migration, error) {
+	return s.pendingContracts(ctx, migs)
+}

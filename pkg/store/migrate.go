@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -25,11 +26,29 @@ type Migration struct {
 	Version int
 	Name    string
 	SQL     string
+	// Contract marks a contract step (the file's first line is exactly
+	// `-- contract`): it drops or changes what the previous release still
+	// uses, so on a live task center it waits until no process of that
+	// release runs (MigrateParams.MayContract). The new code works both
+	// before and after it.
+	Contract bool
 }
+
+// contractMark is the first line of a contract step's file.
+const contractMark = "-- contract"
 
 // Migrations lists the embedded migrations in order.
 func Migrations() ([]Migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
+	sub, err := fs.Sub(migrationFS, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	return migrationsFrom(sub)
+}
+
+// migrationsFrom lists the migrations NNNN_name.sql of fsys in order.
+func migrationsFrom(fsys fs.FS) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
@@ -40,11 +59,13 @@ func Migrations() ([]Migration, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("migration %s: name must start with a number", e.Name())
 		}
-		b, err := migrationFS.ReadFile("migrations/" + e.Name())
+		b, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
 		}
-		out = append(out, Migration{Version: v, Name: e.Name(), SQL: string(b)})
+		first, _, _ := strings.Cut(string(b), "\n")
+		out = append(out, Migration{Version: v, Name: e.Name(), SQL: string(b),
+			Contract: strings.TrimRight(first, "\r") == contractMark})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	for i := 1; i < len(out); i++ {
@@ -55,23 +76,55 @@ func Migrations() ([]Migration, error) {
 	return out, nil
 }
 
-// Migrate applies every embedded migration the database does not have yet,
-// in order, and returns the versions it applied. It is safe to run on
-// several hosts at once: a named lock serialises them, and each statement is
-// idempotent.
-func (s *Store) Migrate(ctx context.Context) ([]int, error) {
-	migs, err := Migrations()
-	if err != nil {
-		return nil, err
+// MigrateParams are the options of Migrate.
+type MigrateParams struct {
+	// Migrations to apply, in version order; nil: the embedded ones.
+	Migrations []Migration
+	// MayContract is asked about each contract step not applied yet on a
+	// task center that already had a schema: "" lets it run, anything
+	// else is why it is deferred. It is not asked on a task center
+	// without one (nothing of taskd can be running on it). Nil defers
+	// every such step.
+	MayContract func(ctx context.Context, m Migration) (deferReason string)
+}
+
+// MigrateResult is what Migrate did.
+type MigrateResult struct {
+	Applied  []int      // versions applied by this run, in order
+	Deferred []Deferred // contract steps left for a later run
+}
+
+// Deferred is a contract step Migrate left for a later run, and why.
+type Deferred struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	Reason  string `json:"reason"`
+}
+
+// Migrate applies every migration the database does not have yet, in
+// version order: each ordinary one, and each contract step that
+// p.MayContract lets run (all of them on a database without a schema).
+// A deferred contract step does not hold back the ones after it: the
+// applied versions are a set. It is safe to run on several hosts at once:
+// a named lock serialises them, and each statement is idempotent. On an
+// error, the result holds what was applied before it.
+func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, error) {
+	var res MigrateResult
+	migs := p.Migrations
+	if migs == nil {
+		var err error
+		if migs, err = Migrations(); err != nil {
+			return res, err
+		}
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+		return res, fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Close()
 	var got int
 	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK('taskd_migrate', 60)`).Scan(&got); err != nil || got != 1 {
-		return nil, fmt.Errorf("migrate: could not take the migration lock (another migrate running?): %v", err)
+		return res, fmt.Errorf("migrate: could not take the migration lock (another migrate running?): %v", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK('taskd_migrate')`)
 
@@ -80,49 +133,85 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 		name VARCHAR(255) NOT NULL,
 		applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
 	) ENGINE=InnoDB`); err != nil {
-		return nil, fmt.Errorf("migrate: create taskd_schema: %w", err)
+		return res, fmt.Errorf("migrate: create taskd_schema: %w", err)
 	}
-	have := map[int]bool{}
-	rows, err := conn.QueryContext(ctx, `SELECT version FROM taskd_schema`)
+	have, err := appliedVersions(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: read taskd_schema: %w", err)
+		return res, fmt.Errorf("migrate: %w", err)
 	}
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("migrate: %w", err)
-		}
-		have[v] = true
+	if v, latest := maxVersion(have), migs[len(migs)-1].Version; v > latest {
+		return res, schemaError(v, latest)
 	}
-	rows.Close()
-	if len(have) > 0 {
-		if v := slices.Max(slices.Collect(maps.Keys(have))); v > migs[len(migs)-1].Version {
-			return nil, schemaError(v, migs[len(migs)-1].Version)
-		}
-	}
-
-	var applied []int
+	fresh := len(have) == 0
 	for _, m := range migs {
 		if have[m.Version] {
 			continue
 		}
+		if m.Contract && !fresh {
+			reason := "no check of the running processes was made"
+			if p.MayContract != nil {
+				reason = p.MayContract(ctx, m)
+			}
+			if reason != "" {
+				res.Deferred = append(res.Deferred, Deferred{Version: m.Version, Name: m.Name, Reason: reason})
+				continue
+			}
+		}
 		if m.Version == 1 {
 			if _, err := adoptSeedTable(ctx, conn); err != nil {
-				return applied, err
+				return res, err
 			}
 		}
 		for _, stmt := range splitStatements(m.SQL) {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return applied, fmt.Errorf("migration %s: %w", m.Name, err)
+				return res, fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}
 		if _, err := conn.ExecContext(ctx, `INSERT INTO taskd_schema (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
-			return applied, fmt.Errorf("migration %s: record: %w", m.Name, err)
+			return res, fmt.Errorf("migration %s: record: %w", m.Name, err)
 		}
-		applied = append(applied, m.Version)
+		res.Applied = append(res.Applied, m.Version)
 	}
-	return applied, nil
+	return res, nil
+}
+
+// querier is a *sql.DB or a *sql.Conn.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// appliedVersions reads the versions recorded in taskd_schema (none when
+// the table does not exist).
+func appliedVersions(ctx context.Context, q querier) (map[int]bool, error) {
+	have := map[int]bool{}
+	rows, err := q.QueryContext(ctx, `SELECT version FROM taskd_schema`)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == errNoSuchTable {
+		return have, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read taskd_schema: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read taskd_schema: %w", err)
+		}
+		have[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read taskd_schema: %w", err)
+	}
+	return have, nil
+}
+
+// maxVersion is the highest of the versions in have, 0 when none.
+func maxVersion(have map[int]bool) int {
+	if len(have) == 0 {
+		return 0
+	}
+	return slices.Max(slices.Collect(maps.Keys(have)))
 }
 
 // SchemaVersion returns the highest applied migration (0 when none).
@@ -148,15 +237,62 @@ func LatestVersion() int {
 	return migs[len(migs)-1].Version
 }
 
-// CheckSchema is a config error unless the task center's schema is the one
-// this binary was built for: missing or older, `taskd migrate` fixes it;
-// newer, this binary is too old for it.
+// CheckSchema is a config error unless this binary can run on the task
+// center's schema: every ordinary migration it knows applied (missing or
+// older, `taskd migrate` fixes it) and none it does not know (newer, this
+// binary is too old for it). A contract step not applied yet is fine: the
+// code of its release works before and after it.
 func (s *Store) CheckSchema(ctx context.Context) error {
-	v, err := s.SchemaVersion(ctx)
+	migs, err := Migrations()
 	if err != nil {
 		return err
 	}
-	return schemaError(v, LatestVersion())
+	return s.checkSchema(ctx, migs)
+}
+
+func (s *Store) checkSchema(ctx context.Context, migs []Migration) error {
+	have, err := appliedVersions(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	v, latest := maxVersion(have), migs[len(migs)-1].Version
+	if v == 0 || v > latest {
+		return schemaError(v, latest)
+	}
+	for _, m := range migs {
+		if !m.Contract && !have[m.Version] {
+			if v < latest {
+				return schemaError(v, latest)
+			}
+			return task.Configf("the task center's schema lacks migration %s: run `taskd migrate`", m.Name)
+		}
+	}
+	return nil
+}
+
+// PendingContracts returns the contract steps of this binary that the
+// task center has not applied yet, in order: what `taskd migrate` defers
+// while older processes run.
+func (s *Store) PendingContracts(ctx context.Context) ([]Migration, error) {
+	migs, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	return s.pendingContracts(ctx, migs)
+}
+
+func (s *Store) pendingContracts(ctx context.Context, migs []Migration) ([]Migration, error) {
+	have, err := appliedVersions(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, m := range migs {
+		if m.Contract && !have[m.Version] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // schemaError says what to do about schema version v, for a binary that

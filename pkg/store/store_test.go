@@ -61,9 +61,9 @@ func TestMigrateIdempotent(t *testing.T) {
 	last := migs[len(migs)-1].Version
 
 	// testenv applied everything: a second run applies nothing.
-	applied, err := st.Migrate(b.ctx)
+	res, err := st.Migrate(b.ctx, store.MigrateParams{})
 	require.NoError(t, err)
-	require.Empty(t, applied)
+	require.Empty(t, res.Applied)
 	v, err := st.SchemaVersion(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, last, v)
@@ -72,7 +72,7 @@ func TestMigrateIdempotent(t *testing.T) {
 	// Concurrent runs on several hosts serialise on the lock and agree.
 	errs := make(chan error, 3)
 	for range 3 {
-		go func() { _, err := st.Migrate(b.ctx); errs <- err }()
+		go func() { _, err := st.Migrate(b.ctx, store.MigrateParams{}); errs <- err }()
 	}
 	for range 3 {
 		require.NoError(t, <-errs)
@@ -82,12 +82,12 @@ func TestMigrateIdempotent(t *testing.T) {
 	// Each statement is idempotent too: with the bookkeeping lost, every
 	// migration re-applies cleanly over the existing schema.
 	b.env.Exec(t, `DELETE FROM taskd_schema`)
-	applied, err = st.Migrate(b.ctx)
+	res, err = st.Migrate(b.ctx, store.MigrateParams{})
 	require.NoError(t, err)
-	require.Len(t, applied, len(migs))
-	applied, err = st.Migrate(b.ctx)
+	require.Len(t, res.Applied, len(migs))
+	res, err = st.Migrate(b.ctx, store.MigrateParams{})
 	require.NoError(t, err)
-	require.Empty(t, applied)
+	require.Empty(t, res.Applied)
 }
 
 func TestSeedInsertIsClaimable(t *testing.T) {

@@ -110,7 +110,7 @@ func Open(ctx context.Context) (e *Env, cleanup func(), err error) {
 		cleanup()
 		return nil, nil, err
 	}
-	if _, err := e.Store.Migrate(ctx); err != nil {
+	if _, err := e.Store.Migrate(ctx, store.MigrateParams{}); err != nil {
 		cleanup()
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
