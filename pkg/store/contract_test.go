@@ -22,9 +22,9 @@ func testSteps(t *testing.T) (all []store.Migration, expand, contract, later sto
 	require.NoError(t, err)
 	n := migs[len(migs)-1].Version
 	extra, err := store.MigrationsFrom(fstest.MapFS{
-		fmt.Sprintf("%04d_expand.sql", n+1): {Data: []byte("-- The new table, and the old one.\nCREATE TABLE IF NOT EXISTS t_new (id INT PRIMARY KEY);\nCREATE TABLE IF NOT EXISTS t_old (id INT PRIMARY KEY);\n")},
+		fmt.Sprintf("%04d_expand.sql", n+1):   {Data: []byte("-- The new table, and the old one.\nCREATE TABLE IF NOT EXISTS t_new (id INT PRIMARY KEY);\nCREATE TABLE IF NOT EXISTS t_old (id INT PRIMARY KEY);\n")},
 		fmt.Sprintf("%04d_contract.sql", n+2): {Data: []byte("-- contract\n-- The previous release reads t_old.\nDROP TABLE IF EXISTS t_old;\n")},
-		fmt.Sprintf("%04d_later.sql", n+3): {Data: []byte("CREATE TABLE IF NOT EXISTS t_later (id INT PRIMARY KEY);\n")},
+		fmt.Sprintf("%04d_later.sql", n+3):    {Data: []byte("CREATE TABLE IF NOT EXISTS t_later (id INT PRIMARY KEY);\n")},
 	})
 	require.NoError(t, err)
 	require.Len(t, extra, 3)
