@@ -37,11 +37,13 @@ const adoptModify = `ALTER TABLE task_center
 	MODIFY created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
 	MODIFY updated_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)`
 
+// adoptIndexes are the indexes of migration 1 that taskd still reads. The
+// hot states' index, idx_lane, comes with migration 10; of the three it
+// replaces, idx_claim is built by migration 9 (and dropped by 11, in the
+// same run: an adopted table is a fresh task center), idx_inflight and
+// idx_finished never on an adopted table.
 var adoptIndexes = []struct{ name, def string }{
 	{"uk_code_unique", "UNIQUE KEY uk_code_unique (task_code, unique_key)"},
-	{"idx_claim", "KEY idx_claim (priority, claim_key)"},
-	{"idx_inflight", "KEY idx_inflight (inflight_at)"},
-	{"idx_finished", "KEY idx_finished (finished_at)"},
 }
 
 // adoptSeedTable upgrades an existing task_center that lacks taskd's

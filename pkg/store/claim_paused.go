@@ -10,10 +10,10 @@ import (
 	"github.com/taskd/taskd/pkg/task"
 )
 
-// ClaimCursor is a keyset position (claim_key, id) in one priority's range
-// of idx_claim.
+// ClaimCursor is a keyset position (lane_at, id) in one priority's lane of
+// idx_lane.
 type ClaimCursor struct {
-	Key string // claim_key as the database prints it
+	Key string // lane_at as the database prints it
 	ID  int64
 }
 

@@ -53,3 +53,13 @@ func (s *Store) CheckSchemaOf(ctx context.Context, migs []Migration) error {
 func (s *Store) PendingContractsOf(ctx context.Context, migs []Migration) ([]Migration, error) {
 	return s.pendingContracts(ctx, migs)
 }
+
+// For the tests of idx_lane: the hot statements that read it.
+var (
+	ClaimWindowSQL      = qClaimWindow
+	StuckDispatchedSQL  = qStuckDispatched
+	DispatchedBeforeSQL = qDispatchedBefore
+	RunningSQL          = qRunning
+	StatsInflightSQL    = qStatsInflight
+	PurgeTasksSQL       = qPurgeTasks
+)

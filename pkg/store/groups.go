@@ -69,7 +69,7 @@ const qGroupRow = `INSERT IGNORE INTO task_queue (name) VALUES (?)`
 
 // qGroupBusy reads the tasks of groups in flight or failed waiting for a
 // retry, and whether each is due.
-const qGroupBusy = `SELECT group_open, group_status, id, claim_key IS NOT NULL AND claim_key <= NOW(3)
+const qGroupBusy = `SELECT group_open, group_status, id, status IN (0, 4) AND plan_next_run_at <= NOW(3)
 	FROM task_center FORCE INDEX (idx_group_status) WHERE group_open IN (%s) AND group_status IN (1, 2, 4)`
 
 // qGroupNext is one group's first pending tasks that are due, oldest

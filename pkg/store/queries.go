@@ -81,9 +81,9 @@ const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 // qClaimCandidates selects due tasks in priority, then due-time order, with
 // everything a message needs and the database clock. The inner union has one
 // branch per priority so that each branch reads one bounded range of
-// idx_claim: the cost is proportional to the batch, never to the number of
-// future or finished rows (whose claim_key is NULL or later). Only the
-// chosen ids are then read by primary key.
+// idx_lane, the priority's lane: the cost is proportional to the batch,
+// never to the number of future rows (later in the lane) or of the rows in
+// other lanes. Only the chosen ids are then read by primary key.
 var qClaimCandidates = claimCandidatesSQL(0)
 
 // claimCandidatesSQL is qClaimCandidates for tasks due within ahead of
@@ -98,10 +98,10 @@ func claimCandidatesSQL(ahead time.Duration) string {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "(SELECT id, priority, claim_key FROM task_center FORCE INDEX (idx_claim)"+
-			" WHERE priority = %d AND claim_key <= "+dueBy(ahead)+" ORDER BY claim_key LIMIT ?)", p)
+		fmt.Fprintf(&b, "(SELECT id, lane, lane_at FROM task_center FORCE INDEX (idx_lane)"+
+			" WHERE lane = %d AND lane_at <= "+dueBy(ahead)+" ORDER BY lane_at, id LIMIT ?)", p)
 	}
-	b.WriteString(") u ORDER BY priority, claim_key LIMIT ?) c STRAIGHT_JOIN task_center t ON t.id = c.id")
+	b.WriteString(") u ORDER BY lane, lane_at, id LIMIT ?) c STRAIGHT_JOIN task_center t ON t.id = c.id")
 	return b.String()
 }
 
@@ -152,8 +152,8 @@ func claimSQL(fences []Fence, claimID string, perRow bool, ahead time.Duration) 
 const qClaimed = `SELECT id, attempt FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?`
 
 // qNextDue returns seconds until the earliest pending or failed task is due
-// (negative when overdue, NULL when none): one index dive per priority of
-// idx_claim.
+// (negative when overdue, NULL when none): one index dive per waiting lane
+// of idx_lane.
 var qNextDue = func() string {
 	var b strings.Builder
 	b.WriteString("SELECT UNIX_TIMESTAMP(MIN(t)) - UNIX_TIMESTAMP(NOW(3)) FROM (")
@@ -161,7 +161,7 @@ var qNextDue = func() string {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "(SELECT MIN(claim_key) AS t FROM task_center WHERE priority = %d)", p)
+		fmt.Fprintf(&b, "(SELECT MIN(lane_at) AS t FROM task_center WHERE lane = %d)", p)
 	}
 	b.WriteString(") m")
 	return b.String()
@@ -416,7 +416,9 @@ func placeholders(n int) string {
 }
 
 // qStuckDispatched and qDispatchedBefore list tasks dispatched before a
-// cutoff, oldest first: NOW(3) minus a window, or an instant.
+// cutoff, oldest first: NOW(3) minus a window, or an instant. They read the
+// in-flight lane of idx_lane up to the cutoff (running tasks among them are
+// skipped by their row).
 var (
 	qStuckDispatched  = dispatchedBefore("NOW(3) - INTERVAL ? MICROSECOND")
 	qDispatchedBefore = dispatchedBefore("FROM_UNIXTIME(?)")
@@ -424,23 +426,26 @@ var (
 
 func dispatchedBefore(cutoff string) string {
 	return `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, UNIX_TIMESTAMP(dispatched_at)
-	FROM task_center WHERE inflight_at < ` + cutoff + ` AND status = 1
-	ORDER BY inflight_at LIMIT ?`
+	FROM task_center WHERE lane = 10 AND lane_at < ` + cutoff + ` AND status = 1
+	ORDER BY lane_at LIMIT ?`
 }
 
-// qRunning lists running tasks in dispatch order after a keyset position,
-// with whether each is past its timeout plus a grace.
+// qRunning lists running tasks in dispatch order after a keyset position
+// (lane_at, id) of the in-flight lane, with whether each is past its
+// timeout plus a grace.
 var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, task_type, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	worker_id, crash_count, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(dispatched_at),
 	started_at + INTERVAL timeout SECOND + INTERVAL ? MICROSECOND < NOW(3)
-	FROM task_center WHERE inflight_at >= FROM_UNIXTIME(?) AND (inflight_at, id) > (FROM_UNIXTIME(?), ?)
-	AND status = 2 ORDER BY inflight_at, id LIMIT ?`
+	FROM task_center WHERE lane = 10 AND lane_at >= FROM_UNIXTIME(?) AND (lane_at, id) > (FROM_UNIXTIME(?), ?)
+	AND status = 2 ORDER BY lane_at, id LIMIT ?`
 
 // qPurgeTasks deletes one batch of finished tasks (succeeded or cancelled)
-// older than a cutoff, along idx_finished. Dead tasks wait for an operator
-// and are kept.
-const qPurgeTasks = `DELETE FROM task_center WHERE finished_at < NOW(3) - INTERVAL ? MICROSECOND AND status IN (3, 6)
-	ORDER BY finished_at LIMIT ?`
+// older than a cutoff, oldest first along the finished lane of idx_lane:
+// it reads only the rows it deletes. Dead tasks wait for an operator and
+// are kept (they have no lane), as are disabled periodic ones (no
+// finished_at).
+const qPurgeTasks = `DELETE FROM task_center WHERE lane = 11 AND lane_at < NOW(3) - INTERVAL ? MICROSECOND AND status IN (3, 6)
+	ORDER BY lane_at LIMIT ?`
 
 // qPurgeRuns deletes one batch of run rows older than a cutoff.
 const qPurgeRuns = `DELETE FROM task_run WHERE finished_at < NOW(3) - INTERVAL ? MICROSECOND
@@ -466,9 +471,10 @@ const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, key_fi
 	FROM task_audit WHERE id < ? ORDER BY id DESC LIMIT ?`
 
 // qClaimWindow is the claim's candidate select while some queue is paused:
-// per priority, one bounded window of idx_claim (the batch size) starting
-// at a keyset cursor, with each row's queue so the caller drops paused
-// ones. The queue is not in idx_claim, so filtering in SQL would make the
+// per priority, one bounded window of its lane in idx_lane (the batch
+// size) starting at a keyset cursor (lane_at, id), with each row's queue so
+// the caller drops paused ones. The queue is not in idx_lane (wait_queue
+// is the queue as written, not as routed), so filtering in SQL would make the
 // range scan walk the whole paused backlog (unbounded); reading a window
 // and moving the cursor past a leading run of paused rows keeps every claim
 // bounded, and a paused backlog cannot starve the queues due behind it.
@@ -479,9 +485,9 @@ var qClaimWindow = func() string {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "(SELECT id, priority, CAST(claim_key AS CHAR), "+queueOf("task_center")+", task_code, queue, group_key FROM task_center FORCE INDEX (idx_claim)"+
-			" WHERE priority = %d AND claim_key <= NOW(3) AND (claim_key > ? OR (claim_key = ? AND id >= ?))"+
-			" ORDER BY claim_key, id LIMIT ?)", p)
+		fmt.Fprintf(&b, "(SELECT id, lane, CAST(lane_at AS CHAR), "+queueOf("task_center")+", task_code, queue, group_key FROM task_center FORCE INDEX (idx_lane)"+
+			" WHERE lane = %d AND lane_at <= NOW(3) AND (lane_at > ? OR (lane_at = ? AND id >= ?))"+
+			" ORDER BY lane_at, id LIMIT ?)", p)
 	}
 	return b.String()
 }()
@@ -578,23 +584,25 @@ func unionPriorities(format string) string {
 // as written, task code and status, as columns queue, task_code, status, n
 // (tasks), due (those due now) and first_due (the earliest due time among
 // them, NULL when none is due): one group per branch, and branches for one
-// group add up. It reads idx_claim alone, one priority's range at a time:
-// wait_status, wait_queue and wait_code are in the index (migration 0009),
-// so no waiting task costs a row lookup.
+// group add up. It reads idx_lane alone, one waiting lane (priority) at a
+// time: wait_status, wait_queue and wait_code are in the index (migrations
+// 0009, 0010), so no waiting task costs a row lookup.
 var qWaiting = unionPriorities(`(SELECT wait_queue queue, wait_code task_code, wait_status status, COUNT(*) n,
-	SUM(claim_key <= NOW(3)) due, MIN(IF(claim_key <= NOW(3), claim_key, NULL)) first_due
-	FROM task_center FORCE INDEX (idx_claim) WHERE priority = %d AND claim_key IS NOT NULL
+	SUM(lane_at <= NOW(3)) due, MIN(IF(lane_at <= NOW(3), lane_at, NULL)) first_due
+	FROM task_center FORCE INDEX (idx_lane) WHERE lane = %d
 	GROUP BY wait_queue, wait_code, wait_status)`)
 
 // Stats queries read only the index entries of tasks in the states they
-// count (idx_claim: waiting; idx_inflight: in flight; idx_held: dead and
-// cancelled), never the succeeded rows that make up most of the table.
+// count (idx_lane's waiting lanes 0-9 and its in-flight lane 10; idx_held:
+// dead and cancelled), never the succeeded rows that make up most of the
+// table. A row in flight without a dispatch time (adopted from the seed
+// design) is not counted in flight, as recovery does not see it either.
 var qStatsWaiting = routedGroups(`SELECT queue, task_code, status, SUM(n) n,
 	UNIX_TIMESTAMP(NOW(3)) - UNIX_TIMESTAMP(MIN(first_due)) age
 	FROM (`+qWaiting+`) w GROUP BY queue, task_code, status`, "g.status, g.n, g.age")
 
-var qStatsInflight = `SELECT ` + queueOf("task_center") + ` q, status, worker_id, id FROM task_center FORCE INDEX (idx_inflight)
-	WHERE inflight_at IS NOT NULL`
+var qStatsInflight = `SELECT ` + queueOf("task_center") + ` q, status, worker_id, id FROM task_center FORCE INDEX (idx_lane)
+	WHERE lane = 10 AND lane_at IS NOT NULL`
 
 var qStatsHeld = routedGroups(`SELECT queue, task_code, held_status, COUNT(*) n FROM task_center FORCE INDEX (idx_held)
 	WHERE held_status IS NOT NULL GROUP BY queue, task_code, held_status`, "g.held_status, g.n")
@@ -608,7 +616,7 @@ const qTaskStates = `SELECT id, status, task_type, attempt FROM task_center WHER
 // through its own bounded index, like stats).
 var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE queue = ?)
 	OR EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1 OR limit_source <> ''))
-	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_inflight) WHERE inflight_at IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
+	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_lane) WHERE lane = 10 AND lane_at IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
 	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
 	OR EXISTS (SELECT 1 FROM (` + qWaiting + `) w WHERE ` + queueOf("w") + ` = ?)`
 
