@@ -6,8 +6,13 @@
 # /proc before and after. A variant changes the schema after the migrations
 # (an ALTER TABLE), so that each index's share can be told apart:
 #
-#   scripts/row-costs.sh                      # the schema as it is
-#   scripts/row-costs.sh noinflight "ALTER TABLE task_center DROP KEY idx_inflight"
+#   scripts/row-costs.sh                      # the schema as it is: one idx_lane
+#   scripts/row-costs.sh old                  # the three indexes idx_lane replaced, instead of it
+#   scripts/row-costs.sh both                 # those three beside idx_lane (contract step 0011 pending)
+#   scripts/row-costs.sh nolane "ALTER TABLE task_center DROP KEY idx_lane"
+#
+# The claim's read goes through idx_lane, or through idx_claim when the
+# variant has only that.
 #
 # Needs the mysql client and a MariaDB server on this host (the CPU figure
 # is the server process's), and bin/taskd (go build -o bin/taskd ./cmd/taskd).
@@ -20,6 +25,15 @@ set -euo pipefail
 
 label=${1:-schema}
 alter=${2:-}
+# The indexes of migrations 0001 and 0009 that 0010's idx_lane replaces.
+old_keys="ADD KEY IF NOT EXISTS idx_claim (priority, claim_key, id, wait_status, wait_queue, wait_code),
+	ADD KEY IF NOT EXISTS idx_inflight (inflight_at), ADD KEY IF NOT EXISTS idx_finished (finished_at)"
+if [ -z "$alter" ]; then
+	case $label in
+	old) alter="ALTER TABLE task_center DROP KEY idx_lane, $old_keys" ;;
+	both) alter="ALTER TABLE task_center $old_keys" ;;
+	esac
+fi
 N=${TASKS:-100000}
 host=${MYSQL_HOST:-127.0.0.1}
 user=${MYSQL_USER:-root}
@@ -37,6 +51,15 @@ hz=$(getconf CLK_TCK)
 mysql "${my[@]}" -e "CREATE DATABASE $db"
 "$REPO/bin/taskd" --mysql-dsn "$user:$MYSQL_PWD@tcp($host:3306)/$db" migrate >/dev/null
 [ -z "$alter" ] || mysql "${my[@]}" "$db" -e "$alter"
+has_key() {
+	[ "$(mysql "${my[@]}" -N "$db" -e "SELECT COUNT(*) FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center' AND INDEX_NAME = '$1'")" != 0 ]
+}
+# The claim's read of one priority's due tasks (pkg/store/queries.go).
+read_by="lane = 5 AND lane_at <= NOW(3) ORDER BY lane_at, id"
+if ! has_key idx_lane && has_key idx_claim; then
+	read_by="priority = 5 AND claim_key <= NOW(3) ORDER BY claim_key, id"
+fi
 mysql "${my[@]}" "$db" -e "INSERT INTO task_center (task_code, queue, payload, plan_next_run_at)
 	SELECT 'noop', 'noop', '{}', NOW(3) - INTERVAL 1 SECOND FROM seq_1_to_$N"
 
@@ -44,13 +67,13 @@ mysql "${my[@]}" "$db" -e "INSERT INTO task_center (task_code, queue, payload, p
 # as the daemon writes them (pkg/store/queries.go: 500 ids per claim
 # statement, about 140 results per transaction in a burn-down).
 gen() {
-	awk -v kind="$1" -v n="$N" -v b="$2" 'BEGIN {
+	awk -v kind="$1" -v n="$N" -v b="$2" -v by="$read_by" 'BEGIN {
 		for (s = 1; s <= n; s += b) {
 			e = s + b - 1; if (e > n) e = n
 			ids = s; rows = ""
 			for (i = s + 1; i <= e; i++) ids = ids ", " i
 			if (kind == "select") {
-				printf "SELECT id, attempt, task_code, payload FROM task_center WHERE priority = 5 AND claim_key <= NOW(3) ORDER BY claim_key, id LIMIT %d;\n", b
+				printf "SELECT id, attempt, task_code, payload FROM task_center WHERE %s LIMIT %d;\n", by, b
 			} else if (kind == "claim") {
 				printf "START TRANSACTION; UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = \x27vm-1234-abcdef\x27 WHERE id IN (%s) AND attempt = 0 AND status IN (0, 4) AND plan_next_run_at <= NOW(3); COMMIT;\n", ids
 			} else if (kind == "result") {
