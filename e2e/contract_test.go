@@ -138,7 +138,7 @@ func TestFaultCannotHeal(t *testing.T) {
 			return cannotHealConfig(t, env, env.DSN, "")
 		}, "the task center has no schema: run `taskd migrate`"},
 		{"schema older", func(t *testing.T, env *testenv.Env) string {
-			env.Exec(t, `DELETE FROM taskd_schema WHERE version = (SELECT v FROM (SELECT MAX(version) v FROM taskd_schema) m)`)
+			env.UnapplyLatest(t)
 			return cannotHealConfig(t, env, env.DSN, "")
 		}, "older than this taskd's"},
 		{"schema newer", func(t *testing.T, env *testenv.Env) string {

@@ -287,7 +287,7 @@ func TestUnmigratedSchemaSaysMigrate(t *testing.T) {
 		require.Equal(t, "taskd: the task center has no schema: run `taskd migrate`\n", r.stderr, args)
 	}
 	b.ok(t, "migrate")
-	b.env.Exec(t, `DELETE FROM taskd_schema WHERE version = (SELECT MAX(version) FROM (SELECT version FROM taskd_schema) v)`)
+	b.env.UnapplyLatest(t)
 	r := b.run(t, "list")
 	requireOneLineError(t, r, cli.ExitFailure)
 	require.Regexp(t, "older than this taskd's \\d+: run `taskd migrate`", r.stderr)

@@ -178,6 +178,24 @@ func (e *Env) Count(t testing.TB, q string, args ...any) int {
 	return n
 }
 
+// UnapplyLatest makes the schema older than this binary's: it forgets the
+// latest ordinary migration and the contract steps after it (a pending
+// contract step alone is no older schema).
+func (e *Env) UnapplyLatest(t testing.TB) {
+	t.Helper()
+	migs, err := store.Migrations()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	last := 0
+	for _, m := range migs {
+		if !m.Contract {
+			last = m.Version
+		}
+	}
+	e.Exec(t, `DELETE FROM taskd_schema WHERE version >= ?`, last)
+}
+
 // ConfigYAML returns a minimal configuration pointing at this environment,
 // followed by extra YAML.
 func (e *Env) ConfigYAML(extra string) string {
