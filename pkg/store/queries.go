@@ -472,9 +472,9 @@ const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, key_fi
 
 // qClaimWindow is the claim's candidate select while some queue is paused:
 // per priority, one bounded window of its lane in idx_lane (the batch
-// size) starting at a keyset cursor (lane_at, id), with each row's queue so
-// the caller drops paused ones. The queue is not in idx_lane (wait_queue
-// is the queue as written, not as routed), so filtering in SQL would make the
+// size) starting at a keyset cursor (lane_at, id), with each row's queue
+// so the caller drops paused ones. The routed queue is not in idx_lane
+// (wait_queue is the queue as written), so filtering in SQL would make the
 // range scan walk the whole paused backlog (unbounded); reading a window
 // and moving the cursor past a leading run of paused rows keeps every claim
 // bounded, and a paused backlog cannot starve the queues due behind it.
