@@ -200,6 +200,29 @@ func TestSchema(t *testing.T) {
 	}
 }
 
+// A contract step not applied yet is a warning that says what to run: this
+// binary works on the schema before and after it.
+func TestPendingContractStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	migs, err := store.Migrations()
+	require.NoError(t, err)
+	var step store.Migration
+	for _, m := range migs {
+		if m.Contract {
+			step = m
+		}
+	}
+	require.NotZero(t, step.Version, "no contract step among the migrations")
+	b.env.Exec(t, `DELETE FROM taskd_schema WHERE version = ?`, step.Version)
+
+	r := b.run(t, doctor.Options{})
+	requireStatus(t, r, "mysql.schema", doctor.Warn, "contract step "+step.Name+" not applied yet")
+	require.Contains(t, check(t, r, "mysql.schema").Fix, "taskd migrate --contract")
+	require.True(t, r.OK, "a pending contract step fails nothing: %+v", r.Checks)
+	check(t, r, "tasks.handlers") // the checks that need the schema still ran
+}
+
 func TestRedis(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
