@@ -56,9 +56,12 @@ the older processes otherwise (docs/upgrading.md).`,
 				fmt.Fprintf(a.Stderr, "taskd: warning: %v; set the default with taskd cron timezone ZONE\n", err)
 			}
 			if a.json() {
-				return a.printJSON(map[string]any{"applied": nonNil(res.Applied), "version": v, "deferred": nonNil(res.Deferred)})
+				return a.printJSON(map[string]any{"applied": nonNil(res.Applied), "version": v, "deferred": nonNil(res.Deferred), "newer": nonNil(res.Newer)})
 			}
 			switch {
+			case len(res.Newer) > 0 && len(res.Applied) == 0:
+				// An older host's migrate during a rolling upgrade: nothing to do.
+				fmt.Fprintf(a.Stdout, "schema version %d has migrations of a newer taskd %v, none a contract step: this taskd runs on it; upgrade it\n", v, res.Newer)
 			case len(res.Applied) > 0:
 				fmt.Fprintf(a.Stdout, "applied migrations %v; schema version %d\n", res.Applied, v)
 			case len(res.Deferred) == 0:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +45,13 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 			st = Warn
 		}
 		r.add("mysql.schema", st, "", "%v", err)
+	} else if newer, err := st.NewerVersions(ctx); err != nil {
+		r.add("mysql.schema", Warn, "", "%v", err)
+	} else if len(newer) > 0 {
+		// Not a failure: a newer taskd's ordinary steps keep this one working.
+		r.add("mysql.schema", Warn, "upgrade taskd on this host before `taskd migrate` of the newer release runs its contract steps",
+			"schema version %d has migrations of a newer taskd (%s); this binary runs on it until their contract steps run; upgrade it",
+			newer[len(newer)-1], joinInts(newer))
 	} else if pending, err := st.PendingContracts(ctx); err != nil {
 		r.add("mysql.schema", Warn, "", "%v", err)
 	} else if len(pending) > 0 {
@@ -95,6 +103,15 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 		r.ok("mysql.clock", "this host and the database agree within %s", max(skew.Abs(), rtt, time.Millisecond).Round(time.Millisecond))
 	}
 	return schemaOK
+}
+
+// joinInts is "12, 13".
+func joinInts(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ", ")
 }
 
 func aheadBehind(skew time.Duration) string {

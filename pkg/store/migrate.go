@@ -92,6 +92,10 @@ type MigrateParams struct {
 type MigrateResult struct {
 	Applied  []int      // versions applied by this run, in order
 	Deferred []Deferred // contract steps left for a later run
+	// Newer are the applied versions of a newer taskd (above the
+	// migrations given), none of them a contract step: this binary runs
+	// on the schema until one is.
+	Newer []int
 }
 
 // Deferred is a contract step Migrate left for a later run, and why.
@@ -131,17 +135,24 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS taskd_schema (
 		version INT NOT NULL PRIMARY KEY,
 		name VARCHAR(255) NOT NULL,
-		applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
+		applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+		contract TINYINT NOT NULL DEFAULT 0
 	) ENGINE=InnoDB`); err != nil {
 		return res, fmt.Errorf("migrate: create taskd_schema: %w", err)
 	}
-	have, err := appliedVersions(ctx, conn)
+	a, err := readApplied(ctx, conn)
 	if err != nil {
 		return res, fmt.Errorf("migrate: %w", err)
 	}
-	if v, latest := maxVersion(have), migs[len(migs)-1].Version; v > latest {
-		return res, schemaError(v, latest)
+	// Judged before the column is added: newer rows written without it
+	// would read as ordinary steps after.
+	if res.Newer, err = a.newer(migs[len(migs)-1].Version); err != nil {
+		return res, err
 	}
+	if err := recordContracts(ctx, conn, a, migs); err != nil {
+		return res, err
+	}
+	have := a.have
 	fresh := len(have) == 0
 	for _, m := range migs {
 		if have[m.Version] {
@@ -167,7 +178,7 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 				return res, fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}
-		if _, err := conn.ExecContext(ctx, `INSERT INTO taskd_schema (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
+		if _, err := conn.ExecContext(ctx, `INSERT INTO taskd_schema (version, name, contract) VALUES (?, ?, ?)`, m.Version, m.Name, m.Contract); err != nil {
 			return res, fmt.Errorf("migration %s: record: %w", m.Name, err)
 		}
 		res.Applied = append(res.Applied, m.Version)
@@ -180,30 +191,95 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// appliedVersions reads the versions recorded in taskd_schema (none when
-// the table does not exist).
-func appliedVersions(ctx context.Context, q querier) (map[int]bool, error) {
-	have := map[int]bool{}
-	rows, err := q.QueryContext(ctx, `SELECT version FROM taskd_schema`)
+// applied is what taskd_schema records.
+type applied struct {
+	have     map[int]bool   // the applied versions
+	names    map[int]string // their files
+	contract map[int]bool   // those recorded as contract steps
+	// flagged: the table has the contract column (taskd_schema of before
+	// it cannot tell a newer contract step from an ordinary one).
+	flagged bool
+}
+
+// readApplied reads taskd_schema (nothing applied when the table does not
+// exist).
+func readApplied(ctx context.Context, q querier) (applied, error) {
+	a := applied{have: map[int]bool{}, names: map[int]string{}, contract: map[int]bool{}, flagged: true}
+	rows, err := q.QueryContext(ctx, `SELECT version, name, contract FROM taskd_schema`)
 	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == errNoSuchColumn {
+		a.flagged = false
+		rows, err = q.QueryContext(ctx, `SELECT version, name, 0 FROM taskd_schema`)
+	}
 	if errors.As(err, &me) && me.Number == errNoSuchTable {
-		return have, nil
+		return a, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read taskd_schema: %w", err)
+		return a, fmt.Errorf("read taskd_schema: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var v int
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("read taskd_schema: %w", err)
+		var name string
+		var contract bool
+		if err := rows.Scan(&v, &name, &contract); err != nil {
+			return a, fmt.Errorf("read taskd_schema: %w", err)
 		}
-		have[v] = true
+		a.have[v], a.names[v], a.contract[v] = true, name, contract
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read taskd_schema: %w", err)
+		return a, fmt.Errorf("read taskd_schema: %w", err)
 	}
-	return have, nil
+	return a, nil
+}
+
+// newer is the rule for a schema ahead of a binary that knows up to
+// latest: it returns the applied versions above latest, in order, and a
+// config error when the binary cannot run on them. A newer ordinary step
+// only adds what this binary ignores (docs/upgrading.md: expand
+// migrations keep the previous release working); a newer contract step
+// drops what it may use, and a table without the contract column cannot
+// tell which kind they are.
+func (a applied) newer(latest int) ([]int, error) {
+	var out []int
+	for v := range a.have {
+		if v > latest {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	if len(out) == 0 {
+		return nil, nil
+	}
+	if !a.flagged {
+		return nil, schemaError(out[len(out)-1], latest)
+	}
+	for _, v := range out {
+		if a.contract[v] {
+			return nil, task.Configf("the task center's schema is version %d, newer than this taskd's %d: it has contract step %d (%s) of a newer taskd, which drops what this one uses: upgrade taskd",
+				out[len(out)-1], latest, v, a.names[v])
+		}
+	}
+	return out, nil
+}
+
+// recordContracts gives a taskd_schema of before the contract column the
+// column, and flags the contract steps among the versions this binary
+// knows (rows written before the column read 0).
+func recordContracts(ctx context.Context, conn *sql.Conn, a applied, migs []Migration) error {
+	if !a.flagged {
+		if _, err := conn.ExecContext(ctx, `ALTER TABLE taskd_schema ADD COLUMN IF NOT EXISTS contract TINYINT NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("migrate: add taskd_schema.contract: %w", err)
+		}
+	}
+	for _, m := range migs {
+		if m.Contract && a.have[m.Version] && !a.contract[m.Version] {
+			if _, err := conn.ExecContext(ctx, `UPDATE taskd_schema SET contract = 1 WHERE version = ?`, m.Version); err != nil {
+				return fmt.Errorf("migration %s: record as a contract step: %w", m.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // maxVersion is the highest of the versions in have, 0 when none.
@@ -239,9 +315,10 @@ func LatestVersion() int {
 
 // CheckSchema is a config error unless this binary can run on the task
 // center's schema: every ordinary migration it knows applied (missing or
-// older, `taskd migrate` fixes it) and none it does not know (newer, this
-// binary is too old for it). A contract step not applied yet is fine: the
-// code of its release works before and after it.
+// older, `taskd migrate` fixes it) and no contract step it does not know
+// (this binary is too old for it; see applied.newer). A contract step
+// not applied yet is fine: the code of its release works before and
+// after it, and so are a newer taskd's ordinary steps.
 func (s *Store) CheckSchema(ctx context.Context) error {
 	migs, err := Migrations()
 	if err != nil {
@@ -251,16 +328,19 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 }
 
 func (s *Store) checkSchema(ctx context.Context, migs []Migration) error {
-	have, err := appliedVersions(ctx, s.db)
+	a, err := readApplied(ctx, s.db)
 	if err != nil {
 		return err
 	}
-	v, latest := maxVersion(have), migs[len(migs)-1].Version
-	if v == 0 || v > latest {
+	v, latest := maxVersion(a.have), migs[len(migs)-1].Version
+	if v == 0 {
 		return schemaError(v, latest)
 	}
+	if _, err := a.newer(latest); err != nil {
+		return err
+	}
 	for _, m := range migs {
-		if !m.Contract && !have[m.Version] {
+		if !m.Contract && !a.have[m.Version] {
 			if v < latest {
 				return schemaError(v, latest)
 			}
@@ -268,6 +348,17 @@ func (s *Store) checkSchema(ctx context.Context, migs []Migration) error {
 		}
 	}
 	return nil
+}
+
+// NewerVersions returns the applied migrations of a taskd newer than this
+// binary, in order (none on its own schema), or the error of CheckSchema
+// when one of them is a contract step.
+func (s *Store) NewerVersions(ctx context.Context) ([]int, error) {
+	a, err := readApplied(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	return a.newer(LatestVersion())
 }
 
 // PendingContracts returns the contract steps of this binary that the
@@ -282,13 +373,13 @@ func (s *Store) PendingContracts(ctx context.Context) ([]Migration, error) {
 }
 
 func (s *Store) pendingContracts(ctx context.Context, migs []Migration) ([]Migration, error) {
-	have, err := appliedVersions(ctx, s.db)
+	a, err := readApplied(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
 	var out []Migration
 	for _, m := range migs {
-		if m.Contract && !have[m.Version] {
+		if m.Contract && !a.have[m.Version] {
 			out = append(out, m)
 		}
 	}

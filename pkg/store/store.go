@@ -206,6 +206,7 @@ const (
 	errAccessDenied   = 1045
 	errUnknownDB      = 1049
 	errNoSuchTable    = 1146
+	errNoSuchColumn   = 1054
 )
 
 // configError returns a config error (task.CodeConfig) when the server
