@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"testing/fstest"
 
@@ -115,7 +116,7 @@ func TestMigrateDefersContractStep(t *testing.T) {
 	require.Equal(t, []int{later.Version}, res.Applied)
 	require.Len(t, res.Deferred, 1)
 	require.NoError(t, st.CheckSchemaOf(b.ctx, all))
-	require.ErrorContains(t, st.CheckSchemaOf(b.ctx, release), "newer than this taskd's", "the release before the later one")
+	require.NoError(t, st.CheckSchemaOf(b.ctx, release), "the release before the later one runs on its ordinary step")
 
 	res, err = st.Migrate(b.ctx, store.MigrateParams{Migrations: all, MayContract: func(context.Context, store.Migration) string { return "" }})
 	require.NoError(t, err)
@@ -128,11 +129,77 @@ func TestMigrateDefersContractStep(t *testing.T) {
 	require.Empty(t, pending)
 
 	// A binary of the release before the contract step refuses it.
-	require.ErrorContains(t, st.CheckSchemaOf(b.ctx, all[:len(all)-3]), "newer than this taskd's")
+	require.ErrorContains(t, st.CheckSchemaOf(b.ctx, all[:len(all)-3]), fmt.Sprintf("contract step %d (%s) of a newer taskd", contract.Version, contract.Name))
 	// A missing ordinary step is still an older schema.
 	b.env.Exec(t, `DELETE FROM taskd_schema WHERE version = ?`, later.Version)
 	require.ErrorContains(t, st.CheckSchemaOf(b.ctx, all), fmt.Sprintf("older than this taskd's %d: run `taskd migrate`", later.Version))
 	b.env.Exec(t, `INSERT INTO taskd_schema (version, name) VALUES (?, ?)`, later.Version, later.Name)
 	b.env.Exec(t, `DELETE FROM taskd_schema WHERE version = ?`, expand.Version)
 	require.ErrorContains(t, st.CheckSchemaOf(b.ctx, all), "lacks migration "+expand.Name)
+}
+
+// A binary that knows up to N runs on a schema with a newer taskd's
+// ordinary step N+1 (the rolling upgrade after the new release's
+// migrate), its own migrate applying nothing and saying so; once the
+// contract step N+2 has run, both refuse it, naming the step.
+func TestOlderBinaryOnNewerSchema(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	all, expand, contract, _ := testSteps(t)
+	old := all[:len(all)-3]
+
+	_, err := st.Migrate(b.ctx, store.MigrateParams{Migrations: all[:len(all)-1]})
+	require.NoError(t, err)
+	require.NoError(t, st.CheckSchemaOf(b.ctx, old), "a newer ordinary step only adds")
+	res, err := st.Migrate(b.ctx, store.MigrateParams{Migrations: old})
+	require.NoError(t, err)
+	require.Empty(t, res.Applied)
+	require.Equal(t, []int{expand.Version}, res.Newer)
+
+	res, err = st.Migrate(b.ctx, store.MigrateParams{Migrations: all[:len(all)-1], MayContract: func(context.Context, store.Migration) string { return "" }})
+	require.NoError(t, err)
+	require.Equal(t, []int{contract.Version}, res.Applied)
+	want := fmt.Sprintf("the task center's schema is version %d, newer than this taskd's %d: it has contract step %d (%s) of a newer taskd, which drops what this one uses: upgrade taskd",
+		contract.Version, old[len(old)-1].Version, contract.Version, contract.Name)
+	require.EqualError(t, st.CheckSchemaOf(b.ctx, old), want)
+	_, err = st.Migrate(b.ctx, store.MigrateParams{Migrations: old})
+	require.EqualError(t, err, want)
+	// The binary of the expand step also predates the contract step.
+	require.ErrorContains(t, st.CheckSchemaOf(b.ctx, all[:len(all)-2]), "contract step")
+}
+
+// A taskd_schema of before the contract column gets it from migrate, with
+// the contract steps it knows flagged; until then a version above the
+// binary's is refused, since nothing says whether it is a contract step.
+func TestSchemaTableWithoutContractColumn(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	all, expand, _, _ := testSteps(t)
+	old := all[:len(all)-3]
+	b.env.Exec(t, `ALTER TABLE taskd_schema DROP COLUMN contract`)
+	require.NoError(t, st.CheckSchemaOf(b.ctx, old), "its own schema needs no flags")
+
+	b.env.Exec(t, `INSERT INTO taskd_schema (version, name) VALUES (?, ?)`, expand.Version, expand.Name)
+	newer := fmt.Sprintf("version %d, newer than this taskd's %d: upgrade taskd to the version that migrated it", expand.Version, old[len(old)-1].Version)
+	require.ErrorContains(t, st.CheckSchemaOf(b.ctx, old), newer)
+	_, err := st.Migrate(b.ctx, store.MigrateParams{Migrations: old})
+	require.ErrorContains(t, err, newer)
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'taskd_schema' AND COLUMN_NAME = 'contract'`),
+		"a refused migrate does not add the column, which would read the newer row as ordinary")
+
+	b.env.Exec(t, `DELETE FROM taskd_schema WHERE version = ?`, expand.Version)
+	res, err := st.Migrate(b.ctx, store.MigrateParams{Migrations: old})
+	require.NoError(t, err)
+	require.Empty(t, res.Applied)
+	last := -1 // the last contract step
+	for i, m := range old {
+		flag := 0
+		if m.Contract {
+			flag, last = 1, i
+		}
+		require.Equal(t, flag, b.env.Count(t, `SELECT contract FROM taskd_schema WHERE version = ?`, m.Version), m.Name)
+	}
+	require.NotEqual(t, -1, last, "no contract step among the embedded migrations to flag")
+	// The flags are what a binary before that step goes by.
+	require.ErrorContains(t, st.CheckSchemaOf(b.ctx, old[:last]), "contract step "+strconv.Itoa(old[last].Version))
 }
