@@ -142,9 +142,9 @@ func TestFaultCannotHeal(t *testing.T) {
 			return cannotHealConfig(t, env, env.DSN, "")
 		}, "older than this taskd's"},
 		{"schema newer", func(t *testing.T, env *testenv.Env) string {
-			env.Exec(t, `INSERT INTO taskd_schema (version, name) VALUES (999, 'from a newer taskd')`)
+			env.Exec(t, `INSERT INTO taskd_schema (version, name, contract) VALUES (999, 'from a newer taskd', 1)`)
 			return cannotHealConfig(t, env, env.DSN, "")
-		}, "newer than this taskd's"},
+		}, "contract step 999 (from a newer taskd) of a newer taskd"},
 		{"redis refuses the password", func(t *testing.T, env *testenv.Env) string {
 			addr := privateRedisWithPassword(t, "s3cret")
 			return cannotHealConfig(t, env, env.DSN, fmt.Sprintf("redis: { addr: %q, password: wrong, prefix: %q }\n", addr, env.Prefix))

@@ -292,11 +292,17 @@ func TestUnmigratedSchemaSaysMigrate(t *testing.T) {
 	requireOneLineError(t, r, cli.ExitFailure)
 	require.Regexp(t, "older than this taskd's \\d+: run `taskd migrate`", r.stderr)
 	b.ok(t, "migrate")
+	// A newer taskd's ordinary step: this one runs on it (a rolling upgrade).
 	b.env.Exec(t, `INSERT INTO taskd_schema (version, name) VALUES (999, 'from the future')`)
+	b.ok(t, "list")
+	require.Contains(t, b.ok(t, "migrate"), "migrations of a newer taskd [999], none a contract step")
+	// A newer taskd's contract step: this one may use what it dropped.
+	b.env.Exec(t, `UPDATE taskd_schema SET contract = 1 WHERE version = 999`)
 	for _, args := range [][]string{{"list"}, {"migrate"}} {
 		r = b.run(t, args...)
 		requireOneLineError(t, r, cli.ExitFailure)
 		require.Contains(t, r.stderr, "version 999, newer than this taskd's")
+		require.Contains(t, r.stderr, "contract step 999 (from the future)")
 	}
 }
 

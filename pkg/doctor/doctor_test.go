@@ -223,6 +223,25 @@ func TestPendingContractStep(t *testing.T) {
 	check(t, r, "tasks.handlers") // the checks that need the schema still ran
 }
 
+// A newer taskd's ordinary migration is a warning (this binary runs on
+// it); a newer taskd's contract step fails the schema check.
+func TestNewerSchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.env.Exec(t, `INSERT INTO taskd_schema (version, name) VALUES (998, 'a'), (999, 'b')`)
+	r := b.run(t, doctor.Options{})
+	requireStatus(t, r, "mysql.schema", doctor.Warn, "schema version 999 has migrations of a newer taskd (998, 999)")
+	require.True(t, r.OK, "%+v", r.Checks)
+	check(t, r, "tasks.handlers") // the checks that need the schema still ran
+
+	b.env.Exec(t, `UPDATE taskd_schema SET contract = 1 WHERE version = 999`)
+	r = b.run(t, doctor.Options{})
+	c := check(t, r, "mysql.schema")
+	require.Equal(t, doctor.Fail, c.Status, c.Detail)
+	require.Contains(t, c.Detail, "contract step 999 (b) of a newer taskd")
+	require.False(t, r.OK)
+}
+
 func TestRedis(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
