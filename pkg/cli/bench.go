@@ -17,7 +17,7 @@ func (a *App) benchCmd() *cobra.Command {
 	var o benchmark.Options
 	var only string
 	var check bool
-	var cpuProfile string
+	var cpuProfile, memProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput, latency and memory against the configured MySQL and Redis",
@@ -54,7 +54,20 @@ It loads the servers: do not point it at production.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			var allocs *os.File // created first: a bad path fails before the run
+			if memProfile != "" {
+				if allocs, err = os.Create(memProfile); err != nil {
+					return fmt.Errorf("memory profile: %w", err)
+				}
+				defer allocs.Close()
+			}
 			r := benchmark.Run(cmd.Context(), c, o)
+			if allocs != nil {
+				// Every allocation since the process started.
+				if err := pprof.Lookup("allocs").WriteTo(allocs, 0); err != nil {
+					return fmt.Errorf("memory profile: %w", err)
+				}
+			}
 			if a.json() {
 				if err := a.printJSON(r); err != nil {
 					return err
@@ -74,6 +87,7 @@ It loads the servers: do not point it at production.`,
 	fl := cmd.Flags()
 	fl.StringVar(&only, "only", "", "comma-separated scenarios to run (default all)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of taskd's own code to this file (go tool pprof)")
+	fl.StringVar(&memProfile, "memprofile", "", "write a profile of the allocations of the whole run to this file (go tool pprof -sample_index alloc_space)")
 	fl.BoolVar(&check, "check", false, "exit 1 when a target is missed")
 	fl.IntVar(&o.Tasks, "tasks", 0, "burn-down size (default 100000)")
 	fl.IntVar(&o.Rate, "rate", 0, "steady submissions per second (default 1000)")

@@ -39,19 +39,26 @@ func TestBenchCommand(t *testing.T) {
 
 	// A burn-down of 20 tasks cannot reach 18,000 tasks/s (starting the
 	// node alone takes longer): a missed target, so --check fails.
-	// With a CPU profile of the run, for go tool pprof (gzipped protobuf).
-	prof := filepath.Join(t.TempDir(), "cpu.pprof")
-	r = runCLI(t, cfg, "", "bench", "--check", "--only", "burn_down", "--tasks", "20", "--cpuprofile", prof)
+	// With a CPU profile and one of the allocations, for go tool pprof
+	// (gzipped protobuf).
+	prof, mem := filepath.Join(t.TempDir(), "cpu.pprof"), filepath.Join(t.TempDir(), "mem.pprof")
+	r = runCLI(t, cfg, "", "bench", "--check", "--only", "burn_down", "--tasks", "20", "--cpuprofile", prof, "--memprofile", mem)
 	require.Equal(t, cli.ExitFailure, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
 	require.Contains(t, r.stdout, "MISSED")
 	require.Contains(t, r.stderr, "targets missed")
 	raw, err := os.ReadFile(prof)
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(raw, []byte{0x1f, 0x8b}), "a pprof profile")
+	raw, err = os.ReadFile(mem)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(raw, []byte{0x1f, 0x8b}), "a pprof profile")
 
 	r = runCLI(t, cfg, "", "bench", "--only", "burn_down", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir"))
 	require.NotZero(t, r.code)
 	require.Contains(t, r.stderr, "cpu profile")
+	r = runCLI(t, cfg, "", "bench", "--only", "burn_down", "--memprofile", filepath.Join(t.TempDir(), "no", "such", "dir"))
+	require.NotZero(t, r.code)
+	require.Contains(t, r.stderr, "memory profile")
 
 	r = runCLI(t, cfg, "", "bench", "--only", "nope")
 	require.Equal(t, cli.ExitUsage, r.code)

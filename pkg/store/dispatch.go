@@ -478,22 +478,21 @@ func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, ap
 		}
 		markWon(applied, fences, won)
 	}
-	runQ := []byte(qRunInsertHead)
-	var runArgs []any
+	var runs sqlText
+	runs.sql(qRunInsertHead)
 	for i := range ts {
 		if !applied[i] || ts[i].Run == nil {
 			continue
 		}
-		if len(runArgs) > 0 {
-			runQ = append(runQ, ", "...)
+		if len(runs.b) > len(qRunInsertHead) {
+			runs.sql(", ")
 		}
-		runQ = append(runQ, qRunInsertRow...)
 		r := ts[i].Run
-		runArgs = append(runArgs, ts[i].ID, ts[i].Attempt, r.Code, r.Queue, r.WorkerID, r.Node,
+		runs.fill(qRunInsertRow, ts[i].ID, ts[i].Attempt, r.Code, r.Queue, r.WorkerID, r.Node,
 			r.Duration.Microseconds(), string(r.Outcome), nullString(r.Result), r.Duration.Milliseconds())
 	}
-	if len(runArgs) > 0 {
-		if _, err := tx.ExecContext(ctx, string(runQ), runArgs...); err != nil {
+	if len(runs.b) > len(qRunInsertHead) {
+		if _, err := tx.ExecContext(ctx, string(runs.b), runs.args...); err != nil {
 			return fmt.Errorf("insert runs: %w", err)
 		}
 	}

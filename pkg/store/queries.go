@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -187,31 +188,75 @@ type stmt struct {
 // disk (Aria) when a blob such as last_result is written; MariaDB 10.11
 // has crashed in that path.
 type byID struct {
-	ids []any // distinct, ascending
-	at  []int // at[k]: the entry of ids[k]
+	ids []int64 // distinct, ascending
+	at  []int   // at[k]: the entry of ids[k]
+	// idList is ids as SQL: the statement repeats it in every lookup.
+	idList string
 	// perRow renders every column as a lookup, even when the entries
 	// agree (tests).
 	perRow bool
-	b      strings.Builder
-	args   []any
+	sqlText
+	vals []any // col's scratch
 }
 
-func (b *byID) sql(s string) { b.b.WriteString(s) }
-
-// arg writes one placeholder for v.
-func (b *byID) arg(v any) {
-	b.b.WriteString("?")
-	b.args = append(b.args, v)
+// sqlText is a statement being written and its arguments.
+type sqlText struct {
+	b    []byte
+	args []any
 }
+
+func (t *sqlText) sql(s string) { t.b = append(t.b, s...) }
+
+// arg writes v: an integer, a boolean or NULL as its literal, anything
+// else as a placeholder. The driver interpolates parameters
+// (InterpolateParams), so the server gets the same text either way; the
+// literals spare database/sql and the driver two conversions per integer,
+// which in a batch of hundreds of rows are most of its arguments.
+func (t *sqlText) arg(v any) {
+	switch v := v.(type) {
+	case nil:
+		t.b = append(t.b, "NULL"...)
+	case int:
+		t.b = strconv.AppendInt(t.b, int64(v), 10)
+	case int64:
+		t.b = strconv.AppendInt(t.b, v, 10)
+	case uint64:
+		t.b = strconv.AppendUint(t.b, v, 10)
+	case bool:
+		if v {
+			t.b = append(t.b, '1')
+		} else {
+			t.b = append(t.b, '0')
+		}
+	default:
+		t.b = append(t.b, '?')
+		t.args = append(t.args, v)
+	}
+}
+
+// fill writes q with each of its placeholders replaced by arg of the
+// next of vs; q has no other question mark.
+func (t *sqlText) fill(q string, vs ...any) {
+	for _, v := range vs {
+		i := strings.IndexByte(q, '?')
+		t.sql(q[:i])
+		t.arg(v)
+		q = q[i+1:]
+	}
+	t.sql(q)
+}
+
+func (t *sqlText) stmt() stmt { return stmt{string(t.b), t.args} }
 
 // in writes the range the statement reads: its ids.
 func (b *byID) in() {
-	b.b.WriteString("id IN (" + placeholders(len(b.ids)) + ")")
-	b.args = append(b.args, b.ids...)
+	b.sql("id IN (")
+	b.sql(b.idList)
+	b.sql(")")
 }
 
 // col writes the value v(i) of each row's entry i (nil for NULL, else an
-// integer or a string): a placeholder when every entry has the same, else
+// integer or a string): one value when every entry has the same, else
 // ELT(INTERVAL(id, ids...), values...). INTERVAL finds the row's position
 // among the sorted constant ids by binary search (exactly, for integers)
 // and ELT returns the value there as a string, which the server converts
@@ -219,18 +264,24 @@ func (b *byID) in() {
 // a row costs a lookup per column, and the statement grows linearly with
 // the batch (CASE id WHEN ... is quadratic).
 func (b *byID) col(v func(i int) any) {
-	vals := make([]any, len(b.at))
+	b.vals = b.vals[:0]
 	same := !b.perRow
-	for k, i := range b.at {
-		vals[k] = v(i)
-		same = same && vals[k] == vals[0]
+	for _, i := range b.at {
+		b.vals = append(b.vals, v(i))
+		same = same && b.vals[len(b.vals)-1] == b.vals[0]
 	}
 	if same {
-		b.arg(vals[0])
+		b.arg(b.vals[0])
 		return
 	}
-	b.b.WriteString("ELT(INTERVAL(id, " + placeholders(len(b.ids)) + "), " + placeholders(len(vals)) + ")")
-	b.args = append(append(b.args, b.ids...), vals...)
+	b.sql("ELT(INTERVAL(id, ")
+	b.sql(b.idList)
+	b.sql(")")
+	for _, x := range b.vals {
+		b.sql(", ")
+		b.arg(x)
+	}
+	b.sql(")")
 }
 
 // batchSQL renders a batched write of entries, entry i for the task ids[i],
@@ -260,12 +311,18 @@ func batchSQL(ids []int64, perRow bool, build func(b *byID, later bool)) []stmt 
 	out := make([]stmt, len(groups))
 	for g, at := range groups {
 		slices.SortFunc(at, func(x, y int) int { return cmp.Compare(ids[x], ids[y]) })
-		b := &byID{at: at, perRow: perRow, ids: make([]any, len(at))}
+		b := &byID{at: at, perRow: perRow, ids: make([]int64, len(at))}
+		list := make([]byte, 0, len(at)*8)
 		for k, i := range at {
 			b.ids[k] = ids[i]
+			if k > 0 {
+				list = append(list, ", "...)
+			}
+			list = strconv.AppendInt(list, ids[i], 10)
 		}
+		b.idList = string(list)
 		build(b, g > 0)
-		out[g] = stmt{b.b.String(), b.args}
+		out[g] = b.stmt()
 	}
 	return out
 }

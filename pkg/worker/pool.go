@@ -44,6 +44,13 @@ type pool struct {
 	runCtx   context.Context
 	stopRuns context.CancelFunc
 	runs     sync.WaitGroup
+	// next hands an attempt to a runner parked between attempts, so that
+	// a steady stream of short tasks reuses goroutines (and their grown
+	// stacks) instead of starting one per attempt; idle counts the
+	// parked runners, runners all of them.
+	next    chan *job
+	idle    atomic.Int32
+	runners sync.WaitGroup
 	// untraced: attempts get no span (tracing is off).
 	untraced bool
 
@@ -105,6 +112,7 @@ func (p *pool) Start(ctx context.Context) error {
 	p.untraced = untraced(p.runCtx, p.w.cfg.Tracer)
 	p.freed = make(chan string, max(1, p.w.slots.capacity()))
 	p.woken = make(chan string)
+	p.next = make(chan *job)
 	return p.fetch.Start(ctx, func(ctx context.Context) {
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -126,6 +134,9 @@ func (p *pool) stop(grace, handBack time.Duration, handBackForce bool) {
 	if p.stopRuns == nil { // never started
 		return
 	}
+	// Parked runners leave once runCtx is cancelled (every path below);
+	// one still in a handler that ignores its context is left behind.
+	defer waitTimeout(&p.runners, handBack)
 	if grace > 0 && waitTimeout(&p.runs, grace) {
 		p.stopRuns()
 		return
@@ -442,12 +453,44 @@ func (p *pool) launch(j *job) bool {
 	if j.msg.DueUnixMS > 0 {
 		w.cfg.Metrics.Started(j.queue, j.startedDB.Sub(time.UnixMilli(j.msg.DueUnixMS)))
 	}
-	go func() {
-		defer p.free(j)
-		defer close(j.returned)
-		p.run(j)
-	}()
+	select {
+	case p.next <- j: // a parked runner took it
+	default:
+		p.runners.Add(1)
+		go p.runner(j)
+	}
 	return true
+}
+
+// runnersIdleMax bounds the runners parked between attempts; a runner
+// beyond it exits after its attempt.
+const runnersIdleMax = 256
+
+// runner runs j, then parks for the next attempt until the pool stops or
+// enough runners are parked already.
+func (p *pool) runner(j *job) {
+	defer p.runners.Done()
+	for {
+		p.attempt(j)
+		if p.idle.Add(1) > runnersIdleMax {
+			p.idle.Add(-1)
+			return
+		}
+		select {
+		case j = <-p.next:
+			p.idle.Add(-1)
+		case <-p.runCtx.Done():
+			p.idle.Add(-1)
+			return
+		}
+	}
+}
+
+// attempt runs j in its slot and gives the slot back when it returns.
+func (p *pool) attempt(j *job) {
+	defer p.free(j)
+	defer close(j.returned)
+	p.run(j)
 }
 
 // free gives j's slot back, once: when its handler returns, or earlier

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -667,4 +670,40 @@ func TestStartNotBeforeDispatch(t *testing.T) {
 			require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE started_at > finished_at`), "started after finished")
 		})
 	}
+}
+
+// Attempts that follow one another in a slot run on the goroutine the
+// first one started (parked between them), not on one goroutine each.
+func TestAttemptsReuseRunners(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	goroutines := map[string]bool{}
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		buf := make([]byte, 64)
+		id, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:runtime.Stack(buf, false)]), "goroutine "), " ")
+		mu.Lock()
+		goroutines[id] = true
+		mu.Unlock()
+		return "", nil
+	}))
+	b.startWorker(t, func(c *worker.Config) { c.Queues = map[string]int{"q": 1} })
+	const n = 20
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = b.submit(t, producer.Submission{Code: "ok"})
+	}
+	b.dispatchUntil(t, "all succeeded", func() bool {
+		for _, id := range ids {
+			if b.task(t, id).Status != task.Succeeded {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	// A runner parks a moment after its slot is freed, so the next
+	// attempt may start one more; one each would be n.
+	require.LessOrEqual(t, len(goroutines), 4, "goroutines that ran %d attempts in one slot", n)
 }

@@ -1,0 +1,39 @@
+package store
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/pkg/task"
+)
+
+// A batched write carries its integers (ids, attempts, states, counters)
+// in its text and only its strings as arguments: with the driver's
+// interpolation the server gets the same statement, and database/sql has
+// hundreds fewer values to convert per batch.
+func TestBatchedWritesCarryIntegersAsLiterals(t *testing.T) {
+	in := time.Second
+	ts := []Transition{
+		{ID: 7, Attempt: 1, From: task.Running, To: task.Succeeded, SetResult: true, Result: "ok",
+			Run: &RunRecord{WorkerID: "w1", Outcome: task.OutcomeSucceeded, Duration: time.Millisecond}},
+		{ID: 3, Attempt: 2, From: task.Dispatched, To: task.Pending, Retry: RetryInc, NextIn: &in,
+			Run: &RunRecord{WorkerID: "w1", Outcome: task.OutcomeFailed, Duration: 2 * time.Millisecond}},
+		{ID: 9, Attempt: 5, From: task.Running, To: task.Dead, StartedAt: time.UnixMilli(1_700_000_000_123)},
+	}
+	for _, st := range transitionSQL(ts, 1<<63+5, true) {
+		for _, a := range st.args {
+			if _, ok := a.(string); !ok {
+				t.Errorf("argument %v (%T) of %q: want only strings", a, a, st.q)
+			}
+		}
+		for _, want := range []string{"id IN (3, 7, 9)", "claim_token = 9223372036854775813", "attempt = ELT(INTERVAL(id, 3, 7, 9), 2, 1, 5)"} {
+			if !strings.Contains(st.q, want) {
+				t.Errorf("statement lacks %q:\n%s", want, st.q)
+			}
+		}
+		if got, want := strings.Count(st.q, "?"), len(st.args); got != want {
+			t.Errorf("%d placeholders for %d arguments", got, want)
+		}
+	}
+}
