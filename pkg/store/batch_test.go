@@ -166,3 +166,33 @@ func TestBatchFormsAgree(t *testing.T) {
 		})
 	}
 }
+
+// Values written into a batch's text and values sent as arguments come
+// back as written: plain ones, and ones with quotes, backslashes,
+// question marks, newlines and UTF-8.
+func TestTransitionValuesRoundTrip(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	values := []string{"plain-1.2:x_y z", `it's "done"? \ 100%`, "line\nnext\x1a", "日本語 ✓", ""}
+	var ts []store.Transition
+	for _, v := range values {
+		id := insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
+		b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1 WHERE id = ?`, id)
+		ts = append(ts, store.Transition{ID: id, Attempt: 1, From: task.Running, To: task.Succeeded, SetResult: true, Result: v,
+			Run: &store.RunRecord{Code: "x", Queue: "x", WorkerID: "w?" + v, Node: v, Outcome: task.OutcomeSucceeded, Result: v}})
+	}
+	applied, err := st.TaskTransition(b.ctx, ts)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true, true, true}, applied)
+	for i, v := range values {
+		tk, err := st.TaskGet(b.ctx, ts[i].ID)
+		require.NoError(t, err)
+		require.Equal(t, v, tk.LastResult)
+		runs, err := st.RunList(b.ctx, ts[i].ID, 10)
+		require.NoError(t, err)
+		require.Len(t, runs, 1)
+		require.Equal(t, v, runs[0].Result)
+		require.Equal(t, v, runs[0].Node)
+		require.Equal(t, "w?"+v, runs[0].WorkerID)
+	}
+}

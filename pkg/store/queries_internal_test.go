@@ -9,31 +9,44 @@ import (
 )
 
 // A batched write carries its integers (ids, attempts, states, counters)
-// in its text and only its strings as arguments: with the driver's
-// interpolation the server gets the same statement, and database/sql has
-// hundreds fewer values to convert per batch.
-func TestBatchedWritesCarryIntegersAsLiterals(t *testing.T) {
+// and its plain strings in its text, and only strings the driver would
+// escape as arguments: with the driver's interpolation the server gets
+// the same statement, and database/sql has hundreds fewer values to
+// convert per batch.
+func TestBatchedWritesCarryValuesAsLiterals(t *testing.T) {
 	in := time.Second
 	ts := []Transition{
-		{ID: 7, Attempt: 1, From: task.Running, To: task.Succeeded, SetResult: true, Result: "ok",
+		{ID: 7, Attempt: 1, From: task.Running, To: task.Succeeded, SetResult: true, Result: "it's done?",
 			Run: &RunRecord{WorkerID: "w1", Outcome: task.OutcomeSucceeded, Duration: time.Millisecond}},
-		{ID: 3, Attempt: 2, From: task.Dispatched, To: task.Pending, Retry: RetryInc, NextIn: &in,
+		{ID: 3, Attempt: 2, From: task.Dispatched, To: task.Pending, Retry: RetryInc, NextIn: &in, StartedAt: time.UnixMilli(1_700_000_000_123),
 			Run: &RunRecord{WorkerID: "w1", Outcome: task.OutcomeFailed, Duration: 2 * time.Millisecond}},
-		{ID: 9, Attempt: 5, From: task.Running, To: task.Dead, StartedAt: time.UnixMilli(1_700_000_000_123)},
+		{ID: 9, Attempt: 5, From: task.Running, To: task.Dead},
 	}
 	for _, st := range transitionSQL(ts, 1<<63+5, true) {
 		for _, a := range st.args {
-			if _, ok := a.(string); !ok {
-				t.Errorf("argument %v (%T) of %q: want only strings", a, a, st.q)
+			if a != "it's done?" {
+				t.Errorf("argument %v (%T) of %q: want only the result, which needs escaping", a, a, st.q)
 			}
 		}
-		for _, want := range []string{"id IN (3, 7, 9)", "claim_token = 9223372036854775813", "attempt = ELT(INTERVAL(id, 3, 7, 9), 2, 1, 5)"} {
+		for _, want := range []string{"id IN (3, 7, 9)", "claim_token = 9223372036854775813", "attempt = ELT(INTERVAL(id, 3, 7, 9), 2, 1, 5)",
+			"worker_id = COALESCE(ELT(INTERVAL(id, 3, 7, 9), '', NULL, NULL)", "FROM_UNIXTIME(ELT(INTERVAL(id, 3, 7, 9), '1700000000.123', NULL, NULL))"} {
 			if !strings.Contains(st.q, want) {
 				t.Errorf("statement lacks %q:\n%s", want, st.q)
 			}
 		}
 		if got, want := strings.Count(st.q, "?"), len(st.args); got != want {
 			t.Errorf("%d placeholders for %d arguments", got, want)
+		}
+	}
+}
+
+func TestPlainStrings(t *testing.T) {
+	for s, want := range map[string]bool{
+		"": true, "noop": true, "vm-1234-2a56:q.x_y": true, "1700000000.123": true, "a b": true,
+		"it's": false, `a"b`: false, `a\b`: false, "a?": false, "a\nb": false, "\x00": false, "é": false,
+	} {
+		if got := plain(s); got != want {
+			t.Errorf("plain(%q) = %v, want %v", s, got, want)
 		}
 	}
 }
