@@ -487,9 +487,7 @@ func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, ap
 		if len(runs.b) > len(qRunInsertHead) {
 			runs.sql(", ")
 		}
-		r := ts[i].Run
-		runs.fill(qRunInsertRow, ts[i].ID, ts[i].Attempt, r.Code, r.Queue, r.WorkerID, r.Node,
-			r.Duration.Microseconds(), string(r.Outcome), nullString(r.Result), r.Duration.Milliseconds())
+		runRow(&runs, ts[i].ID, ts[i].Attempt, ts[i].Run)
 	}
 	if len(runs.b) > len(qRunInsertHead) {
 		if _, err := tx.ExecContext(ctx, string(runs.b), runs.args...); err != nil {

@@ -216,18 +216,13 @@ func (t *sqlText) sql(s string) { t.b = append(t.b, s...) }
 func (t *sqlText) arg(v any) {
 	switch v := v.(type) {
 	case string:
-		if !plain(v) {
-			t.b = append(t.b, '?')
-			t.args = append(t.args, v)
-			return
-		}
-		t.b = append(append(append(t.b, '\''), v...), '\'')
+		t.str(v)
 	case nil:
 		t.b = append(t.b, "NULL"...)
 	case int:
-		t.b = strconv.AppendInt(t.b, int64(v), 10)
+		t.int(int64(v))
 	case int64:
-		t.b = strconv.AppendInt(t.b, v, 10)
+		t.int(v)
 	case uint64:
 		t.b = strconv.AppendUint(t.b, v, 10)
 	case bool:
@@ -242,6 +237,18 @@ func (t *sqlText) arg(v any) {
 	}
 }
 
+func (t *sqlText) int(n int64) { t.b = strconv.AppendInt(t.b, n, 10) }
+
+// str writes s as a literal when it is plain, else as a placeholder.
+func (t *sqlText) str(s string) {
+	if !plain(s) {
+		t.b = append(t.b, '?')
+		t.args = append(t.args, s)
+		return
+	}
+	t.b = append(append(append(t.b, '\''), s...), '\'')
+}
+
 // plain reports whether s is printable ASCII without a quote, a
 // backslash or a question mark: what the driver writes between quotes
 // unchanged, whatever the server's escaping mode, and that its
@@ -253,18 +260,6 @@ func plain(s string) bool {
 		}
 	}
 	return true
-}
-
-// fill writes q with each of its placeholders replaced by arg of the
-// next of vs; q has no other question mark.
-func (t *sqlText) fill(q string, vs ...any) {
-	for _, v := range vs {
-		i := strings.IndexByte(q, '?')
-		t.sql(q[:i])
-		t.arg(v)
-		q = q[i+1:]
-	}
-	t.sql(q)
 }
 
 func (t *sqlText) stmt() stmt { return stmt{string(t.b), t.args} }
@@ -479,7 +474,31 @@ const qChangedBy = `SELECT id FROM task_center WHERE id IN (%s) AND claim_token 
 const qRunInsertHead = `INSERT INTO task_run (task_id, attempt, task_code, queue, worker_id, node,
 	started_at, finished_at, outcome, result, duration_ms) VALUES `
 
-const qRunInsertRow = `(?, ?, ?, ?, ?, ?, NOW(3) - INTERVAL ? MICROSECOND, NOW(3), ?, ?, ?)`
+// runRow writes the task_run row of attempt of task id after
+// qRunInsertHead: its values typed, not boxed, for hundreds of rows.
+func runRow(t *sqlText, id int64, attempt int, r *RunRecord) {
+	t.sql("(")
+	t.int(id)
+	t.sql(", ")
+	t.int(int64(attempt))
+	for _, s := range [...]string{r.Code, r.Queue, r.WorkerID, r.Node} {
+		t.sql(", ")
+		t.str(s)
+	}
+	t.sql(", NOW(3) - INTERVAL ")
+	t.int(r.Duration.Microseconds())
+	t.sql(" MICROSECOND, NOW(3), ")
+	t.str(string(r.Outcome))
+	t.sql(", ")
+	if r.Result == "" {
+		t.sql("NULL")
+	} else {
+		t.str(r.Result)
+	}
+	t.sql(", ")
+	t.int(r.Duration.Milliseconds())
+	t.sql(")")
+}
 
 const qRunsForTask = `SELECT id, task_id, attempt, worker_id, node, UNIX_TIMESTAMP(started_at),
 	UNIX_TIMESTAMP(finished_at), outcome, COALESCE(result, ''), duration_ms

@@ -50,3 +50,14 @@ func TestPlainStrings(t *testing.T) {
 		}
 	}
 }
+
+func TestUnixArg(t *testing.T) {
+	for ms, want := range map[int64]string{
+		0: "0.000", 1: "0.001", 1_700_000_000_123: "1700000000.123", 1_700_000_000_100: "1700000000.100",
+		-1: "-0.001", -1_500: "-1.500", 999: "0.999",
+	} {
+		if got := unixArg(time.UnixMilli(ms)); got != want {
+			t.Errorf("unixArg(%d ms) = %q, want %q", ms, got, want)
+		}
+	}
+}

@@ -185,11 +185,13 @@ func parseUnix(s string) time.Time {
 // unixArg formats t for FROM_UNIXTIME with millisecond precision.
 func unixArg(t time.Time) string {
 	ms := t.UnixMilli()
-	sign := ""
+	b := make([]byte, 0, 24)
 	if ms < 0 {
-		sign, ms = "-", -ms
+		b, ms = append(b, '-'), -ms
 	}
-	return fmt.Sprintf("%s%d.%03d", sign, ms/1000, ms%1000)
+	b = strconv.AppendInt(b, ms/1000, 10)
+	b = append(b, '.', byte('0'+ms%1000/100), byte('0'+ms%100/10), byte('0'+ms%10))
+	return string(b)
 }
 
 func nullUnix(ns sql.NullString) *time.Time {
