@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -113,7 +114,8 @@ func (r *Report) Missed() bool {
 func Run(ctx context.Context, base *config.Config, o Options) *Report {
 	o.defaults()
 	r := &Report{Options: o, Figures: Figures{}, Errors: map[string]string{}}
-	r.Environment = map[string]string{"go": runtime.Version(), "cpus": fmt.Sprint(runtime.NumCPU()), "os": runtime.GOOS + "/" + runtime.GOARCH}
+	r.Environment = map[string]string{"go": runtime.Version(), "cpus": fmt.Sprint(runtime.NumCPU()), "os": runtime.GOOS + "/" + runtime.GOARCH,
+		"gogc": fmt.Sprint(gcPercent())}
 	for _, name := range Scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, name) {
 			continue
@@ -282,8 +284,8 @@ func met(op string, v, target float64) bool {
 
 // WriteTable prints the report for a terminal.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "taskd bench: %s, %s CPUs, MySQL %s, Redis %s\n\n", r.Environment["os"], r.Environment["cpus"],
-		r.Environment["mysql"], r.Environment["redis"])
+	fmt.Fprintf(w, "taskd bench: %s, %s CPUs, GOGC %s, MySQL %s, Redis %s\n\n", r.Environment["os"], r.Environment["cpus"],
+		r.Environment["gogc"], r.Environment["mysql"], r.Environment["redis"])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FIGURE\tTARGET\tMEASURED\t")
 	for _, row := range r.Rows {
@@ -339,4 +341,12 @@ func groupThousands(s string) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// gcPercent is the collector's target the figures were measured at (taskd
+// sets its own unless GOGC is set): the CPU and memory figures move with it.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,9 +31,13 @@ func TestBenchCommand(t *testing.T) {
 			Value float64 `json:"value"`
 			Met   bool    `json:"met"`
 		} `json:"targets"`
-		Figures map[string]float64 `json:"figures"`
+		Figures     map[string]float64 `json:"figures"`
+		Environment map[string]string  `json:"environment"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	gogc := debug.SetGCPercent(100)
+	debug.SetGCPercent(gogc)
+	require.Equal(t, strconv.Itoa(gogc), rep.Environment["gogc"], "the collector's target the figures were measured at")
 	require.Len(t, rep.Targets, 2)
 	require.Positive(t, rep.Figures["submit_batch_tasks_per_s"])
 	require.Positive(t, rep.Figures["submit_single_tasks_per_s"])
