@@ -134,11 +134,9 @@ func (p *pool) stop(grace, handBack time.Duration, handBackForce bool) {
 	if p.stopRuns == nil { // never started
 		return
 	}
-	// Parked runners leave once runCtx is cancelled (every path below);
-	// one still in a handler that ignores its context is left behind.
-	defer waitTimeout(&p.runners, handBack)
 	if grace > 0 && waitTimeout(&p.runs, grace) {
 		p.stopRuns()
+		p.runnersLeave()
 		return
 	}
 	if grace > 0 {
@@ -147,10 +145,20 @@ func (p *pool) stop(grace, handBack time.Duration, handBackForce bool) {
 	// Exec handlers get their kill grace; Go handlers should return on
 	// cancel.
 	p.stopRuns()
-	if !waitTimeout(&p.runs, handBack) && handBackForce {
+	if waitTimeout(&p.runs, handBack) {
+		p.runnersLeave()
+	} else if handBackForce {
 		p.forceHandBack()
 	}
 }
+
+// runnersLeaveMax bounds the wait for the runners once every slot is
+// free: parked ones leave at once on the cancelled runCtx, but one can
+// still be in a handler the watchdog abandoned (its slot freed early),
+// and is left behind as its attempt was.
+const runnersLeaveMax = time.Second
+
+func (p *pool) runnersLeave() { waitTimeout(&p.runners, runnersLeaveMax) }
 
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
