@@ -478,7 +478,7 @@ func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, ap
 		}
 		markWon(applied, fences, won)
 	}
-	var runs sqlText
+	runs := newSQLText()
 	runs.sql(qRunInsertHead)
 	for i := range ts {
 		if !applied[i] || ts[i].Run == nil {
@@ -489,8 +489,8 @@ func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, ap
 		}
 		runRow(&runs, ts[i].ID, ts[i].Attempt, ts[i].Run)
 	}
-	if len(runs.b) > len(qRunInsertHead) {
-		if _, err := tx.ExecContext(ctx, string(runs.b), runs.args...); err != nil {
+	if st := runs.stmt(); len(st.q) > len(qRunInsertHead) {
+		if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
 			return fmt.Errorf("insert runs: %w", err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/taskd/taskd/pkg/task"
@@ -262,7 +263,23 @@ func plain(s string) bool {
 	return true
 }
 
-func (t *sqlText) stmt() stmt { return stmt{string(t.b), t.args} }
+// stmt is the statement written; t's buffer goes back to sqlBufs, so
+// that t is not to be used after.
+func (t *sqlText) stmt() stmt {
+	st := stmt{string(t.b), t.args}
+	if t.b != nil {
+		b := t.b[:0]
+		sqlBufs.Put(&b)
+		t.b = nil
+	}
+	return st
+}
+
+// newSQLText starts a statement in a buffer that earlier statements grew:
+// batches of hundreds of rows write tens of kilobytes each.
+func newSQLText() sqlText { return sqlText{b: (*sqlBufs.Get().(*[]byte))[:0]} }
+
+var sqlBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // in writes the range the statement reads: its ids.
 func (b *byID) in() {
@@ -327,7 +344,7 @@ func batchSQL(ids []int64, perRow bool, build func(b *byID, later bool)) []stmt 
 	out := make([]stmt, len(groups))
 	for g, at := range groups {
 		slices.SortFunc(at, func(x, y int) int { return cmp.Compare(ids[x], ids[y]) })
-		b := &byID{at: at, perRow: perRow, ids: make([]int64, len(at))}
+		b := &byID{sqlText: newSQLText(), at: at, perRow: perRow, ids: make([]int64, len(at))}
 		list := make([]byte, 0, len(at)*8)
 		for k, i := range at {
 			b.ids[k] = ids[i]

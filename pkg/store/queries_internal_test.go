@@ -61,3 +61,16 @@ func TestUnixArg(t *testing.T) {
 		}
 	}
 }
+
+// A statement's text is its own: the buffer it was written in goes back
+// to the pool and is written over by the next statement.
+func TestStatementsOutliveTheirBuffer(t *testing.T) {
+	first := transitionSQL([]Transition{{ID: 1, Attempt: 1, From: task.Running, To: task.Succeeded}}, 1, false)[0]
+	want := strings.Clone(first.q)
+	for range 3 {
+		transitionSQL([]Transition{{ID: 999_999, Attempt: 7, From: task.Dispatched, To: task.Dead, SetResult: true, Result: "xxxxxxxxxxxxxxxx"}}, 2, false)
+	}
+	if first.q != want {
+		t.Errorf("the first statement changed:\n%s\nwas\n%s", first.q, want)
+	}
+}
