@@ -115,7 +115,7 @@ func Run(ctx context.Context, base *config.Config, o Options) *Report {
 	o.defaults()
 	r := &Report{Options: o, Figures: Figures{}, Errors: map[string]string{}}
 	r.Environment = map[string]string{"go": runtime.Version(), "cpus": fmt.Sprint(runtime.NumCPU()), "os": runtime.GOOS + "/" + runtime.GOARCH,
-		"gogc": fmt.Sprint(gcPercent())}
+		"gogc": fmt.Sprint(GCPercent())}
 	for _, name := range Scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, name) {
 			continue
@@ -343,9 +343,10 @@ func groupThousands(s string) string {
 	return b.String()
 }
 
-// gcPercent is the collector's target the figures were measured at (taskd
-// sets its own unless GOGC is set): the CPU and memory figures move with it.
-func gcPercent() int {
+// GCPercent is the collector's target now, which the figures are
+// measured at (taskd sets its own unless GOGC is set): the CPU and memory
+// figures move with it. debug.SetGCPercent returns the previous target.
+func GCPercent() int {
 	p := debug.SetGCPercent(100)
 	debug.SetGCPercent(p)
 	return p

@@ -478,18 +478,18 @@ func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, ap
 		}
 		markWon(applied, fences, won)
 	}
-	runs := newSQLText()
+	runs, rows := newSQLText(), 0
 	runs.sql(qRunInsertHead)
 	for i := range ts {
 		if !applied[i] || ts[i].Run == nil {
 			continue
 		}
-		if len(runs.b) > len(qRunInsertHead) {
+		if rows++; rows > 1 {
 			runs.sql(", ")
 		}
 		runRow(&runs, ts[i].ID, ts[i].Attempt, ts[i].Run)
 	}
-	if st := runs.stmt(); len(st.q) > len(qRunInsertHead) {
+	if st := runs.stmt(); rows > 0 {
 		if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
 			return fmt.Errorf("insert runs: %w", err)
 		}
