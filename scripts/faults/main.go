@@ -831,25 +831,43 @@ func (s *suite) inject(ctx context.Context) error {
 	return nil
 }
 
-// waitBusy waits (at most 3 s) until daemon p runs a task, so that killing
-// or stopping it hits work in flight. Its worker id is host-pid-bootid.
+// waitBusy waits (at most 3 s) until daemon p holds a task, so that killing
+// or stopping it hits work in flight. It reads the daemon's processing
+// lists, where an attempt is from the moment its worker takes it: the
+// running mark comes only for attempts still running after the workers'
+// mark delay, so a quick task is never seen as running in the task
+// center. The worker id is host-pid-bootid.
 func (s *suite) waitBusy(ctx context.Context, p *proc) {
 	if !p.running() {
 		return
 	}
-	like := fmt.Sprintf("%%-%d-%%", p.cmd.Process.Pid)
+	pattern := s.br.Keys.Processing("*", fmt.Sprintf("*-%d-*", p.cmd.Process.Pid))
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		var n int
-		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_center WHERE status = 2 AND worker_id LIKE ?`, like).Scan(&n)
-		if err == nil && n > 0 {
+		if n, err := s.held(ctx, pattern); err == nil && n > 0 {
+			s.say("%s holds %d tasks", p.name, n)
 			return
 		}
 		if !startstop.Sleep(ctx, 10*time.Millisecond) {
 			return
 		}
 	}
-	s.say("%s runs no task; injecting the fault anyway", p.name)
+	s.say("%s holds no task; injecting the fault anyway", p.name)
+}
+
+// held counts the messages in the processing lists matching pattern.
+func (s *suite) held(ctx context.Context, pattern string) (int64, error) {
+	rdb := s.br.Client()
+	var n int64
+	it := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for it.Next(ctx) {
+		l, err := rdb.LLen(ctx, it.Val()).Result()
+		if err != nil {
+			return 0, err
+		}
+		n += l
+	}
+	return n, it.Err()
 }
 
 // waitLogged waits (at most within) until the daemons' logs hold more than
