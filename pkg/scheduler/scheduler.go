@@ -71,10 +71,9 @@ type Scheduler struct {
 	clock      clock.Clock
 
 	// filter leaves paused queues out of claims while any is paused.
-	filterMu   sync.Mutex
-	filter     *store.ClaimFilter
-	filterSet  map[string]bool // the paused queues it leaves out
-	filterFull map[string]bool // the full queues it left out since its start
+	filterMu  sync.Mutex
+	filter    *store.ClaimFilter
+	filterSet map[string]bool // the paused queues it leaves out
 	// filterGrouped are the grouped queues it leaves to claimGroups.
 	filterGrouped map[string]bool
 	filterSince   time.Time
@@ -409,8 +408,8 @@ func (s *Scheduler) claimFilter(grouped map[string]limit.Limit) *store.ClaimFilt
 	}
 	full := s.win.blocked()
 	s.filterMu.Lock()
-	if len(paused) == 0 && len(full) == 0 && len(grouped) == 0 {
-		s.filter, s.filterSet, s.filterFull, s.filterGrouped = nil, nil, nil, nil
+	if len(paused) == 0 && len(full) == 0 && len(grouped) == 0 && !s.win.walk() {
+		// The filter keeps its cursors for the next time it is needed.
 		s.filterMu.Unlock()
 		return nil
 	}
@@ -418,40 +417,18 @@ func (s *Scheduler) claimFilter(grouped map[string]limit.Limit) *store.ClaimFilt
 	for q := range grouped {
 		groupedSet[q] = true
 	}
-	// The windows' cursors move past the rows of queues left out; they
-	// start over when that set shrinks, for the rows they passed. A full
-	// queue regains room often, so for it at most every refillReset: its
-	// oldest rows, at the head, are seen meanwhile.
-	regained := false
-	for q := range s.filterFull {
-		if !full[q] {
-			regained = true
-		}
-	}
-	since := time.Since(s.filterSince)
+	// The windows' cursors move past the rows of queues left out. They
+	// start over when the paused or grouped queues change, and now and
+	// then once they passed every due row, for rows inserted with a due
+	// time behind them; a queue with room again finds its rows behind the
+	// cursors through the claims that read from the lanes' start.
 	if s.filter == nil || !maps.Equal(paused, s.filterSet) || !maps.Equal(groupedSet, s.filterGrouped) ||
-		(regained && since > refillReset) || since > filterReset {
+		(s.filter.Passed() && time.Since(s.filterSince) > filterReset) {
 		s.filter = &store.ClaimFilter{Paused: func(q string) bool { return paused[q] }, Room: s.win.room,
 			Grouped: func(q string) bool { return groupedSet[q] }}
-		s.filterSet, s.filterFull, s.filterGrouped, s.filterSince = paused, full, groupedSet, time.Now()
-	} else {
-		s.filterFull = mergeSets(s.filterFull, full)
+		s.filterSet, s.filterGrouped, s.filterSince = paused, groupedSet, time.Now()
 	}
 	return s.filter
-}
-
-// refillReset is how often at most the filtered claim starts over because
-// a full queue has room again.
-const refillReset = time.Second
-
-// mergeSets returns the union of a and b.
-func mergeSets(a, b map[string]bool) map[string]bool {
-	out := maps.Clone(a)
-	if out == nil {
-		out = map[string]bool{}
-	}
-	maps.Copy(out, b)
-	return out
 }
 
 // perQueue counts the messages of msgs not in failed, per queue.

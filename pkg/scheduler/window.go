@@ -31,6 +31,11 @@ const (
 	// fullRecheck is how soon a scheduler whose due tasks all belong to
 	// full queues looks again: workers drain a window quickly.
 	fullRecheck = 25 * time.Millisecond
+	// fullMemory is how long a queue that filled its window counts as
+	// full when the claims choose whether to walk past its backlog:
+	// workers drain it between claims, so it is seldom full at the moment
+	// a claim starts.
+	fullMemory = time.Second
 )
 
 // windows tracks each queue's window and the room its lists have left.
@@ -43,11 +48,12 @@ type windows struct {
 	slotsAt time.Time
 	pushed  map[string]time.Time // queues pushed to, when last
 	queued  map[string]int64     // messages in Redis per queue, as last read
+	fullAt  map[string]time.Time // when each queue last filled its window
 	anyFull bool
 }
 
 func newWindows(fixed, batch int) *windows {
-	return &windows{fixed: fixed, min: 2 * batch, pushed: map[string]time.Time{}}
+	return &windows{fixed: fixed, min: 2 * batch, pushed: map[string]time.Time{}, fullAt: map[string]time.Time{}}
 }
 
 // window is queue q's window.
@@ -65,7 +71,7 @@ func (w *windows) refresh(ctx context.Context, b *broker.Broker) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	if w.fixed == 0 && now.Sub(w.slotsAt) >= consumersRefresh {
+	if now.Sub(w.slotsAt) >= consumersRefresh {
 		ws, err := b.Workers(ctx, 0)
 		if err != nil {
 			return err
@@ -89,9 +95,39 @@ func (w *windows) refresh(ctx context.Context, b *broker.Broker) error {
 	for q, n := range lens {
 		if n >= int64(w.window(q)) {
 			w.anyFull = true
+			w.fullAt[q] = now
 		}
 	}
 	return nil
+}
+
+// walk reports whether the claims should walk past the backlog of queues
+// that filled their window lately: some queue with live consumers has
+// room and has not filled its window, and its tasks may be due behind
+// that backlog, out of reach of a claim reading from the head. A queue
+// without consumers waits for its first worker's heartbeat (a few
+// seconds).
+func (w *windows) walk() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	lagging := false
+	for q, at := range w.fullAt {
+		if now.Sub(at) > fullMemory {
+			delete(w.fullAt, q)
+			continue
+		}
+		lagging = true
+	}
+	if !lagging {
+		return false
+	}
+	for q, n := range w.slots {
+		if _, full := w.fullAt[q]; !full && n > 0 && w.window(q) > int(w.queued[q]) {
+			return true
+		}
+	}
+	return false
 }
 
 // consumerSlots adds up the slots of the live workers, per queue they
@@ -156,5 +192,8 @@ func (w *windows) pushedTo(perQueue map[string]int) {
 			w.queued = map[string]int64{}
 		}
 		w.queued[q] += int64(n)
+		if w.queued[q] >= int64(w.window(q)) {
+			w.fullAt[q] = now
+		}
 	}
 }

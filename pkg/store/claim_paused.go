@@ -34,12 +34,30 @@ type ClaimFilter struct {
 	// as GroupKey makes them), for the caller to claim.
 	Grouped func(queue string) bool
 	Groups  map[string]map[string]bool
-	// From is where each priority's window starts; the claim moves it past
-	// a leading run of paused rows. Reset it (zero) when the set of paused
-	// queues changes and now and then, for rows inserted with a due time
-	// before a cursor.
+	// From is where each priority's window starts: the claims walk the
+	// due rows with it, a window at a time. A window read whole moves it
+	// past its last row, whatever was left of it (paused, full, or more
+	// than its queue's room); a window read short leaves it at its end,
+	// where it sees the rows that fall due after. Reset it (zero) when the
+	// set of paused queues changes and now and then once it passed every
+	// due row, for rows inserted with a due time before a cursor.
 	From [10]ClaimCursor
+
+	// reads counts the claims made with the filter: once a cursor has
+	// moved, every other one reads the lanes from their start instead, for
+	// the tasks of queues with room at the head, which the walk left
+	// behind while their queue was full. So a queue that workers drain
+	// between claims keeps its rows moving, and the walk goes on past its
+	// backlog to the tasks of other queues due behind it.
+	reads int
+	// passed: the last read from the cursors reached the end of every
+	// lane's due rows.
+	passed bool
 }
+
+// Passed reports whether the cursors have walked past every due row: a
+// reset then loses nothing of a walk still under way.
+func (f *ClaimFilter) Passed() bool { return f.passed }
 
 // TaskClaimDueFiltered claims like TaskClaimDue, leaving out tasks of
 // paused queues (see qClaimWindow). more reports that a window was full:
@@ -48,9 +66,14 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 	if limit <= 0 {
 		return nil, false, nil
 	}
+	head := f.reads%2 == 1 && f.From != [10]ClaimCursor{}
+	f.reads++
 	args := make([]any, 0, 40)
 	for p := range f.From {
 		c := f.From[p]
+		if head {
+			c = ClaimCursor{}
+		}
 		if c.Key == "" {
 			c.Key = claimCursorStart
 		}
@@ -108,22 +131,18 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 	var ids []int64
 	for p, cs := range byPrio {
 		more = more || len(cs) == limit
-		lead := 0
-		for lead < len(cs) && cs[lead].paused {
-			lead++
+		if !head && len(cs) == limit {
+			f.From[p] = ClaimCursor{Key: cs[len(cs)-1].key, ID: cs[len(cs)-1].id + 1}
 		}
-		switch {
-		case lead < len(cs):
-			f.From[p] = ClaimCursor{Key: cs[lead].key, ID: cs[lead].id}
-		case lead > 0:
-			f.From[p] = ClaimCursor{Key: cs[lead-1].key, ID: cs[lead-1].id + 1}
-		}
-		for _, c := range cs[lead:] {
+		for _, c := range cs {
 			if !c.paused && !skip[c.id] && len(ids) < limit && fits(c.queue) {
 				ids = append(ids, c.id)
 				taken[c.queue]++
 			}
 		}
+	}
+	if !head {
+		f.passed = !more
 	}
 	if len(ids) == 0 {
 		return nil, more, nil
