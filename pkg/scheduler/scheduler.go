@@ -49,8 +49,8 @@ type Config struct {
 	// time (hold.go). 0: ClaimAheadDefault; negative: claim when due.
 	// Claims that leave out paused, full or grouped queues claim when due.
 	ClaimAhead time.Duration
-	// Clock is the local clock the held messages are timed by (tests
-	// drive it); nil: the system clock.
+	// Clock is the local clock the held messages and the queues' windows
+	// are timed by (tests drive it); nil: the system clock.
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -77,6 +77,8 @@ type Scheduler struct {
 	// filterGrouped are the grouped queues it leaves to claimGroups.
 	filterGrouped map[string]bool
 	filterSince   time.Time
+	walkedAt      time.Time   // the last filtered read
+	woken         atomic.Bool // a wakeup came since the last claim
 	groups        groupSet
 }
 
@@ -88,6 +90,13 @@ const roundTimeout = time.Minute
 // rows inserted with a due time behind a window's cursor.
 const filterReset = 10 * time.Second
 
+// walkRest: once the filtered claim's walk passed every due row and no
+// queue it left rows of has room, it reads again at most this often, or
+// at a wakeup. Each read costs the server about a millisecond even when
+// it finds nothing, and a full queue's scheduler looks every fullRecheck;
+// rows that fall due meanwhile for other queues wait at most this long.
+const walkRest = refillWait
+
 // New returns a scheduler.
 func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
@@ -98,7 +107,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
 	}
 	clk := clock.Or(cfg.Clock)
 	return &Scheduler{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "scheduler"),
-		win: newWindows(cfg.Window, cfg.BatchSize), hold: newHeld(), clock: clk, db: store.NewClock(s, clk)}
+		win: newWindows(cfg.Window, cfg.BatchSize, clk), hold: newHeld(), clock: clk, db: store.NewClock(s, clk)}
 }
 
 // Dispatched returns the number of tasks this scheduler has dispatched.
@@ -174,6 +183,7 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 					wake = nil // subscription closed; poll
 					continue
 				}
+				s.woken.Store(true)
 				// A task due within half the claim-ahead is claimed at
 				// once, as the loop claims them (untilNextDue).
 				d = max(0, d-s.cfg.ClaimAhead/2)
@@ -241,9 +251,12 @@ func (s *Scheduler) runOnce(ctx context.Context, ahead time.Duration) (n int, mo
 	var msgs []*task.Message
 	if f := s.claimFilter(grouped); f != nil {
 		filtered = true
-		msgs, more, err = s.store.TaskClaimDueFiltered(pctx, claimID, s.cfg.BatchSize, f)
-		s.groups.add(f.Groups)
-		f.Groups = nil
+		if !s.walkRests(f) {
+			msgs, more, err = s.store.TaskClaimDueFiltered(pctx, claimID, s.cfg.BatchSize, f)
+			s.walkedAt = s.clock.Now()
+			s.groups.add(f.Groups)
+			f.Groups = nil
+		}
 		s.filterMu.Unlock()
 	} else {
 		msgs, err = s.store.TaskClaimDueIn(pctx, claimID, s.cfg.BatchSize, ahead, s.room)
@@ -275,6 +288,13 @@ func (s *Scheduler) runOnce(ctx context.Context, ahead time.Duration) (n int, mo
 		return len(msgs), more, filtered, err
 	}
 	return len(msgs), more, filtered, nil
+}
+
+// walkRests reports whether the filtered claim f skips its read this
+// time (walkRest), with s.filterMu held.
+func (s *Scheduler) walkRests(f *store.ClaimFilter) bool {
+	woken := s.woken.Swap(false)
+	return f.Passed() && !f.RoomLeft() && !woken && s.clock.Now().Sub(s.walkedAt) < walkRest
 }
 
 // room is the room a queue's window has left for a claim: what its lists

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 )
 
 // Redis holds a bounded window of each queue: the scheduler claims for a
@@ -36,12 +37,20 @@ const (
 	// workers drain it between claims, so it is seldom full at the moment
 	// a claim starts.
 	fullMemory = time.Second
+	// refillWait: a queue that filled its window gets room for claims
+	// again once a quarter of it is free, or this long after it was last
+	// seen full. A slow queue draining a task at a time is then claimed
+	// for in steps, not a claim per completion (each a read of the due
+	// rows and a transaction); a task of higher priority for it waits at
+	// most this much longer.
+	refillWait = 250 * time.Millisecond
 )
 
 // windows tracks each queue's window and the room its lists have left.
 type windows struct {
 	fixed int // Config.Window; 0: derived from the consumers' slots
 	min   int // the least derived window
+	clock clock.Clock
 
 	mu      sync.Mutex
 	slots   map[string]int // live consumer slots per queue
@@ -49,11 +58,13 @@ type windows struct {
 	pushed  map[string]time.Time // queues pushed to, when last
 	queued  map[string]int64     // messages in Redis per queue, as last read
 	fullAt  map[string]time.Time // when each queue last filled its window
+	filled  map[string]time.Time // full queues waiting for room (refillWait)
 	anyFull bool
 }
 
-func newWindows(fixed, batch int) *windows {
-	return &windows{fixed: fixed, min: 2 * batch, pushed: map[string]time.Time{}, fullAt: map[string]time.Time{}}
+func newWindows(fixed, batch int, clk clock.Clock) *windows {
+	return &windows{fixed: fixed, min: 2 * batch, clock: clk, pushed: map[string]time.Time{},
+		fullAt: map[string]time.Time{}, filled: map[string]time.Time{}}
 }
 
 // window is queue q's window.
@@ -70,7 +81,7 @@ func (w *windows) window(q string) int {
 func (w *windows) refresh(ctx context.Context, b *broker.Broker) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
+	now := w.clock.Now()
 	if now.Sub(w.slotsAt) >= consumersRefresh {
 		ws, err := b.Workers(ctx, 0)
 		if err != nil {
@@ -94,8 +105,10 @@ func (w *windows) refresh(ctx context.Context, b *broker.Broker) error {
 	w.anyFull = false
 	for q, n := range lens {
 		if n >= int64(w.window(q)) {
+			w.fill(q, now)
+		}
+		if w.roomLocked(q, now) == 0 {
 			w.anyFull = true
-			w.fullAt[q] = now
 		}
 	}
 	return nil
@@ -110,7 +123,7 @@ func (w *windows) refresh(ctx context.Context, b *broker.Broker) error {
 func (w *windows) walk() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
+	now := w.clock.Now()
 	lagging := false
 	for q, at := range w.fullAt {
 		if now.Sub(at) > fullMemory {
@@ -123,7 +136,7 @@ func (w *windows) walk() bool {
 		return false
 	}
 	for q, n := range w.slots {
-		if _, full := w.fullAt[q]; !full && n > 0 && w.window(q) > int(w.queued[q]) {
+		if _, full := w.fullAt[q]; !full && n > 0 && w.roomLocked(q, now) > 0 {
 			return true
 		}
 	}
@@ -154,7 +167,27 @@ func consumerSlots(ws []broker.WorkerStatus) map[string]int {
 func (w *windows) room(q string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return max(0, w.window(q)-int(w.queued[q]))
+	return w.roomLocked(q, w.clock.Now())
+}
+
+// roomLocked is room, with w.mu held. Once a full queue's room opened
+// (refillWait), the claims fill it up to its window.
+func (w *windows) roomLocked(q string, now time.Time) int {
+	win := w.window(q)
+	r := max(0, win-int(w.queued[q]))
+	if at, ok := w.filled[q]; ok {
+		if r < win/4 && now.Sub(at) < refillWait {
+			return 0
+		}
+		delete(w.filled, q)
+	}
+	return r
+}
+
+// fill records that queue q filled its window at now.
+func (w *windows) fill(q string, now time.Time) {
+	w.fullAt[q] = now
+	w.filled[q] = now
 }
 
 // full reports whether some queue had no room at the last refresh.
@@ -169,8 +202,9 @@ func (w *windows) blocked() map[string]bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out map[string]bool
-	for q, n := range w.queued {
-		if n >= int64(w.window(q)) {
+	now := w.clock.Now()
+	for q := range w.queued {
+		if w.roomLocked(q, now) == 0 {
 			if out == nil {
 				out = map[string]bool{}
 			}
@@ -185,7 +219,7 @@ func (w *windows) blocked() map[string]bool {
 func (w *windows) pushedTo(perQueue map[string]int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
+	now := w.clock.Now()
 	for q, n := range perQueue {
 		w.pushed[q] = now
 		if w.queued == nil {
@@ -193,7 +227,7 @@ func (w *windows) pushedTo(perQueue map[string]int) {
 		}
 		w.queued[q] += int64(n)
 		if w.queued[q] >= int64(w.window(q)) {
-			w.fullAt[q] = now
+			w.fill(q, now)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
 )
@@ -119,4 +120,57 @@ func TestDrainedFullQueueDoesNotStarveOthers(t *testing.T) {
 		require.NotEmpty(t, taken)
 	}
 	require.Greater(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'hello' AND status = 0`), 100)
+}
+
+// A queue that filled its window is claimed for again once a quarter of
+// it is free, or a moment after it was last seen full: a slow queue that
+// frees a slot at a time gets its tasks in steps, not a claim (a read of
+// the due rows and a transaction) per completion.
+func TestFullQueueRefillsInSteps(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewManual(time.Now())
+	s, b := setup(t, scheduler.Config{BatchSize: 10, Window: 20, Clock: clk})
+	submit(t, b, 100)
+	require.Equal(t, 20, drain(t, s, b))
+	take := func(n int) {
+		taken, err := b.env.Broker.Take(b.ctx, "hello", "w1", n, 0)
+		require.NoError(t, err)
+		require.Len(t, taken, n)
+	}
+
+	take(3)
+	require.Equal(t, 0, drain(t, s, b), "3 free of 20: less than a quarter")
+	take(2)
+	require.Equal(t, 5, drain(t, s, b), "a quarter free: filled up again")
+	take(1)
+	require.Equal(t, 0, drain(t, s, b))
+	clk.Advance(300 * time.Millisecond)
+	require.Equal(t, 1, drain(t, s, b), "the wait is over")
+}
+
+// Once the walk passed every due row and the full queue has no room, the
+// claims stop reading the due rows at each look (about a millisecond of
+// the server's each, even when they find nothing) and read again after
+// a short rest: a row INSERTed meanwhile for another queue waits that
+// long.
+func TestPassedWalkRests(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewManual(time.Now())
+	s, b := setup(t, scheduler.Config{BatchSize: 10, Window: 20, Clock: clk})
+	submit(t, b, 100)
+	for range 12 { // fill the window, then walk past the other 80
+		_, err := s.RunOnce(b.ctx)
+		require.NoError(t, err)
+		clk.Advance(300 * time.Millisecond)
+	}
+	_, err := s.RunOnce(b.ctx) // reads once more after the rest
+	require.NoError(t, err)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('other', '{}', NOW(3))`)
+	n, err := s.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "resting")
+	clk.Advance(300 * time.Millisecond)
+	n, err = s.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the rest is over")
 }

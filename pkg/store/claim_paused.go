@@ -43,16 +43,31 @@ type ClaimFilter struct {
 	// due row, for rows inserted with a due time before a cursor.
 	From [10]ClaimCursor
 
-	// reads counts the claims made with the filter: once a cursor has
-	// moved, every other one reads the lanes from their start instead, for
-	// the tasks of queues with room at the head, which the walk left
-	// behind while their queue was full. So a queue that workers drain
-	// between claims keeps its rows moving, and the walk goes on past its
-	// backlog to the tasks of other queues due behind it.
-	reads int
+	// head: the last claim read the lanes from their start. Once a cursor
+	// has moved, at most every other claim does, for the tasks of queues
+	// with room at the head, which the walk left behind while their queue
+	// was full. So a queue that workers drain between claims keeps its
+	// rows moving, and the walk goes on past its backlog to the tasks of
+	// other queues due behind it.
+	head bool
+	// left are the queues whose rows a window read from the cursors
+	// passed without taking them all: a read from the head is worth its
+	// cost only while one of them has room (RoomLeft).
+	left map[string]bool
 	// passed: the last read from the cursors reached the end of every
 	// lane's due rows.
 	passed bool
+}
+
+// RoomLeft reports whether a queue the cursors left rows of behind them
+// may take some now.
+func (f *ClaimFilter) RoomLeft() bool {
+	for q := range f.left {
+		if !f.Paused(q) && (f.Room == nil || f.Room(q) != 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // Passed reports whether the cursors have walked past every due row: a
@@ -66,8 +81,8 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 	if limit <= 0 {
 		return nil, false, nil
 	}
-	head := f.reads%2 == 1 && f.From != [10]ClaimCursor{}
-	f.reads++
+	head := !f.head && f.From != [10]ClaimCursor{} && f.RoomLeft()
+	f.head = head
 	args := make([]any, 0, 40)
 	for p := range f.From {
 		c := f.From[p]
@@ -138,6 +153,11 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 			if !c.paused && !skip[c.id] && len(ids) < limit && fits(c.queue) {
 				ids = append(ids, c.id)
 				taken[c.queue]++
+			} else if !head && len(cs) == limit {
+				if f.left == nil {
+					f.left = map[string]bool{}
+				}
+				f.left[c.queue] = true
 			}
 		}
 	}
