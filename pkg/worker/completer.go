@@ -58,6 +58,10 @@ type completer struct {
 	now func() time.Time
 
 	in chan completion
+	// collecting is held by the writer gathering a batch, so that one
+	// gathers while the other writes, and a lingering batch is not split.
+	collecting sync.Mutex
+	linger     time.Duration
 	// writing holds, per writer, when the oldest completion of the batch
 	// it writes was queued, plus one (0: it writes none). Times are since
 	// epoch, on the monotonic clock.
@@ -77,13 +81,25 @@ type completer struct {
 func newCompleter(s Store, b Broker, workerID string, log *slog.Logger, stale *atomic.Int64) *completer {
 	return &completer{
 		store: s, broker: b, workerID: workerID, log: log, stale: stale, now: time.Now, epoch: time.Now(),
-		in: make(chan completion, 4*completerBatchMax), done: make(chan struct{}),
+		in: make(chan completion, 4*completerBatchMax), done: make(chan struct{}), linger: completerLinger,
 	}
 }
 
 // completerWriters is the number of transactions writing results at once:
 // while one waits for its commit, the next batch is already on its way.
 const completerWriters = 2
+
+// A batch of fewer than lingerEnough results waits up to completerLinger
+// after its first for more. A result that ends alone costs the server a
+// transaction of its own (about 0.8 ms of MySQL CPU here, four round
+// trips and a commit), and a queue whose tasks end one at a time (a slot
+// of a slow queue every few milliseconds) would write each so; past about
+// a hundred rows a statement the cost per row hardly falls. The slot is
+// free meanwhile: only the result's write waits.
+const (
+	completerLinger = 10 * time.Millisecond
+	lingerEnough    = 100
+)
 
 // Start runs the writers until stop.
 func (c *completer) Start(ctx context.Context) error {
@@ -148,10 +164,12 @@ func (c *completer) loop(ctx context.Context, writing *atomic.Int64) {
 	}
 	for {
 		batch = batch[:0]
+		c.collecting.Lock()
 		select {
 		case cp := <-c.in:
 			batch = append(batch, cp)
 		case <-ctx.Done():
+			c.collecting.Unlock()
 			for !c.discard.Load() {
 				batch = c.drain(batch[:0])
 				if len(batch) == 0 {
@@ -161,9 +179,32 @@ func (c *completer) loop(ctx context.Context, writing *atomic.Int64) {
 			}
 			return
 		}
-		batch = c.drain(batch)
+		batch = c.gather(ctx, batch)
+		c.collecting.Unlock()
 		write()
 	}
+}
+
+// gather adds to batch what is queued and, while it holds fewer than
+// lingerEnough, what comes until c.linger after its first was queued.
+func (c *completer) gather(ctx context.Context, batch []completion) []completion {
+	batch = c.drain(batch)
+	if len(batch) >= lingerEnough {
+		return batch
+	}
+	t := time.NewTimer(c.linger - (time.Since(c.epoch) - batch[0].queued))
+	defer t.Stop()
+	for len(batch) < lingerEnough {
+		select {
+		case cp := <-c.in:
+			batch = c.drain(append(batch, cp))
+		case <-t.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
 
 // waiting is how long the oldest result a writer is writing has waited

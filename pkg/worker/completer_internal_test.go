@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -131,4 +132,39 @@ func TestStaleResultLogNamesTheTask(t *testing.T) {
 	require.EqualValues(t, rs[0].ID, line["task_id"])
 	require.Equal(t, "mail", line["task_code"])
 	require.EqualValues(t, 7, line["attempt"])
+}
+
+// Results that end a moment apart share a write: the first waits for the
+// others (up to the linger) instead of a transaction of its own each.
+func TestResultsEndingApartShareAWrite(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	p := producer.New(env.Store, nil, producer.Options{})
+	subs := []producer.Submission{{Code: "x"}, {Code: "x"}, {Code: "x"}, {Code: "x"}, {Code: "x"}}
+	_, err := p.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	msgs, err := env.Store.TaskClaimDue(ctx, "c", 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 5)
+
+	cs := &countingStore{Store: env.Store}
+	var stale atomic.Int64
+	c := newCompleter(cs, env.Broker, "w", slog.New(slog.NewTextHandler(io.Discard, nil)), &stale)
+	c.linger = time.Second
+	require.NoError(t, c.Start(ctx))
+	defer c.stop(time.Second)
+	done := func(m *task.Message) completion {
+		return completion{queue: m.Queue, raw: "m", tr: store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched,
+			To: task.Succeeded, Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, Outcome: task.OutcomeSucceeded}}}
+	}
+	c.add(done(msgs[0]))
+	require.Eventually(t, func() bool { return len(c.in) == 0 }, 10*time.Second, time.Millisecond, "a writer takes the first")
+	for _, m := range msgs[1:] {
+		c.add(done(m))
+	}
+	require.Eventually(t, func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 3`) == 5
+	}, 10*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, 1, cs.writes.Load())
 }
