@@ -42,8 +42,9 @@ func taskAttrs(id int64, code string, attempt int, more ...any) []any {
 
 // completer writes results in batches: whatever has finished since the last
 // write goes out in one transaction, so under load many results share a
-// commit and when idle a result is written at once. A message is removed
-// from the processing list only after its result is durable.
+// commit, and a result that ends alone waits a few milliseconds for
+// others (completerLinger). A message is removed from the processing list
+// only after its result is durable.
 type completer struct {
 	store    Store
 	broker   Broker
