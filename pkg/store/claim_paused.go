@@ -146,14 +146,22 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 	var ids []int64
 	for p, cs := range byPrio {
 		more = more || len(cs) == limit
-		if !head && len(cs) == limit {
+		walked := !head && len(cs) == limit
+		if walked {
 			f.From[p] = ClaimCursor{Key: cs[len(cs)-1].key, ID: cs[len(cs)-1].id + 1}
 		}
 		for _, c := range cs {
-			if !c.paused && !skip[c.id] && len(ids) < limit && fits(c.queue) {
+			claimable := !c.paused && !skip[c.id] && fits(c.queue)
+			switch {
+			case claimable && len(ids) < limit:
 				ids = append(ids, c.id)
 				taken[c.queue]++
-			} else if !head && len(cs) == limit {
+			case claimable && walked:
+				// Only the claim's size left it out: the walk goes on
+				// from here.
+				f.From[p] = ClaimCursor{Key: c.key, ID: c.id}
+				walked = false
+			case walked:
 				if f.left == nil {
 					f.left = map[string]bool{}
 				}
