@@ -70,7 +70,9 @@ type Scheduler struct {
 	db         *store.Clock // the database clock the held messages are released by
 	clock      clock.Clock
 
-	// filter leaves paused queues out of claims while any is paused.
+	// filter leaves paused, full and grouped queues out of claims and
+	// walks past their rows (store.ClaimFilter); it keeps its cursors
+	// between the claims that need it.
 	filterMu  sync.Mutex
 	filter    *store.ClaimFilter
 	filterSet map[string]bool // the paused queues it leaves out
