@@ -58,13 +58,13 @@ type windows struct {
 	pushed  map[string]time.Time // queues pushed to, when last
 	queued  map[string]int64     // messages in Redis per queue, as last read
 	fullAt  map[string]time.Time // when each queue last filled its window
-	filled  map[string]time.Time // full queues waiting for room (refillWait)
+	filled  map[string]bool      // full queues waiting for room since fullAt (refillWait)
 	anyFull bool
 }
 
 func newWindows(fixed, batch int, clk clock.Clock) *windows {
 	return &windows{fixed: fixed, min: 2 * batch, clock: clk, pushed: map[string]time.Time{},
-		fullAt: map[string]time.Time{}, filled: map[string]time.Time{}}
+		fullAt: map[string]time.Time{}, filled: map[string]bool{}}
 }
 
 // window is queue q's window.
@@ -175,8 +175,8 @@ func (w *windows) room(q string) int {
 func (w *windows) roomLocked(q string, now time.Time) int {
 	win := w.window(q)
 	r := max(0, win-int(w.queued[q]))
-	if at, ok := w.filled[q]; ok {
-		if r < win/4 && now.Sub(at) < refillWait {
+	if w.filled[q] {
+		if r < win/4 && now.Sub(w.fullAt[q]) < refillWait {
 			return 0
 		}
 		delete(w.filled, q)
@@ -187,7 +187,7 @@ func (w *windows) roomLocked(q string, now time.Time) int {
 // fill records that queue q filled its window at now.
 func (w *windows) fill(q string, now time.Time) {
 	w.fullAt[q] = now
-	w.filled[q] = now
+	w.filled[q] = true
 }
 
 // full reports whether some queue had no room at the last refresh.
