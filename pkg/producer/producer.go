@@ -125,6 +125,7 @@ type Client struct {
 	opts   Options
 	tracer trace.Tracer
 	disp   *dispatcher // nil: no dispatch at once
+	join   joiner
 }
 
 // New returns a client. b may be nil.
@@ -140,13 +141,16 @@ func New(s *store.Store, b *broker.Broker, o Options) *Client {
 	return c
 }
 
-// Submit submits one task.
-func (c *Client) Submit(ctx context.Context, s Submission) (Result, error) {
-	rs, err := c.SubmitBatch(ctx, []Submission{s})
+// Submit submits one task. Concurrent calls share an INSERT (join.go).
+func (c *Client) Submit(ctx context.Context, s Submission) (_ Result, err error) {
+	ctx, span := c.startSend(ctx, []Submission{s})
+	defer func() { endSend(span, err) }()
+	p, err := c.params(&s)
 	if err != nil {
 		return Result{}, err
 	}
-	return rs[0], nil
+	p.TraceParent = tracing.TraceParent(ctx)
+	return c.submitJoined(ctx, &joined{sub: s, p: p})
 }
 
 // SubmitBatch validates every submission, then inserts them all in one
@@ -167,6 +171,13 @@ func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) (_ []Result
 		p.TraceParent = traceParent
 		ps[i] = p
 	}
+	return c.write(ctx, subs, ps)
+}
+
+// write inserts the valid submissions subs, whose params are ps, in one
+// statement, dispatches those due now that it can, and wakes the
+// schedulers for the others.
+func (c *Client) write(ctx context.Context, subs []Submission, ps []store.TaskInsertParams) ([]Result, error) {
 	c.claimNow(ctx, subs, ps)
 	res, err := c.store.TaskInsert(ctx, ps)
 	if err != nil {
