@@ -7,7 +7,7 @@
 // DB_PORT (3306), DB_DATABASE (taskd), DB_USERNAME (root), DB_PASSWORD ("").
 // Prints "inserted task ID". With the phpredis extension it also wakes the
 // schedulers (TASKD_REDIS_ADDR, TASKD_REDIS_PREFIX); without it they find
-// the row at their next poll (scheduler.poll_interval, 1 s by default).
+// the row within scheduler.probe_interval (100 ms by default).
 declare(strict_types=1);
 
 require __DIR__ . '/TaskProducer.php';

@@ -329,6 +329,43 @@ func Steady(ctx context.Context, e *Env, rate int, d time.Duration) (Figures, er
 	}, nil
 }
 
+// seedEvery spaces the rows of Seed: not a multiple of the probe interval,
+// so that the rows fall at every phase of it.
+const seedEvery = 37 * time.Millisecond
+
+// Seed INSERTs n due rows one at a time, as PHP code writing SQL does
+// (no wakeup), with a node running, and measures INSERT-to-start latency
+// (created_at to started_at): how soon a scheduler finds such a row
+// (scheduler.probe_interval, else its poll).
+func Seed(ctx context.Context, e *Env, n int) (Figures, error) {
+	if err := e.newPhase(ctx); err != nil {
+		return nil, err
+	}
+	c := &counter{}
+	nd, err := e.StartNode(ctx, map[string]int{"noop": 10}, noopRegistry(c), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer nd.Close()
+	for range n {
+		if _, err := e.Store.DB().ExecContext(ctx,
+			`INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('noop', '{}', NOW(3))`); err != nil {
+			return nil, fmt.Errorf("insert: %w", err)
+		}
+		if !startstop.Sleep(ctx, seedEvery) {
+			return nil, ctx.Err()
+		}
+	}
+	if err := e.waitSucceeded(ctx, c, n, time.Minute); err != nil {
+		return nil, err
+	}
+	lat, err := e.latencies(ctx, "created_at", "started_at")
+	if err != nil {
+		return nil, err
+	}
+	return Figures{"seed_p50_ms": percentile(lat, 50), "seed_p99_ms": percentile(lat, 99)}, nil
+}
+
 // startTimes is a no-op Go handler that records when each task's handler
 // first ran, by this host's clock.
 type startTimes struct {

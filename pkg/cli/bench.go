@@ -96,6 +96,7 @@ It loads the servers: do not point it at production.`,
 	fl.DurationVar(&o.Window, "window", 0, "window of the scheduled tasks (default 10s)")
 	fl.IntVar(&o.SubmitTasks, "submit-tasks", 0, "batched submissions (default 100000)")
 	fl.IntVar(&o.SingleTasks, "single-tasks", 0, "single-row submissions (default 20000)")
+	fl.IntVar(&o.SeedTasks, "seed-tasks", 0, "rows INSERTed without a wakeup, one every 37 ms (default 200)")
 	fl.IntVar(&o.ExecTasks, "exec-tasks", 0, "exec handler runs (default 10000)")
 	fl.IntVar(&o.Pool.NoopTasks, "pool-tasks", 0, "no-op PHP pool tasks (default 20000)")
 	fl.IntVar(&o.Pool.RecycleTasks, "recycle-tasks", 0, "tasks of the PHP pool recycled every max_jobs (default 10000)")

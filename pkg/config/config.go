@@ -117,6 +117,10 @@ type SchedulerConfig struct {
 	// bounds the pickup delay of rows INSERTed by producers that do not
 	// publish a wakeup (PHP code writing SQL directly).
 	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// ProbeInterval is how often a waiting scheduler reads the newest
+	// task id, so that such rows start within it (0s: no probe; they wait
+	// for the poll).
+	ProbeInterval time.Duration `mapstructure:"probe_interval"`
 	// Window is the most messages one queue holds in Redis; the rest of
 	// its backlog waits in the task center (0: four per slot of the
 	// queue's live consumers, at least two batches).
@@ -312,6 +316,7 @@ var defaults = map[string]any{
 	"redis.write_timeout":                dur(broker.WriteTimeoutDefault),
 	"scheduler.batch_size":               scheduler.BatchSizeDefault,
 	"scheduler.poll_interval":            dur(scheduler.PollIntervalDefault),
+	"scheduler.probe_interval":           dur(scheduler.ProbeIntervalDefault),
 	"scheduler.window":                   0,
 	"scheduler.claim_ahead":              dur(scheduler.ClaimAheadDefault),
 	"worker.concurrency":                 10,
@@ -507,6 +512,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.ClaimAhead < 0 || c.Scheduler.ClaimAhead > 10*time.Second {
 		return invalid("scheduler.claim_ahead", c.Scheduler.ClaimAhead.String(), "0s to 10s")
+	}
+	if c.Scheduler.ProbeInterval < 0 {
+		return invalid("scheduler.probe_interval", c.Scheduler.ProbeInterval.String(), "0s (off) or a duration")
 	}
 	if c.Scheduler.Window < 0 {
 		return invalid("scheduler.window", c.Scheduler.Window, "0 (from the consumers' slots) or a number of messages")

@@ -52,6 +52,7 @@ func TestDefaultsWithoutFile(t *testing.T) {
 	require.Equal(t, 0, c.Redis.DB)
 	require.Equal(t, 500, c.Scheduler.BatchSize)
 	require.Equal(t, time.Second, c.Scheduler.PollInterval)
+	require.Equal(t, 100*time.Millisecond, c.Scheduler.ProbeInterval)
 	require.Equal(t, 10, c.Worker.Concurrency)
 	require.Equal(t, 30*time.Second, c.Worker.ShutdownGrace)
 	require.Equal(t, 5*time.Second, c.Worker.KillGrace)
@@ -347,6 +348,7 @@ func TestBadValues(t *testing.T) {
 			"worker: { concurrency: many }\n":                          `bad value "many" for worker.concurrency in %s: want a whole number`,
 			"worker: { concurrency: 0 }\n":                             `bad value 0 for worker.concurrency in %s: want a positive number`,
 			"scheduler: { batch_size: 20000 }\n":                       `bad value 20000 for scheduler.batch_size in %s: want 1 to 10000`,
+			"scheduler: { probe_interval: -1s }\n":                     `bad value "-1s" for scheduler.probe_interval in %s: want 0s (off) or a duration`,
 			"queues:\n  mail: { shards: -1 }\n":                        `bad value -1 for queues.mail.shards in %s`,
 			"queues:\n  mail: { shards: two }\n":                       `bad value "two" for queues.mail.shards in %s: want a whole number`,
 			"cron: { timezone: Mars/Base }\n":                          `bad value "Mars/Base" for cron.timezone in %s`,

@@ -121,7 +121,8 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	if cfg.HasRole("scheduler") {
 		n.Scheduler = scheduler.New(scheduler.Config{
 			Node: cfg.Node.ID, BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval,
-			Window: cfg.Scheduler.Window, ClaimAhead: claimAhead(cfg.Scheduler.ClaimAhead), Logger: log,
+			ProbeInterval: offIfZero(cfg.Scheduler.ProbeInterval),
+			Window:        cfg.Scheduler.Window, ClaimAhead: offIfZero(cfg.Scheduler.ClaimAhead), Logger: log,
 		}, st, br)
 	}
 	if cfg.HasRole("worker") {
@@ -380,9 +381,11 @@ func (n *Node) Close() error {
 	return n.Store.Close()
 }
 
-// claimAhead is scheduler.claim_ahead as the scheduler takes it: 0s in the
-// file turns claiming ahead off.
-func claimAhead(d time.Duration) time.Duration {
+// offIfZero is a duration of the file as the scheduler takes it: 0s in
+// the file turns the feature off (scheduler.claim_ahead,
+// scheduler.probe_interval), which the scheduler's Config says with a
+// negative value.
+func offIfZero(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
 	}

@@ -26,8 +26,9 @@ import (
 
 // Defaults of Config.
 const (
-	BatchSizeDefault    = 500
-	PollIntervalDefault = time.Second
+	BatchSizeDefault     = 500
+	PollIntervalDefault  = time.Second
+	ProbeIntervalDefault = 100 * time.Millisecond
 )
 
 // Config configures a Scheduler.
@@ -40,6 +41,12 @@ type Config struct {
 	// PollInterval is the longest sleep between scans when nothing wakes
 	// the scheduler: it bounds pickup of rows inserted without a wakeup.
 	PollInterval time.Duration
+	// ProbeInterval is how often a scheduler waiting for its next poll
+	// reads the newest task id, to find rows inserted without a wakeup
+	// sooner than the poll would: when it changed, the scheduler reads
+	// the next due time and claims as at a wakeup. 0:
+	// ProbeIntervalDefault; negative: no probe.
+	ProbeInterval time.Duration
 	// Window is the most messages one queue may hold in Redis; beyond it
 	// due tasks wait in the task center. 0: WindowPerSlotDefault per slot
 	// of the queue's live consumers, at least two batches (window.go).
@@ -81,6 +88,8 @@ type Scheduler struct {
 	filterSince   time.Time
 	walkedAt      time.Time   // the last filtered read
 	woken         atomic.Bool // a wakeup came since the last claim
+	newest        int64       // the newest task id the last probe read
+	probed        bool        // newest was read
 	groups        groupSet
 }
 
@@ -103,6 +112,7 @@ const walkRest = refillWait
 func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
+	cfg.ProbeInterval = cmp.Or(cfg.ProbeInterval, ProbeIntervalDefault)
 	cfg.ClaimAhead = max(0, cmp.Or(cfg.ClaimAhead, ClaimAheadDefault))
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -139,6 +149,14 @@ func (s *Scheduler) Stop() { s.runner.Stop() }
 func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var prober *time.Ticker // ticks while the loop waits for a poll
+	if s.cfg.ProbeInterval > 0 {
+		prober = time.NewTicker(s.cfg.ProbeInterval)
+		defer prober.Stop()
+		// The first claim takes what is there now; the probes find
+		// what comes after.
+		s.probe(ctx)
+	}
 	errDelay := 100 * time.Millisecond
 	for {
 		n, more, filtered, err := s.runOnce(ctx, s.cfg.ClaimAhead)
@@ -174,6 +192,23 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 		}
 		timer.Reset(wait)
 		deadline := time.Now().Add(wait)
+		// soon moves the next claim to d from now, if that is sooner.
+		soon := func(d time.Duration) {
+			s.woken.Store(true)
+			// A task due within half the claim-ahead is claimed at
+			// once, as the loop claims them (untilNextDue).
+			d = max(0, d-s.cfg.ClaimAhead/2)
+			if time.Now().Add(d).Before(deadline) {
+				// Reset drops a pending expiry (Go 1.23 timers): a
+				// Stop-then-drain here could block forever.
+				deadline = time.Now().Add(d)
+				timer.Reset(d)
+			}
+		}
+		var probe <-chan time.Time
+		if prober != nil && wait > s.cfg.ProbeInterval {
+			probe = prober.C
+		}
 		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
@@ -185,19 +220,33 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 					wake = nil // subscription closed; poll
 					continue
 				}
-				s.woken.Store(true)
-				// A task due within half the claim-ahead is claimed at
-				// once, as the loop claims them (untilNextDue).
-				d = max(0, d-s.cfg.ClaimAhead/2)
-				if time.Now().Add(d).Before(deadline) {
-					// Reset drops a pending expiry (Go 1.23 timers): a
-					// Stop-then-drain here could block forever.
-					deadline = time.Now().Add(d)
-					timer.Reset(d)
+				soon(d)
+			case <-probe:
+				if d, ok := s.probe(ctx); ok {
+					soon(d)
 				}
 			}
 		}
 	}
+}
+
+// probe reads the newest task id and, when it changed since the last
+// probe, how soon the next task is due: rows INSERTed without a wakeup
+// (PHP code writing SQL) are found within a probe interval instead of a
+// poll interval. The first probe only records the id (the loop's first
+// claim follows it); a failed read waits for the poll.
+func (s *Scheduler) probe(ctx context.Context) (time.Duration, bool) {
+	id, err := s.store.NewestID(ctx)
+	if err != nil || (s.probed && id == s.newest) {
+		return 0, false
+	}
+	first := !s.probed
+	s.newest, s.probed = id, true
+	if first {
+		return 0, false
+	}
+	d, ok, err := s.store.NextDue(ctx)
+	return d, err == nil && ok
 }
 
 // untilNextDue is how long to sleep after a claim that took tasks due

@@ -250,7 +250,8 @@ func TestStartStop(t *testing.T) {
 
 func TestWakeDispatchesBeforePoll(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, scheduler.Config{PollInterval: 10 * time.Second})
+	// No probe: only the wake may find the second task before the poll.
+	s, b := setup(t, scheduler.Config{PollInterval: 10 * time.Second, ProbeInterval: -1})
 	// A task inserted without a wakeup: the first scan dispatches it, which
 	// tells us the loop is past its first scan and on its way to sleep.
 	silent := producer.New(b.env.Store, nil, producer.Options{Logger: quiet})
@@ -281,6 +282,39 @@ func TestWakeDispatchesBeforePoll(t *testing.T) {
 	t.Logf("dispatched %s after submit", time.Since(start))
 	// The counter follows the push, which follows the claim.
 	require.Eventually(t, func() bool { return s.Dispatched() == 2 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A row INSERTed the seed's way, with no wakeup, is dispatched long before
+// the poll: the scheduler sees the new id at a probe.
+func TestProbeFindsRowsInsertedWithoutWakeup(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{PollInterval: time.Hour, ProbeInterval: 20 * time.Millisecond})
+	seed := func(code string) int64 {
+		res := b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES (?, '{}', NOW())`, code)
+		id, err := res.LastInsertId()
+		require.NoError(t, err)
+		return id
+	}
+	dispatched := func(id int64) func() bool {
+		return func() bool {
+			tk, err := b.env.Store.TaskGet(b.ctx, id)
+			return err == nil && tk.Status == task.Dispatched
+		}
+	}
+	// The first claim takes the row there at the start; then the loop
+	// sleeps for its hour.
+	first := seed("hello")
+	require.NoError(t, s.Start(b.ctx))
+	require.Eventually(t, dispatched(first), 5*time.Second, 10*time.Millisecond, "first claim")
+
+	later := seed("hello")
+	// Liveness: far below the hour of the poll.
+	require.Eventually(t, dispatched(later), 10*time.Second, 10*time.Millisecond, "the probe must find the new row")
+	// A row due later is found too, and claimed when due.
+	delayed := b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('hello', '{}', NOW() + INTERVAL 1 SECOND)`)
+	id, err := delayed.LastInsertId()
+	require.NoError(t, err)
+	require.Eventually(t, dispatched(id), 10*time.Second, 10*time.Millisecond, "the probe must find the delayed row and its due time")
 }
 
 // TestCancelDuringClaimStrandsNothing stops a scheduler (cancels RunOnce's

@@ -532,3 +532,13 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	return tx.Commit()
 }
+
+// NewestID returns the highest task id (0 for an empty task center): it
+// changes when a row is inserted, by any producer.
+func (s *Store) NewestID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.db.QueryRowContext(ctx, qNewestID).Scan(&id); err != nil {
+		return 0, fmt.Errorf("newest task id: %w", err)
+	}
+	return id, nil
+}

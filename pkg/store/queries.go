@@ -156,6 +156,9 @@ const qClaimed = `SELECT id, attempt FROM task_center WHERE id IN (%s) AND statu
 // qNextDue returns seconds until the earliest pending or failed task is due
 // (negative when overdue, NULL when none): one index dive per waiting lane
 // of idx_lane.
+// qNewestID reads the end of the primary key: no row is scanned.
+const qNewestID = `SELECT COALESCE(MAX(id), 0) FROM task_center`
+
 var qNextDue = func() string {
 	var b strings.Builder
 	b.WriteString("SELECT UNIX_TIMESTAMP(MIN(t)) - UNIX_TIMESTAMP(NOW(3)) FROM (")

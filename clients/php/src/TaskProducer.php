@@ -21,7 +21,7 @@ use PDOException;
  * date.timezone does not matter.
  *
  * With a phpredis client it publishes a wakeup, so a task due now starts
- * at once instead of at the schedulers' next poll (scheduler.poll_interval).
+ * at once instead of at the schedulers' next probe (scheduler.probe_interval).
  */
 final class TaskProducer
 {
