@@ -13,7 +13,7 @@ func SetPush(c *Client, push func(ctx context.Context, msgs []*task.Message) ([]
 }
 
 // Joined says how many Submit calls wait for a shared write, whether one
-// is in flight, and how many have begun.
+// is in flight, and how many INSERTs the calls tried.
 func Joined(c *Client) (waiting int, writing bool, writes int64) {
 	c.join.mu.Lock()
 	defer c.join.mu.Unlock()

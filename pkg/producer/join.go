@@ -44,7 +44,7 @@ type joiner struct {
 	waiting []*joined
 	arrived chan struct{} // a call was added to waiting (buffered: 1)
 	writing bool
-	writes  atomic.Int64 // shared writes begun, for tests
+	writes  atomic.Int64 // INSERTs tried, for tests
 }
 
 // submitJoined writes j with the calls that wait beside it, and returns its
@@ -108,7 +108,6 @@ func (c *Client) writeJoined() {
 		batch := append([]*joined(nil), jn.waiting[:n]...)
 		jn.waiting = append(jn.waiting[:0], jn.waiting[n:]...)
 		jn.mu.Unlock()
-		jn.writes.Add(1)
 		c.writeBatch(batch)
 		last = n
 	}
@@ -139,8 +138,12 @@ func (jn *joiner) linger(last int) {
 }
 
 // writeBatch writes the batch in one INSERT, under a context that ends
-// when every caller's has. When the shared write fails, each call is
-// written alone, so that one caller's failure is not the others'.
+// when every caller's has. When the server refuses the shared write for
+// what it holds (a trigger, a constraint: IsRejected), each call is
+// written alone, so that one caller's row fails only that caller. Any
+// other error (the server unreachable, a lock held elsewhere, a
+// deadline) is every caller's: written alone, one after another, each
+// would only wait for it again.
 func (c *Client) writeBatch(batch []*joined) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
 	defer cancel()
@@ -159,9 +162,11 @@ func (c *Client) writeBatch(batch []*joined) {
 	for i, j := range batch {
 		subs[i], ps[i] = j.sub, j.p
 	}
+	c.join.writes.Add(1)
 	res, err := c.write(ctx, subs, ps)
-	if err != nil && len(batch) > 1 {
+	if err != nil && len(batch) > 1 && store.IsRejected(err) {
 		for _, j := range batch {
+			c.join.writes.Add(1)
 			if r, err := c.write(j.ctx, []Submission{j.sub}, []store.TaskInsertParams{j.p}); err != nil {
 				j.err = err
 			} else {

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/producer"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 // holdInserts starts a transaction whose locking read of the whole table
@@ -115,4 +118,33 @@ func TestOneSubmitsFailureIsNotTheOthers(t *testing.T) {
 	}
 	require.ErrorContains(t, (<-poison).err, "poison refused")
 	require.Equal(t, 4, b.rows(t))
+	_, _, writes := producer.Joined(cl)
+	require.EqualValues(t, 6, writes, "the first, the shared one, then each of the four alone")
+}
+
+// A failure that is not about the rows (here a lock held elsewhere, past
+// the session's lock wait) fails every call of the shared write at once,
+// instead of each again alone, one after another.
+func TestSharedWriteFailureIsEveryCallers(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	st, err := store.Open(context.Background(), env.DSN, store.Options{LockWaitTimeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	cl := producer.New(st, env.Broker, producer.Options{})
+	b := &testBundle{env: env}
+	release, first, rest := behind(t, cl, b, "held", 4)
+	defer release()
+	waitJoined(t, cl, 4)
+
+	var me *mysql.MySQLError
+	require.ErrorAs(t, (<-first).err, &me)
+	require.EqualValues(t, 1205, me.Number, "lock wait timeout")
+	for _, ch := range rest {
+		r := <-ch
+		require.ErrorAs(t, r.err, &me)
+		require.EqualValues(t, 1205, me.Number)
+	}
+	_, _, writes := producer.Joined(cl)
+	require.EqualValues(t, 2, writes, "the first and the shared one, none alone")
 }
