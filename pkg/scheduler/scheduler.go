@@ -236,6 +236,9 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 // poll interval. The first probe only records the id (the loop's first
 // claim follows it); a failed read waits for the poll.
 func (s *Scheduler) probe(ctx context.Context) (time.Duration, bool) {
+	// A server that hangs holds the loop at most until its poll.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PollInterval)
+	defer cancel()
 	id, err := s.store.NewestID(ctx)
 	if err != nil || (s.probed && id == s.newest) {
 		return 0, false
