@@ -202,6 +202,7 @@ func (b *testBundle) waitCount(t *testing.T, want int, within time.Duration, q s
 	defer tick.Stop()
 	for last != want {
 		if now := time.Now(); now.After(stall) || now.Sub(start) > 5*within {
+			b.logUnfinished(t)
 			t.Fatalf("after %s (the last %s without a change): %q = %d, want %d",
 				now.Sub(start).Round(time.Millisecond), within, q, last, want)
 		}
@@ -209,6 +210,30 @@ func (b *testBundle) waitCount(t *testing.T, want int, within time.Duration, q s
 		if n := b.env.Count(t, q, args...); n != last {
 			last, stall = n, time.Now().Add(within)
 		}
+	}
+}
+
+// logUnfinished logs the tasks that have not succeeded, for a test that
+// waited for them in vain.
+func (b *testBundle) logUnfinished(t *testing.T) {
+	t.Helper()
+	rows, err := b.env.Store.DB().Query(`SELECT id, status, attempt, queue, task_code, COALESCE(CAST(dispatched_at AS CHAR), ''),
+		COALESCE(CAST(started_at AS CHAR), ''), worker_id, COALESCE(last_result, '') FROM task_center WHERE status <> 3 ORDER BY id LIMIT 20`)
+	if err != nil {
+		t.Logf("read the unfinished tasks: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var status, attempt int
+		var queue, code, dispatched, started, worker, result string
+		if err := rows.Scan(&id, &status, &attempt, &queue, &code, &dispatched, &started, &worker, &result); err != nil {
+			t.Logf("read the unfinished tasks: %v", err)
+			return
+		}
+		t.Logf("not succeeded: task %d status %d attempt %d queue %q code %q dispatched %s started %s worker %q result %q",
+			id, status, attempt, queue, code, dispatched, started, worker, result)
 	}
 }
 
