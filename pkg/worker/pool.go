@@ -28,6 +28,10 @@ const takeBatchMax = 256
 // this much delay.
 const sweepInterval = 30 * time.Second
 
+// reconcileEvery spaces the fetcher's tries to reconcile its processing
+// lists (held.go) while they fail.
+const reconcileEvery = time.Second
+
 // pool is the fetch and run pool: one fetcher takes, for every queue, as
 // many messages as it has free slots, marks them running and runs each in
 // its slot; a finished attempt goes to the completer. A waker blocks on
@@ -200,6 +204,7 @@ func (p *pool) fetchAll(ctx context.Context) {
 	limitTimer.Stop()
 	defer limitTimer.Stop()
 	backedUp := false
+	var reconcileAt time.Time
 	for {
 		// A full batch of results waits for the writers (a slow link, a
 		// task center that does not answer): take nothing until they catch
@@ -219,6 +224,16 @@ func (p *pool) fetchAll(ctx context.Context) {
 			backedUp = false
 			w.log.Info("results written again; taking work")
 		}
+		if w.held.suspect.Load() && !w.clock.Now().Before(reconcileAt) {
+			reconcileAt = w.clock.Now().Add(reconcileEvery)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeTimeout)
+			if err := w.reconcile(rctx); err != nil {
+				w.log.Warn("reconcile processing lists; trying again", "err", err, "in", reconcileEvery)
+			} else {
+				w.held.suspect.Store(false)
+			}
+			cancel()
+		}
 		now := w.clock.Now()
 		reqs, states := p.takeRound(queues, start, layout, now)
 		start++
@@ -228,8 +243,14 @@ func (p *pool) fetchAll(ctx context.Context) {
 			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeTimeout)
 			got, err := w.broker.TakeMany(tctx, w.cfg.ID, reqs)
 			cancel()
+			if err != nil {
+				// Its reply may be what was lost: the messages it moved
+				// would wait in this worker's lists.
+				w.held.suspect.Store(true)
+			}
 			for i, qs := range states {
 				taken := got[i]
+				w.held.add(taken.Msgs)
 				qs.used += len(taken.Msgs)
 				if len(taken.Msgs) < reqs[i].Max && !qs.limited(taken, now) {
 					qs.hungry = err != nil && taken.Msgs == nil // a failed take tries again
@@ -420,6 +441,8 @@ func (p *pool) begin(ctx context.Context, q string, raws, leases []string) {
 			w.log.Error("poison message moved aside", "queue", q, "err", err, "message", handler.Truncate(raw, 512))
 			if qerr := w.broker.Quarantine(context.WithoutCancel(ctx), q, w.cfg.ID, raw); qerr != nil {
 				w.log.Error("quarantine", "err", qerr)
+			} else {
+				w.held.drop(raw)
 			}
 			staleLeases = append(staleLeases, lease)
 			p.release(q)
@@ -435,6 +458,8 @@ func (p *pool) begin(ctx context.Context, q string, raws, leases []string) {
 	if stale != nil {
 		if err := w.broker.Ack(context.WithoutCancel(ctx), w.cfg.ID, map[string][]string{q: stale}); err != nil {
 			w.log.Warn("drop stale messages", "err", err)
+		} else {
+			w.held.drop(stale...)
 		}
 	}
 	if err := w.releaseLeases(context.WithoutCancel(ctx), q, staleLeases...); err != nil {
@@ -589,6 +614,8 @@ func (p *pool) complete(j *job, e *attemptEnd) {
 		defer cancel()
 		if err := w.broker.Ack(ctx, w.cfg.ID, map[string][]string{j.queue: {j.raw}}); err != nil {
 			w.log.Warn("drop stale message", "err", err)
+		} else {
+			w.held.drop(j.raw)
 		}
 		if err := w.releaseLeases(ctx, j.queue, j.lease); err != nil {
 			w.log.Warn("release the lease of a dropped attempt", "err", err)

@@ -293,6 +293,7 @@ func (w *Worker) AckAbandoned(ctx context.Context, r Running) error {
 	if err := w.broker.Ack(ctx, w.cfg.ID, map[string][]string{r.Queue: {r.raw}}); err != nil {
 		return err
 	}
+	w.held.drop(r.raw)
 	return w.releaseLeases(ctx, r.Queue, r.lease)
 }
 

@@ -184,6 +184,7 @@ type Worker struct {
 	log    *slog.Logger
 	count  counters
 	slots  *slotTable
+	held   *held
 
 	beat  *heartbeater
 	kills *killListener
@@ -208,6 +209,7 @@ func New(cfg Config, s Store, b Broker) *Worker {
 	}
 	w.log = cfg.Logger.With("component", "worker", "worker_id", cfg.ID)
 	w.slots = newSlotTable(cfg.Queues, w.clock)
+	w.held = newHeld()
 	w.beat = &heartbeater{w: w}
 	w.kills = &killListener{broker: b, log: w.log, kill: w.slots.kill, early: newKilledSet(w.clock.Now)}
 	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.count.stale)
@@ -406,6 +408,7 @@ func (w *Worker) written(batch []completion, applied []bool) {
 	rs := make([]metrics.Result, 0, len(batch))
 	for i := range batch {
 		w.slots.markProgress(batch[i].queue)
+		w.held.drop(batch[i].raw) // its end is durable
 	}
 	for i, ok := range applied {
 		r := batch[i].tr.Run
