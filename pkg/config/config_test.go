@@ -348,6 +348,8 @@ func TestBadValues(t *testing.T) {
 			"worker: { concurrency: many }\n":                          `bad value "many" for worker.concurrency in %s: want a whole number`,
 			"worker: { concurrency: 0 }\n":                             `bad value 0 for worker.concurrency in %s: want a positive number`,
 			"scheduler: { batch_size: 20000 }\n":                       `bad value 20000 for scheduler.batch_size in %s: want 1 to 10000`,
+			"scheduler: { poll_interval: 100 }\n":                      `bad value 100 for scheduler.poll_interval in %s: want a duration with its unit, such as 100ms, 30s or 5m (a bare number is nanoseconds)`,
+			"scheduler: { probe_interval: \"250\" }\n":                 `bad value "250" for scheduler.probe_interval in %s: want a duration with its unit`,
 			"scheduler: { probe_interval: -1s }\n":                     `bad value "-1s" for scheduler.probe_interval in %s: want 0s (off) or a duration`,
 			"queues:\n  mail: { shards: -1 }\n":                        `bad value -1 for queues.mail.shards in %s`,
 			"queues:\n  mail: { shards: two }\n":                       `bad value "two" for queues.mail.shards in %s: want a whole number`,

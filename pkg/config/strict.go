@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,10 +256,27 @@ func checkValue(key string, val any, t reflect.Type, source string) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", key, err)
 	}
+	if t == reflect.TypeFor[time.Duration]() && bareNumber(val) {
+		return badValue(key, val, "a duration with its unit, such as 100ms, 30s or 5m (a bare number is nanoseconds)", source)
+	}
 	if err := dec.Decode(val); err != nil {
 		return badValue(key, val, Want(t), source)
 	}
 	return nil
+}
+
+// bareNumber reports a duration written as a number other than 0: "100"
+// decodes as 100 ns, and a poll or probe interval of 100 ns is a loop that
+// never rests, not what anyone meant.
+func bareNumber(val any) bool {
+	switch v := val.(type) {
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return err == nil && f != 0
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+		return fmt.Sprint(v) != "0"
+	}
+	return false
 }
 
 // Want says what a value of type t looks like: "a whole number".
