@@ -166,11 +166,14 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 		wait := s.cfg.PollInterval
 		full := s.win.full()
 		switch {
-		case err == nil && more && !(full && n == 0):
-			continue // a window was full: look further at once
+		case err == nil && more:
+			// A window was read whole: look further at once. A walk
+			// past a full queue's backlog ends (its windows grow, and
+			// then it rests), so this does not spin.
+			continue
 		case err == nil && full && n == 0:
 			// Due rows may all be of full queues: workers drain them
-			// soon. Look again shortly, walking past them at this pace.
+			// soon. Look again shortly.
 			wait = min(fullRecheck, s.cfg.PollInterval)
 		case err == nil && filtered && n == 0:
 			// Due rows may all be paused: wait for a wakeup or a poll

@@ -26,15 +26,7 @@ func TestFilteredClaimWalksPastAFullQueue(t *testing.T) {
 	other := insertRaw(t, b.env, "other", 5, task.Pending, -time.Second)
 
 	room := 0
-	f := &store.ClaimFilter{
-		Paused: func(string) bool { return false },
-		Room: func(q string) int {
-			if q == "hello" {
-				return room
-			}
-			return -1
-		},
-	}
+	f := helloRoom(&room)
 	var claimed []int64
 	for range 4 {
 		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
@@ -82,9 +74,69 @@ func TestFilteredClaimResumesWhereTheBatchEnded(t *testing.T) {
 		return ids(msgs)
 	}
 	batchOfY()
-	require.Len(t, claim(), 10) // priority 1; the walk passes x's first ten
-	require.Empty(t, claim())   // x's next ten
+	require.Len(t, claim(), 10) // priority 1; the walk passes x's first ten, its next window twice as long
 	batchOfY()
-	require.Len(t, claim(), 10, "priority 1 fills the batch again, beside x's last three and y's seven")
+	require.Len(t, claim(), 10, "priority 1 fills the batch again, beside x's next thirteen and y's seven")
 	require.ElementsMatch(t, behind, claim(), "the rows the batch had no room for")
+}
+
+// The walk's windows double while every row of them is left out, so a
+// task due behind a full queue's backlog of 1,000 rows is reached in 7
+// claims of 10, not 101; once the queue has room its oldest rows go
+// first, read from the head in a window of the claim's size. The windows
+// read idx_lane alone, with no row lookup.
+func TestFilteredClaimWindowsGrowPastABacklog(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, priority, plan_next_run_at)
+		SELECT 'hello', '{}', 5, NOW(3) - INTERVAL 1 MINUTE + INTERVAL seq MICROSECOND FROM seq_1_to_1000`)
+	other := insertRaw(t, b.env, "other", 5, task.Pending, -time.Second)
+
+	room := 0
+	f := helloRoom(&room)
+	claims := 0
+	for claims < 20 {
+		claims++
+		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+		require.NoError(t, err)
+		if len(msgs) > 0 {
+			require.Equal(t, []int64{other}, ids(msgs))
+			break
+		}
+	}
+	require.Equal(t, 7, claims, "windows of 10, 20, 40 ... 640 reach the 1,001st row")
+
+	room = 3
+	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+	require.NoError(t, err)
+	require.Len(t, msgs, 3, "room again: from the head")
+	require.Equal(t, 3, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'hello' AND status = 1
+		AND id IN (SELECT id FROM (SELECT id FROM task_center WHERE task_code = 'hello' ORDER BY id LIMIT 3) o)`),
+		"the oldest three")
+
+	var window []any
+	for range 10 {
+		window = append(window, "1000-01-01 00:00:00.000", "1000-01-01 00:00:00.000", 0, 100)
+	}
+	rows, err := st.DB().Query("EXPLAIN "+store.ClaimWindowSQL, window...)
+	require.NoError(t, err)
+	for _, r := range explain(t, rows) {
+		if r["table"] == "task_center" {
+			require.Contains(t, r["Extra"], "Using index", "a window reads idx_lane alone: %v", r)
+		}
+	}
+}
+
+// helloRoom is a filter that gives queue hello *room and every other queue
+// room without bound.
+func helloRoom(room *int) *store.ClaimFilter {
+	return &store.ClaimFilter{
+		Paused: func(string) bool { return false },
+		Room: func(q string) int {
+			if q == "hello" {
+				return *room
+			}
+			return -1
+		},
+	}
 }

