@@ -8,6 +8,10 @@
 #
 #   quick-dispatched-after=S   seconds from the quick row's INSERT to its success, to 0.2 s (or "never" within 30 s)
 #   tasks=N per-s=R mysql-us-per-task=M taskd-us-per-task=T statements-per-task=Q fsyncs-per-task=F
+#   mysql-ms-per-s=M taskd-ms-per-s=T
+#
+# With PAUSE=1 the queue `slow` is paused before the daemon starts: no slow
+# task runs, and the last line is what its paused backlog costs.
 #
 # for the 20 s after the daemon's first 8 (the CPU figures are the server's
 # and the daemon's, from /proc; the script's own look for the quick row, a
@@ -16,6 +20,7 @@
 #
 #   scripts/slow-backlog.sh                     # bin/taskd, a backlog of 20,000
 #   BIN=/tmp/taskd-old BACKLOG=50000 scripts/slow-backlog.sh
+#   PAUSE=1 BACKLOG=100000 scripts/slow-backlog.sh
 #
 # Needs the mysql and redis-cli clients, a MariaDB server on this host and
 # Redis; bin/taskd (go build -o bin/taskd ./cmd/taskd) unless BIN is set.
@@ -71,6 +76,7 @@ succeeded() { q "SELECT COUNT(*) FROM task_center WHERE task_code = 'slow' AND s
 mysql "${my[@]}" -e "CREATE DATABASE $db"
 "$bin" --config "$work/taskd.yaml" migrate >/dev/null
 q "INSERT INTO task_center (task_code, payload, plan_next_run_at) SELECT 'slow', '{}', NOW() FROM seq_1_to_$backlog"
+[ "${PAUSE:-0}" = 0 ] || "$bin" --config "$work/taskd.yaml" pause slow --yes >/dev/null
 "$bin" --config "$work/taskd.yaml" run >"$work/run.log" 2>&1 &
 dpid=$!
 
@@ -98,12 +104,14 @@ status >"$work/s1"
 kill -0 "$dpid" 2>/dev/null || die "slow-backlog: the daemon exited; its log: $(tail -3 "$work/run.log")"
 [ "$after" != never ] || wait_quick 7
 n=$((n1 - n0))
-[ "$n" -gt 0 ] || die "slow-backlog: no task succeeded in the measured 20 s; the daemon's log: $(tail -3 "$work/run.log")"
+[ "$n" -gt 0 ] || [ "${PAUSE:-0}" != 0 ] || die "slow-backlog: no task succeeded in the measured 20 s; the daemon's log: $(tail -3 "$work/run.log")"
 hz=$(getconf CLK_TCK)
 join "$work/s0" "$work/s1" | awk -v n="$n" -v after="$after" -v m=$((m1 - m0)) -v t=$((t1 - t0)) -v hz="$hz" '
 	{ d[$1] = $3 - $2 }
 	END {
 		printf "quick-dispatched-after=%s\n", after
-		printf "tasks=%d per-s=%.0f mysql-us-per-task=%.0f taskd-us-per-task=%.0f statements-per-task=%.2f fsyncs-per-task=%.2f\n",
-			n, n / 20, m * 1e6 / hz / n, t * 1e6 / hz / n, d["Questions"] / n, d["Innodb_data_fsyncs"] / n
+		if (n > 0)
+			printf "tasks=%d per-s=%.0f mysql-us-per-task=%.0f taskd-us-per-task=%.0f statements-per-task=%.2f fsyncs-per-task=%.2f\n",
+				n, n / 20, m * 1e6 / hz / n, t * 1e6 / hz / n, d["Questions"] / n, d["Innodb_data_fsyncs"] / n
+		printf "mysql-ms-per-s=%.1f taskd-ms-per-s=%.1f statements-per-s=%.1f\n", m * 1e3 / hz / 20, t * 1e3 / hz / 20, d["Questions"] / 20
 	}'
