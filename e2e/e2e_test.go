@@ -474,7 +474,7 @@ worker:
 	later := b.created(t, "submit", "append", "--delay", "1s")
 	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 3 AND attempt = 1`, now.ID)
 	require.Equal(t, [][2]int64{{now.ID, 1}}, readLines(t, filepath.Join(b.dir, "out.txt")))
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // an absence: a second past its due time in which no scheduler runs it
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, later.ID),
 		"a delayed task waits for a scheduler")
 }

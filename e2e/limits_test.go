@@ -403,7 +403,7 @@ func TestLimitKillStopsHandler(t *testing.T) {
 	nodes := []*faultNode{b.startNode(t, "a"), b.startNode(t, "b")}
 	victim := b.busyNode(t, nodes)
 	b.eventuallyTrue(t, 30*time.Second, "no task started", func() bool { return len(readEvents(t, b.out)) > 0 })
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the victim's real child is a second into its 8 s of work
 	victim.signal(t, syscall.SIGKILL)
 	<-victim.done
 	killed := time.Now()

@@ -179,7 +179,7 @@ func TestSubmitLeavesClaimRulesToTheScheduler(t *testing.T) {
 	// A scheduler claims the waiting ones as ever (the paused and the
 	// grouped ones only with the layout and groups it follows, tested in
 	// pkg/scheduler).
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the tasks' due times
 	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
 	_, err = sch.RunOnce(ctx)
 	require.NoError(t, err)
@@ -279,7 +279,7 @@ func TestSubmitterDiesBeforePush(t *testing.T) {
 		return r
 	}
 	require.Zero(t, rec(recovery.DispatchWindowDefault).Redispatched, "within the window: its push may be on the way")
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the 10 ms window
 	require.Equal(t, 1, rec(10*time.Millisecond).Redispatched)
 	requirePendingAt(t, env, res.ID, 1)
 	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
