@@ -2,10 +2,6 @@ package producer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,8 +59,6 @@ const pushTimeout = 10 * time.Second
 type dispatcher struct {
 	queues *queues.Cache
 	window int
-	claim  string // claim ids: this host and process
-	seq    atomic.Uint64
 	counts counters // this client's; process has every client's
 	// push is the broker's Push (tests inject failures).
 	push func(ctx context.Context, msgs []*task.Message) ([]*task.Message, error)
@@ -80,11 +74,7 @@ func newDispatcher(c *Client) *dispatcher {
 	if c.opts.Queues == nil || c.broker == nil {
 		return nil
 	}
-	host, _ := os.Hostname()
-	b := make([]byte, 3)
-	rand.Read(b)
-	return &dispatcher{queues: c.opts.Queues, window: c.opts.Window, push: c.broker.Push,
-		claim: host + "/s" + strconv.Itoa(os.Getpid()) + "." + hex.EncodeToString(b) + "."}
+	return &dispatcher{queues: c.opts.Queues, window: c.opts.Window, push: c.broker.Push}
 }
 
 // refresh reads the queue state and the routes when they are older than
@@ -210,14 +200,13 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 	for _, q := range qs {
 		room[q] = int64(window) - lens[q]
 	}
-	claim := d.claim + strconv.FormatUint(d.seq.Add(1), 36)
 	for _, i := range eligible {
 		q := ps[i].DispatchQueue
 		if room[q] <= 0 {
 			continue
 		}
 		room[q]--
-		ps[i].Claim = claim
+		ps[i].Claim = true
 	}
 }
 

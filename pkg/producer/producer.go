@@ -468,7 +468,7 @@ func (c *Client) Batch(ctx context.Context, b Batch) (BatchResult, error) {
 	}
 	c.claimNow(ctx, b.Members, ps)
 	for i := range ps {
-		if d := dueIn(&b.Members[i]); ps[i].Claim == "" && (wake < 0 || d < wake) {
+		if d := dueIn(&b.Members[i]); !ps[i].Claim && (wake < 0 || d < wake) {
 			wake = d
 		}
 	}

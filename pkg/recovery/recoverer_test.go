@@ -77,7 +77,7 @@ func (b *testBundle) submit(t *testing.T, n int, s producer.Submission) []int64 
 // claim dispatches every due task without pushing it: the push was lost.
 func (b *testBundle) claim(t *testing.T) []*task.Message {
 	t.Helper()
-	msgs, err := b.env.Store.TaskClaimDue(context.Background(), "lost", 10000)
+	msgs, err := b.env.Store.TaskClaimDue(context.Background(), 10000)
 	require.NoError(t, err)
 	return msgs
 }

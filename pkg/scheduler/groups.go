@@ -80,7 +80,7 @@ func (s *Scheduler) grouped() map[string]limit.Limit {
 
 // claimGroups claims the next tasks of the known groups of every grouped
 // queue, within the room each queue has in Redis and the batch size.
-func (s *Scheduler) claimGroups(ctx context.Context, claimID string, grouped map[string]limit.Limit) ([]*task.Message, error) {
+func (s *Scheduler) claimGroups(ctx context.Context, grouped map[string]limit.Limit) ([]*task.Message, error) {
 	var out []*task.Message
 	names := make([]string, 0, len(grouped))
 	for q := range grouped {
@@ -107,7 +107,7 @@ func (s *Scheduler) claimGroups(ctx context.Context, claimID string, grouped map
 				return s.broker.GroupRate(ctx, q, l.Rate, l.EffectiveBurst(), want)
 			}
 		}
-		res, err := s.store.TaskClaimGroups(ctx, claimID, gc)
+		res, err := s.store.TaskClaimGroups(ctx, gc)
 		if err != nil {
 			return out, err
 		}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +68,6 @@ type Scheduler struct {
 	broker *broker.Broker
 	log    *slog.Logger
 
-	seq        atomic.Uint64
 	dispatched atomic.Int64
 	runner     startstop.Runner
 	win        *windows
@@ -300,7 +298,6 @@ func (s *Scheduler) runOnce(ctx context.Context, ahead time.Duration) (n int, mo
 	// (bounded), or the tasks are handed back.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
 	defer cancel()
-	claimID := s.cfg.Node + "/d" + strconv.FormatUint(s.seq.Add(1), 36)
 	if err := s.win.refresh(pctx, s.broker); err != nil {
 		return 0, false, false, fmt.Errorf("read queue lengths: %w", err)
 	}
@@ -309,20 +306,20 @@ func (s *Scheduler) runOnce(ctx context.Context, ahead time.Duration) (n int, mo
 	if f := s.claimFilter(grouped); f != nil {
 		filtered = true
 		if !s.walkRests(f) {
-			msgs, more, err = s.store.TaskClaimDueFiltered(pctx, claimID, s.cfg.BatchSize, f)
+			msgs, more, err = s.store.TaskClaimDueFiltered(pctx, s.cfg.BatchSize, f)
 			s.walkedAt = s.clock.Now()
 			s.groups.add(f.Groups)
 			f.Groups = nil
 		}
 		s.filterMu.Unlock()
 	} else {
-		msgs, err = s.store.TaskClaimDueIn(pctx, claimID, s.cfg.BatchSize, ahead, s.room)
+		msgs, err = s.store.TaskClaimDueIn(pctx, s.cfg.BatchSize, ahead, s.room)
 	}
 	if err != nil {
 		return 0, false, filtered, err
 	}
 	if len(grouped) > 0 {
-		gm, gerr := s.claimGroups(pctx, claimID+"g", grouped)
+		gm, gerr := s.claimGroups(pctx, grouped)
 		msgs = append(msgs, gm...)
 		if gerr != nil && len(msgs) == 0 {
 			return 0, more, filtered, gerr

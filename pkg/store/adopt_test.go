@@ -83,7 +83,7 @@ func TestMigrateAdoptsSeedTable(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, again.Applied, "idempotent")
 
-	msgs, err := st.TaskClaimDue(ctx, "c", 10)
+	msgs, err := st.TaskClaimDue(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1, "the due seed row is claimable; the future cron row is not")
 	require.Equal(t, "send_email", msgs[0].Queue)

@@ -19,7 +19,7 @@ func TestMarkRunningDuplicateInBatch(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
 	id := insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
-	msgs, err := st.TaskClaimDue(b.ctx, "c", 10)
+	msgs, err := st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	f := store.Fence{ID: id, Attempt: msgs[0].Attempt}
 	ok, err := st.TaskMarkRunning(b.ctx, "w", []store.Fence{f, f, {ID: id, Attempt: f.Attempt + 1}})
@@ -85,7 +85,7 @@ func TestBatchLargerThanAStatement(t *testing.T) {
 	n := store.MaxBatchRows + 7
 	q := strings.Repeat(`('x', '{}', 0, NOW(3) - INTERVAL 1 SECOND), `, n)
 	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, status, plan_next_run_at) VALUES `+strings.TrimSuffix(q, ", "))
-	msgs, err := st.TaskClaimDue(b.ctx, "c", n)
+	msgs, err := st.TaskClaimDue(b.ctx, n)
 	require.NoError(t, err)
 	require.Len(t, msgs, n)
 	var fences []store.Fence
@@ -124,7 +124,7 @@ func TestBatchFormsAgree(t *testing.T) {
 			for range 3 {
 				ids = append(ids, insertRaw(t, b.env, "x", 5, task.Pending, -time.Second))
 			}
-			msgs, err := st.TaskClaimDue(b.ctx, "c-"+form, 10)
+			msgs, err := st.TaskClaimDue(b.ctx, 10)
 			require.NoError(t, err)
 			require.Len(t, msgs, 3)
 			fences := []store.Fence{}

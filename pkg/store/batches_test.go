@@ -156,7 +156,7 @@ func TestBatchFinishedByTheLastResult(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
 	res := b.batch(t, st, 2, `{}`)
-	msgs, err := st.TaskClaimDue(b.ctx, "test/c", 10)
+	msgs, err := st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 	var ts []store.Transition

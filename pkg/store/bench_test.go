@@ -42,7 +42,7 @@ func BenchmarkClaimNothingDue(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := env.Store.TaskClaimDue(ctx, "bench", 500); err != nil {
+		if _, err := env.Store.TaskClaimDue(ctx, 500); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -66,7 +66,7 @@ func BenchmarkClaimBatch(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		msgs, err := env.Store.TaskClaimDue(ctx, "bench", 500)
+		msgs, err := env.Store.TaskClaimDue(ctx, 500)
 		if err != nil || len(msgs) != 500 {
 			b.Fatal(len(msgs), err)
 		}
@@ -82,7 +82,7 @@ func BenchmarkMarkRunningAndComplete(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		msgs, err := env.Store.TaskClaimDue(ctx, "bench", 100)
+		msgs, err := env.Store.TaskClaimDue(ctx, 100)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func BenchmarkResultBatch(b *testing.B) {
 	ctx := context.Background()
 	batches := make([][]store.Transition, b.N)
 	for k := range batches {
-		msgs, err := env.Store.TaskClaimDue(ctx, "bench", batch)
+		msgs, err := env.Store.TaskClaimDue(ctx, batch)
 		if err != nil || len(msgs) != batch {
 			b.Fatal(len(msgs), err)
 		}

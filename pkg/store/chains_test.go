@@ -16,7 +16,7 @@ func (b *testBundle) running(t *testing.T, st *store.Store, p store.TaskInsertPa
 	t.Helper()
 	res, err := st.TaskInsert(b.ctx, []store.TaskInsertParams{p})
 	require.NoError(t, err)
-	msgs, err := st.TaskClaimDue(b.ctx, "test/c", 100)
+	msgs, err := st.TaskClaimDue(b.ctx, 100)
 	require.NoError(t, err)
 	for _, m := range msgs {
 		if m.ID == res[0].ID {
@@ -130,7 +130,7 @@ func TestChildrenOfAPeriodicTask(t *testing.T) {
 	_, err = st.TaskTransition(b.ctx, []store.Transition{tr})
 	require.NoError(t, err)
 
-	msgs, err := st.TaskClaimDue(b.ctx, "test/c", 100)
+	msgs, err := st.TaskClaimDue(b.ctx, 100)
 	require.NoError(t, err)
 	var again *task.Message
 	for _, mm := range msgs {

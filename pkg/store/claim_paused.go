@@ -87,7 +87,7 @@ func (f *ClaimFilter) Passed() bool { return f.passed }
 // TaskClaimDueFiltered claims like TaskClaimDue, leaving out tasks of
 // paused queues (see qClaimWindow). more reports that a window was full:
 // there may be more due rows to look at right away.
-func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit int, f *ClaimFilter) (msgs []*task.Message, more bool, err error) {
+func (s *Store) TaskClaimDueFiltered(ctx context.Context, limit int, f *ClaimFilter) (msgs []*task.Message, more bool, err error) {
 	if limit <= 0 {
 		return nil, false, nil
 	}
@@ -211,7 +211,7 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, claimID string, limit 
 		return nil, more, nil
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		msgs, err = s.claimIDs(ctx, tx, ids, claimID)
+		msgs, err = s.claimIDs(ctx, tx, ids)
 		return err
 	})
 	if err != nil {
@@ -244,7 +244,7 @@ func (s *Store) groupsOf(ctx context.Context, ids []int64) (map[int64]string, er
 
 // claimIDs compare-and-sets, in tx, the due tasks of ids that no other
 // transaction holds, and reads back those it won. The held ones back off.
-func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64, claimID string) ([]*task.Message, error) {
+func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64) ([]*task.Message, error) {
 	free, err := s.lockCandidates(ctx, tx, ids)
 	if err != nil {
 		return nil, err
@@ -257,14 +257,15 @@ func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64, claimID s
 	}
 	in := placeholders(len(ids))
 	args := int64Args(ids)
-	res, err := tx.ExecContext(ctx, fmt.Sprintf(qClaimIDs, in), append([]any{claimID}, args...)...)
+	token := newToken()
+	res, err := tx.ExecContext(ctx, fmt.Sprintf(qClaimIDs, in), append([]any{token}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("compare-and-set: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, nil
 	}
-	rs, err := tx.QueryContext(ctx, fmt.Sprintf(qClaimedRows, in), append(args, claimID)...)
+	rs, err := tx.QueryContext(ctx, fmt.Sprintf(qClaimedRows, in), append(args, token)...)
 	if err != nil {
 		return nil, fmt.Errorf("read back: %w", err)
 	}

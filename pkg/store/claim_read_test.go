@@ -17,7 +17,7 @@ func TestClaimReadsWhatTheRoomTakes(t *testing.T) {
 	claim := func(room func(string) int) (claimed int, read int64) {
 		t.Helper()
 		before := st.Candidates()
-		got, err := st.TaskClaimDueIn(b.ctx, "test/read", 500, 0, room)
+		got, err := st.TaskClaimDueIn(b.ctx, 500, 0, room)
 		require.NoError(t, err)
 		return len(got), st.Candidates() - before
 	}

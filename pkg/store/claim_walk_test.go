@@ -29,14 +29,14 @@ func TestFilteredClaimWalksPastAFullQueue(t *testing.T) {
 	f := helloRoom(&room)
 	var claimed []int64
 	for range 4 {
-		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
 		require.NoError(t, err)
 		claimed = append(claimed, ids(msgs)...)
 	}
 	require.Equal(t, []int64{other}, claimed, "three windows of the full queue, then the other queue's task")
 
 	room = 3
-	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
 	require.NoError(t, err)
 	require.ElementsMatch(t, backlog[:3], ids(msgs), "room again: the oldest rows, from the head")
 }
@@ -69,7 +69,7 @@ func TestFilteredClaimResumesWhereTheBatchEnded(t *testing.T) {
 	}
 	f := &store.ClaimFilter{Paused: func(q string) bool { return q == "x" }}
 	claim := func() []int64 {
-		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
 		require.NoError(t, err)
 		return ids(msgs)
 	}
@@ -97,7 +97,7 @@ func TestFilteredClaimWindowsGrowPastABacklog(t *testing.T) {
 	claims := 0
 	for claims < 20 {
 		claims++
-		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
 		require.NoError(t, err)
 		if len(msgs) > 0 {
 			require.Equal(t, []int64{other}, ids(msgs))
@@ -107,7 +107,7 @@ func TestFilteredClaimWindowsGrowPastABacklog(t *testing.T) {
 	require.Equal(t, 7, claims, "windows of 10, 20, 40 ... 640 reach the 1,001st row")
 
 	room = 3
-	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
 	require.NoError(t, err)
 	require.Len(t, msgs, 3, "room again: from the head")
 	require.Equal(t, 3, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'hello' AND status = 1

@@ -140,7 +140,7 @@ func TestDriftedStartIsHeldToTheAttempt(t *testing.T) {
 func runQuick(t *testing.T, st *store.Store, b *testBundle, started func() time.Time) int64 {
 	t.Helper()
 	insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
-	msgs, err := st.TaskClaimDue(b.ctx, "test/quick", 10)
+	msgs, err := st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	m := msgs[0]

@@ -13,8 +13,8 @@ import (
 )
 
 // TaskClaimDue claims up to limit due tasks for one dispatch and returns
-// their messages in priority, then due-time order. claimID must be unique
-// per call (node id and a counter): it marks the rows this claim won.
+// their messages in priority, then due-time order. A random claim token
+// marks the rows a claim won.
 //
 // No row lock is held across a network call: the candidates are read
 // without locks, then one short transaction compare-and-sets those no one
@@ -22,8 +22,8 @@ import (
 // candidate another transaction holds is left for a later claim, which
 // leaves it out for lockedBackoff. Only when another scheduler won some
 // candidates is a read-back of the winners needed.
-func (s *Store) TaskClaimDue(ctx context.Context, claimID string, limit int) ([]*task.Message, error) {
-	return s.TaskClaimDueIn(ctx, claimID, limit, 0, nil)
+func (s *Store) TaskClaimDue(ctx context.Context, limit int) ([]*task.Message, error) {
+	return s.TaskClaimDueIn(ctx, limit, 0, nil)
 }
 
 // Room says how many more tasks of a queue a claim may take: the room left
@@ -51,7 +51,7 @@ func within(msgs []*task.Message, room Room) []*task.Message {
 // clock: the caller holds the message of such a task until it is due
 // (Message.DueUnixMS), so that the claim's round trips and commit are over
 // by then.
-func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, ahead time.Duration, room Room) ([]*task.Message, error) {
+func (s *Store) TaskClaimDueIn(ctx context.Context, limit int, ahead time.Duration, room Room) ([]*task.Message, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -80,7 +80,7 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, claimID string, limit int, a
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	won, err := s.claimLocked(ctx, cands, claimID, ahead)
+	won, err := s.claimLocked(ctx, cands, ahead)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -111,7 +111,7 @@ func nextClaimRead(all bool, free, kept, limit int) int {
 
 // claimLocked compare-and-sets the candidates no other transaction holds
 // (writeFree), and returns those it won. The held ones back off.
-func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, claimID string, ahead time.Duration) ([]*task.Message, error) {
+func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, ahead time.Duration) ([]*task.Message, error) {
 	ids := make([]int64, len(cands))
 	for i, m := range cands {
 		ids[i] = m.ID
@@ -127,7 +127,8 @@ func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, claimID 
 		for i, m := range todo {
 			fences[i] = Fence{ID: m.ID, Attempt: m.Attempt}
 		}
-		changed, err := tx.exec(ctx, claimSQL(fences, claimID, s.perRow, ahead))
+		token := newToken()
+		changed, err := tx.exec(ctx, claimSQL(fences, token, s.perRow, ahead))
 		if err != nil {
 			return fmt.Errorf("compare-and-set: %w", err)
 		}
@@ -135,7 +136,7 @@ func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, claimID 
 			won = todo
 			return nil
 		}
-		if won, err = s.claimed(ctx, tx, todo, claimID); err != nil {
+		if won, err = s.claimed(ctx, tx, todo, token); err != nil {
 			return fmt.Errorf("read back: %w", err)
 		}
 		return nil
@@ -186,14 +187,14 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 	return out, nil
 }
 
-// claimed returns the candidates this claim won: those now dispatched to
-// claimID at the attempt after the one they were read at.
-func (s *Store) claimed(ctx context.Context, db queryer, cands []*task.Message, claimID string) ([]*task.Message, error) {
+// claimed returns the candidates the claim with token won: those now
+// dispatched with it at the attempt after the one they were read at.
+func (s *Store) claimed(ctx context.Context, db queryer, cands []*task.Message, token uint64) ([]*task.Message, error) {
 	args := make([]any, 0, len(cands)+1)
 	for _, m := range cands {
 		args = append(args, m.ID)
 	}
-	args = append(args, claimID)
+	args = append(args, token)
 	rows, err := db.QueryContext(ctx, fmt.Sprintf(qClaimed, placeholders(len(cands))), args...)
 	if err != nil {
 		return nil, err

@@ -98,7 +98,7 @@ type groupTask struct {
 // due), its failed tasks due and its oldest pending tasks due, by id (the
 // order they were submitted in), the groups served in turns so that a
 // group with thousands waiting takes no more than its share of Max.
-func (s *Store) TaskClaimGroups(ctx context.Context, claimID string, gc GroupClaim) (GroupClaimResult, error) {
+func (s *Store) TaskClaimGroups(ctx context.Context, gc GroupClaim) (GroupClaimResult, error) {
 	var res GroupClaimResult
 	if len(gc.Keys) == 0 || gc.Max <= 0 {
 		return res, nil
@@ -203,7 +203,7 @@ func (s *Store) TaskClaimGroups(ctx context.Context, claimID string, gc GroupCla
 		if len(ids) == 0 {
 			return nil
 		}
-		msgs, err := s.claimIDs(ctx, tx, ids, claimID)
+		msgs, err := s.claimIDs(ctx, tx, ids)
 		if err != nil {
 			return err
 		}

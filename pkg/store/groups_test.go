@@ -28,7 +28,7 @@ func claimGroups(t *testing.T, st *store.Store, l limit.Limit, max int, groups .
 	for i, g := range groups {
 		keys[i] = store.GroupKey("q", "imp", g)
 	}
-	res, err := st.TaskClaimGroups(t.Context(), "test", store.GroupClaim{Queue: "q", Limit: l, Keys: keys, Max: max})
+	res, err := st.TaskClaimGroups(t.Context(), store.GroupClaim{Queue: "q", Limit: l, Keys: keys, Max: max})
 	require.NoError(t, err)
 	return res
 }
@@ -149,7 +149,7 @@ func TestClaimFilterNamesGroups(t *testing.T) {
 	plain := insertGrouped(t, env, "q", "", task.Pending, 0)
 	other := insertGrouped(t, env, "other", "A", task.Pending, 0)
 	f := &store.ClaimFilter{Paused: func(string) bool { return false }, Grouped: func(q string) bool { return q == "q" }}
-	msgs, _, err := st.TaskClaimDueFiltered(t.Context(), "c1", 100, f)
+	msgs, _, err := st.TaskClaimDueFiltered(t.Context(), 100, f)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []int64{plain, other}, ids(msgs))
 	require.Equal(t, map[string]map[string]bool{"q": {store.GroupKey("q", "imp", "A"): true}}, f.Groups)
@@ -180,7 +180,7 @@ func TestClaimGroupsRace(t *testing.T) {
 	for range 8 {
 		go func() {
 			keys := []string{store.GroupKey("q", "imp", "A")}
-			res, err := st.TaskClaimGroups(t.Context(), "race", store.GroupClaim{Queue: "q", Limit: l, Keys: keys, Max: 100})
+			res, err := st.TaskClaimGroups(t.Context(), store.GroupClaim{Queue: "q", Limit: l, Keys: keys, Max: 100})
 			if err != nil {
 				t.Error(err)
 			}

@@ -44,14 +44,14 @@ func TestLockedRowsHoldBackOnlyThemselves(t *testing.T) {
 			}
 			release := holdLocks(t, b, locked...)
 
-			msgs, err := st.TaskClaimDue(b.ctx, "c1", 100)
+			msgs, err := st.TaskClaimDue(b.ctx, 100)
 			require.NoError(t, err)
 			require.Len(t, msgs, 8)
 			for _, m := range msgs {
 				require.False(t, isLocked[m.ID], "claimed a locked row")
 			}
 			// The claim leaves the locked rows out for a while.
-			again, err := st.TaskClaimDue(b.ctx, "c2", 100)
+			again, err := st.TaskClaimDue(b.ctx, 100)
 			require.NoError(t, err)
 			require.Empty(t, again)
 
@@ -108,7 +108,7 @@ func TestLockedRowsFilteredClaim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	f := &store.ClaimFilter{Paused: func(q string) bool { return q == "paused" }}
-	msgs, _, err := st.TaskClaimDueFiltered(ctx, "c1", 100, f)
+	msgs, _, err := st.TaskClaimDueFiltered(ctx, 100, f)
 	require.NoError(t, err)
 	require.Equal(t, []int64{all[4]}, ids(msgs))
 }
@@ -161,7 +161,7 @@ func TestHeldRowAmongABatch(t *testing.T) {
 		}
 		release := holdLocks(t, b, all[4])
 		reads := st.PreReads()
-		msgs, err := st.TaskClaimDue(ctx, "c1", 100)
+		msgs, err := st.TaskClaimDue(ctx, 100)
 		require.NoError(t, err)
 		require.Equal(t, append(slices.Clone(all[:4]), all[5:]...), ids(msgs))
 		require.Equal(t, int64(1), st.PreReads()-reads)
@@ -206,7 +206,7 @@ func TestHeldRowInALaterStatement(t *testing.T) {
 	n := store.MaxBatchRows + 20
 	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, priority, status, plan_next_run_at)
 		SELECT 'x', '{}', 5, 0, NOW(3) - INTERVAL 1 SECOND FROM seq_1_to_`+strconv.Itoa(n))
-	msgs, err := st.TaskClaimDue(ctx, "c1", n)
+	msgs, err := st.TaskClaimDue(ctx, n)
 	require.NoError(t, err)
 	require.Len(t, msgs, n)
 	fences := make([]store.Fence, n)
@@ -240,7 +240,7 @@ func TestFreeBatchesSkipTheLockingRead(t *testing.T) {
 		for range 5 {
 			insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
 		}
-		msgs, err := st.TaskClaimDue(b.ctx, "c1", 100)
+		msgs, err := st.TaskClaimDue(b.ctx, 100)
 		require.NoError(t, err)
 		require.Len(t, msgs, 5)
 		fences := make([]store.Fence, len(msgs))

@@ -71,14 +71,13 @@ var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code
 // qInsertRow is one VALUES tuple of an insert. plan_next_run_at is an
 // absolute instant when the second-to-last argument is set, else NOW(3) plus
 // a delay in microseconds. A row inserted dispatched (status 1) is set as
-// claimSQL sets a claimed one: attempt 1, dispatched_at NOW(3), worker_id
-// the claim id.
+// claimSQL sets a claimed one: attempt 1, dispatched_at NOW(3).
 const qInsertHead = `INSERT INTO task_center (task_code, task_type, queue, payload, cron_expr, timezone,
 	priority, delay, timeout, max_retry, unique_key, then_spec, batch_id, trace_parent, group_key,
-	status, attempt, dispatched_at, worker_id, plan_next_run_at) VALUES `
+	status, attempt, dispatched_at, plan_next_run_at) VALUES `
 
 const qInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-	?, ?, IF(? = 1, NOW(3), NULL), ?, COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
+	?, ?, IF(? = 1, NOW(3), NULL), COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND))`
 
 // qClaimCandidates selects due tasks in priority, then due-time order, with
 // everything a message needs and the database clock. The inner union has one
@@ -137,10 +136,10 @@ const claimCandidateArgs = 10
 // candidates; the index is forced because on a small table the optimizer
 // prefers a scan, which locks every row it reads and so waits on any row
 // someone else holds (see locked.go).
-func claimSQL(fences []Fence, claimID string, perRow bool, ahead time.Duration) []stmt {
+func claimSQL(fences []Fence, token uint64, perRow bool, ahead time.Duration) []stmt {
 	return batchSQL(fenceIDs(fences), perRow, func(b *byID, _ bool) {
-		b.sql("UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = ")
-		b.arg(claimID)
+		b.sql("UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = '', claim_token = ")
+		b.arg(token)
 		b.sql(" WHERE ")
 		b.in()
 		b.sql(" AND attempt = ")
@@ -149,9 +148,9 @@ func claimSQL(fences []Fence, claimID string, perRow bool, ahead time.Duration) 
 	})
 }
 
-// qClaimed reads back the rows a claim won, by its claim id, when some
+// qClaimed reads back the rows a claim won, by its claim token, when some
 // candidates were lost to another scheduler.
-const qClaimed = `SELECT id, attempt FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?`
+const qClaimed = `SELECT id, attempt FROM task_center WHERE id IN (%s) AND status = 1 AND claim_token = ?`
 
 // qNextDue returns seconds until the earliest pending or failed task is due
 // (negative when overdue, NULL when none): one index dive per waiting lane
@@ -463,16 +462,9 @@ func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
 			col("), NOW(3)), NOW(3) - INTERVAL ", dur)
 			b.sql(" MICROSECOND), COALESCE(dispatched_at, FROM_UNIXTIME(0))), " + c + ")")
 		}
-		col(", worker_id = COALESCE(", func(t *Transition, i int) any {
-			switch {
-			case t.To == task.Pending || t.To == task.Failed:
-				return ""
-			case ran(i):
-				return t.Run.WorkerID
-			}
-			return nil
-		})
-		b.sql(", worker_id), claim_token = ")
+		// Every transition ends its attempt: no worker holds the task
+		// after it (the attempt's worker is in its run row).
+		b.sql(", worker_id = '', claim_token = ")
 		b.arg(token)
 		b.sql(" WHERE ")
 		b.in()
@@ -682,14 +674,14 @@ const qQueueShrinkSpan = `UPDATE task_queue SET span = shards
 
 // qClaimIDs is the compare-and-set of a filtered claim, by primary key (so
 // it locks only its candidates).
-const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = ?
+const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = '', claim_token = ?
 	WHERE id IN (%s) AND status IN (0, 4) AND plan_next_run_at <= NOW(3)`
 
 // qClaimedRows reads back the messages a filtered claim won.
 var qClaimedRows = `SELECT id, attempt, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), trace_parent, UNIX_TIMESTAMP(plan_next_run_at),
 	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0), group_key
-	FROM task_center WHERE id IN (%s) AND status = 1 AND worker_id = ?
+	FROM task_center WHERE id IN (%s) AND status = 1 AND claim_token = ?
 	ORDER BY priority, plan_next_run_at, id`
 
 // unionPriorities joins one branch per priority (0-9) of format, which

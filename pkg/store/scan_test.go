@@ -172,7 +172,7 @@ func TestWaitingCountsAreIndexOnly(t *testing.T) {
 
 	// A claim takes tasks out of the waiting counts (the failed ones first:
 	// due longest at their priority) and into the dispatched ones.
-	msgs, err := st.TaskClaimDue(ctx, "test/counts", 10)
+	msgs, err := st.TaskClaimDue(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 10)
 	var failed int64

@@ -105,13 +105,13 @@ func TestRoutedQueue(t *testing.T) {
 
 	// The filtered claim (a queue paused) and the plain one.
 	f := &store.ClaimFilter{Paused: func(q string) bool { return q == "urgent" }}
-	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, "c1", 10, f)
+	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 	for _, m := range msgs {
 		require.Equal(t, want[m.ID], m.Queue)
 	}
-	msgs, err = st.TaskClaimDue(b.ctx, "c2", 10)
+	msgs, err = st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.Equal(t, "urgent", msgs[0].Queue)

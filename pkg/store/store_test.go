@@ -99,7 +99,7 @@ func TestSeedInsertIsClaimable(t *testing.T) {
 	id, err := res.LastInsertId()
 	require.NoError(t, err)
 
-	msgs, err := st.TaskClaimDue(b.ctx, "test/c1", 10)
+	msgs, err := st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	m := msgs[0]
@@ -138,18 +138,18 @@ func TestClaimOrderAndDueness(t *testing.T) {
 	dead := insertRaw(t, env, "x", 0, task.Dead, -time.Hour)
 	running := insertRaw(t, env, "x", 0, task.Running, -time.Hour)
 
-	got, err := st.TaskClaimDue(b.ctx, "test/c1", 2)
+	got, err := st.TaskClaimDue(b.ctx, 2)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []int64{d, c}, ids(got), "priority first, then due time")
-	got, err = st.TaskClaimDue(b.ctx, "test/c2", 1)
+	got, err = st.TaskClaimDue(b.ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, []int64{bb}, ids(got))
-	got, err = st.TaskClaimDue(b.ctx, "test/c3", 100)
+	got, err = st.TaskClaimDue(b.ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, []int64{a}, ids(got))
 
 	// Nothing else is ever due: future, finished, dead or running rows.
-	got, err = st.TaskClaimDue(b.ctx, "test/c4", 100)
+	got, err = st.TaskClaimDue(b.ctx, 100)
 	require.NoError(t, err)
 	require.Empty(t, got)
 	for _, id := range []int64{future, futureFailed, done, dead, running} {
@@ -160,7 +160,7 @@ func TestClaimOrderAndDueness(t *testing.T) {
 	require.Equal(t, 4, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 1 AND attempt = 1`))
 
 	// The claim of limit 0 is a no-op.
-	got, err = st.TaskClaimDue(b.ctx, "test/c5", 0)
+	got, err = st.TaskClaimDue(b.ctx, 0)
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
@@ -176,7 +176,7 @@ func TestClaimReturnsPriorityOrder(t *testing.T) {
 		id := insertRaw(t, b.env, "x", p, task.Pending, -time.Second)
 		want = append([]int64{id}, want...)
 	}
-	got, err := st.TaskClaimDue(b.ctx, "test/c1", 100)
+	got, err := st.TaskClaimDue(b.ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, want, ids(got), "a batch comes back in claim (priority) order")
 }
@@ -186,7 +186,7 @@ func TestClaimSetsAttemptAndStatus(t *testing.T) {
 	st, b := setup(t)
 	id := insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
 
-	msgs, err := st.TaskClaimDue(b.ctx, "node-a/d1", 10)
+	msgs, err := st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.Equal(t, 1, msgs[0].Attempt)
@@ -198,7 +198,7 @@ func TestClaimSetsAttemptAndStatus(t *testing.T) {
 	require.NotNil(t, tk.Dispatched)
 
 	// A dispatched task is not claimed again.
-	msgs, err = st.TaskClaimDue(b.ctx, "node-b/d1", 10)
+	msgs, err = st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, msgs)
 
@@ -207,7 +207,7 @@ func TestClaimSetsAttemptAndStatus(t *testing.T) {
 	ok, err := st.TaskTransition(b.ctx, []store.Transition{{ID: id, Attempt: 1, From: task.Dispatched, To: task.Pending, NextIn: &zero}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, ok)
-	msgs, err = st.TaskClaimDue(b.ctx, "node-b/d2", 10)
+	msgs, err = st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.Equal(t, 2, msgs[0].Attempt)
@@ -219,7 +219,7 @@ func TestMarkRunningFenced(t *testing.T) {
 	id := insertRaw(t, b.env, "x", 5, task.Pending, -time.Second)
 	other := insertRaw(t, b.env, "x", 5, task.Pending, time.Hour) // never dispatched
 
-	_, err := st.TaskClaimDue(b.ctx, "test/c1", 10)
+	_, err := st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 
 	ok, err := st.TaskMarkRunning(b.ctx, "w1", []store.Fence{{ID: id, Attempt: 2}, {ID: other, Attempt: 0}})
@@ -252,7 +252,7 @@ func TestTransitionFenced(t *testing.T) {
 	st, b := setup(t)
 	env := b.env
 	id := insertRaw(t, env, "x", 5, task.Pending, -time.Second)
-	_, err := st.TaskClaimDue(b.ctx, "test/c1", 10)
+	_, err := st.TaskClaimDue(b.ctx, 10)
 	require.NoError(t, err)
 	ok, err := st.TaskMarkRunning(b.ctx, "w1", []store.Fence{{ID: id, Attempt: 1}})
 	require.NoError(t, err)
@@ -342,7 +342,7 @@ func TestClaimCostBounded(t *testing.T) {
 	r0 := reads()
 	overhead := reads() - r0 // SHOW STATUS reads its own rows
 	r1 := reads()
-	msgs, err := st.TaskClaimDue(b.ctx, "test/big", 100)
+	msgs, err := st.TaskClaimDue(b.ctx, 100)
 	require.NoError(t, err)
 	claimReads := reads() - r1 - overhead
 	require.Len(t, msgs, 100)
@@ -354,7 +354,7 @@ func TestClaimCostBounded(t *testing.T) {
 
 	// The next claim, with nothing due, is as cheap.
 	r2 := reads()
-	msgs, err = st.TaskClaimDue(b.ctx, "test/big2", 100)
+	msgs, err = st.TaskClaimDue(b.ctx, 100)
 	require.NoError(t, err)
 	require.Empty(t, msgs)
 	require.Less(t, reads()-r2-overhead, int64(1000))

@@ -44,12 +44,12 @@ type TaskInsertParams struct {
 	// this one (default: Reject).
 	OnConflict Conflict
 	// Claim, for a one-off task due now, inserts it already dispatched,
-	// as a scheduler's claim leaves it: attempt 1, dispatched_at now,
-	// claimed by Claim (worker_id). Its result carries its message, for
+	// as a scheduler's claim leaves it: attempt 1, dispatched_at now.
+	// Its result carries its message, for
 	// DispatchQueue (the queue the row's queue resolves to); the caller
 	// pushes it. A task that is never pushed is found by recovery as a
 	// dispatched task whose message was lost.
-	Claim         string
+	Claim         bool
 	DispatchQueue string
 }
 
@@ -138,7 +138,7 @@ type insertedIDs struct {
 // result is the outcome of p, the k-th row of the insert.
 func (ids insertedIDs) result(p *TaskInsertParams, k int) TaskInsertResult {
 	r := TaskInsertResult{ID: ids.id + int64(k)*ids.step}
-	if p.Claim != "" {
+	if p.Claim {
 		r.Message = p.message(r.ID, ids.now)
 	}
 	return r
@@ -185,13 +185,13 @@ func insertRowsOn(ctx context.Context, db session, ps []TaskInsertParams, idx []
 			runAt = unixArg(p.RunAt)
 		}
 		status, attempt := task.Pending, 0
-		if p.Claim != "" {
+		if p.Claim {
 			status, attempt, claims = task.Dispatched, 1, true
 		}
 		args = append(args, p.Code, int(p.Type), p.Queue, string(p.Payload), nullString(p.CronExpr),
 			p.Timezone, p.Priority, int(p.Delay/time.Second), p.Timeout, p.MaxRetry,
 			nullString(p.UniqueKey), nullString(string(p.Then)), nullInt(p.BatchID), p.TraceParent, p.Group,
-			int(status), attempt, int(status), p.Claim, runAt, p.Delay.Microseconds())
+			int(status), attempt, int(status), runAt, p.Delay.Microseconds())
 	}
 	ids := insertedIDs{step: 1}
 	switch {

@@ -28,7 +28,7 @@ func TestRefusedResultDoesNotJamTheBatch(t *testing.T) {
 	p := producer.New(env.Store, nil, producer.Options{})
 	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "x"}, {Code: "x"}})
 	require.NoError(t, err)
-	msgs, err := env.Store.TaskClaimDue(ctx, "c", 10)
+	msgs, err := env.Store.TaskClaimDue(ctx, 10)
 	require.NoError(t, err)
 	fences := []store.Fence{{ID: msgs[0].ID, Attempt: msgs[0].Attempt}, {ID: msgs[1].ID, Attempt: msgs[1].Attempt}}
 	_, err = env.Store.TaskMarkRunning(ctx, "w", fences)
@@ -80,7 +80,7 @@ func TestRefusedResultFoundInFewWrites(t *testing.T) {
 	}
 	_, err := p.SubmitBatch(ctx, subs)
 	require.NoError(t, err)
-	msgs, err := env.Store.TaskClaimDue(ctx, "c", n)
+	msgs, err := env.Store.TaskClaimDue(ctx, n)
 	require.NoError(t, err)
 	require.Len(t, msgs, n)
 
@@ -115,7 +115,7 @@ func TestStaleResultLogNamesTheTask(t *testing.T) {
 	p := producer.New(env.Store, nil, producer.Options{})
 	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "mail"}})
 	require.NoError(t, err)
-	_, err = env.Store.TaskClaimDue(ctx, "c", 10)
+	_, err = env.Store.TaskClaimDue(ctx, 10)
 	require.NoError(t, err)
 
 	var buf bytes.Buffer
@@ -144,7 +144,7 @@ func TestResultsEndingApartShareAWrite(t *testing.T) {
 	subs := []producer.Submission{{Code: "x"}, {Code: "x"}, {Code: "x"}, {Code: "x"}, {Code: "x"}}
 	_, err := p.SubmitBatch(ctx, subs)
 	require.NoError(t, err)
-	msgs, err := env.Store.TaskClaimDue(ctx, "c", 10)
+	msgs, err := env.Store.TaskClaimDue(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 5)
 

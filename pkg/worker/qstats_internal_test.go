@@ -27,7 +27,7 @@ func TestCompleterCountsAppliedAttempts(t *testing.T) {
 	p := producer.New(env.Store, nil, producer.Options{})
 	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "x"}, {Code: "x"}, {Code: "x"}, {Code: "x"}})
 	require.NoError(t, err)
-	msgs, err := env.Store.TaskClaimDue(ctx, "c", 10)
+	msgs, err := env.Store.TaskClaimDue(ctx, 10)
 	require.NoError(t, err)
 	var fences []store.Fence
 	for _, m := range msgs {

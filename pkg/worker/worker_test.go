@@ -232,7 +232,7 @@ func TestStaleMessageIsDropped(t *testing.T) {
 	var calls atomic.Int32
 	var w atomic.Pointer[worker.Worker]
 	id := b.submit(t, producer.Submission{Code: "ok"})
-	msgs, err := b.env.Store.TaskClaimDue(context.Background(), "c1", 10)
+	msgs, err := b.env.Store.TaskClaimDue(context.Background(), 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	live := msgs[0].Attempt
@@ -545,8 +545,11 @@ func TestRunningMarkOnlyForLongAttempts(t *testing.T) {
 	b.dispatchUntil(t, "quick done", func() bool { return b.task(t, quick).Status == task.Succeeded })
 	require.Zero(t, st.marks.Load(), "no running mark for an attempt that ended first")
 	tk := b.task(t, quick)
-	require.Equal(t, w.ID(), tk.WorkerID, "the result records its worker")
-	require.NotNil(t, tk.StartedAt, "and its start")
+	require.Empty(t, tk.WorkerID, "no worker holds a task once its attempt ended")
+	runs, err := b.env.Store.RunList(context.Background(), quick, 10)
+	require.NoError(t, err)
+	require.Equal(t, w.ID(), runs[0].WorkerID, "its run records its worker")
+	require.NotNil(t, tk.StartedAt, "and the task its start")
 	// (The start comes from the worker's synced database clock: it may lead
 	// created_at by the sync's error, so it is not compared with it.)
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND started_at <= finished_at
@@ -563,6 +566,7 @@ func TestRunningMarkOnlyForLongAttempts(t *testing.T) {
 	require.Equal(t, fast.ID(), b.task(t, long).WorkerID)
 	close(release)
 	b.dispatchUntil(t, "long done", func() bool { return b.task(t, long).Status == task.Succeeded })
+	require.Empty(t, b.task(t, long).WorkerID, "emptied when the attempt ended")
 	require.Equal(t, []string{"succeeded"}, b.outcomes(t, long))
 	fast.Stop()
 

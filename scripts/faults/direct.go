@@ -216,7 +216,6 @@ func (s *suite) killSubmitter(ctx context.Context) (int, error) {
 	if !d.proc.running() {
 		return 0, fmt.Errorf("the submitter is not running (log %s)", d.proc.log)
 	}
-	pid := d.proc.cmd.Process.Pid
 	last := s.waitDirectInsert(ctx)
 	if err := addToxic(d.redis, "hold", "timeout", "upstream", `{"timeout":0}`); err != nil {
 		return 0, err
@@ -239,8 +238,7 @@ func (s *suite) killSubmitter(ctx context.Context) (int, error) {
 		if sent, err = s.messages(ctx, "append"); err != nil {
 			return err
 		}
-		ids, err = s.queryIDs(ctx, `SELECT id FROM task_center WHERE id > ? AND status = 1 AND attempt = 1 AND worker_id LIKE ?`,
-			last, submitterClaims(pid))
+		ids, err = s.queryIDs(ctx, `SELECT id FROM task_center WHERE id > ? AND `+insertedDispatched+` AND status = 1`, last)
 		return err
 	})
 	if err != nil {
@@ -288,12 +286,11 @@ func (s *suite) messages(ctx context.Context, q string) (map[int64]bool, error) 
 	return out, nil
 }
 
-// submitterClaims matches the claims of the tasks submitter pid inserted
-// dispatched (producer's dispatch.go: host/s<pid>.<boot>.<seq>).
-func submitterClaims(pid int) string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/s%d.%%", host, pid)
-}
+// insertedDispatched matches the direct tasks a submitter inserted
+// dispatched and no scheduler claimed since: every claim and every result
+// sets a claim token, and an insert leaves it 0. The rows after the hold's
+// start are the killed submitter's: the next one starts after the kill.
+const insertedDispatched = `task_code = 'append' AND unique_key LIKE 'd%' AND attempt = 1 AND claim_token = 0`
 
 // waitDirectInsert waits (at most 3 s) until the running submitter inserts
 // a task dispatched after the highest id it returns: its submit is then
@@ -302,11 +299,12 @@ func (s *suite) waitDirectInsert(ctx context.Context) (last int64) {
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM task_center`).Scan(&last); err != nil {
 		return last
 	}
-	like := submitterClaims(s.direct.proc.cmd.Process.Pid)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		var n int
-		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_center WHERE id > ? AND worker_id LIKE ?`, last, like).Scan(&n)
+		// Inserted dispatched: both stamps are the INSERT's NOW(3).
+		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_center WHERE id > ? AND task_code = 'append'
+			AND unique_key LIKE 'd%' AND dispatched_at = created_at`, last).Scan(&n)
 		if (err == nil && n > 0) || !startstop.Sleep(ctx, time.Millisecond) {
 			return last
 		}
