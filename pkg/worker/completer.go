@@ -67,9 +67,11 @@ type completer struct {
 	// it writes was queued, plus one (0: it writes none). Times are since
 	// epoch, on the monotonic clock.
 	writing [completerWriters]atomic.Int64
-	epoch   time.Time
-	runner  startstop.Runner
-	done    chan struct{} // closed when the writers exited
+	// wrote wakes the writer gathering a batch when a write ended.
+	wrote  chan struct{}
+	epoch  time.Time
+	runner startstop.Runner
+	done   chan struct{} // closed when the writers exited
 	// giveUp is when a stopping completer stops retrying (unix ns);
 	// discard drops what is queued (abort).
 	giveUp  atomic.Int64
@@ -83,6 +85,7 @@ func newCompleter(s Store, b Broker, workerID string, log *slog.Logger, stale *a
 	return &completer{
 		store: s, broker: b, workerID: workerID, log: log, stale: stale, now: time.Now, epoch: time.Now(),
 		in: make(chan completion, 4*completerBatchMax), done: make(chan struct{}), linger: completerLinger,
+		wrote: make(chan struct{}, 1),
 	}
 }
 
@@ -90,8 +93,8 @@ func newCompleter(s Store, b Broker, workerID string, log *slog.Logger, stale *a
 // while one waits for its commit, the next batch is already on its way.
 const completerWriters = 2
 
-// A batch of fewer than lingerEnough results waits up to completerLinger
-// after its first for more. A result that ends alone costs the server a
+// When no write is in flight, a batch of fewer than lingerEnough results
+// waits up to completerLinger after its first for more. A result that ends alone costs the server a
 // transaction of its own (about 0.8 ms of MySQL CPU here, four round
 // trips and a commit), and a queue whose tasks end one at a time (a slot
 // of a slow queue every few milliseconds) would write each so; past about
@@ -161,6 +164,10 @@ func (c *completer) loop(ctx context.Context, writing *atomic.Int64) {
 		writing.Store(int64(oldest) + 1)
 		held := c.write(ctx, batch)
 		writing.Store(0)
+		select {
+		case c.wrote <- struct{}{}:
+		default:
+		}
 		c.later(ctx, held)
 	}
 	for {
@@ -186,26 +193,43 @@ func (c *completer) loop(ctx context.Context, writing *atomic.Int64) {
 	}
 }
 
-// gather adds to batch what is queued and, while it holds fewer than
-// lingerEnough, what comes until c.linger after its first was queued.
+// gather adds to batch what is queued, then what comes while the other
+// writer writes, up to completerBatchMax: under load a write of a few
+// rows beside one in flight costs the server more per row than the full
+// statement it could have been, and its results would wait for the
+// server all the same. Once no write is in flight, a batch of fewer than
+// lingerEnough waits for more until c.linger after its first was queued.
 func (c *completer) gather(ctx context.Context, batch []completion) []completion {
 	batch = c.drain(batch)
-	if len(batch) >= lingerEnough {
-		return batch
-	}
 	t := time.NewTimer(c.linger - (time.Since(c.epoch) - batch[0].queued))
 	defer t.Stop()
-	for len(batch) < lingerEnough {
+	lingered := false
+	for len(batch) < completerBatchMax {
+		busy := c.writingNow()
+		if !busy && (len(batch) >= lingerEnough || lingered) {
+			return batch
+		}
 		select {
 		case cp := <-c.in:
 			batch = c.drain(append(batch, cp))
+		case <-c.wrote:
 		case <-t.C:
-			return batch
+			lingered = true
 		case <-ctx.Done():
 			return batch
 		}
 	}
 	return batch
+}
+
+// writingNow reports whether a writer is writing a batch.
+func (c *completer) writingNow() bool {
+	for i := range c.writing {
+		if c.writing[i].Load() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // waiting is how long the oldest result a writer is writing has waited

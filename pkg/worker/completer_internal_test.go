@@ -168,3 +168,62 @@ func TestResultsEndingApartShareAWrite(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	require.EqualValues(t, 1, cs.writes.Load())
 }
+
+// firstHung holds the first transition write until release is closed.
+type firstHung struct {
+	countingStore
+	calls   atomic.Int64
+	release chan struct{}
+}
+
+func (s *firstHung) TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error) {
+	if s.calls.Add(1) == 1 {
+		<-s.release
+	}
+	return s.countingStore.TaskTransition(ctx, ts)
+}
+
+// While one write is in flight, the results that end meanwhile gather into
+// one batch (up to completerBatchMax) instead of going out as soon as a
+// hundred of them are there: under load, full statements.
+func TestResultsGatherWhileAWriteIsInFlight(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	const n = 301
+	p := producer.New(env.Store, nil, producer.Options{})
+	subs := make([]producer.Submission, n)
+	for i := range subs {
+		subs[i].Code = "x"
+	}
+	_, err := p.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	msgs, err := env.Store.TaskClaimDue(ctx, 500)
+	require.NoError(t, err)
+	require.Len(t, msgs, n)
+
+	hs := &firstHung{countingStore: countingStore{Store: env.Store}, release: make(chan struct{})}
+	var stale atomic.Int64
+	c := newCompleter(hs, env.Broker, "w", slog.New(slog.NewTextHandler(io.Discard, nil)), &stale)
+	c.linger = time.Millisecond
+	require.NoError(t, c.Start(ctx))
+	defer c.stop(time.Second)
+	done := func(m *task.Message) completion {
+		return completion{queue: m.Queue, raw: "m", tr: store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched,
+			To: task.Succeeded, Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, Outcome: task.OutcomeSucceeded}}}
+	}
+	c.add(done(msgs[0]))
+	require.Eventually(t, func() bool { return c.writingNow() }, 10*time.Second, time.Millisecond, "the first write is in flight")
+	// Two waves of 150, each taken by the other writer before the next.
+	for _, wave := range [][]*task.Message{msgs[1:151], msgs[151:]} {
+		for _, m := range wave {
+			c.add(done(m))
+		}
+		require.Eventually(t, func() bool { return len(c.in) == 0 }, 10*time.Second, time.Millisecond)
+	}
+	close(hs.release)
+	require.Eventually(t, func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 3`) == n
+	}, 10*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, 2, hs.writes.Load(), "the held write and one of the 300 results after it")
+}

@@ -603,7 +603,10 @@ func TestHungResultWritesStopTaking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	const total = 1000 // what the scheduler's window lets into Redis
+	// More than the worker holds while its writes hang: two writers'
+	// batches and a full batch queued, 1,500.
+	const total = 1800
+	b.sched = scheduler.New(scheduler.Config{Node: "test", Window: total}, b.env.Store, b.env.Broker)
 	subs := make([]producer.Submission, total)
 	for i := range subs {
 		subs[i] = producer.Submission{Code: "quick", Queue: "q"}
