@@ -599,6 +599,7 @@ func TestShow(t *testing.T) {
 	require.Contains(t, text, "succeeded")
 	require.Contains(t, text, "boom")
 	require.Contains(t, text, "k1")
+	require.Regexp(t, `worker +w2 \(node n2\), its last run\n`, text, "a finished task's worker, from its newest run")
 
 	r := b.run(t, "show", "999999")
 	requireOneLineError(t, r, cli.ExitFailure)

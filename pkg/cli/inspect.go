@@ -183,7 +183,13 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 	if t.Group != "" {
 		row("group", t.Group)
 	}
-	row("worker", task.WithNode(t.WorkerID, node))
+	if t.WorkerID == "" && len(rs) > 0 {
+		// The task center names a worker only while the task runs; its
+		// last attempt's is in the newest run.
+		row("worker", task.WithNode(rs[0].WorkerID, rs[0].Node)+", its last run")
+	} else {
+		row("worker", task.WithNode(t.WorkerID, node))
+	}
 	row("next run", fmtTime(&t.PlanNextRun))
 	row("dispatched", fmtTime(t.Dispatched))
 	row("started", fmtTime(t.StartedAt))
