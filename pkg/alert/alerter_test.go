@@ -48,7 +48,7 @@ func (b *testBundle) run(t *testing.T, reg *handler.Registry) {
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, b.env.Store, b.env.Broker)
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(w.Stop)
-	sched := scheduler.New(scheduler.Config{Node: "n1", PollInterval: 50 * time.Millisecond, Logger: quiet}, b.env.Store, b.env.Broker)
+	sched := scheduler.New(scheduler.Config{PollInterval: 50 * time.Millisecond, Logger: quiet}, b.env.Store, b.env.Broker)
 	require.NoError(t, sched.Start(ctx))
 	t.Cleanup(sched.Stop)
 }

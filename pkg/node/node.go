@@ -120,7 +120,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	n.Queues = openQueues(ctx, cfg, st, br, log)
 	if cfg.HasRole("scheduler") {
 		n.Scheduler = scheduler.New(scheduler.Config{
-			Node: cfg.Node.ID, BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval,
+			BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval,
 			ProbeInterval: offIfZero(cfg.Scheduler.ProbeInterval),
 			Window:        cfg.Scheduler.Window, ClaimAhead: offIfZero(cfg.Scheduler.ClaimAhead), Logger: log,
 		}, st, br)

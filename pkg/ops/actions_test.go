@@ -146,7 +146,7 @@ func (b *testBundle) runFleet(t *testing.T, queue string, slots int, h handler.H
 	t.Cleanup(cache.Stop)
 	b.env.Broker.SetLayout(cache)
 	b.startWorker(t, queue, slots, h)
-	s := scheduler.New(scheduler.Config{Node: "n", PollInterval: 100 * time.Millisecond, Window: b.window}, b.env.Store, b.env.Broker)
+	s := scheduler.New(scheduler.Config{PollInterval: 100 * time.Millisecond, Window: b.window}, b.env.Store, b.env.Broker)
 	require.NoError(t, s.Start(context.Background()))
 	t.Cleanup(s.Stop)
 	return cache

@@ -149,7 +149,7 @@ func TestKillRunningExec(t *testing.T) {
 	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{"sleepy": 1}, Handlers: reg}, b.env.Store, b.env.Broker)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
-	s := scheduler.New(scheduler.Config{Node: "n"}, b.env.Store, b.env.Broker)
+	s := scheduler.New(scheduler.Config{}, b.env.Store, b.env.Broker)
 	id := b.submit(t, "sleepy")
 	require.Eventually(t, func() bool {
 		s.RunOnce(context.Background())
@@ -331,7 +331,7 @@ func TestKillDispatchedIsNotRun(t *testing.T) {
 	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{"q": 1}, Handlers: reg}, b.env.Store, b.env.Broker)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
-	s := scheduler.New(scheduler.Config{Node: "n"}, b.env.Store, b.env.Broker)
+	s := scheduler.New(scheduler.Config{}, b.env.Store, b.env.Broker)
 	submit := func(code string) int64 {
 		r, err := b.prod.Submit(context.Background(), producer.Submission{Code: code, Queue: "q"})
 		require.NoError(t, err)

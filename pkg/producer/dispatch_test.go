@@ -180,7 +180,7 @@ func TestSubmitLeavesClaimRulesToTheScheduler(t *testing.T) {
 	// grouped ones only with the layout and groups it follows, tested in
 	// pkg/scheduler).
 	time.Sleep(100 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the tasks' due times
-	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
+	sch := scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker)
 	_, err = sch.RunOnce(ctx)
 	require.NoError(t, err)
 	for _, id := range []int64{ids[0], ids[1], ids[2]} {
@@ -242,7 +242,7 @@ func TestSubmitPushFailsHandsBack(t *testing.T) {
 	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0 AND attempt = 1`, res.ID))
 	require.Equal(t, producer.Counts{HandedBack: 1}, cl.Counts())
 
-	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
+	sch := scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker)
 	n, err := sch.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -282,7 +282,7 @@ func TestSubmitterDiesBeforePush(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the 10 ms window
 	require.Equal(t, 1, rec(10*time.Millisecond).Redispatched)
 	requirePendingAt(t, env, res.ID, 1)
-	sch := scheduler.New(scheduler.Config{Node: "n", Logger: quiet}, env.Store, env.Broker)
+	sch := scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker)
 	n, err := sch.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)

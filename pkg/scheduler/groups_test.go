@@ -78,7 +78,7 @@ func TestSerialAcrossSchedulers(t *testing.T) {
 	lay := groupedLayout{"ledger": {Serial: limit.SerialOn}}
 	b.env.Broker.SetLayout(lay)
 	br2.SetLayout(lay)
-	s2 := scheduler.New(scheduler.Config{Node: "other", Logger: quiet}, st2, br2)
+	s2 := scheduler.New(scheduler.Config{Logger: quiet}, st2, br2)
 	var subs []producer.Submission
 	for range 4 {
 		subs = append(subs, producer.Submission{Code: "ledger", Group: "acct-1"})

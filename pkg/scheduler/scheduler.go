@@ -32,8 +32,6 @@ const (
 
 // Config configures a Scheduler.
 type Config struct {
-	// Node names this scheduler in claim ids.
-	Node string
 	// BatchSize is the number of tasks claimed per round trip. A full
 	// batch triggers the next claim at once.
 	BatchSize int

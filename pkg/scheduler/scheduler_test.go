@@ -30,7 +30,6 @@ var quiet = slog.New(slog.DiscardHandler)
 func setup(t *testing.T, cfg scheduler.Config) (*scheduler.Scheduler, *testBundle) {
 	t.Helper()
 	env := testenv.New(t)
-	cfg.Node = "node-" + t.Name()
 	cfg.Logger = quiet
 	s := scheduler.New(cfg, env.Store, env.Broker)
 	t.Cleanup(s.Stop)
@@ -81,11 +80,11 @@ func TestRunOnceRace(t *testing.T) {
 
 	// No worker takes from the queue: the window must hold all of them.
 	scheds := []*scheduler.Scheduler{
-		scheduler.New(scheduler.Config{Node: "a", BatchSize: 100, Window: total, Logger: quiet}, env.Store, env.Broker),
+		scheduler.New(scheduler.Config{BatchSize: 100, Window: total, Logger: quiet}, env.Store, env.Broker),
 	}
-	for _, node := range []string{"b", "c"} {
+	for range 2 { // two more nodes, each with its own connections
 		st, br := openHandles(t, env)
-		scheds = append(scheds, scheduler.New(scheduler.Config{Node: node, BatchSize: 100, Window: total, Logger: quiet}, st, br))
+		scheds = append(scheds, scheduler.New(scheduler.Config{BatchSize: 100, Window: total, Logger: quiet}, st, br))
 	}
 
 	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
@@ -169,7 +168,7 @@ func TestPushFailureHandsBack(t *testing.T) {
 		for br.Client().RPush(b.ctx, "other-app:blobs", blob).Err() == nil {
 		}
 	}
-	broken := scheduler.New(scheduler.Config{Node: "broken", BatchSize: 100, Logger: quiet}, env.Store, br)
+	broken := scheduler.New(scheduler.Config{BatchSize: 100, Logger: quiet}, env.Store, br)
 	n, err := broken.RunOnce(b.ctx)
 	require.Error(t, err)
 	require.Equal(t, 20, n)
@@ -189,7 +188,7 @@ func TestPushFailureHandsBack(t *testing.T) {
 	require.Zero(t, ql)
 
 	// A healthy scheduler dispatches them again, as attempt 2.
-	good := scheduler.New(scheduler.Config{Node: "good", BatchSize: 100, Logger: quiet}, env.Store, env.Broker)
+	good := scheduler.New(scheduler.Config{BatchSize: 100, Logger: quiet}, env.Store, env.Broker)
 	n, err = good.RunOnce(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, 20, n)
@@ -238,7 +237,7 @@ func TestStartStop(t *testing.T) {
 
 	// Concurrent Stops of a started scheduler, and a cancelled parent.
 	ctx, cancel := context.WithCancel(b.ctx)
-	s2 := scheduler.New(scheduler.Config{Node: "s2", Logger: quiet}, b.env.Store, b.env.Broker)
+	s2 := scheduler.New(scheduler.Config{Logger: quiet}, b.env.Store, b.env.Broker)
 	require.NoError(t, s2.Start(ctx))
 	cancel()
 	var wg sync.WaitGroup

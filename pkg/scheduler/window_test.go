@@ -48,7 +48,7 @@ func TestWindowBoundsRedis(t *testing.T) {
 	// what it takes makes room.
 	hb := &broker.Heartbeat{ID: "w1", Queues: []string{"hello"}, QueueSlots: map[string]int{"hello": 60}, Capacity: 60}
 	require.NoError(t, b.env.Broker.Beat(b.ctx, hb, time.Minute))
-	s2 := scheduler.New(scheduler.Config{Node: "n2", BatchSize: 50, Logger: quiet}, b.env.Store, b.env.Broker)
+	s2 := scheduler.New(scheduler.Config{BatchSize: 50, Logger: quiet}, b.env.Store, b.env.Broker)
 	require.Equal(t, 140, drain(t, s2, b))
 	taken, err := b.env.Broker.Take(b.ctx, "hello", "w1", 90, 0)
 	require.NoError(t, err)

@@ -53,7 +53,7 @@ func TestQueueFiguresMatchTaskRun(t *testing.T) {
 	_, err := prod.SubmitBatch(ctx, subs)
 	require.NoError(t, err)
 
-	sched := scheduler.New(scheduler.Config{Node: "test"}, env.Store, env.Broker)
+	sched := scheduler.New(scheduler.Config{}, env.Store, env.Broker)
 	require.Eventually(t, func() bool {
 		_, err := sched.RunOnce(ctx)
 		require.NoError(t, err)

@@ -48,7 +48,7 @@ func TestHungHandlerIsHealed(t *testing.T) {
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Metrics: m}, env.Store, env.Broker)
 	require.NoError(t, w.Start(ctx))
 	defer w.Stop()
-	sched := scheduler.New(scheduler.Config{Node: "n1", PollInterval: 50 * time.Millisecond, Logger: quiet}, env.Store, env.Broker)
+	sched := scheduler.New(scheduler.Config{PollInterval: 50 * time.Millisecond, Logger: quiet}, env.Store, env.Broker)
 	require.NoError(t, sched.Start(ctx))
 	defer sched.Stop()
 	exits := make(chan int, 1)
@@ -130,7 +130,7 @@ func TestLimitedQueueIsNotIdle(t *testing.T) {
 		_, err := prod.Submit(ctx, producer.Submission{Code: "slow"})
 		require.NoError(t, err)
 	}
-	sched := scheduler.New(scheduler.Config{Node: "n1", Logger: quiet}, env.Store, env.Broker)
+	sched := scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker)
 	_, err := sched.RunOnce(ctx)
 	require.NoError(t, err)
 	// One a minute: the first runs, two wait. The clock moves only once
@@ -180,7 +180,7 @@ func TestUnwrittenResultsExit(t *testing.T) {
 	defer close(st.Release)
 	_, err := producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
 	require.NoError(t, err)
-	_, err = scheduler.New(scheduler.Config{Node: "n1", Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
+	_, err = scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return w.ResultsWaiting() > 0 }, 10*time.Second, 10*time.Millisecond)
 

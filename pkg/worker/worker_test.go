@@ -35,7 +35,7 @@ func setup(t *testing.T) *testBundle {
 	env := testenv.New(t)
 	return &testBundle{
 		env:   env,
-		sched: scheduler.New(scheduler.Config{Node: "test"}, env.Store, env.Broker),
+		sched: scheduler.New(scheduler.Config{}, env.Store, env.Broker),
 		prod:  producer.New(env.Store, nil, producer.Options{}),
 		reg:   handler.NewRegistry(),
 	}
@@ -606,7 +606,7 @@ func TestHungResultWritesStopTaking(t *testing.T) {
 	// More than the worker holds while its writes hang: two writers'
 	// batches and a full batch queued, 1,500.
 	const total = 1800
-	b.sched = scheduler.New(scheduler.Config{Node: "test", Window: total}, b.env.Store, b.env.Broker)
+	b.sched = scheduler.New(scheduler.Config{Window: total}, b.env.Store, b.env.Broker)
 	subs := make([]producer.Submission, total)
 	for i := range subs {
 		subs[i] = producer.Submission{Code: "quick", Queue: "q"}
