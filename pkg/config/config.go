@@ -476,7 +476,7 @@ func (c *Config) Validate() error {
 		c.Node.ID = h
 	}
 	if len(c.Node.ID) > 100 {
-		c.Node.ID = c.Node.ID[:100] // task_run.node holds 128 characters, worker ids add to it
+		c.Node.ID = c.Node.ID[:100] // task_run.node holds 128 characters
 	}
 	for _, r := range c.Node.Roles {
 		if !slices.Contains(Roles, r) {
