@@ -65,6 +65,28 @@ func (s *countingStore) TaskTransition(ctx context.Context, ts []store.Transitio
 	return s.Store.TaskTransition(ctx, ts)
 }
 
+// claimedTasks submits n tasks of code x and claims them all.
+func claimedTasks(t *testing.T, env *testenv.Env, n int) []*task.Message {
+	t.Helper()
+	ctx := context.Background()
+	subs := make([]producer.Submission, n)
+	for i := range subs {
+		subs[i].Code = "x"
+	}
+	_, err := producer.New(env.Store, nil, producer.Options{}).SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	msgs, err := env.Store.TaskClaimDue(ctx, n)
+	require.NoError(t, err)
+	require.Len(t, msgs, n)
+	return msgs
+}
+
+// quickDone is the success of m's attempt, ended before its running mark.
+func quickDone(m *task.Message) completion {
+	return completion{queue: m.Queue, raw: "m", tr: store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched,
+		To: task.Succeeded, Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, Outcome: task.OutcomeSucceeded}}}
+}
+
 // A refused result in a large batch is found by halving the batch: a few
 // writes, not one per result (a refused batch of 500 cost 500 writes), and
 // every other result of the batch is written.
@@ -73,16 +95,7 @@ func TestRefusedResultFoundInFewWrites(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
 	const n = 64
-	p := producer.New(env.Store, nil, producer.Options{})
-	subs := make([]producer.Submission, n)
-	for i := range subs {
-		subs[i].Code = "x"
-	}
-	_, err := p.SubmitBatch(ctx, subs)
-	require.NoError(t, err)
-	msgs, err := env.Store.TaskClaimDue(ctx, n)
-	require.NoError(t, err)
-	require.Len(t, msgs, n)
+	msgs := claimedTasks(t, env, n)
 
 	cs := &countingStore{Store: env.Store}
 	var stale atomic.Int64
@@ -93,9 +106,8 @@ func TestRefusedResultFoundInFewWrites(t *testing.T) {
 		if i == n/3 {
 			result = "bad \xff\xfe"
 		}
-		batch[i] = completion{queue: m.Queue, raw: "m", tr: store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched,
-			To: task.Succeeded, SetResult: true, Result: result,
-			Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, Outcome: task.OutcomeSucceeded, Result: result}}}
+		batch[i] = quickDone(m)
+		batch[i].tr.SetResult, batch[i].tr.Result, batch[i].tr.Run.Result = true, result, result
 	}
 	c.write(ctx, batch)
 
@@ -140,13 +152,7 @@ func TestResultsEndingApartShareAWrite(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx := context.Background()
-	p := producer.New(env.Store, nil, producer.Options{})
-	subs := []producer.Submission{{Code: "x"}, {Code: "x"}, {Code: "x"}, {Code: "x"}, {Code: "x"}}
-	_, err := p.SubmitBatch(ctx, subs)
-	require.NoError(t, err)
-	msgs, err := env.Store.TaskClaimDue(ctx, 10)
-	require.NoError(t, err)
-	require.Len(t, msgs, 5)
+	msgs := claimedTasks(t, env, 5)
 
 	cs := &countingStore{Store: env.Store}
 	var stale atomic.Int64
@@ -154,14 +160,10 @@ func TestResultsEndingApartShareAWrite(t *testing.T) {
 	c.linger = time.Second
 	require.NoError(t, c.Start(ctx))
 	defer c.stop(time.Second)
-	done := func(m *task.Message) completion {
-		return completion{queue: m.Queue, raw: "m", tr: store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched,
-			To: task.Succeeded, Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, Outcome: task.OutcomeSucceeded}}}
-	}
-	c.add(done(msgs[0]))
+	c.add(quickDone(msgs[0]))
 	require.Eventually(t, func() bool { return len(c.in) == 0 }, 10*time.Second, time.Millisecond, "a writer takes the first")
 	for _, m := range msgs[1:] {
-		c.add(done(m))
+		c.add(quickDone(m))
 	}
 	require.Eventually(t, func() bool {
 		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 3`) == 5
@@ -191,16 +193,7 @@ func TestResultsGatherWhileAWriteIsInFlight(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
 	const n = 301
-	p := producer.New(env.Store, nil, producer.Options{})
-	subs := make([]producer.Submission, n)
-	for i := range subs {
-		subs[i].Code = "x"
-	}
-	_, err := p.SubmitBatch(ctx, subs)
-	require.NoError(t, err)
-	msgs, err := env.Store.TaskClaimDue(ctx, 500)
-	require.NoError(t, err)
-	require.Len(t, msgs, n)
+	msgs := claimedTasks(t, env, n)
 
 	hs := &firstHung{countingStore: countingStore{Store: env.Store}, release: make(chan struct{})}
 	var stale atomic.Int64
@@ -208,16 +201,12 @@ func TestResultsGatherWhileAWriteIsInFlight(t *testing.T) {
 	c.linger = time.Millisecond
 	require.NoError(t, c.Start(ctx))
 	defer c.stop(time.Second)
-	done := func(m *task.Message) completion {
-		return completion{queue: m.Queue, raw: "m", tr: store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched,
-			To: task.Succeeded, Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, Outcome: task.OutcomeSucceeded}}}
-	}
-	c.add(done(msgs[0]))
+	c.add(quickDone(msgs[0]))
 	require.Eventually(t, func() bool { return c.writingNow() }, 10*time.Second, time.Millisecond, "the first write is in flight")
 	// Two waves of 150, each taken by the other writer before the next.
 	for _, wave := range [][]*task.Message{msgs[1:151], msgs[151:]} {
 		for _, m := range wave {
-			c.add(done(m))
+			c.add(quickDone(m))
 		}
 		require.Eventually(t, func() bool { return len(c.in) == 0 }, 10*time.Second, time.Millisecond)
 	}
