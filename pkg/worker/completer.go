@@ -95,11 +95,12 @@ const completerWriters = 2
 
 // When no write is in flight, a batch of fewer than lingerEnough results
 // waits up to completerLinger after its first for more. A result that
-// ends alone costs the server a transaction of its own (about 0.8 ms of MySQL CPU here, four round
-// trips and a commit), and a queue whose tasks end one at a time (a slot
-// of a slow queue every few milliseconds) would write each so; past about
-// a hundred rows a statement the cost per row hardly falls. The slot is
-// free meanwhile: only the result's write waits.
+// ends alone costs the server a transaction of its own (about 0.8 ms of
+// MySQL CPU here, four round trips and a commit), and a queue whose
+// tasks end one at a time (a slot of a slow queue every few milliseconds)
+// would write each so; past about a hundred rows a statement the cost per
+// row hardly falls. The slot is free meanwhile: only the result's write
+// waits.
 const (
 	completerLinger = 10 * time.Millisecond
 	lingerEnough    = 100
