@@ -53,11 +53,11 @@ func LoadConfig(path string) (*Config, error) {
 // step is left for a later run while processes of an older release may
 // be running (docs/upgrading.md); `taskd migrate` says which and why.
 func Migrate(ctx context.Context, cfg *Config) ([]int, error) {
-	s, err := node.OpenStore(ctx, cfg)
+	s, err := node.OpenMigrationStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	res, err := node.Migrate(ctx, cfg, s, nil, false)
+	res, err := node.Migrate(ctx, cfg, s, nil, false, nil)
 	return res.Applied, err
 }

@@ -5,6 +5,8 @@ package e2e
 // against real `taskd run` processes.
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -298,4 +300,34 @@ func TestFaultFreshRedis(t *testing.T) {
 		firsts += strings.Count(log, `"level":"INFO","msg":"first start on this Redis`)
 	}
 	require.Equal(t, 1, firsts, "one node logs the first start, at INFO")
+}
+
+// A statement that outlasts mysql.read_timeout (here: its table locked by
+// another session) fails the command with its one line on stderr: the
+// driver's own log lines of the timed-out read stay out of it.
+func TestFaultReadTimeoutOneLine(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "mysql:\n  read_timeout: 1s\n")
+	yaml, err := os.ReadFile(b.config)
+	require.NoError(t, err)
+	// One mysql section: the timeout goes beside the DSN.
+	fixed := strings.Replace(strings.Replace(string(yaml), "mysql:\n  read_timeout: 1s\n", "", 1), "mysql:\n", "mysql:\n  read_timeout: 1s\n", 1)
+	require.NoError(t, os.WriteFile(b.config, []byte(fixed), 0o644))
+
+	conn, err := b.env.Store.DB().Conn(b.ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(b.ctx, `LOCK TABLES task_center WRITE`)
+	require.NoError(t, err)
+	defer conn.ExecContext(b.ctx, `UNLOCK TABLES`)
+
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, taskdBin, "--config", b.config, "list")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.Error(t, cmd.Run())
+	require.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line on stderr: %q", stderr.String())
+	require.True(t, strings.HasPrefix(stderr.String(), "taskd: "), stderr.String())
+	require.Contains(t, stderr.String(), "gave no answer within mysql.read_timeout")
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
@@ -95,6 +96,10 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 		return ee.code
 	}
 	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
+	if errors.Is(err, mysql.ErrInvalidConn) {
+		// The driver's word for a read that timed out or a dropped link.
+		msg += " (MySQL dropped the connection or gave no answer within mysql.read_timeout)"
+	}
 	fmt.Fprintf(a.Stderr, "taskd: %s\n", msg)
 	var re runError
 	if !errors.As(err, &re) {

@@ -36,12 +36,20 @@ the older processes otherwise (docs/upgrading.md).`,
 			if err != nil {
 				return err
 			}
-			st, err := node.OpenStore(cmd.Context(), c)
+			st, err := node.OpenMigrationStore(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			res, err := node.Migrate(cmd.Context(), c, st, a.migrations, contract)
+			// Long steps and waits are told as they happen: on stdout
+			// beside the text result, on stderr beside JSON.
+			progress := a.Stdout
+			if a.json() {
+				progress = a.Stderr
+			}
+			res, err := node.Migrate(cmd.Context(), c, st, a.migrations, contract, func(line string) {
+				fmt.Fprintln(progress, line)
+			})
 			if err != nil {
 				return err
 			}

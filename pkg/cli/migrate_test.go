@@ -160,3 +160,84 @@ func versions(migs []store.Migration) []int {
 	}
 	return out
 }
+
+// slowRelease is a release after the product's with one step of extra.
+func slowRelease(t *testing.T, stepSQL string) (migs []store.Migration, step store.Migration) {
+	t.Helper()
+	migs, err := store.Migrations()
+	require.NoError(t, err)
+	n := migs[len(migs)-1].Version
+	step = store.Migration{Version: n + 1, Name: fmt.Sprintf("%04d_slow.sql", n+1), SQL: stepSQL}
+	return append(migs, step), step
+}
+
+// A step that outlasts mysql.read_timeout, as a table rebuild does, is
+// waited for (it was cut off as an "invalid connection" while the server
+// went on with it), and one that runs long says so while it runs.
+func TestMigrateWaitsForALongStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := writeConfig(t, strings.Replace(b.env.ConfigYAML(handlersYAML), "mysql:\n", "mysql:\n  read_timeout: 1s\n", 1))
+	migs, step := slowRelease(t, "DO SLEEP(3.5);\n")
+
+	r := migrateWith(t, cfg, migs)
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.Empty(t, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3, r.stdout)
+	require.True(t, strings.HasPrefix(lines[0], "applying "+step.Name+" (running for 3s"), lines[0])
+	require.True(t, strings.HasPrefix(lines[1], "applied "+step.Name+" in 3."), lines[1])
+	require.Equal(t, fmt.Sprintf("applied migrations [%d]; schema version %d", step.Version, step.Version), lines[2])
+}
+
+// A step whose table another transaction holds gives way after a short
+// wait, so that the statements of the nodes queued behind its metadata
+// lock go on, names the transaction, and runs once it ends. Waiting on,
+// as the server's lock_wait_timeout (a day) has it, stopped every claim
+// and result.
+func TestMigrateGivesWayToAnOpenTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	migs, step := slowRelease(t, "ALTER TABLE task_queue ADD COLUMN IF NOT EXISTS extra INT;\n")
+	ctx := context.Background()
+	db := b.env.Store.DB()
+
+	holder, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer holder.Close()
+	var holderID int64
+	require.NoError(t, holder.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&holderID))
+	_, err = holder.ExecContext(ctx, `BEGIN`)
+	require.NoError(t, err)
+	_, err = holder.ExecContext(ctx, `SELECT COUNT(*) FROM task_queue`)
+	require.NoError(t, err)
+
+	done := make(chan result, 1)
+	go func() { done <- migrateWith(t, b.cfgPath, migs) }()
+	altering := func() bool {
+		return b.env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND STATE = 'Waiting for table metadata lock' AND INFO LIKE 'ALTER TABLE task_queue%'`) > 0
+	}
+	require.Eventually(t, altering, 30*time.Second, 20*time.Millisecond)
+
+	// A node's statement on the table, queued behind the ALTER's wait: it
+	// runs once the ALTER gives way, well within its own 10 s.
+	other, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.ExecContext(ctx, `SET SESSION lock_wait_timeout = 10`)
+	require.NoError(t, err)
+	_, err = other.ExecContext(ctx, `UPDATE task_queue SET paused = paused WHERE name = 'none'`)
+	require.NoError(t, err, "a statement queued behind the migration's wait")
+
+	// The ALTER tries again once it has told what it waits for.
+	require.Eventually(t, altering, 30*time.Second, 20*time.Millisecond)
+	_, err = holder.ExecContext(ctx, `COMMIT`)
+	require.NoError(t, err)
+	r := <-done
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, fmt.Sprintf("%s waits for its table, in use by another transaction (the oldest open one: connection %d of ", step.Name, holderID))
+	require.Contains(t, r.stdout, fmt.Sprintf("applied migrations [%d]", step.Version))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_queue' AND COLUMN_NAME = 'extra'`))
+}

@@ -94,9 +94,10 @@ func (g *registryGate) close() {
 
 // Migrate applies the task center's migrations as `taskd migrate` does:
 // ordinary ones at once, contract steps when the gate of cfg lets them
-// (force: `--contract`). migs nil means the embedded ones.
-func Migrate(ctx context.Context, cfg *config.Config, st *store.Store, migs []store.Migration, force bool) (store.MigrateResult, error) {
+// (force: `--contract`). migs nil means the embedded ones; progress, when
+// set, gets the lines of steps that run long or wait.
+func Migrate(ctx context.Context, cfg *config.Config, st *store.Store, migs []store.Migration, force bool, progress func(string)) (store.MigrateResult, error) {
 	g := &registryGate{cfg: cfg, force: force}
 	defer g.close()
-	return st.Migrate(ctx, store.MigrateParams{Migrations: migs, MayContract: g.mayContract})
+	return st.Migrate(ctx, store.MigrateParams{Migrations: migs, MayContract: g.mayContract, Progress: progress})
 }

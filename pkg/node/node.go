@@ -202,6 +202,15 @@ func OpenStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	return store.Open(ctx, cfg.MySQL.DSN, storeOptions(cfg, "mysql.dsn"))
 }
 
+// OpenMigrationStore opens the task center of cfg for migrations, whose
+// statements may rebuild a large table: the server answers only when it
+// is done, so they wait up to store.MigrateReadTimeout.
+func OpenMigrationStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	o := storeOptions(cfg, "mysql.dsn")
+	o.MinReadTimeout = store.MigrateReadTimeout
+	return store.Open(ctx, cfg.MySQL.DSN, o)
+}
+
 // storeOptions are the pool and session options of cfg's task center;
 // key names the DSN in errors.
 func storeOptions(cfg *config.Config, key string) store.Options {

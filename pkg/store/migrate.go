@@ -12,9 +12,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -86,6 +90,9 @@ type MigrateParams struct {
 	// without one (nothing of taskd can be running on it). Nil defers
 	// every such step.
 	MayContract func(ctx context.Context, m Migration) (deferReason string)
+	// Progress, when set, is told in a line for a person what a step
+	// that runs long or waits for its table is doing.
+	Progress func(line string)
 }
 
 // MigrateResult is what Migrate did.
@@ -127,10 +134,21 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 	}
 	defer conn.Close()
 	var got int
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK('taskd_migrate', 60)`).Scan(&got); err != nil || got != 1 {
+	// The lock is the database's: task centers side by side on one server
+	// migrate independently (names are server-wide, of at most 64
+	// characters).
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(`+migrateLock+`, 60)`).Scan(&got); err != nil || got != 1 {
 		return res, fmt.Errorf("migrate: could not take the migration lock (another migrate running?): %v", err)
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK('taskd_migrate')`)
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(`+migrateLock+`)`)
+	// A step's ALTER waits for the table's metadata lock, and every
+	// statement on the table queues behind the wait: one transaction left
+	// open on task_center would stop every node's claims and results for
+	// the server's lock_wait_timeout (a day by default). The wait is
+	// short and tried again instead (applyStep).
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`SET SESSION lock_wait_timeout = %d`, int(migrateLockWait/time.Second))); err != nil {
+		return res, fmt.Errorf("migrate: %w", err)
+	}
 
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS taskd_schema (
 		version INT NOT NULL PRIMARY KEY,
@@ -173,10 +191,8 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 				return res, err
 			}
 		}
-		for _, stmt := range splitStatements(m.SQL) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return res, fmt.Errorf("migration %s: %w", m.Name, err)
-			}
+		if err := s.applyStep(ctx, conn, m, p.Progress); err != nil {
+			return res, err
 		}
 		if _, err := conn.ExecContext(ctx, `INSERT INTO taskd_schema (version, name, contract) VALUES (?, ?, ?)`, m.Version, m.Name, m.Contract); err != nil {
 			return res, fmt.Errorf("migration %s: record: %w", m.Name, err)
@@ -422,4 +438,105 @@ func splitStatements(src string) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// migrateLock names the migration lock of the connection's database.
+const migrateLock = `CONCAT('taskd_migrate.', MD5(DATABASE()))`
+
+// Migration steps run long on a large table (a rebuild: about 17 s a
+// million rows here) and wait for other transactions on it.
+const (
+	// MigrateReadTimeout is the read timeout a migrating connection
+	// needs at least: the server answers a table rebuild only when it is
+	// done. A dead server is still found by TCP keepalives, and an
+	// interrupt stops the statement (applyStep).
+	MigrateReadTimeout = 24 * time.Hour
+	// migrateLockWait is how long a step's statement waits for its
+	// table's metadata lock before it gives way; migrateLockTries how
+	// often it tries, migrateLockWait apart.
+	migrateLockWait  = 3 * time.Second
+	migrateLockTries = 20
+	// migrateSlow: a step still running after this is announced.
+	migrateSlow = 3 * time.Second
+)
+
+// applyStep runs the statements of m on conn. Each is idempotent, so one
+// that timed out waiting for its table's metadata lock runs again, up to
+// migrateLockTries times. When ctx ends, the statement is stopped on the
+// server too, which otherwise goes on with it (and with the migration
+// lock) after the connection is gone.
+func (s *Store) applyStep(ctx context.Context, conn *sql.Conn, m Migration, progress func(string)) error {
+	// The slow step's line comes from a timer, beside the waits' lines.
+	var mu sync.Mutex
+	say := func(line string) {
+		if progress != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			progress(line)
+		}
+	}
+	var connID int64
+	if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&connID); err != nil {
+		return fmt.Errorf("migration %s: %w", m.Name, err)
+	}
+	start := time.Now()
+	var slow atomic.Bool
+	announce := time.AfterFunc(migrateSlow, func() {
+		slow.Store(true)
+		say(fmt.Sprintf("applying %s (running for %s; a table rebuild takes about 17 s a million rows)", m.Name, migrateSlow))
+	})
+	defer announce.Stop()
+	for _, stmt := range splitStatements(m.SQL) {
+		began := time.Now()
+		for try := 1; ; try++ {
+			_, err := conn.ExecContext(ctx, stmt)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				s.killQuery(ctx, connID)
+				return fmt.Errorf("migration %s: interrupted: %w", m.Name, ctx.Err())
+			}
+			if !isLockWait(err) {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			holder := s.oldestTransaction(ctx, connID)
+			if try == migrateLockTries {
+				return fmt.Errorf("migration %s: its table stayed in use by another transaction for %s (%s): end it, or wait for a quiet minute, and run taskd migrate again",
+					m.Name, time.Since(began).Round(time.Second), holder)
+			}
+			say(fmt.Sprintf("%s waits for its table, in use by another transaction (%s); trying again (%d of %d)", m.Name, holder, try+1, migrateLockTries))
+			if !startstop.Sleep(ctx, migrateLockWait) {
+				return fmt.Errorf("migration %s: interrupted: %w", m.Name, ctx.Err())
+			}
+		}
+	}
+	if announce.Stop() || !slow.Load() {
+		return nil
+	}
+	say(fmt.Sprintf("applied %s in %s", m.Name, time.Since(start).Round(100*time.Millisecond)))
+	return nil
+}
+
+// killQuery stops the statement connection id runs on the server.
+func (s *Store) killQuery(ctx context.Context, id int64) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	// Best effort: the statement may be over already.
+	_, _ = s.db.ExecContext(kctx, fmt.Sprintf(`KILL QUERY %d`, id))
+}
+
+// oldestTransaction describes the oldest open InnoDB transaction of
+// another connection: most often what holds a table's metadata lock.
+func (s *Store) oldestTransaction(ctx context.Context, self int64) string {
+	var id, secs int64
+	var user, host string
+	err := s.db.QueryRowContext(ctx, `SELECT t.trx_mysql_thread_id, TIMESTAMPDIFF(SECOND, t.trx_started, NOW()),
+		COALESCE(p.USER, ''), COALESCE(p.HOST, '')
+		FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+		WHERE t.trx_mysql_thread_id <> ? ORDER BY t.trx_started LIMIT 1`, self).Scan(&id, &secs, &user, &host)
+	if err != nil {
+		return "no open transaction seen; perhaps LOCK TABLES or a long query"
+	}
+	return fmt.Sprintf("the oldest open one: connection %d of %s@%s, open %ds; KILL %d ends it", id, user, host, secs, id)
 }

@@ -52,6 +52,10 @@ type Options struct {
 	// Key is the configuration key of the DSN, named in errors that only
 	// a change of it fixes (default mysql.dsn).
 	Key string
+	// MinReadTimeout raises the read timeout of statements, the DSN's
+	// included, to at least this (migrations: MigrateReadTimeout); the
+	// checks of Open keep the configured one.
+	MinReadTimeout time.Duration
 }
 
 // Store is a handle on the task center.
@@ -82,6 +86,11 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The handshake, the session's settings and the probes below are a
+	// few round trips each.
+	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout+cfg.ReadTimeout)
+	defer cancel()
+	cfg.ReadTimeout = max(cfg.ReadTimeout, o.MinReadTimeout)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysql dsn: %w", err)
@@ -95,10 +104,6 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	s := &Store{db: db}
-	// The handshake, the session's settings and the probes below are a
-	// few round trips each.
-	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout+cfg.ReadTimeout)
-	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
 		if cerr := configError(err, cfg, cmp.Or(o.Key, "mysql.dsn")); cerr != nil {
@@ -143,11 +148,20 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = cmp.Or(o.WriteTimeout, WriteTimeoutDefault)
 	}
+	// The driver's own log lines (a read that timed out, a connection
+	// reset) would land raw on a command's stderr beside its one-line
+	// error; every one of them is also returned as an error.
+	cfg.Logger = quietDriver{}
 	// One round trip per statement instead of prepare/execute/close.
 	cfg.InterpolateParams = true
 	cfg.MultiStatements = false
 	return cfg, nil
 }
+
+// quietDriver drops the driver's log lines.
+type quietDriver struct{}
+
+func (quietDriver) Print(...any) {}
 
 // DB exposes the pool for tests and benchmarks.
 func (s *Store) DB() *sql.DB { return s.db }
