@@ -133,6 +133,9 @@ func TestFaultCannotHeal(t *testing.T) {
 		{"unknown database", func(t *testing.T, env *testenv.Env) string {
 			return cannotHealConfig(t, env, withDSN(t, env.DSN, func(c *mysql.Config) { c.DBName = env.Database + "_nosuch" }), "")
 		}, "unknown database \"taskd_test_"},
+		{"no database in the DSN", func(t *testing.T, env *testenv.Env) string {
+			return cannotHealConfig(t, env, withDSN(t, env.DSN, func(c *mysql.Config) { c.DBName = "" }), "")
+		}, "mysql.dsn names no database"},
 		{"schema missing", func(t *testing.T, env *testenv.Env) string {
 			env.Exec(t, `DROP TABLE taskd_schema`)
 			return cannotHealConfig(t, env, env.DSN, "")

@@ -227,6 +227,18 @@ func TestDatabaseDown(t *testing.T) {
 	}
 }
 
+// A DSN that names no database is a configuration error, said as such:
+// every statement would fail "No database selected".
+func TestDSNWithoutDatabase(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "mysql:\n  dsn: \"root:@tcp(127.0.0.1:3306)/\"\n"+handlersYAML)
+	for _, args := range [][]string{{"list"}, {"migrate"}, {"submit", "hello"}} {
+		r := runCLI(t, path, "", args...)
+		requireOneLineError(t, r, cli.ExitFailure)
+		require.Contains(t, r.stderr, "mysql.dsn names no database", "taskd %v", args)
+	}
+}
+
 func TestSubmit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

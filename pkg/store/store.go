@@ -86,6 +86,11 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Without one every statement fails "No database selected", which no
+	// retry mends.
+	if cfg.DBName == "" {
+		return nil, task.Configf("%s names no database: end it with one, as in user:password@tcp(%s)/taskd", cmp.Or(o.Key, "mysql.dsn"), cfg.Addr)
+	}
 	// The handshake, the session's settings and the probes below are a
 	// few round trips each.
 	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout+cfg.ReadTimeout)
