@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // For the scan-cost tests of package store_test.
 var (
@@ -63,3 +66,11 @@ var (
 	StatsInflightSQL    = qStatsInflight
 	PurgeTasksSQL       = qPurgeTasks
 )
+
+// MigrateLockTimes sets how long one try for the migration lock waits and
+// how long its holder may sit idle, until the test ends.
+func MigrateLockTimes(t interface{ Cleanup(func()) }, poll, idle time.Duration) {
+	p, i := migrateLockPoll, migrateHolderIdle
+	migrateLockPoll, migrateHolderIdle = poll, idle
+	t.Cleanup(func() { migrateLockPoll, migrateHolderIdle = p, i })
+}

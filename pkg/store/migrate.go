@@ -133,12 +133,9 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 		return res, fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Close()
-	var got int
-	// The lock is the database's: task centers side by side on one server
-	// migrate independently (names are server-wide, of at most 64
-	// characters).
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(`+migrateLock+`, 60)`).Scan(&got); err != nil || got != 1 {
-		return res, fmt.Errorf("migrate: could not take the migration lock (another migrate running?): %v", err)
+	say := syncLines(p.Progress)
+	if err := s.takeMigrateLock(ctx, conn, say); err != nil {
+		return res, err
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(`+migrateLock+`)`)
 	// A step's ALTER waits for the table's metadata lock, and every
@@ -191,7 +188,7 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 				return res, err
 			}
 		}
-		if err := s.applyStep(ctx, conn, m, p.Progress); err != nil {
+		if err := s.applyStep(ctx, conn, m, say); err != nil {
 			return res, err
 		}
 		if _, err := conn.ExecContext(ctx, `INSERT INTO taskd_schema (version, name, contract) VALUES (?, ?, ?)`, m.Version, m.Name, m.Contract); err != nil {
@@ -440,8 +437,73 @@ func splitStatements(src string) []string {
 	return out
 }
 
-// migrateLock names the migration lock of the connection's database.
+// syncLines calls progress (nil: nothing) one line at a time: a slow
+// step's line comes from a timer, beside the waits' lines.
+func syncLines(progress func(string)) func(string) {
+	var mu sync.Mutex
+	return func(line string) {
+		if progress != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			progress(line)
+		}
+	}
+}
+
+// migrateLock names the migration lock of the connection's database:
+// task centers side by side on one server migrate independently (lock
+// names are the server's, of at most 64 characters).
 const migrateLock = `CONCAT('taskd_migrate.', MD5(DATABASE()))`
+
+// migrateLockPoll is how long one try for the migration lock waits;
+// migrateHolderIdle how long its holder may sit idle, running no
+// statement, before the wait is given up.
+var (
+	migrateLockPoll   = 10 * time.Second
+	migrateHolderIdle = 60 * time.Second
+)
+
+// takeMigrateLock takes the database's migration lock on conn. Deploy
+// scripts run migrate on every host at once: the others wait as long as
+// the one that holds it works (a rebuild takes minutes), saying what it
+// runs, and give up only when it sits idle.
+func (s *Store) takeMigrateLock(ctx context.Context, conn *sql.Conn, say func(string)) error {
+	for {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT GET_LOCK(%s, %d)`, migrateLock, max(1, int(migrateLockPoll/time.Second)))).Scan(&got); err != nil {
+			return fmt.Errorf("migrate: take the migration lock: %w", err)
+		}
+		if got.Valid && got.Int64 == 1 {
+			return nil
+		}
+		var id, secs sql.NullInt64
+		var command, info sql.NullString
+		err := conn.QueryRowContext(ctx, `SELECT p.ID, p.COMMAND, p.TIME, p.INFO FROM information_schema.PROCESSLIST p
+			WHERE p.ID = IS_USED_LOCK(`+migrateLock+`)`).Scan(&id, &command, &secs, &info)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			continue // released meanwhile
+		case err != nil:
+			return fmt.Errorf("migrate: find the migration lock's holder: %w", err)
+		case command.String == "Sleep" && time.Duration(secs.Int64)*time.Second >= migrateHolderIdle:
+			return fmt.Errorf("migrate: the migration lock is held by connection %d, idle for %ds: a migrate that hangs, or a session that took it; KILL %d frees it",
+				id.Int64, secs.Int64, id.Int64)
+		case info.Valid:
+			say(fmt.Sprintf("waiting for another taskd migrate: connection %d runs %q, for %ds", id.Int64, firstLine(info.String, 60), secs.Int64))
+		default:
+			say(fmt.Sprintf("waiting for another taskd migrate (connection %d)", id.Int64))
+		}
+	}
+}
+
+// firstLine is the start of s's first line, at most n bytes.
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
 
 // Migration steps run long on a large table (a rebuild: about 17 s a
 // million rows here) and wait for other transactions on it.
@@ -465,16 +527,7 @@ const (
 // migrateLockTries times. When ctx ends, the statement is stopped on the
 // server too, which otherwise goes on with it (and with the migration
 // lock) after the connection is gone.
-func (s *Store) applyStep(ctx context.Context, conn *sql.Conn, m Migration, progress func(string)) error {
-	// The slow step's line comes from a timer, beside the waits' lines.
-	var mu sync.Mutex
-	say := func(line string) {
-		if progress != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			progress(line)
-		}
-	}
+func (s *Store) applyStep(ctx context.Context, conn *sql.Conn, m Migration, say func(string)) error {
 	var connID int64
 	if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&connID); err != nil {
 		return fmt.Errorf("migration %s: %w", m.Name, err)

@@ -45,3 +45,42 @@ func TestInterruptedMigrationStopsItsStatement(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, n, v)
 }
+
+// A migrate that finds the database's migration lock taken waits while
+// its holder works, saying so, and gives up, naming it, once the holder
+// sits idle: deploy scripts run migrate on every host at once, and a
+// rebuild on the first takes minutes.
+func TestMigrateWaitsForTheLockWhileItsHolderWorks(t *testing.T) {
+	// Not parallel: it changes the lock's timings for the package.
+	env := testenv.New(t)
+	store.MigrateLockTimes(t, time.Second, 3*time.Second)
+	ctx := context.Background()
+	holder, err := env.Store.DB().Conn(ctx)
+	require.NoError(t, err)
+	defer holder.Close()
+	var holderID int64
+	require.NoError(t, holder.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&holderID))
+	var got int
+	require.NoError(t, holder.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())), 0)`).Scan(&got))
+	require.Equal(t, 1, got)
+
+	// The holder works (runs a statement) for 2 s: the migrate waits.
+	var lines []string
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.Store.Migrate(ctx, store.MigrateParams{Progress: func(l string) { lines = append(lines, l) }})
+		done <- err
+	}()
+	_, err = holder.ExecContext(ctx, `DO SLEEP(2)`)
+	require.NoError(t, err)
+	_, err = holder.ExecContext(ctx, `DO RELEASE_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())))`)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.NotEmpty(t, lines)
+	require.Regexp(t, fmt.Sprintf(`^waiting for another taskd migrate: connection %d runs "DO SLEEP\(2\)", for \ds$`, holderID), lines[0])
+
+	// An idle holder is given up on, by name.
+	require.NoError(t, holder.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())), 0)`).Scan(&got))
+	_, err = env.Store.Migrate(ctx, store.MigrateParams{})
+	require.ErrorContains(t, err, fmt.Sprintf("the migration lock is held by connection %d, idle for", holderID))
+}
