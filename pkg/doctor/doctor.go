@@ -146,10 +146,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 
 // downFix is the fix for a server that could not be opened: fix when it
 // does not answer, else (it answered and refused: bad credentials, an
-// unknown database) what its error says, which starting it would not.
+// unknown database; or the DSN names no database) what its error says,
+// which starting it would not.
 func downFix(err error, fix string) string {
 	if task.ErrorCode(err) == task.CodeConfig {
-		return "it answers but refuses: do what the error says"
+		return "do what the error says: (re)starting the server would not help"
 	}
 	return fix
 }

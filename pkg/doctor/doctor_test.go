@@ -297,8 +297,14 @@ func TestRefused(t *testing.T) {
 	r := (&testBundle{cfg: load(t, "mysql: { dsn: \""+dsn.FormatDSN()+"\" }\nredis: { addr: \""+addr+"\" }\n")}).run(t, doctor.Options{})
 	for name, detail := range map[string]string{"mysql": "fix the user or password in mysql.dsn", "redis": addr} {
 		requireStatus(t, r, name, doctor.Fail, detail)
-		require.Equal(t, "it answers but refuses: do what the error says", check(t, r, name).Fix, name)
+		require.Equal(t, "do what the error says: (re)starting the server would not help", check(t, r, name).Fix, name)
 	}
+
+	// A DSN that names no database is refused before any server is asked.
+	dsn.Passwd, dsn.DBName = strings.TrimPrefix(dsn.Passwd, "wrong-"), ""
+	r = (&testBundle{cfg: load(t, "mysql: { dsn: \""+dsn.FormatDSN()+"\" }\n")}).run(t, doctor.Options{})
+	requireStatus(t, r, "mysql", doctor.Fail, "mysql.dsn names no database")
+	require.Equal(t, "do what the error says: (re)starting the server would not help", check(t, r, "mysql").Fix)
 }
 
 // Pool handlers: a program that cannot start from this host, and a pool a
