@@ -468,21 +468,38 @@ var (
 // the one that holds it works (a rebuild takes minutes), saying what it
 // runs, and give up only when it sits idle.
 func (s *Store) takeMigrateLock(ctx context.Context, conn *sql.Conn, say func(string)) error {
+	var unseen time.Time // since when the holder could not be seen
 	for {
-		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT GET_LOCK(%s, %d)`, migrateLock, max(1, int(migrateLockPoll/time.Second)))).Scan(&got); err != nil {
+		var got, id sql.NullInt64
+		if err := conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT GET_LOCK(%s, %d), IS_USED_LOCK(%[1]s)`,
+			migrateLock, max(1, int(migrateLockPoll/time.Second)))).Scan(&got, &id); err != nil {
 			return fmt.Errorf("migrate: take the migration lock: %w", err)
 		}
 		if got.Valid && got.Int64 == 1 {
 			return nil
 		}
-		var id, secs sql.NullInt64
-		var command, info sql.NullString
-		err := conn.QueryRowContext(ctx, `SELECT p.ID, p.COMMAND, p.TIME, p.INFO FROM information_schema.PROCESSLIST p
-			WHERE p.ID = IS_USED_LOCK(`+migrateLock+`)`).Scan(&id, &command, &secs, &info)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		if !id.Valid {
 			continue // released meanwhile
+		}
+		var secs sql.NullInt64
+		var command, info sql.NullString
+		err := conn.QueryRowContext(ctx, `SELECT COMMAND, TIME, INFO FROM information_schema.PROCESSLIST WHERE ID = ?`,
+			id.Int64).Scan(&command, &secs, &info)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Another account's session, which this one sees only with
+			// the PROCESS privilege: working or idle cannot be told.
+			if unseen.IsZero() {
+				unseen = time.Now()
+			}
+			if time.Since(unseen) >= migrateHolderIdle {
+				return fmt.Errorf("migrate: the migration lock is held by connection %d of another account, which this one cannot see (it needs the PROCESS privilege), for %s; KILL %d frees it",
+					id.Int64, time.Since(unseen).Round(time.Second), id.Int64)
+			}
+			say(fmt.Sprintf("waiting for another taskd migrate (connection %d, another account's)", id.Int64))
+			continue
+		}
+		unseen = time.Time{}
+		switch {
 		case err != nil:
 			return fmt.Errorf("migrate: find the migration lock's holder: %w", err)
 		case command.String == "Sleep" && time.Duration(secs.Int64)*time.Second >= migrateHolderIdle:
@@ -565,7 +582,7 @@ func (s *Store) applyStep(ctx context.Context, conn *sql.Conn, m Migration, say 
 		}
 	}
 	if announce.Stop() || !slow.Load() {
-		return nil
+		return nil // not announced: nothing to close
 	}
 	say(fmt.Sprintf("applied %s in %s", m.Name, time.Since(start).Round(100*time.Millisecond)))
 	return nil
@@ -588,8 +605,11 @@ func (s *Store) oldestTransaction(ctx context.Context, self int64) string {
 		COALESCE(p.USER, ''), COALESCE(p.HOST, '')
 		FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
 		WHERE t.trx_mysql_thread_id <> ? ORDER BY t.trx_started LIMIT 1`, self).Scan(&id, &secs, &user, &host)
-	if err != nil {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
 		return "no open transaction seen; perhaps LOCK TABLES or a long query"
+	case err != nil:
+		return fmt.Sprintf("its open transactions could not be read: %v", err)
 	}
 	return fmt.Sprintf("the oldest open one: connection %d of %s@%s, open %ds; KILL %d ends it", id, user, host, secs, id)
 }

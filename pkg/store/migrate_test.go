@@ -2,10 +2,13 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/store"
@@ -55,14 +58,7 @@ func TestMigrateWaitsForTheLockWhileItsHolderWorks(t *testing.T) {
 	env := testenv.New(t)
 	store.MigrateLockTimes(t, time.Second, 3*time.Second)
 	ctx := context.Background()
-	holder, err := env.Store.DB().Conn(ctx)
-	require.NoError(t, err)
-	defer holder.Close()
-	var holderID int64
-	require.NoError(t, holder.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&holderID))
-	var got int
-	require.NoError(t, holder.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())), 0)`).Scan(&got))
-	require.Equal(t, 1, got)
+	holder, holderID := lockHolder(t, env)
 
 	// The holder works (runs a statement) for 2 s: the migrate waits.
 	var lines []string
@@ -71,7 +67,7 @@ func TestMigrateWaitsForTheLockWhileItsHolderWorks(t *testing.T) {
 		_, err := env.Store.Migrate(ctx, store.MigrateParams{Progress: func(l string) { lines = append(lines, l) }})
 		done <- err
 	}()
-	_, err = holder.ExecContext(ctx, `DO SLEEP(2)`)
+	_, err := holder.ExecContext(ctx, `DO SLEEP(2)`)
 	require.NoError(t, err)
 	_, err = holder.ExecContext(ctx, `DO RELEASE_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())))`)
 	require.NoError(t, err)
@@ -80,7 +76,90 @@ func TestMigrateWaitsForTheLockWhileItsHolderWorks(t *testing.T) {
 	require.Regexp(t, fmt.Sprintf(`^waiting for another taskd migrate: connection %d runs "DO SLEEP\(2\)", for \ds$`, holderID), lines[0])
 
 	// An idle holder is given up on, by name.
+	var got int
 	require.NoError(t, holder.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())), 0)`).Scan(&got))
+	require.Equal(t, 1, got)
 	_, err = env.Store.Migrate(ctx, store.MigrateParams{})
 	require.ErrorContains(t, err, fmt.Sprintf("the migration lock is held by connection %d, idle for", holderID))
+}
+
+// An account without the PROCESS privilege sees no other account's
+// session: a migrate under it neither waits without end on a lock holder
+// it cannot see, nor takes an unreadable list of transactions for none.
+func TestMigrateUnderAnAccountThatSeesNoOtherSession(t *testing.T) {
+	// Not parallel: it changes the lock's timings for the package.
+	env := testenv.New(t)
+	store.MigrateLockTimes(t, time.Second, 2*time.Second)
+	ctx := context.Background()
+	user := fmt.Sprintf("taskd_np_%d", time.Now().UnixNano()%1e9)
+	if _, err := env.Store.DB().Exec(fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw'", user)); err != nil {
+		t.Skipf("the test account cannot create an account: %v", err)
+	}
+	t.Cleanup(func() { env.Store.DB().Exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
+	env.Exec(t, fmt.Sprintf("GRANT ALL ON `%s`.* TO '%s'@'%%'", env.Database, user))
+	cfg, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	cfg.User, cfg.Passwd = user, "pw"
+	limited, err := store.Open(ctx, cfg.FormatDSN(), store.Options{})
+	require.NoError(t, err)
+	defer limited.Close()
+
+	holder, holderID := lockHolder(t, env)
+	var lines []string
+	_, err = limited.Migrate(ctx, store.MigrateParams{Progress: func(l string) { lines = append(lines, l) }})
+	require.ErrorContains(t, err, fmt.Sprintf("held by connection %d of another account, which this one cannot see", holderID))
+	require.Contains(t, lines, fmt.Sprintf("waiting for another taskd migrate (connection %d, another account's)", holderID))
+	_, err = holder.ExecContext(ctx, `DO RELEASE_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())))`)
+	require.NoError(t, err)
+
+	// A step that waits for its table says the transactions could not be
+	// read, not that there are none.
+	n := store.LatestVersion()
+	migs, err := store.Migrations()
+	require.NoError(t, err)
+	migs = append(migs, store.Migration{Version: n + 1, Name: fmt.Sprintf("%04d_alter.sql", n+1),
+		SQL: "ALTER TABLE task_queue ADD COLUMN IF NOT EXISTS extra INT;\n"})
+	_, err = holder.ExecContext(ctx, `BEGIN`)
+	require.NoError(t, err)
+	_, err = holder.ExecContext(ctx, `SELECT COUNT(*) FROM task_queue`)
+	require.NoError(t, err)
+	lines = nil
+	done := make(chan error, 1)
+	go func() {
+		_, err := limited.Migrate(ctx, store.MigrateParams{Migrations: migs, Progress: func(l string) { lines = append(lines, l) }})
+		done <- err
+	}()
+	// The first wait ends, is told, and the next one starts.
+	altering := func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND STATE = 'Waiting for table metadata lock' AND INFO LIKE 'ALTER TABLE task_queue%'`) > 0
+	}
+	require.Eventually(t, altering, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return !altering() }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, altering, 30*time.Second, 20*time.Millisecond)
+	_, err = holder.ExecContext(ctx, `COMMIT`)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.NotEmpty(t, lines)
+	var told bool
+	for _, l := range lines {
+		told = told || strings.Contains(l, "its open transactions could not be read")
+	}
+	require.True(t, told, "%q", lines)
+}
+
+// lockHolder opens a connection of env that holds the database's
+// migration lock, and returns it with its id.
+func lockHolder(t *testing.T, env *testenv.Env) (*sql.Conn, int64) {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := env.Store.DB().Conn(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Close() })
+	var id int64
+	require.NoError(t, holder.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&id))
+	var got int
+	require.NoError(t, holder.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())), 0)`).Scan(&got))
+	require.Equal(t, 1, got)
+	return holder, id
 }

@@ -290,7 +290,10 @@ func (s *suite) messages(ctx context.Context, q string) (map[int64]bool, error) 
 // dispatched and no scheduler claimed since: every claim and every result
 // sets a claim token, and an insert leaves it 0. The rows after the hold's
 // start are the killed submitter's: the next one starts after the kill.
-const insertedDispatched = `task_code = 'append' AND unique_key LIKE 'd%' AND attempt = 1 AND claim_token = 0`
+const insertedDispatched = directTasks + ` AND attempt = 1 AND claim_token = 0`
+
+// directTasks matches the tasks of the direct submitters.
+const directTasks = `task_code = 'append' AND unique_key LIKE 'd%'`
 
 // waitDirectInsert waits (at most 3 s) until the running submitter inserts
 // a task dispatched after the highest id it returns: its submit is then
@@ -303,8 +306,8 @@ func (s *suite) waitDirectInsert(ctx context.Context) (last int64) {
 	for time.Now().Before(deadline) {
 		var n int
 		// Inserted dispatched: both stamps are the INSERT's NOW(3).
-		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_center WHERE id > ? AND task_code = 'append'
-			AND unique_key LIKE 'd%' AND dispatched_at = created_at`, last).Scan(&n)
+		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_center WHERE id > ? AND `+directTasks+`
+			AND dispatched_at = created_at`, last).Scan(&n)
 		if (err == nil && n > 0) || !startstop.Sleep(ctx, time.Millisecond) {
 			return last
 		}
