@@ -170,8 +170,34 @@ func (a *App) Root() *cobra.Command {
 	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.retryCmd(), a.killCmd(),
 		a.runNowCmd(), a.deleteCmd(), a.enableCmd(), a.disableCmd(), a.pauseCmd(), a.resumeCmd(), a.reshardCmd(), a.limitCmd(), a.auditCmd(), a.statsCmd(),
 		a.batchCmd(), a.lockCmd(), a.doctorCmd(), a.locksCmd(), a.benchCmd(), a.versionCmd())
+	rejectUnknownSubcommands(root)
 	markRunErrors(root)
 	return root
+}
+
+// rejectUnknownSubcommands makes every group of commands below the root
+// (taskd cron) refuse a subcommand it does not have. cobra checks only
+// the root's: "taskd cron ad ..." would print the group's help and exit
+// 0, so a script's typo looked like success. Alone, the group still
+// prints its help.
+func rejectUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		rejectUnknownSubcommands(sub)
+	}
+	if !c.HasParent() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+		}
+		return usageError{errors.New(msg)}
+	}
 }
 
 // config loads the configuration once.

@@ -196,6 +196,21 @@ func TestBadFlagValue(t *testing.T) {
 	require.Zero(t, b.rows(t))
 }
 
+// A mistyped subcommand of a group fails as bad usage: it used to print
+// the group's help and exit 0, which a script took for success.
+func TestUnknownSubcommand(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.run(t, "cron", "ad", "hello", "*/5 * * * *")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Equal(t, "taskd: unknown command \"ad\" for \"taskd cron\" (did you mean \"add\"?)\n", r.stderr)
+	r = b.run(t, "cron", "bogus")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Zero(t, b.rows(t))
+	// Alone, the group shows what it holds.
+	require.Contains(t, b.ok(t, "cron"), "Available Commands:")
+}
+
 func TestBadConfigIsUsageError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
