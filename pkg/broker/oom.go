@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -149,4 +150,11 @@ func (b *Broker) Memory(ctx context.Context) (Memory, error) {
 		return nil
 	})
 	return fullest, err
+}
+
+// IsOOM reports whether err is Redis refusing a command at maxmemory
+// (under noeviction): a push that found no room, not a broken link.
+func IsOOM(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
 }

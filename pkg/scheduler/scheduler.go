@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -373,10 +374,14 @@ func (s *Scheduler) holdLater(msgs []*task.Message) []*task.Message {
 // error says that none was pushed.
 func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
 	failed, perr := s.broker.Push(ctx, msgs)
-	if len(failed) > 0 {
-		s.handBack(ctx, failed, perr)
-	}
 	s.win.pushedTo(perQueue(msgs, failed))
+	if len(failed) > 0 {
+		var fresh []string
+		if broker.IsOOM(perr) {
+			fresh = s.win.refused(slices.Collect(maps.Keys(perQueue(failed, nil))))
+		}
+		s.handBack(ctx, failed, perr, fresh)
+	}
 	s.dispatched.Add(int64(len(msgs) - len(failed)))
 	if perr != nil && len(failed) == len(msgs) {
 		return fmt.Errorf("push: %w", perr)
@@ -520,8 +525,9 @@ func perQueue(msgs, failed []*task.Message) map[string]int {
 
 // handBack returns tasks whose push failed to pending, due now. The
 // attempt stays incremented: if a push did reach Redis after all, its
-// message carries a stale attempt and is rejected by the fence.
-func (s *Scheduler) handBack(ctx context.Context, msgs []*task.Message, cause error) {
+// message carries a stale attempt and is rejected by the fence. full
+// names the queues whose windows Redis at maxmemory just capped.
+func (s *Scheduler) handBack(ctx context.Context, msgs []*task.Message, cause error, full []string) {
 	ts := make([]store.Transition, len(msgs))
 	for i, m := range msgs {
 		ts[i] = store.HandBack(m.ID, m.Attempt)
@@ -531,5 +537,16 @@ func (s *Scheduler) handBack(ctx context.Context, msgs []*task.Message, cause er
 		s.log.Error("hand back after failed push", "tasks", len(msgs), "push_err", cause, "err", err)
 		return
 	}
-	s.log.Warn("push failed; tasks handed back", "tasks", len(msgs), "err", cause)
+	switch {
+	case len(full) > 0:
+		slices.Sort(full)
+		s.log.Warn("redis is at maxmemory: pushes refused and their tasks handed back; claims for these queues wait until their workers drain them",
+			"tasks", len(msgs), "queues", full, "err", cause)
+	case broker.IsOOM(cause):
+		// Told when the queue's window was capped; now it drains and
+		// refills in steps, each of which may meet a full Redis again.
+		s.log.Debug("redis at maxmemory refused a push; tasks handed back", "tasks", len(msgs))
+	default:
+		s.log.Warn("push failed; tasks handed back", "tasks", len(msgs), "err", cause)
+	}
 }

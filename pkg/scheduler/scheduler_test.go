@@ -198,6 +198,43 @@ func TestPushFailureHandsBack(t *testing.T) {
 	require.Equal(t, int64(20), ql)
 }
 
+// A Redis at maxmemory caps the window of the queue it refused: the
+// scheduler does not claim, fail to push and hand back the same tasks
+// many times a second (each round a read of their payloads and two
+// writes), but waits for the queue's workers to drain it. Here none run,
+// so after the first refusal no task is claimed again.
+func TestFullRedisCapsTheWindow(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, scheduler.Config{})
+	env := b.env
+	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	br, err := broker.Open(b.ctx, broker.Options{Addr: addr, Prefix: env.Prefix})
+	require.NoError(t, err)
+	defer br.Close()
+	pad := strings.Repeat("x", 2048)
+	for range 3 {
+		subs := make([]producer.Submission, 500)
+		for i := range subs {
+			subs[i] = producer.Submission{Code: "hello", Payload: []byte(fmt.Sprintf(`{"pad":%q}`, pad))}
+		}
+		_, err := b.producer.SubmitBatch(b.ctx, subs)
+		require.NoError(t, err)
+	}
+	s := scheduler.New(scheduler.Config{BatchSize: 500, PollInterval: 50 * time.Millisecond, Logger: quiet}, env.Store, br)
+	require.NoError(t, s.Start(b.ctx))
+	defer s.Stop()
+	handedBack := `SELECT COUNT(*) FROM task_center WHERE status = 0 AND attempt > 0`
+	require.Eventually(t, func() bool { return env.Count(t, handedBack) > 0 }, 20*time.Second, 20*time.Millisecond,
+		"Redis never refused a push")
+	time.Sleep(2 * time.Second) // an absence: two seconds in which the scheduler may not claim again
+	require.Zero(t, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE attempt > 1`),
+		"tasks claimed again into a full Redis")
+	ql, err := br.QueueLen(b.ctx, "hello")
+	require.NoError(t, err)
+	require.Equal(t, 1500-env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0`), int(ql),
+		"every task is pending or queued")
+}
+
 func TestRunOnceNothingDue(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, scheduler.Config{})

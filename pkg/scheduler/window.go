@@ -44,6 +44,11 @@ const (
 	// rows and a transaction); a task of higher priority for it waits at
 	// most this much longer.
 	refillWait = 250 * time.Millisecond
+	// capForget is how long a queue's window stays capped at the length
+	// its list had when Redis refused a push for lack of memory (refused):
+	// then a claim tries the whole window again, in case memory was freed
+	// elsewhere or maxmemory raised.
+	capForget = 10 * time.Second
 )
 
 // windows tracks each queue's window and the room its lists have left.
@@ -59,20 +64,53 @@ type windows struct {
 	queued  map[string]int64     // messages in Redis per queue, as last read
 	fullAt  map[string]time.Time // when each queue last filled its window
 	filled  map[string]bool      // full queues waiting for room since fullAt (refillWait)
-	anyFull bool
+	// capped: queues whose window is, for capForget from cappedAt, the
+	// length their lists had when Redis was found at maxmemory.
+	capped   map[string]int
+	cappedAt map[string]time.Time
+	anyFull  bool
 }
 
 func newWindows(fixed, batch int, clk clock.Clock) *windows {
 	return &windows{fixed: fixed, min: 2 * batch, clock: clk, pushed: map[string]time.Time{},
-		fullAt: map[string]time.Time{}, filled: map[string]bool{}}
+		fullAt: map[string]time.Time{}, filled: map[string]bool{}, capped: map[string]int{}, cappedAt: map[string]time.Time{}}
 }
 
 // window is queue q's window.
 func (w *windows) window(q string) int {
+	win := w.min
 	if w.fixed > 0 {
-		return w.fixed
+		win = w.fixed
+	} else {
+		win = max(win, WindowPerSlotDefault*w.slots[q])
 	}
-	return max(w.min, WindowPerSlotDefault*w.slots[q])
+	if c, ok := w.capped[q]; ok {
+		if w.clock.Now().Sub(w.cappedAt[q]) < capForget {
+			return min(win, c)
+		}
+		delete(w.capped, q)
+		delete(w.cappedAt, q)
+	}
+	return win
+}
+
+// refused records that Redis refused pushes to queues for lack of memory:
+// each one's window becomes what its lists hold now, so that claims for
+// it wait until workers drain it (each ack frees a message's memory)
+// instead of claiming, failing and handing back the same tasks many times
+// a second. It returns the queues that were not capped already.
+func (w *windows) refused(queues []string) (fresh []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	for _, q := range queues {
+		if _, ok := w.capped[q]; !ok {
+			fresh = append(fresh, q)
+		}
+		w.capped[q], w.cappedAt[q] = int(w.queued[q]), now
+		w.fill(q, now)
+	}
+	return fresh
 }
 
 // refresh reads what the room depends on: the consumers' slots (every
