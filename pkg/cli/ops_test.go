@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -398,7 +399,31 @@ func TestRedisDown(t *testing.T) {
 	require.Equal(t, 2, status(running), "a running task is not cancelled behind its worker's back")
 	require.Equal(t, 6, status(waiting), "the waiting task is killed")
 
+	// stats shows what the task center knows (what waits, what is dead),
+	// with ? for what only Redis knows, and fails after it with one line:
+	// it used to show nothing at all.
+	partial := func(r result) {
+		t.Helper()
+		require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
+		require.Regexp(t, `^taskd: connect to redis 127\.0\.0\.1:1: .*: the backlog in Redis, throughput and workers are not shown \(\?\)\n$`, r.stderr)
+	}
 	r = runCLI(t, down, "", "stats")
-	requireOneLineError(t, r, cli.ExitFailure)
-	require.Contains(t, r.stderr, "127.0.0.1:1")
+	partial(r)
+	require.Regexp(t, `(?m)^hello +1 +0 +1 +0 +0 +1 +\? +\? +\? +\? `, r.stdout, "the retried task pending, the running one, the killed one")
+	require.Contains(t, r.stdout, "WORKERS: ? (Redis did not answer)")
+	r = runCLI(t, down, "", "stats", "-o", "json")
+	partial(r)
+	var st struct {
+		Queues []struct {
+			Queue   string `json:"queue"`
+			Pending int    `json:"pending"`
+		} `json:"queues"`
+		RedisError string `json:"redis_error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Contains(t, st.RedisError, "127.0.0.1:1")
+	require.Contains(t, st.Queues, struct {
+		Queue   string `json:"queue"`
+		Pending int    `json:"pending"`
+	}{"hello", 1})
 }

@@ -19,7 +19,7 @@ func (a *App) statsCmd() *cobra.Command {
 		Example: "  taskd stats\n  taskd -o json stats",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, closeFn, err := a.ops(cmd, needRedis)
+			o, closeFn, err := a.ops(cmd, noRedis)
 			if err != nil {
 				return err
 			}
@@ -35,43 +35,75 @@ func (a *App) statsCmd() *cobra.Command {
 				names = append(names, q)
 			}
 			sort.Strings(names)
-			s, err := stats.Collect(cmd.Context(), stats.Source{Store: rs, Broker: o.Broker(), Queues: names,
-				Configured: o.Configured, ConfiguredLimit: o.ConfiguredLimit})
+			src := stats.Source{Store: rs, Queues: names, Configured: o.Configured, ConfiguredLimit: o.ConfiguredLimit}
+			// During a Redis outage the task center's figures still say
+			// what waits: they are shown, and the command fails after.
+			var s *stats.Stats
+			br, redisErr := a.openBroker(cmd.Context())
+			if redisErr != nil {
+				s, err = stats.CollectWithoutRedis(cmd.Context(), src, redisErr)
+			} else {
+				defer br.Close()
+				src.Broker = br
+				s, err = stats.Collect(cmd.Context(), src)
+			}
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(s)
+			if err := a.printStats(s); err != nil {
+				return err
 			}
-			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "QUEUE\tPENDING\tDISP\tRUN\tFAILED\tDEAD\tCANC\tBACKLOG\tDONE/MIN\tFAIL/MIN\tOK 10M\tOLDEST DUE\tSTATE\tWORKERS")
-			for _, q := range s.Queues {
-				rate := "-"
-				if q.SuccessRate10m != nil {
-					rate = fmt.Sprintf("%.1f%%", 100**q.SuccessRate10m)
-				}
-				state := ops.Plural(q.Shards, "shard")
-				if q.Paused {
-					state = "PAUSED, " + state
-				}
-				if !q.Limit.IsZero() {
-					state += ", " + q.Limit.Short()
-				}
-				if q.Limited != nil {
-					state += ", " + stats.LimitedText(q.Limited)
-				}
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\n", q.Name, q.Pending, q.Dispatched, q.Running,
-					q.Failed, q.Dead, q.Cancelled, q.BacklogTotal(), q.ProcessedPerMin, q.FailedPerMin, rate, oldestDue(q.OldestDueSeconds), state, q.LiveWorkers)
+			if redisErr != nil {
+				return exitError{code: ExitFailure, msg: fmt.Sprintf("%v: the backlog in Redis, throughput and workers are not shown (?)", redisErr)}
 			}
-			fmt.Fprintln(w)
-			fmt.Fprintln(w, "WORKER\tNODE\tHOST\tPID\tBEAT AGE\tDONE/MIN\tBUSY\tRUNNING\tQUEUES")
-			for _, wk := range s.Workers {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.1fs\t%d\t%d\t%s\t%s\n", wk.ID, dash(wk.Node), wk.Host, wk.PID, wk.HeartbeatAgeSeconds,
-					wk.ProcessedPerMin, wk.Busy, oneLine(joinIDs(wk.Current), 40), strings.Join(wk.Queues, ","))
-			}
-			return w.Flush()
+			return nil
 		},
 	}
+}
+
+// printStats prints a snapshot: its JSON, or the queue and worker tables,
+// with ? for what only Redis knows when it did not answer.
+func (a *App) printStats(s *stats.Stats) error {
+	if a.json() {
+		return a.printJSON(s)
+	}
+	unknown := s.RedisError != ""
+	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "QUEUE\tPENDING\tDISP\tRUN\tFAILED\tDEAD\tCANC\tBACKLOG\tDONE/MIN\tFAIL/MIN\tOK 10M\tOLDEST DUE\tSTATE\tWORKERS")
+	for _, q := range s.Queues {
+		rate := "-"
+		if q.SuccessRate10m != nil {
+			rate = fmt.Sprintf("%.1f%%", 100**q.SuccessRate10m)
+		}
+		state := ops.Plural(q.Shards, "shard")
+		if q.Paused {
+			state = "PAUSED, " + state
+		}
+		if !q.Limit.IsZero() {
+			state += ", " + q.Limit.Short()
+		}
+		if q.Limited != nil {
+			state += ", " + stats.LimitedText(q.Limited)
+		}
+		redis := []any{q.BacklogTotal(), q.ProcessedPerMin, q.FailedPerMin, rate}
+		workers := any(q.LiveWorkers)
+		if unknown {
+			redis, workers = []any{"?", "?", "?", "?"}, "?"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%v\t%v\t%v\t%s\t%s\t%v\n", q.Name, q.Pending, q.Dispatched, q.Running,
+			q.Failed, q.Dead, q.Cancelled, redis[0], redis[1], redis[2], redis[3], oldestDue(q.OldestDueSeconds), state, workers)
+	}
+	fmt.Fprintln(w)
+	if unknown {
+		fmt.Fprintln(w, "WORKERS: ? (Redis did not answer)")
+		return w.Flush()
+	}
+	fmt.Fprintln(w, "WORKER\tNODE\tHOST\tPID\tBEAT AGE\tDONE/MIN\tBUSY\tRUNNING\tQUEUES")
+	for _, wk := range s.Workers {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.1fs\t%d\t%d\t%s\t%s\n", wk.ID, dash(wk.Node), wk.Host, wk.PID, wk.HeartbeatAgeSeconds,
+			wk.ProcessedPerMin, wk.Busy, oneLine(joinIDs(wk.Current), 40), strings.Join(wk.Queues, ","))
+	}
+	return w.Flush()
 }
 
 // oldestDue is the OLDEST DUE cell: "-" when no task is due, as tasktop

@@ -100,6 +100,11 @@ type Stats struct {
 	At      time.Time `json:"at"`
 	Queues  []Queue   `json:"queues"`
 	Workers []Worker  `json:"workers"`
+	// RedisError is set when the snapshot holds the task center's figures
+	// alone, Redis having not answered: each queue's backlog, per-minute
+	// counts, success rate and live workers are then unknown (left zero),
+	// and so are the workers.
+	RedisError string `json:"redis_error,omitempty"`
 }
 
 // Source is where figures come from.
@@ -121,6 +126,18 @@ type Source struct {
 
 // Collect takes a snapshot.
 func Collect(ctx context.Context, src Source) (*Stats, error) {
+	return collect(ctx, src, nil)
+}
+
+// CollectWithoutRedis takes the task center's figures alone, for an
+// operator to see the backlog while Redis is down: redisErr says why.
+func CollectWithoutRedis(ctx context.Context, src Source, redisErr error) (*Stats, error) {
+	src.Broker = nil
+	return collect(ctx, src, redisErr)
+}
+
+func collect(ctx context.Context, src Source, redisErr error) (*Stats, error) {
+	withRedis := src.Broker != nil
 	qc, wc, err := src.Store.StatsCounts(ctx)
 	if err != nil {
 		return nil, err
@@ -129,9 +146,11 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	live, err := src.Broker.LiveWorkers(ctx)
-	if err != nil {
-		return nil, err
+	var live []broker.LiveWorker
+	if withRedis {
+		if live, err = src.Broker.LiveWorkers(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var now time.Time
 	if src.Clock != nil {
@@ -153,24 +172,32 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	runs, err := src.Broker.QueueRuns(ctx, names, now)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(live))
-	for i, w := range live {
-		ids[i] = w.ID
-	}
-	perMin, err := src.Broker.WorkersProcessed(ctx, ids, now)
-	if err != nil {
-		return nil, err
-	}
-	held, err := src.Broker.LimitedQueues(ctx, names)
-	if err != nil {
-		return nil, err
+	var runs map[string]broker.QueueRuns
+	var perMin map[string]float64
+	var held map[string]broker.Limited
+	if withRedis {
+		if runs, err = src.Broker.QueueRuns(ctx, names, now); err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(live))
+		for i, w := range live {
+			ids[i] = w.ID
+		}
+		if perMin, err = src.Broker.WorkersProcessed(ctx, ids, now); err != nil {
+			return nil, err
+		}
+		if held, err = src.Broker.LimitedQueues(ctx, names); err != nil {
+			return nil, err
+		}
 	}
 
 	out := &Stats{At: now, Queues: []Queue{}, Workers: []Worker{}}
+	if !withRedis {
+		out.RedisError = "not asked"
+		if redisErr != nil {
+			out.RedisError = redisErr.Error()
+		}
+	}
 	for _, name := range names {
 		q := Queue{Name: name}
 		if c := qc[name]; c != nil {
@@ -198,8 +225,11 @@ func Collect(ctx context.Context, src Source) (*Stats, error) {
 			q.Limited = &Limited{By: h.By, Since: h.Since, ForMS: max(0, now.Sub(h.Since).Milliseconds()),
 				Running: h.Running, Groups: h.Groups}
 		}
-		if q.Backlog, err = src.Broker.QueueBacklog(ctx, name, max(st.Span, q.Shards)); err != nil {
-			return nil, err
+		q.Backlog = []int64{}
+		if withRedis {
+			if q.Backlog, err = src.Broker.QueueBacklog(ctx, name, max(st.Span, q.Shards)); err != nil {
+				return nil, err
+			}
 		}
 		for _, w := range live {
 			if slices.Contains(w.Queues, name) {
