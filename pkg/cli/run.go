@@ -3,10 +3,13 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/task"
@@ -23,6 +26,13 @@ func (a *App) runCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("roles") {
+				// Checked here: past the Set, an error could only say the
+				// value came from the defaults.
+				for _, r := range roles {
+					if !slices.Contains(config.Roles, r) {
+						return usageError{fmt.Errorf("bad value %q for --roles: want some of %s", r, strings.Join(config.Roles, ", "))}
+					}
+				}
 				a.v.Set("node.roles", roles)
 			}
 			c, err := a.config()
@@ -91,7 +101,7 @@ func (a *App) runCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringSliceVar(&roles, "roles", nil, "roles to run: scheduler, worker, recovery, retention (default all)")
+	cmd.Flags().StringSliceVar(&roles, "roles", nil, "roles to run, some of "+strings.Join(config.Roles, ", ")+" (default all)")
 	cmd.Flags().String("node-id", "", "node id (default: hostname)")
 	a.v.BindPFlag("node.id", cmd.Flags().Lookup("node-id"))
 	return cmd
