@@ -64,7 +64,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd.AddCommand(serveCommand(v, &configPath, stderr))
 	for key, flag := range map[string]string{"mysql.dsn": "mysql-dsn", "redis.addr": "redis-addr",
 		"redis.prefix": "redis-prefix", "tasktop.readonly": "readonly", "tasktop.refresh": "refresh"} {
-		_ = v.BindPFlag(key, fl.Lookup(flag))
+		config.BindFlag(v, key, fl.Lookup(flag))
 	}
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {

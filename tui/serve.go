@@ -43,7 +43,7 @@ func serveCommand(v *viper.Viper, configPath *string, stderr io.Writer) *cobra.C
 	fl.String("authorized-keys", sshserve.AuthorizedKeysDefault, "OpenSSH authorized keys file of who may log in (tasktop.serve.authorized_keys)")
 	for key, flag := range map[string]string{"tasktop.serve.listen": "listen", "tasktop.serve.host_key": "host-key",
 		"tasktop.serve.authorized_keys": "authorized-keys"} {
-		_ = v.BindPFlag(key, fl.Lookup(flag))
+		config.BindFlag(v, key, fl.Lookup(flag))
 	}
 	return cmd
 }

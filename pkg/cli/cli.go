@@ -163,9 +163,9 @@ func (a *App) Root() *cobra.Command {
 	pf.String("mysql-dsn", "", "task center DSN (overrides mysql.dsn)")
 	pf.String("redis-addr", "", "Redis address (overrides redis.addr)")
 	pf.String("redis-prefix", "", "Redis key prefix (overrides redis.prefix)")
-	a.v.BindPFlag("mysql.dsn", pf.Lookup("mysql-dsn"))
-	a.v.BindPFlag("redis.addr", pf.Lookup("redis-addr"))
-	a.v.BindPFlag("redis.prefix", pf.Lookup("redis-prefix"))
+	config.BindFlag(a.v, "mysql.dsn", pf.Lookup("mysql-dsn"))
+	config.BindFlag(a.v, "redis.addr", pf.Lookup("redis-addr"))
+	config.BindFlag(a.v, "redis.prefix", pf.Lookup("redis-prefix"))
 
 	root.AddCommand(a.runCmd(), a.migrateCmd(), a.submitCmd(), a.cronCmd(), a.listCmd(), a.showCmd(), a.retryCmd(), a.killCmd(),
 		a.runNowCmd(), a.deleteCmd(), a.enableCmd(), a.disableCmd(), a.pauseCmd(), a.resumeCmd(), a.reshardCmd(), a.limitCmd(), a.auditCmd(), a.statsCmd(),

@@ -103,6 +103,6 @@ func (a *App) runCmd() *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&roles, "roles", nil, "roles to run, some of "+strings.Join(config.Roles, ", ")+" (default all)")
 	cmd.Flags().String("node-id", "", "node id (default: hostname)")
-	a.v.BindPFlag("node.id", cmd.Flags().Lookup("node-id"))
+	config.BindFlag(a.v, "node.id", cmd.Flags().Lookup("node-id"))
 	return cmd
 }

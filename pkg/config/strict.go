@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -321,9 +322,26 @@ func quoteValue(key string, val any) string {
 	return fmt.Sprintf("%v", val)
 }
 
-// source names where key's value came from: its variable, the file, or
-// the default.
+// BindFlag makes flag override key in v, as viper's BindPFlag does, and
+// remembers it, so that an error about the key's value names the flag
+// when it was given, not the file.
+func BindFlag(v *viper.Viper, key string, flag *pflag.Flag) {
+	_ = v.BindPFlag(key, flag)
+	m, _ := boundFlags.LoadOrStore(v, &sync.Map{})
+	m.(*sync.Map).Store(key, flag)
+}
+
+// boundFlags holds, per viper instance, the flag BindFlag bound to each key.
+var boundFlags sync.Map
+
+// source names where key's value came from: its flag, its variable, the
+// file, or the default (viper's order of precedence).
 func source(v *viper.Viper, key, file string) string {
+	if m, ok := boundFlags.Load(v); ok {
+		if f, ok := m.(*sync.Map).Load(key); ok && f.(*pflag.Flag).Changed {
+			return "flag --" + f.(*pflag.Flag).Name
+		}
+	}
 	if _, ok := os.LookupEnv(EnvVar(key)); ok {
 		return "environment variable " + EnvVar(key)
 	}
