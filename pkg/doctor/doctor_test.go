@@ -112,6 +112,10 @@ func TestProblems(t *testing.T) {
 	prod := producer.New(b.env.Store, nil, producer.Options{})
 	_, err := prod.Submit(ctx, producer.Submission{Code: "ghost"})
 	require.NoError(t, err)
+	// And one INSERTed and dispatched by some scheduler: its message waits
+	// in a queue nobody consumes, for good.
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at, status, attempt, dispatched_at)
+		VALUES ('spook', '{}', NOW(3), 1, 1, NOW(3))`)
 	// A node in another zone, with another cron.timezone.
 	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "p1", Node: "tokyo-1", Zone: "Asia/Tokyo +09:00",
 		CronTimezone: "Asia/Tokyo"}, time.Minute))
@@ -124,17 +128,18 @@ func TestProblems(t *testing.T) {
 	requireStatus(t, r, "handlers.indir", doctor.Fail, "dir /no/such/dir")
 	requireStatus(t, r, "handlers.down", doctor.Fail, "refuses")
 	requireStatus(t, r, "handlers.nowhere", doctor.Fail, "does not resolve")
-	requireStatus(t, r, "tasks.handlers", doctor.Warn, "ghost (1 task)")
-	requireStatus(t, r, "queues.consumers", doctor.Warn, "ghost (1 task waiting)")
+	requireStatus(t, r, "tasks.handlers", doctor.Warn, "ghost (1 task), spook (1 task)")
+	requireStatus(t, r, "queues.consumers", doctor.Warn, "ghost (1 task waiting), gone")
+	requireStatus(t, r, "queues.consumers", doctor.Warn, "spook (1 task waiting)")
 	requireStatus(t, r, "mysql.clock", doctor.Fail, "ahead of the database's")
 	requireStatus(t, r, "mysql.time_zone", doctor.Warn, "this host's UTC+05:00")
 	requireStatus(t, r, "nodes.time_zones", doctor.OK, "hosts in 2 zones (Asia/Tokyo +09:00: tokyo-1; ")
 	requireStatus(t, r, "nodes.cron_timezone", doctor.Warn, "Asia/Tokyo: tokyo-1")
 
 	// A node records a handler for ghost, a worker consumes its queue.
-	_, err = b.env.Store.RouteRecord(ctx, "n2", map[string]string{"ghost": "ghost"})
+	_, err = b.env.Store.RouteRecord(ctx, "n2", map[string]string{"ghost": "ghost", "spook": "spook"})
 	require.NoError(t, err)
-	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w2", Node: "n2", Queues: []string{"ghost", "gone", "down", "nowhere", "indir"}}, time.Minute))
+	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w2", Node: "n2", Queues: []string{"ghost", "spook", "gone", "down", "nowhere", "indir"}}, time.Minute))
 	r = b.run(t, doctor.Options{Now: func() time.Time { return time.Now().Add(2 * time.Second) }})
 	requireStatus(t, r, "tasks.handlers", doctor.OK, "")
 	requireStatus(t, r, "queues.consumers", doctor.OK, "")

@@ -97,9 +97,11 @@ func checkEndpoint(ctx context.Context, r *Report, name, raw string, o Options) 
 	r.ok(name, "http %s accepts connections", raw)
 }
 
-// checkWork looks for work nothing will do: waiting tasks of a code no
-// node has a handler for, and queues with waiting tasks or configured here
-// that no live worker consumes.
+// checkWork looks for work nothing will do: waiting or dispatched tasks
+// of a code no node has a handler for, and queues with such tasks or
+// configured here that no live worker consumes. A dispatched task of a
+// code nothing handles (a seed-style INSERT) stays dispatched for good,
+// its message waiting in a queue without consumers.
 func checkWork(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Options) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -129,7 +131,7 @@ func checkWork(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Opt
 		}
 	}
 	if len(perCode) == 0 {
-		r.ok("tasks.handlers", "every waiting task's code has a handler on some node")
+		r.ok("tasks.handlers", "every waiting or dispatched task's code has a handler on some node")
 	} else {
 		var parts []string
 		for _, code := range sortedKeys(perCode) {

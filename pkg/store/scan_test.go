@@ -157,7 +157,7 @@ func TestWaitingCountsAreIndexOnly(t *testing.T) {
 		codes, err := st.WaitingCodes(ctx)
 		require.NoError(t, err)
 		require.ElementsMatch(t, []store.WaitingCode{
-			{Code: "a", Queue: "qa", Tasks: qaPending + qaFailed}, {Code: "b", Queue: "qb", Tasks: 2000},
+			{Code: "a", Queue: "qa", Tasks: qaPending + qaFailed + dispatched}, {Code: "b", Queue: "qb", Tasks: 2000},
 		}, codes)
 	}
 	check(30, 5, 0)

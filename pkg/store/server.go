@@ -15,9 +15,13 @@ const qServerInfo = `SELECT VERSION(), CURRENT_USER(), DATABASE(), @@SESSION.inn
 
 const qGrants = `SHOW GRANTS FOR CURRENT_USER()`
 
-// qWaitingCodes counts the waiting tasks (pending or failed, due or not)
-// per queue and task code, through the claim index like the stats.
-var qWaitingCodes = routedGroups(`SELECT queue, task_code, SUM(n) n FROM (`+qWaiting+`) w GROUP BY queue, task_code`, "g.task_code, g.n")
+// qWaitingCodes counts the tasks waiting for a worker per queue and task
+// code: pending or failed (due or not), through the claim index like the
+// stats, and dispatched (their messages wait in Redis), along the
+// in-flight lane, which holds as many as the queues' windows.
+var qWaitingCodes = routedGroups(`SELECT queue, task_code, SUM(n) n FROM (`+qWaiting+` UNION ALL
+	SELECT queue, task_code, status, 1, 0, NULL FROM task_center WHERE lane = 10 AND lane_at IS NOT NULL AND status = 1
+	) w GROUP BY queue, task_code`, "g.task_code, g.n")
 
 // ServerInfo is the server and session taskd runs on.
 type ServerInfo struct {
@@ -75,8 +79,9 @@ type WaitingCode struct {
 	Tasks       int64
 }
 
-// WaitingCodes returns the codes and queues of the waiting tasks. Its cost
-// follows the number of tasks waiting, not the size of the task center.
+// WaitingCodes returns the codes and queues of the tasks waiting for a
+// worker, dispatched ones included. Its cost follows the number of such
+// tasks, not the size of the task center.
 func (s *Store) WaitingCodes(ctx context.Context) ([]WaitingCode, error) {
 	var out []WaitingCode
 	err := scanRows(ctx, s.db, qWaitingCodes, func(r *sql.Rows) error {
