@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -289,6 +290,42 @@ func NewLogger(c *config.Config, w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
+
+// warnings is the log of a command's library code (the producer): its
+// warnings and errors as the command's own one-line warnings on w,
+// "taskd: warning: MSG (key=value, ...)", not as a daemon's log records;
+// what it logs below that is for daemons and dropped.
+type warnings struct {
+	w     io.Writer
+	attrs []slog.Attr
+}
+
+func (h *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *warnings) Handle(_ context.Context, r slog.Record) error {
+	var kv []string
+	add := func(a slog.Attr) bool {
+		kv = append(kv, a.Key+"="+durationsAsText(nil, a).Value.String())
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	line := "taskd: warning: " + r.Message
+	if len(kv) > 0 {
+		line += " (" + strings.Join(kv, ", ") + ")"
+	}
+	_, err := fmt.Fprintln(h.w, strings.ReplaceAll(line, "\n", " "))
+	return err
+}
+
+func (h *warnings) WithAttrs(as []slog.Attr) slog.Handler {
+	return &warnings{w: h.w, attrs: append(slices.Clip(h.attrs), as...)}
+}
+
+// WithGroup is not used by the code that logs here: groups are flattened.
+func (h *warnings) WithGroup(string) slog.Handler { return h }
 
 // durationsAsText logs a time.Duration as "500ms", not as nanoseconds.
 func durationsAsText(_ []string, a slog.Attr) slog.Attr {

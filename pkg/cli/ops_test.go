@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/cli"
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 // submitID submits a task and returns its id, read from the JSON result.
@@ -426,4 +428,28 @@ func TestRedisDown(t *testing.T) {
 		Queue   string `json:"queue"`
 		Pending int    `json:"pending"`
 	}{"hello", 1})
+}
+
+// A submit into a Redis at maxmemory keeps its task (pending, for the
+// schedulers) and says so as the command's own warning: the producer's
+// log record used to come out as a JSON line.
+func TestSubmitIntoFullRedis(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	for _, size := range []int{32 << 10, 1 << 10, 16} {
+		blob := strings.Repeat("x", size)
+		for rdb.RPush(context.Background(), "other-app:blobs", blob).Err() == nil {
+		}
+	}
+	full := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s",
+		b.env.DSN, addr, b.env.Prefix, handlersYAML))
+	r := runCLI(t, full, "", "submit", "hello")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	m := submittedRE.FindStringSubmatch(r.stdout)
+	require.NotNil(t, m, r.stdout)
+	require.Regexp(t, `^taskd: warning: redis is at maxmemory: push refused, tasks handed back to the schedulers, which dispatch them as workers make room \(tasks=1, err=push 1 messages: OOM .*\)\n$`, r.stderr)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, m[1]), "pending, for a scheduler")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -128,7 +129,7 @@ func (a *App) client(cmd *cobra.Command) (producerClient, func(), error) {
 		fmt.Fprintf(a.Stderr, "taskd: warning: %v; schedulers will find the task at their next poll\n", err)
 		br = nil
 	}
-	cl := node.NewProducer(c, st, br, a.logger(c))
+	cl := node.NewProducer(c, st, br, slog.New(&warnings{w: a.Stderr}))
 	return producerClient{Client: cl, store: st}, func() {
 		st.Close()
 		if br != nil {

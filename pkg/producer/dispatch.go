@@ -2,10 +2,12 @@ package producer
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
@@ -65,7 +67,11 @@ type dispatcher struct {
 
 	mu     sync.Mutex
 	readAt time.Time
-	routes map[string]string // task code -> queue, for rows that name none
+	// fullUntil: queues a Redis at maxmemory refused lately, left to the
+	// schedulers until then (scheduler.FullRedisWait), so that a submit
+	// does not insert claimed, fail to push and hand back every time.
+	fullUntil map[string]time.Time
+	routes    map[string]string // task code -> queue, for rows that name none
 	// reading is closed when the read in flight ends (nil: none is).
 	reading chan struct{}
 }
@@ -171,7 +177,7 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 	eligible := cands[:0]
 	for _, i := range cands {
 		q := d.queueOf(&ps[i])
-		if d.queues.Paused(q) {
+		if d.queues.Paused(q) || d.full(q) {
 			continue
 		}
 		if _, ok := grouped[q]; ok && ps[i].Group != "" {
@@ -208,6 +214,32 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 		room[q]--
 		ps[i].Claim = true
 	}
+}
+
+// full reports whether a Redis at maxmemory refused a push to q lately.
+func (d *dispatcher) full(q string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return time.Now().Before(d.fullUntil[q])
+}
+
+// refused records that Redis refused pushes to the queues of msgs for
+// lack of memory, and returns those it had not refused lately.
+func (d *dispatcher) refused(msgs []*task.Message) (fresh []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fullUntil == nil {
+		d.fullUntil = map[string]time.Time{}
+	}
+	now := time.Now()
+	for _, m := range msgs {
+		if !now.Before(d.fullUntil[m.Queue]) {
+			fresh = append(fresh, m.Queue)
+		}
+		d.fullUntil[m.Queue] = now.Add(scheduler.FullRedisWait)
+	}
+	slices.Sort(fresh)
+	return slices.Compact(fresh)
 }
 
 // Counts say what became of the tasks that submits inserted dispatched.
@@ -289,6 +321,16 @@ func (c *Client) dispatch(ctx context.Context, msgs []*task.Message) (pushed map
 		return pushed, false
 	}
 	count(len(failed), 0)
-	c.opts.Logger.Warn("push failed; tasks handed back to the schedulers", "tasks", len(failed), "err", perr)
+	switch {
+	case !broker.IsOOM(perr):
+		c.opts.Logger.Warn("push failed; tasks handed back to the schedulers", "tasks", len(failed), "err", perr)
+	case len(c.disp.refused(failed)) > 0:
+		// Once per queue while Redis stays full: meanwhile its submits
+		// leave their tasks to the schedulers.
+		c.opts.Logger.Warn("redis is at maxmemory: push refused, tasks handed back to the schedulers, which dispatch them as workers make room",
+			"tasks", len(failed), "err", perr)
+	default:
+		c.opts.Logger.Debug("redis at maxmemory refused a push; tasks handed back to the schedulers", "tasks", len(failed))
+	}
 	return pushed, true
 }

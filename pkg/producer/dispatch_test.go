@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,6 +248,42 @@ func TestSubmitPushFailsHandsBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, 2, queued(t, env, "lost")[0].Attempt)
+}
+
+// TestSubmitIntoFullRedis: after a Redis at maxmemory refused a push to
+// a queue, the client's next submits to it leave their tasks to the
+// schedulers (pending, attempt 0) instead of inserting them claimed,
+// failing to push and handing them back, each time.
+func TestSubmitIntoFullRedis(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	b, err := broker.Open(ctx, broker.Options{Addr: addr, Prefix: env.Prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	for _, size := range []int{32 << 10, 1 << 10, 16} {
+		blob := strings.Repeat("x", size)
+		for b.Client().RPush(ctx, "other-app:blobs", blob).Err() == nil {
+		}
+	}
+	cl := dispatching(t, env, b, 0)
+	first, err := cl.Submit(ctx, producer.Submission{Code: "full"})
+	require.NoError(t, err, "the task is committed: the submit succeeded")
+	require.False(t, first.Dispatched)
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0 AND attempt = 1`, first.ID))
+	var later []int64
+	for range 5 {
+		res, err := cl.Submit(ctx, producer.Submission{Code: "full"})
+		require.NoError(t, err)
+		later = append(later, res.ID)
+	}
+	requirePending(t, env, later...)
+	require.Equal(t, producer.Counts{HandedBack: 1}, cl.Counts(), "one refusal, then the queue is left to the schedulers")
+	other, err := cl.Submit(ctx, producer.Submission{Code: "other"})
+	require.NoError(t, err)
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND attempt = 1`, other.ID),
+		"another queue is still tried at once")
 }
 
 // TestSubmitterDiesBeforePush: a submitter that commits and never pushes

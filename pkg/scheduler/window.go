@@ -44,12 +44,14 @@ const (
 	// rows and a transaction); a task of higher priority for it waits at
 	// most this much longer.
 	refillWait = 250 * time.Millisecond
-	// capForget is how long a queue's window stays capped at the length
-	// its list had when Redis refused a push for lack of memory (refused):
-	// then a claim tries the whole window again, in case memory was freed
-	// elsewhere or maxmemory raised.
-	capForget = 10 * time.Second
 )
+
+// FullRedisWait is how long a queue's window stays capped at the length
+// its list had when Redis refused a push for lack of memory (refused), and
+// how long a submitter leaves a queue to the schedulers after such a
+// refusal: then the whole window is tried again, in case memory was freed
+// elsewhere or maxmemory raised.
+const FullRedisWait = 10 * time.Second
 
 // windows tracks each queue's window and the room its lists have left.
 type windows struct {
@@ -64,7 +66,7 @@ type windows struct {
 	queued  map[string]int64     // messages in Redis per queue, as last read
 	fullAt  map[string]time.Time // when each queue last filled its window
 	filled  map[string]bool      // full queues waiting for room since fullAt (refillWait)
-	// capped: queues whose window is, for capForget from cappedAt, the
+	// capped: queues whose window is, for FullRedisWait from cappedAt, the
 	// length their lists had when Redis was found at maxmemory.
 	capped   map[string]int
 	cappedAt map[string]time.Time
@@ -85,7 +87,7 @@ func (w *windows) window(q string) int {
 		win = max(win, WindowPerSlotDefault*w.slots[q])
 	}
 	if c, ok := w.capped[q]; ok {
-		if w.clock.Now().Sub(w.cappedAt[q]) < capForget {
+		if w.clock.Now().Sub(w.cappedAt[q]) < FullRedisWait {
 			return min(win, c)
 		}
 		delete(w.capped, q)
