@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/cli"
@@ -436,14 +435,7 @@ func TestRedisDown(t *testing.T) {
 func TestSubmitIntoFullRedis(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	for _, size := range []int{32 << 10, 1 << 10, 16} {
-		blob := strings.Repeat("x", size)
-		for rdb.RPush(context.Background(), "other-app:blobs", blob).Err() == nil {
-		}
-	}
+	addr := testenv.FullRedis(t)
 	full := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s",
 		b.env.DSN, addr, b.env.Prefix, handlersYAML))
 	r := runCLI(t, full, "", "submit", "hello")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -258,15 +257,9 @@ func TestSubmitIntoFullRedis(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx := context.Background()
-	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
-	b, err := broker.Open(ctx, broker.Options{Addr: addr, Prefix: env.Prefix})
+	b, err := broker.Open(ctx, broker.Options{Addr: testenv.FullRedis(t), Prefix: env.Prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
-	for _, size := range []int{32 << 10, 1 << 10, 16} {
-		blob := strings.Repeat("x", size)
-		for b.Client().RPush(ctx, "other-app:blobs", blob).Err() == nil {
-		}
-	}
 	cl := dispatching(t, env, b, 0)
 	first, err := cl.Submit(ctx, producer.Submission{Code: "full"})
 	require.NoError(t, err, "the task is committed: the submit succeeded")

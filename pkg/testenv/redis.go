@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,4 +126,22 @@ func startRedis(t testing.TB, bin string, port int, args []string) (string, erro
 		}
 	}
 	return addr, nil
+}
+
+// FullRedis starts a private Redis with a 2 MB maxmemory under noeviction
+// (the policy taskd requires) and fills it with another application's
+// keys until it refuses even a few bytes more: a server that answers and
+// refuses every push. It returns its address.
+func FullRedis(t testing.TB) string {
+	t.Helper()
+	addr := PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	for _, size := range []int{32 << 10, 1 << 10, 16} {
+		blob := strings.Repeat("x", size)
+		for rdb.RPush(ctx, "other-app:blobs", blob).Err() == nil {
+		}
+	}
+	return addr
 }
