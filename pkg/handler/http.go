@@ -21,8 +21,9 @@ import (
 // X-Task-Unique-Key, X-Task-Queue and X-Task-Group, plus Header, and the W3C traceparent
 // of the attempt's span when tracing is on. A 2xx status is success;
 // the output is the response body, truncated as by Truncate. Otherwise the
-// error is "http 503: <first line of body>". When ctx is done the error
-// wraps ctx.Err().
+// error is "http 503: <first line of body>"; a redirect other than 307 and
+// 308 is not followed and fails, naming where it pointed. When ctx is done
+// the error wraps ctx.Err().
 type HTTP struct {
 	URL         string
 	Header      map[string]string
@@ -32,11 +33,23 @@ type HTTP struct {
 
 // defaultClient has no Timeout: each request's ctx carries the task's
 // timeout. Workers post many tasks to one endpoint at once, so keep more
-// idle connections per host than net/http's 2.
+// idle connections per host than net/http's 2. It follows only the
+// redirects that repeat the POST with its body (307, 308): net/http would
+// follow a 301, 302 or 303 as a GET without the payload, and a login page
+// answering that GET (an endpoint behind an authenticating proxy) would
+// count as the task's success.
 var defaultClient = func() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if req.Method != via[0].Method {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}}
 }()
 
 // errorLineLimit bounds the body line quoted in an error.
@@ -85,6 +98,9 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 		return out.String(), nil
 	}
 	msg := fmt.Sprintf("http %d", resp.StatusCode)
+	if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
+		msg += " to " + loc + " (not followed: the POST would arrive there as a GET without its payload; point the handler at the final URL)"
+	}
 	if line, _, _ := strings.Cut(strings.TrimSpace(string(head)), "\n"); line != "" {
 		msg += ": " + strings.ToValidUTF8(strings.TrimSpace(line), "")
 	}

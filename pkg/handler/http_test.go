@@ -48,6 +48,33 @@ func TestHTTPError(t *testing.T) {
 	require.Contains(t, out, "stack trace...")
 }
 
+// A redirect that would turn the POST into a GET without its payload is
+// not followed: a login page answering the GET would count as success. A
+// 307 or 308 repeats the POST with its body, and is followed.
+func TestHTTPRedirects(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/behind-proxy", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/login", http.StatusFound)
+	})
+	mux.HandleFunc("/login", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "please log in") })
+	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/final", http.StatusPermanentRedirect)
+	})
+	mux.HandleFunc("/final", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, r.Method+" "+string(body))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	_, err := (&HTTP{URL: srv.URL + "/behind-proxy"}).Handle(context.Background(), testRequest())
+	require.ErrorContains(t, err, "http 302 to /login (not followed: the POST would arrive there as a GET without its payload")
+	out, err := (&HTTP{URL: srv.URL + "/moved"}).Handle(context.Background(), testRequest())
+	require.NoError(t, err)
+	require.Equal(t, `POST {"a":1}`, out)
+}
+
 func TestHTTPTruncatesOutput(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

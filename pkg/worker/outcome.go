@@ -58,6 +58,12 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 	if e.err != nil {
 		result = e.err.Error()
 		if e.output != "" {
+			// An error that quotes the output's first line (http's
+			// "http 500: <first line of body>") does not repeat it.
+			line, _, _ := strings.Cut(strings.TrimSpace(e.output), "\n")
+			if line = strings.TrimSpace(line); line != "" {
+				result = strings.TrimSuffix(result, ": "+line)
+			}
 			result += "\n" + e.output
 		}
 	}

@@ -162,6 +162,20 @@ func TestTimeoutIsAFailure(t *testing.T) {
 	require.Contains(t, b.task(t, id).LastResult, "timed out after 1s")
 }
 
+// An error that quotes the first line of the output (an http handler's
+// "http 500: <first line of body>") is recorded with the output once.
+func TestFailureQuotingItsOutputIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("quotes", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		return "db down\nstack trace", errors.New("http 500: db down")
+	}))
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "quotes", MaxRetry: intp(0)})
+	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
+	require.Equal(t, "http 500\ndb down\nstack trace", b.task(t, id).LastResult)
+}
+
 func TestPanicFailsAttemptNotWorker(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
