@@ -85,6 +85,11 @@ func TestTruncate(t *testing.T) {
 	bin := strings.Repeat("\x80", 10)
 	require.Equal(t, "…(truncated 8 bytes)\n\x80\x80", Truncate(bin, 5))
 	require.Equal(t, "…(truncated 3 bytes)\n", Truncate("abc", 0))
+	// A text truncated already (by its handler) keeps counting: its prefix
+	// is not cut as if it were output.
+	require.Equal(t, "…(truncated 100 bytes)\nabc", Truncate("…(truncated 100 bytes)\nabc", 3))
+	require.Equal(t, "…(truncated 104 bytes)\nefgh", Truncate("…(truncated 100 bytes)\nabcdefgh", 4))
+	require.Equal(t, "…(truncated lots)\nabc", Truncate("…(truncated lots)\nabc", 100), "not a count: output like any other")
 }
 
 // The streaming tailBuffer must give what Truncate gives on the whole text.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -13,8 +14,20 @@ const OutputLimitDefault = 64 << 10
 
 // Truncate keeps the last limit bytes of s, starting on a UTF-8 boundary,
 // prefixed by "…(truncated N bytes)\n". The end of an output is kept because
-// that is where a failing program says why.
-func Truncate(s string, limit int) string { return truncate(s, limit, 0) }
+// that is where a failing program says why. An s that a handler truncated
+// already keeps counting from its prefix, which is not cut as if it were
+// output.
+func Truncate(s string, limit int) string {
+	dropped := 0
+	if head, rest, ok := strings.Cut(s, "\n"); ok && strings.HasPrefix(head, "…(truncated ") {
+		if _, err := fmt.Sscanf(head, "…(truncated %d bytes)", &dropped); err == nil && dropped > 0 {
+			s = rest
+		} else {
+			dropped = 0
+		}
+	}
+	return truncate(s, limit, dropped)
+}
 
 // truncate is Truncate for a tail of a longer text of which dropped bytes
 // were already discarded.

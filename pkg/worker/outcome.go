@@ -54,22 +54,30 @@ type policy struct {
 // the task moves on to its next occurrence.
 func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord) store.Transition {
 	t := store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Running, Run: run, Batch: m.Batch}
-	result := e.output
+	// Output is arbitrary bytes; a utf8mb4 column refuses invalid UTF-8, and
+	// a refused batch would hold every other result back. The output's
+	// tail is kept, after the error: its line says why it failed.
+	result := handler.Truncate(strings.ToValidUTF8(e.output, "\uFFFD"), p.outputLimit)
 	if e.err != nil {
-		result = e.err.Error()
+		msg := e.err.Error()
 		if e.output != "" {
 			// An error that quotes the output's first line (http's
 			// "http 500: <first line of body>") does not repeat it.
 			line, _, _ := strings.Cut(strings.TrimSpace(e.output), "\n")
 			if line = strings.TrimSpace(line); line != "" {
-				result = strings.TrimSuffix(result, ": "+line)
+				msg = strings.TrimSuffix(msg, ": "+line)
 			}
-			result += "\n" + e.output
 		}
+		if len(msg) > p.outputLimit {
+			msg = msg[:p.outputLimit] + "…"
+		}
+		msg = strings.ToValidUTF8(msg, "\uFFFD")
+		if e.output != "" {
+			msg += "\n" + result
+		}
+		result = msg
 	}
-	// Output is arbitrary bytes; a utf8mb4 column refuses invalid UTF-8, and
-	// a refused batch would hold every other result back.
-	t.SetResult, t.Result = true, handler.Truncate(strings.ToValidUTF8(result, "\uFFFD"), p.outputLimit)
+	t.SetResult, t.Result = true, result
 	run.Result, run.Duration = t.Result, e.duration
 
 	switch {

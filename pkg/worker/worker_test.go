@@ -176,6 +176,22 @@ func TestFailureQuotingItsOutputIsNotRepeated(t *testing.T) {
 	require.Equal(t, "http 500\ndb down\nstack trace", b.task(t, id).LastResult)
 }
 
+// A failing command's output longer than the limit: the record keeps the
+// error line first, then the output's tail with the number of bytes
+// dropped, counted over the whole output (the handler truncated it once
+// already, and its count used to be replaced by that of its own prefix).
+func TestLongOutputOfAFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("chatty", &handler.Exec{Argv: []string{"sh", "-c", "yes line | head -c 200000; echo END; exit 3"}})
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "chatty", MaxRetry: intp(0)})
+	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
+	res := b.task(t, id).LastResult
+	require.True(t, strings.HasPrefix(res, "exit status 3\n…(truncated 134468 bytes)\n"), "%.80q", res)
+	require.True(t, strings.HasSuffix(res, "line\nEND\n"), "%.80q", res[len(res)-80:])
+}
+
 func TestPanicFailsAttemptNotWorker(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
