@@ -7,6 +7,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -483,6 +485,14 @@ func (c *Config) Validate() error {
 			return invalid("node.roles", r, "some of %s", strings.Join(Roles, ", "))
 		}
 	}
+	// A mistyped level would leave the default in force, unsaid.
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil && c.Log.Level != "" {
+		return invalid("log.level", c.Log.Level, "debug, info, warn or error")
+	}
+	if !slices.Contains([]string{"", "auto", "json", "text"}, c.Log.Format) {
+		return invalid("log.format", c.Log.Format, "auto, json or text")
+	}
 	for key, dsn := range map[string]string{"mysql.dsn": c.MySQL.DSN, "mysql.read_dsn": c.MySQL.ReadDSN} {
 		if dsn == "" && key == "mysql.read_dsn" {
 			continue
@@ -645,6 +655,14 @@ func (h *HandlerSpec) validate() error {
 	}
 	if kinds != 1 {
 		return errors.New("set exactly one of exec, pool or http")
+	}
+	if h.HTTP != "" {
+		// Any other scheme fails every attempt ("unsupported protocol
+		// scheme"): said at start, not task by task.
+		u, err := url.Parse(h.HTTP)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("http %q: want an http:// or https:// URL with a host", h.HTTP)
+		}
 	}
 	if len(h.Pool) == 0 {
 		if h.Size != 0 || h.MaxJobs != 0 || h.MaxMemory != "" || h.Idle != 0 || h.StartTimeout != 0 {

@@ -181,6 +181,8 @@ func TestInvalid(t *testing.T) {
 		"not a duration":              "scheduler: { poll_interval: soon }\n",
 		"sample ratio above 1":        "tracing: { sample_ratio: 1.5 }\n",
 		"tracing endpoint not a URL":  "tracing: { endpoint: \"otel:4318\" }\n",
+		"http handler not http":       "handlers:\n  h: { http: \"ftp://files/x\" }\n",
+		"http handler without scheme": "handlers:\n  h: { http: \"127.0.0.1:8080/x\" }\n",
 		"not YAML":                    "mysql: [unclosed\n",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -360,6 +362,8 @@ func TestBadValues(t *testing.T) {
 			"handlers:\n  x: { exec: \"echo hi\" }\n":                  `bad value "echo hi" for handlers.x.exec in %s: want a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
 			"handlers:\n  x: { pool: \"php artisan taskd:work\" }\n":   `bad value "php artisan taskd:work" for handlers.x.pool in %s: want a list of argv strings`,
 			"handlers:\n  x: { exec: [\"true\"], env: \"A=1,B=2\" }\n": `bad value "A=1,B=2" for handlers.x.env in %s: want a list of NAME=value strings`,
+			"log: { level: verbose }\n":                                `bad value "verbose" for log.level in %s: want debug, info, warn or error`,
+			"log: { format: pretty }\n":                                `bad value "pretty" for log.format in %s: want auto, json or text`,
 		} {
 			path := writeConfig(t, body)
 			_, err := config.Load(config.NewViper(), path)
