@@ -414,6 +414,71 @@ worker:
 		"due again at once")
 }
 
+// TestSighupDrains: SIGHUP (an SSH session that dropped under a `taskd
+// run` started by hand, a HUP sent for a reload) stops the daemon as
+// SIGTERM does, draining what runs: Go's default would kill it at once
+// and leave the attempt to recovery. Under nohup, which ignores SIGHUP,
+// it keeps running.
+func TestSighupDrains(t *testing.T) {
+	t.Parallel()
+	b := setup(t, `handlers:
+  nap:
+    exec: ["sleep", "1"]
+scheduler:
+  poll_interval: 200ms
+worker:
+  shutdown_grace: 20s
+`)
+	d := b.startDaemon(t, "node-1")
+	sub := b.created(t, "submit", "nap")
+	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2`, sub.ID)
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGHUP))
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGHUP")
+	}
+	require.NoError(t, d.err, "a clean exit, not death by the signal")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 3`, sub.ID), "drained: the task finished")
+	logged, err := os.ReadFile(d.log)
+	require.NoError(t, err)
+	require.Contains(t, string(logged), "hangup signal received")
+
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup here")
+	}
+	logf, err := os.Create(filepath.Join(b.dir, "nohup.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+	cmd := exec.Command(nohup, taskdBin, "--config", b.config, "run", "--node-id", "node-2", "--roles", "worker")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	testenv.DieWithTest(cmd)
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	require.Eventually(t, func() bool {
+		out, _ := os.ReadFile(logf.Name())
+		return strings.Contains(string(out), "taskd node started")
+	}, 15*time.Second, 20*time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	select {
+	case err := <-exited:
+		t.Fatalf("stopped by SIGHUP under nohup: %v", err)
+	case <-time.After(time.Second): // an absence: a second in which it may not stop
+	}
+	out, err := os.ReadFile(logf.Name())
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "shutting down", "stopping on SIGHUP under nohup")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGTERM")
+	}
+}
+
 // TestSeedInsertRuns checks that a row INSERTed by a seed-design producer
 // (old columns only, no wakeup) is found by polling and runs.
 func TestSeedInsertRuns(t *testing.T) {

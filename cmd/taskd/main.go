@@ -20,7 +20,7 @@ const gcPercent = 200
 
 func main() {
 	setGCPercent()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	code := cli.Execute(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Stdin)
 	stop()
 	os.Exit(code)
@@ -31,4 +31,17 @@ func setGCPercent() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
+}
+
+// stopSignals are the signals that stop a command, a daemon by draining.
+// SIGHUP is one of them (Go's default would kill the process at once:
+// `taskd run` in a terminal whose SSH session dropped, or a HUP sent for a
+// reload, would leave its running tasks to recovery) unless it is ignored,
+// as under nohup, which must keep ignoring it.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -95,7 +96,7 @@ func (a *App) runCmd() *cobra.Command {
 				}
 				return exitError{code: ee.Code, msg: err.Error()}
 			}
-			log.Info("shutting down: draining running tasks", "grace", c.Worker.ShutdownGrace)
+			log.Info("shutting down: draining running tasks", "grace", c.Worker.ShutdownGrace, "cause", context.Cause(ctx).Error())
 			n.Stop()
 			log.Info("stopped")
 			return nil
