@@ -54,25 +54,28 @@ type policy struct {
 // the task moves on to its next occurrence.
 func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord) store.Transition {
 	t := store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Running, Run: run, Batch: m.Batch}
+	out := e.output
+	if e.err != nil {
+		// An error that quotes the output's first line (http's "http 500:
+		// <first line of body>", exec's last stderr line when it is the
+		// only one) keeps it, as the summary lists show, and the output
+		// goes on after it.
+		line, rest, _ := strings.Cut(strings.TrimSpace(out), "\n")
+		if line = strings.TrimSpace(line); line != "" && strings.HasSuffix(e.err.Error(), ": "+line) {
+			out = rest
+		}
+	}
 	// Output is arbitrary bytes; a utf8mb4 column refuses invalid UTF-8, and
 	// a refused batch would hold every other result back. The output's
 	// tail is kept, after the error: its line says why it failed.
-	result := handler.Truncate(strings.ToValidUTF8(e.output, "\uFFFD"), p.outputLimit)
+	result := handler.Truncate(strings.ToValidUTF8(out, "\uFFFD"), p.outputLimit)
 	if e.err != nil {
 		msg := e.err.Error()
-		if e.output != "" {
-			// An error that quotes the output's first line (http's
-			// "http 500: <first line of body>") does not repeat it.
-			line, _, _ := strings.Cut(strings.TrimSpace(e.output), "\n")
-			if line = strings.TrimSpace(line); line != "" {
-				msg = strings.TrimSuffix(msg, ": "+line)
-			}
-		}
 		if len(msg) > p.outputLimit {
 			msg = msg[:p.outputLimit] + "…"
 		}
 		msg = strings.ToValidUTF8(msg, "\uFFFD")
-		if e.output != "" {
+		if out != "" {
 			msg += "\n" + result
 		}
 		result = msg

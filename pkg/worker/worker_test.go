@@ -163,7 +163,8 @@ func TestTimeoutIsAFailure(t *testing.T) {
 }
 
 // An error that quotes the first line of the output (an http handler's
-// "http 500: <first line of body>") is recorded with the output once.
+// "http 500: <first line of body>") is recorded with the output once: the
+// error's line whole, as the run lists show it, then the rest.
 func TestFailureQuotingItsOutputIsNotRepeated(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -173,7 +174,7 @@ func TestFailureQuotingItsOutputIsNotRepeated(t *testing.T) {
 	b.startWorker(t, nil)
 	id := b.submit(t, producer.Submission{Code: "quotes", MaxRetry: intp(0)})
 	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
-	require.Equal(t, "http 500\ndb down\nstack trace", b.task(t, id).LastResult)
+	require.Equal(t, "http 500: db down\nstack trace", b.task(t, id).LastResult)
 }
 
 // A failing command's output longer than the limit: the record keeps the
