@@ -88,7 +88,7 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
 	}
 	kv("unique key", t.UniqueKey)
 	kv("attempt", fmt.Sprintf("%d (retries %d of %d, crashes %d)", t.Attempt, t.RetryCount, t.MaxRetry, t.CrashCount))
-	kv("priority", fmt.Sprintf("%d · timeout %ds · delay %ds", t.Priority, t.Timeout, t.Delay))
+	kv("priority", fmt.Sprintf("%d · timeout %ds · delay %ds", t.Priority, int(task.EffectiveTimeout(t.Timeout).Seconds()), t.Delay))
 	if t.WorkerID != "" {
 		kv("worker", task.WithNode(t.WorkerID, m.workerNode(t.WorkerID, runs)))
 	}

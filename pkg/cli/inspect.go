@@ -175,7 +175,11 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 	row("attempt", strconv.Itoa(t.Attempt))
 	row("retries", fmt.Sprintf("%d of %d", t.RetryCount, t.MaxRetry))
 	row("crashes", strconv.Itoa(t.CrashCount))
-	row("timeout", (time.Duration(t.Timeout) * time.Second).String())
+	timeout := task.EffectiveTimeout(t.Timeout).String()
+	if d := time.Duration(t.Timeout) * time.Second; d.String() != timeout {
+		timeout += fmt.Sprintf(" (its row says %d)", t.Timeout)
+	}
+	row("timeout", timeout)
 	row("unique key", dash(t.UniqueKey))
 	if t.ReleasedKey != "" {
 		row("released key", t.ReleasedKey+" (taken over by a later until-done submit)")

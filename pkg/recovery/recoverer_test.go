@@ -330,6 +330,30 @@ func TestLiveWorkerLongTaskIsNeverTaken(t *testing.T) {
 	require.Equal(t, task.Running, b.status(t, id).Status)
 }
 
+// A row INSERTed with a timeout of 0 or less (a PHP habit for "none")
+// runs under the default timeout, and recovery reads it so too: it used
+// to take such a task from its live worker once it had run for the grace.
+func TestTimeoutNotAboveZeroIsTheDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{RunningGrace: time.Second})
+	b.oldEpoch(t)
+	ids := b.submit(t, 2, producer.Submission{})
+	b.beat(t, "w1")
+	b.run(t, "w1", b.claim(t))
+	b.env.Exec(t, `UPDATE task_center SET timeout = 0 WHERE id = ?`, ids[0])
+	b.env.Exec(t, `UPDATE task_center SET timeout = -1 WHERE id = ?`, ids[1])
+	// Four minutes into the default five.
+	b.env.Exec(t, `UPDATE task_center SET started_at = NOW(3) - INTERVAL 4 MINUTE WHERE id IN (?, ?)`, ids[0], ids[1])
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Recovered)
+	// Past it, with the grace.
+	b.env.Exec(t, `UPDATE task_center SET started_at = NOW(3) - INTERVAL 302 SECOND WHERE id IN (?, ?)`, ids[0], ids[1])
+	res, err = b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Recovered)
+}
+
 func TestHungTaskPastTimeoutIsTaken(t *testing.T) {
 	t.Parallel()
 	b := setup(t, recovery.Config{RunningGrace: time.Second})

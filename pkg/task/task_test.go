@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -280,6 +281,17 @@ func TestErrorCode(t *testing.T) {
 	wrapped := fmt.Errorf("submit: %w", task.Invalidf("priority %d is out of range", 10))
 	require.Equal(t, task.CodeInvalid, task.ErrorCode(wrapped))
 	require.Equal(t, "submit: priority 10 is out of range", wrapped.Error())
+}
+
+func TestEffectiveTimeout(t *testing.T) {
+	t.Parallel()
+	for secs, want := range map[int]time.Duration{
+		-1: 5 * time.Minute, 0: 5 * time.Minute, 1: time.Second, 3600: time.Hour,
+		1 << 30: 168 * time.Hour,
+	} {
+		require.Equal(t, want, task.EffectiveTimeout(secs), secs)
+	}
+	require.Equal(t, "LEAST(IF(t.timeout > 0, t.timeout, 300), 604800)", task.TimeoutSQL("t"))
 }
 
 func TestValidateOthers(t *testing.T) {

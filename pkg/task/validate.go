@@ -2,6 +2,7 @@ package task
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"time"
 )
@@ -58,12 +59,38 @@ func ValidatePriority(p int) error {
 	return nil
 }
 
+// MaxTimeout is the longest timeout of a task.
+const MaxTimeout = 7 * 24 * time.Hour
+
 // ValidateTimeout checks a task timeout.
 func ValidateTimeout(d time.Duration) error {
-	if d < time.Second || d > 7*24*time.Hour {
+	if d < time.Second || d > MaxTimeout {
 		return Invalidf("timeout %s is out of range 1s-168h", d)
 	}
 	return nil
+}
+
+// EffectiveTimeout is the timeout of an attempt of a task whose timeout
+// column holds seconds. Submits keep it within 1s-168h; a row INSERTed
+// with 0 or less (a PHP habit for "none") gets DefaultTimeout, as nothing
+// may run unbounded, and one above MaxTimeout gets MaxTimeout. Recovery's
+// overdue check reads the column the same way (TimeoutSQL): reading it
+// otherwise took a live attempt of such a task from its worker.
+func EffectiveTimeout(seconds int) time.Duration {
+	if seconds <= 0 {
+		return DefaultTimeout * time.Second
+	}
+	return min(time.Duration(seconds)*time.Second, MaxTimeout)
+}
+
+// TimeoutSQL is EffectiveTimeout in SQL, in seconds, of the timeout column
+// of table alias (or the bare column when alias is empty).
+func TimeoutSQL(alias string) string {
+	col := "timeout"
+	if alias != "" {
+		col = alias + ".timeout"
+	}
+	return fmt.Sprintf("LEAST(IF(%s > 0, %s, %d), %d)", col, col, DefaultTimeout, int(MaxTimeout/time.Second))
 }
 
 // ValidateMaxRetry checks a retry limit.

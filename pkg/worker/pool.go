@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -548,7 +547,7 @@ func (p *pool) run(j *job) {
 		j.kill(nil)
 		return
 	}
-	timeout := time.Duration(cmp.Or(m.Timeout, task.DefaultTimeout)) * time.Second
+	timeout := task.EffectiveTimeout(m.Timeout)
 	ctx, cancel := context.WithTimeout(w.startAttempt(j, p.untraced), timeout)
 	defer cancel()
 	defer j.kill(nil)

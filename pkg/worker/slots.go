@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"sort"
@@ -230,7 +229,7 @@ func (w *Worker) Running() []Running {
 		out = append(out, Running{
 			Slot: broker.Slot{Queue: j.queue, TaskID: j.msg.ID, Code: j.msg.Code, Attempt: j.msg.Attempt,
 				Since: j.started, Abandoned: j.abandoned.Load()},
-			Timeout:  time.Duration(cmp.Or(j.msg.Timeout, task.DefaultTimeout)) * time.Second,
+			Timeout:  task.EffectiveTimeout(j.msg.Timeout),
 			Returned: j.returned, raw: j.raw, lease: j.lease,
 		})
 	}

@@ -193,6 +193,27 @@ func TestLongOutputOfAFailure(t *testing.T) {
 	require.True(t, strings.HasSuffix(res, "line\nEND\n"), "%.80q", res[len(res)-80:])
 }
 
+// A row INSERTed with a timeout of 0 or less (a PHP habit for "none")
+// runs under the default timeout: -1 used to time every attempt out at
+// once.
+func TestTimeoutNotAboveZeroIsTheDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("nap", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		select {
+		case <-time.After(50 * time.Millisecond):
+			return "napped", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "nap", MaxRetry: intp(0), Delay: time.Hour})
+	b.env.Exec(t, `UPDATE task_center SET timeout = -1, plan_next_run_at = NOW(3) WHERE id = ?`, id)
+	b.dispatchUntil(t, "ended", func() bool { return b.task(t, id).Status >= task.Succeeded })
+	require.Equal(t, task.Succeeded, b.task(t, id).Status, b.task(t, id).LastResult)
+}
+
 func TestPanicFailsAttemptNotWorker(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
