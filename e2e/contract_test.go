@@ -273,6 +273,26 @@ func TestTasktopSaysMigrate(t *testing.T) {
 	require.Equal(t, "tasktop: the task center has no schema: run `taskd migrate`\n", stderr.String())
 }
 
+// tasktop where there is no terminal (ssh HOST tasktop without -t, cron)
+// says so in words, exit 1: bubbletea's own error named /dev/tty and an
+// errno.
+func TestTasktopWithoutTerminal(t *testing.T) {
+	t.Parallel()
+	bin := buildTasktop(t)
+	b := setup(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "--config", b.config)
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	require.Equal(t, "tasktop: no terminal to draw on: run tasktop in one (over SSH: ssh -t HOST tasktop); scripts read taskd stats and taskd list\n", stderr.String())
+}
+
 // tasktop started while Redis is down shows what the task center holds
 // under an error bar naming Redis, as it does when Redis fails later, and
 // clears the bar once Redis answers: before, it exited at once, when an

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
 	"github.com/taskd/taskd/pkg/cli"
@@ -82,6 +83,10 @@ type runError struct{ error }
 
 func (e runError) Unwrap() error { return e.error }
 
+// errNoTerminal is run's error where there is no terminal to draw on:
+// `ssh host tasktop` without -t, cron, a pipe.
+var errNoTerminal = errors.New("no terminal to draw on: run tasktop in one (over SSH: ssh -t HOST tasktop); scripts read taskd stats and taskd list")
+
 // run connects and runs the UI until the operator quits.
 func run(ctx context.Context, cfg *config.Config) error {
 	be, err := openBackend(ctx, cfg)
@@ -89,6 +94,14 @@ func run(ctx context.Context, cfg *config.Config) error {
 		return runError{err}
 	}
 	defer be.Close()
+	// In words: bubbletea's own error names /dev/tty and an errno.
+	if !term.IsTerminal(os.Stdin.Fd()) {
+		tty, err := os.Open("/dev/tty")
+		if err != nil {
+			return runError{errNoTerminal}
+		}
+		tty.Close()
+	}
 	// Cancelled when the program ends: queries still in flight stop.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
