@@ -148,6 +148,9 @@ func TestFaultCannotHeal(t *testing.T) {
 			env.Exec(t, `INSERT INTO taskd_schema (version, name, contract) VALUES (999, 'from a newer taskd', 1)`)
 			return cannotHealConfig(t, env, env.DSN, "")
 		}, "contract step 999 (from a newer taskd) of a newer taskd"},
+		{"an account that may only read", func(t *testing.T, env *testenv.Env) string {
+			return cannotHealConfig(t, env, env.Account(t, "SELECT"), "")
+		}, "command denied to user"},
 		{"redis refuses the password", func(t *testing.T, env *testenv.Env) string {
 			addr := privateRedisWithPassword(t, "s3cret")
 			return cannotHealConfig(t, env, env.DSN, fmt.Sprintf("redis: { addr: %q, password: wrong, prefix: %q }\n", addr, env.Prefix))

@@ -84,6 +84,10 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			st.Close()
 			return nil, err
 		}
+		if err := st.CheckWriteAccess(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
 		return st, nil
 	})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/store"
@@ -91,16 +90,7 @@ func TestMigrateUnderAnAccountThatSeesNoOtherSession(t *testing.T) {
 	env := testenv.New(t)
 	store.MigrateLockTimes(t, time.Second, 2*time.Second)
 	ctx := context.Background()
-	user := fmt.Sprintf("taskd_np_%d", time.Now().UnixNano()%1e9)
-	if _, err := env.Store.DB().Exec(fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw'", user)); err != nil {
-		t.Skipf("the test account cannot create an account: %v", err)
-	}
-	t.Cleanup(func() { env.Store.DB().Exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
-	env.Exec(t, fmt.Sprintf("GRANT ALL ON `%s`.* TO '%s'@'%%'", env.Database, user))
-	cfg, err := mysql.ParseDSN(env.DSN)
-	require.NoError(t, err)
-	cfg.User, cfg.Passwd = user, "pw"
-	limited, err := store.Open(ctx, cfg.FormatDSN(), store.Options{})
+	limited, err := store.Open(ctx, env.Account(t, "ALL"), store.Options{})
 	require.NoError(t, err)
 	defer limited.Close()
 

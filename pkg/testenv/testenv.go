@@ -229,3 +229,23 @@ func (e *Env) FillLarge(t testing.TB, n int, runs time.Duration) {
 		SELECT seq, 1, CONCAT('code', seq % 20), CONCAT('code', seq % 20), CONCAT('w', seq % 200),
 			NOW(3) - INTERVAL (seq % ?) SECOND, IF(seq % 50 = 0, 'failed', 'succeeded') FROM seq_1_to_60000`, int(runs.Seconds()))
 }
+
+// Account creates a MySQL account with privileges (e.g. "SELECT" or
+// "ALL") on the environment's database only, dropped when the test ends,
+// and returns a DSN of the environment for it. The test is skipped where
+// the test account cannot create accounts.
+func (e *Env) Account(t testing.TB, privileges string) string {
+	t.Helper()
+	user := "taskd_t_" + randomID()
+	if _, err := e.Store.DB().Exec(fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw'", user)); err != nil {
+		t.Skipf("the test account cannot create an account: %v", err)
+	}
+	t.Cleanup(func() { e.Store.DB().Exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
+	e.Exec(t, fmt.Sprintf("GRANT %s ON `%s`.* TO '%s'@'%%'", privileges, e.Database, user))
+	cfg, err := mysql.ParseDSN(e.DSN)
+	if err != nil {
+		t.Fatalf("parse the environment's DSN: %v", err)
+	}
+	cfg.User, cfg.Passwd = user, "pw"
+	return cfg.FormatDSN()
+}
