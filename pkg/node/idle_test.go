@@ -1,8 +1,10 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -109,4 +111,20 @@ func infoField(t *testing.T, rdb *redis.Client, section, field string) int64 {
 	}
 	t.Fatalf("no %s in INFO %s", field, section)
 	return 0
+}
+
+// A worker with nothing to run says so: a configuration whose handlers
+// went missing would otherwise idle without a word.
+func TestWorkerWithoutHandlersWarns(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(env.ConfigYAML("node: { roles: [worker] }\n")), 0o644))
+	cfg, err := config.Load(config.NewViper(), path)
+	require.NoError(t, err)
+	var logged bytes.Buffer
+	n, err := node.Open(context.Background(), cfg, nil, slog.New(slog.NewTextHandler(&logged, nil)))
+	require.NoError(t, err)
+	n.Close()
+	require.Contains(t, logged.String(), "the worker role has no handler and no queue in this configuration")
 }

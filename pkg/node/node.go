@@ -130,6 +130,11 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		}, st, br)
 	}
 	if cfg.HasRole("worker") {
+		if len(cfg.WorkerQueues()) == 0 {
+			// A configuration whose handlers went missing (another file,
+			// a wrong mount) would otherwise idle without a word.
+			log.Warn("the worker role has no handler and no queue in this configuration: this node runs no task (configure handlers, or leave worker out of node.roles)")
+		}
 		reg := Handlers(cfg, handlers, log)
 		n.Pools = poolsOf(reg)
 		n.beat.pools = n.poolStates
