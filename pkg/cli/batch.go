@@ -49,7 +49,7 @@ object) with a "batch" key: {"id", "total", "succeeded", "dead",
 			if len(payloads) == 0 {
 				return task.Invalidf("empty batch: give one PAYLOAD per task, or - and one per line of standard input")
 			}
-			cbPayload, err := a.readPayload(callbackPayload)
+			cbPayload, err := a.readPayload("--callback-payload", callbackPayload)
 			if err != nil {
 				return err
 			}

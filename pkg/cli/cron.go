@@ -37,7 +37,7 @@ same CODE and --name updates the task in place.`,
 			if err != nil {
 				return err
 			}
-			payload, err := a.readPayload(f.payload)
+			payload, err := a.readPayload("--payload", f.payload)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -73,20 +74,27 @@ func (f *taskFlags) children(c *config.Config) ([]producer.Child, error) {
 	return chain, nil
 }
 
-// readPayload resolves --payload.
-func (a *App) readPayload(p string) (json.RawMessage, error) {
-	if !strings.HasPrefix(p, "@") {
-		return json.RawMessage(p), nil
+// readPayload resolves a payload flag's value p: JSON, @file or @-.
+// An empty one is refused: the library would store {} for it, and a
+// script piping a failed command's empty output would submit a task
+// without its data.
+func (a *App) readPayload(flag, p string) (json.RawMessage, error) {
+	from, b := flag, []byte(p)
+	if strings.HasPrefix(p, "@") {
+		var err error
+		if p == "@-" {
+			from = "standard input"
+			b, err = io.ReadAll(a.Stdin)
+		} else {
+			from = p[1:]
+			b, err = os.ReadFile(p[1:])
+		}
+		if err != nil {
+			return nil, task.Invalidf("read payload %s: %v", p[1:], err)
+		}
 	}
-	var b []byte
-	var err error
-	if p == "@-" {
-		b, err = io.ReadAll(a.Stdin)
-	} else {
-		b, err = os.ReadFile(p[1:])
-	}
-	if err != nil {
-		return nil, task.Invalidf("read payload %s: %v", p[1:], err)
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, task.Invalidf("payload from %s is empty: give a JSON value, or leave %s out for {}", from, flag)
 	}
 	return json.RawMessage(b), nil
 }
@@ -163,7 +171,7 @@ func (a *App) submitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			payload, err := a.readPayload(f.payload)
+			payload, err := a.readPayload("--payload", f.payload)
 			if err != nil {
 				return err
 			}
