@@ -46,21 +46,32 @@ var adoptIndexes = []struct{ name, def string }{
 	{"uk_code_unique", "UNIQUE KEY uk_code_unique (task_code, unique_key)"},
 }
 
+// taskTable reads the columns of the database's task_center (none when
+// there is no such table), and refuses one that is neither taskd's nor
+// the seed design's: another application's table of that name.
+func taskTable(ctx context.Context, c *sql.Conn) (map[string]bool, error) {
+	cols, err := names(ctx, c, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center'`)
+	if err != nil || len(cols) == 0 || cols["attempt"] {
+		return cols, err
+	}
+	for _, col := range []string{"task_code", "task_type", "payload", "status", "plan_next_run_at"} {
+		if !cols[col] {
+			return nil, fmt.Errorf("a table task_center exists but has no column %s: it is not the seed design's task table; use another database", col)
+		}
+	}
+	return cols, nil
+}
+
 // adoptSeedTable upgrades an existing task_center that lacks taskd's
 // columns. It returns whether it changed anything.
 func adoptSeedTable(ctx context.Context, c *sql.Conn) (bool, error) {
-	cols, err := names(ctx, c, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center'`)
+	cols, err := taskTable(ctx, c)
 	if err != nil || len(cols) == 0 {
 		return false, err // no table: migration 1 creates it
 	}
 	if cols["attempt"] {
 		return false, nil // already taskd's
-	}
-	for _, col := range []string{"task_code", "task_type", "payload", "status", "plan_next_run_at"} {
-		if !cols[col] {
-			return false, fmt.Errorf("a table task_center exists but has no column %s: it is not the seed design's task table; use another database", col)
-		}
 	}
 	for _, col := range adoptColumns {
 		if !cols[col.name] {

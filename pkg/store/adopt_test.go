@@ -107,4 +107,7 @@ func TestMigrateRefusesForeignTable(t *testing.T) {
 	defer st.Close()
 	_, err = st.Migrate(ctx, store.MigrateParams{})
 	require.ErrorContains(t, err, "not the seed design's task table")
+	var tables int
+	require.NoError(t, raw.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()`).Scan(&tables))
+	require.Equal(t, 1, tables, "nothing created beside the other application's table")
 }

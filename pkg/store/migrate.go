@@ -147,6 +147,11 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 		return res, fmt.Errorf("migrate: %w", err)
 	}
 
+	// Another application's task_center is refused before anything is
+	// written into its database.
+	if _, err := taskTable(ctx, conn); err != nil {
+		return res, err
+	}
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS taskd_schema (
 		version INT NOT NULL PRIMARY KEY,
 		name VARCHAR(255) NOT NULL,
