@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,22 +19,11 @@ import (
 const abortCloseWait = 3 * time.Second
 
 func (a *App) runCmd() *cobra.Command {
-	var roles []string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon: scheduler and workers (stop with SIGTERM; it drains)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("roles") {
-				// Checked here: past the Set, an error could only say the
-				// value came from the defaults.
-				for _, r := range roles {
-					if !slices.Contains(config.Roles, r) {
-						return usageError{fmt.Errorf("bad value %q for --roles: want some of %s", r, strings.Join(config.Roles, ", "))}
-					}
-				}
-				a.v.Set("node.roles", roles)
-			}
 			c, err := a.config()
 			if err != nil {
 				return err
@@ -102,7 +90,8 @@ func (a *App) runCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringSliceVar(&roles, "roles", nil, "roles to run, some of "+strings.Join(config.Roles, ", ")+" (default all)")
+	cmd.Flags().StringSlice("roles", nil, "roles to run, some of "+strings.Join(config.Roles, ", ")+" (default all)")
+	config.BindFlag(a.v, "node.roles", cmd.Flags().Lookup("roles"))
 	cmd.Flags().String("node-id", "", "node id (default: hostname)")
 	config.BindFlag(a.v, "node.id", cmd.Flags().Lookup("node-id"))
 	return cmd

@@ -66,16 +66,21 @@ type windows struct {
 	queued  map[string]int64     // messages in Redis per queue, as last read
 	fullAt  map[string]time.Time // when each queue last filled its window
 	filled  map[string]bool      // full queues waiting for room since fullAt (refillWait)
-	// capped: queues whose window is, for FullRedisWait from cappedAt, the
+	// capped: queues whose window is, for FullRedisWait from at, the
 	// length their lists had when Redis was found at maxmemory.
-	capped   map[string]int
-	cappedAt map[string]time.Time
-	anyFull  bool
+	capped  map[string]windowCap
+	anyFull bool
+}
+
+// windowCap is a queue's window capped by a full Redis.
+type windowCap struct {
+	n  int
+	at time.Time
 }
 
 func newWindows(fixed, batch int, clk clock.Clock) *windows {
 	return &windows{fixed: fixed, min: 2 * batch, clock: clk, pushed: map[string]time.Time{},
-		fullAt: map[string]time.Time{}, filled: map[string]bool{}, capped: map[string]int{}, cappedAt: map[string]time.Time{}}
+		fullAt: map[string]time.Time{}, filled: map[string]bool{}, capped: map[string]windowCap{}}
 }
 
 // window is queue q's window.
@@ -87,11 +92,10 @@ func (w *windows) window(q string) int {
 		win = max(win, WindowPerSlotDefault*w.slots[q])
 	}
 	if c, ok := w.capped[q]; ok {
-		if w.clock.Now().Sub(w.cappedAt[q]) < FullRedisWait {
-			return min(win, c)
+		if w.clock.Now().Sub(c.at) < FullRedisWait {
+			return min(win, c.n)
 		}
 		delete(w.capped, q)
-		delete(w.cappedAt, q)
 	}
 	return win
 }
@@ -109,7 +113,7 @@ func (w *windows) refused(queues []string) (fresh []string) {
 		if _, ok := w.capped[q]; !ok {
 			fresh = append(fresh, q)
 		}
-		w.capped[q], w.cappedAt[q] = int(w.queued[q]), now
+		w.capped[q] = windowCap{n: int(w.queued[q]), at: now}
 		w.fill(q, now)
 	}
 	return fresh

@@ -126,17 +126,25 @@ type Source struct {
 
 // Collect takes a snapshot.
 func Collect(ctx context.Context, src Source) (*Stats, error) {
-	return collect(ctx, src, nil)
+	return collect(ctx, src)
 }
 
 // CollectWithoutRedis takes the task center's figures alone, for an
-// operator to see the backlog while Redis is down: redisErr says why.
+// operator to see the backlog while Redis is down: redisErr (not nil)
+// says why.
 func CollectWithoutRedis(ctx context.Context, src Source, redisErr error) (*Stats, error) {
 	src.Broker = nil
-	return collect(ctx, src, redisErr)
+	s, err := collect(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	s.RedisError = redisErr.Error()
+	return s, nil
 }
 
-func collect(ctx context.Context, src Source, redisErr error) (*Stats, error) {
+// collect takes a snapshot, without Redis's figures when src has no
+// broker.
+func collect(ctx context.Context, src Source) (*Stats, error) {
 	withRedis := src.Broker != nil
 	qc, wc, err := src.Store.StatsCounts(ctx)
 	if err != nil {
@@ -192,12 +200,6 @@ func collect(ctx context.Context, src Source, redisErr error) (*Stats, error) {
 	}
 
 	out := &Stats{At: now, Queues: []Queue{}, Workers: []Worker{}}
-	if !withRedis {
-		out.RedisError = "not asked"
-		if redisErr != nil {
-			out.RedisError = redisErr.Error()
-		}
-	}
 	for _, name := range names {
 		q := Queue{Name: name}
 		if c := qc[name]; c != nil {

@@ -64,14 +64,11 @@ func taskTable(ctx context.Context, c *sql.Conn) (map[string]bool, error) {
 }
 
 // adoptSeedTable upgrades an existing task_center that lacks taskd's
-// columns. It returns whether it changed anything.
-func adoptSeedTable(ctx context.Context, c *sql.Conn) (bool, error) {
-	cols, err := taskTable(ctx, c)
-	if err != nil || len(cols) == 0 {
-		return false, err // no table: migration 1 creates it
-	}
-	if cols["attempt"] {
-		return false, nil // already taskd's
+// columns; cols are its columns as taskTable read them. It returns
+// whether it changed anything.
+func adoptSeedTable(ctx context.Context, c *sql.Conn, cols map[string]bool) (bool, error) {
+	if len(cols) == 0 || cols["attempt"] {
+		return false, nil // no table (migration 1 creates it), or taskd's already
 	}
 	for _, col := range adoptColumns {
 		if !cols[col.name] {

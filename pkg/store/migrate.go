@@ -149,7 +149,8 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 
 	// Another application's task_center is refused before anything is
 	// written into its database.
-	if _, err := taskTable(ctx, conn); err != nil {
+	taskCols, err := taskTable(ctx, conn)
+	if err != nil {
 		return res, err
 	}
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS taskd_schema (
@@ -189,7 +190,7 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 			}
 		}
 		if m.Version == 1 {
-			if _, err := adoptSeedTable(ctx, conn); err != nil {
+			if _, err := adoptSeedTable(ctx, conn, taskCols); err != nil {
 				return res, err
 			}
 		}
