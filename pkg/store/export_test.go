@@ -16,6 +16,9 @@ var (
 // per-row lookup, even where the entries agree.
 func (s *Store) UsePerRowColumns() { s.perRow = true }
 
+// CapScans lowers the server's time limit of listings to d.
+func (s *Store) CapScans(d time.Duration) { s.scanCap = d }
+
 // MaxBatchRows is the most entries one batched write statement carries.
 const MaxBatchRows = maxBatchRows
 

@@ -58,17 +58,18 @@ func probeLockMode(ctx context.Context, db *sql.DB) (lockMode, error) {
 // probeZeroWait reports whether the server runs a statement with no lock
 // wait at all: MariaDB takes SET STATEMENT innodb_lock_wait_timeout = 0
 // and fails a lock it cannot have at once (10.3+; older ones raise the 0
-// to 1). MySQL has no SET STATEMENT and a minimum of 1 s.
-func probeZeroWait(ctx context.Context, db *sql.DB) (bool, error) {
+// to 1). MySQL has no SET STATEMENT and a minimum of 1 s. setStatement
+// reports whether it has SET STATEMENT at all.
+func probeZeroWait(ctx context.Context, db *sql.DB) (zeroWait, setStatement bool, err error) {
 	var v int64
-	err := db.QueryRowContext(ctx, qProbeZeroWait).Scan(&v)
+	err = db.QueryRowContext(ctx, qProbeZeroWait).Scan(&v)
 	if err != nil {
 		if IsRejected(err) {
-			return false, nil
+			return false, false, nil
 		}
-		return false, err
+		return false, false, err
 	}
-	return v == 0, nil
+	return v == 0, true, nil
 }
 
 // errHeld fails a zero-wait write that met a row another transaction holds.

@@ -71,8 +71,14 @@ type Store struct {
 	// until they meet a held row. preReads counts locking reads (tests).
 	lock     lockMode
 	zeroWait bool
-	skip     skipSet
-	preReads atomic.Int64
+	// setStatement: the server takes SET STATEMENT (MariaDB), the way a
+	// listing is given a time limit of its own (scanLimited), which is at
+	// most the connections' read timeout and scanCap (tests; 0: none).
+	setStatement bool
+	readTimeout  time.Duration
+	scanCap      time.Duration
+	skip         skipSet
+	preReads     atomic.Int64
 	// claimRead is how many candidates the next claim reads (0: a batch;
 	// see nextClaimRead); candidates counts those read (tests).
 	claimRead  atomic.Int64
@@ -108,7 +114,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxLifetime(30 * time.Minute)
-	s := &Store{db: db}
+	s := &Store{db: db, readTimeout: cfg.ReadTimeout}
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
 		if cerr := configError(err, cfg, cmp.Or(o.Key, "mysql.dsn")); cerr != nil {
@@ -120,7 +126,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
 	}
-	if s.zeroWait, err = probeZeroWait(pctx, db); err != nil {
+	if s.zeroWait, s.setStatement, err = probeZeroWait(pctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
 	}

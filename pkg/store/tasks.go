@@ -357,18 +357,34 @@ type TaskListParams struct {
 	Limit    int
 }
 
-// where is the filter of p as SQL conditions and their arguments.
-func (p *TaskListParams) where() (string, []any) {
-	q := ` WHERE 1 = 1`
-	var args []any
+const laneIndex = ` FROM task_center FORCE INDEX (idx_lane)`
+
+// where is the filter of p as the table to read, SQL conditions and
+// their arguments.
+func (p *TaskListParams) where() (from, q string, args []any) {
+	from, q = ` FROM task_center`, ` WHERE 1 = 1`
 	if p.Status != nil {
 		q += ` AND status = ?`
 		args = append(args, int(*p.Status))
-		if *p.Status == task.Dead || *p.Status == task.Cancelled {
+		switch *p.Status {
+		case task.Dead, task.Cancelled:
 			// idx_held holds only dead and cancelled rows, in id order:
 			// the page reads those, not every row of a code.
 			q += ` AND held_status = ?`
 			args = append(args, int(*p.Status))
+		case task.Pending, task.Failed:
+			// The waiting lanes of idx_lane (one per priority) hold every
+			// such task and no finished one: the page reads and sorts the
+			// waiting tasks, however many finished ones the table holds.
+			// Left to itself, the optimizer walks the primary key back from
+			// the newest id when waiting tasks are many, through every
+			// finished row newer than them.
+			from = laneIndex
+			q += ` AND lane BETWEEN 0 AND 9 AND wait_status = ?`
+			args = append(args, int(*p.Status))
+		case task.Dispatched, task.Running:
+			from = laneIndex // the in-flight lane, as above
+			q += ` AND lane = 10`
 		}
 	}
 	if p.Code != "" {
@@ -394,6 +410,13 @@ func (p *TaskListParams) where() (string, []any) {
 	if p.Type != nil {
 		q += ` AND task_type = ?`
 		args = append(args, int(*p.Type))
+		if *p.Type == task.Periodic && p.Status == nil {
+			// A periodic task goes back to waiting after each run: it is
+			// in a waiting or the in-flight lane, or dead or disabled
+			// (idx_held), never among the finished one-off tasks that
+			// make up most of the table.
+			q += ` AND (lane BETWEEN 0 AND 10 OR held_status IS NOT NULL)`
+		}
 	}
 	if p.Search != "" {
 		like := "%" + likeEscaper.Replace(p.Search) + "%"
@@ -404,7 +427,7 @@ func (p *TaskListParams) where() (string, []any) {
 		q += ` AND id < ?`
 		args = append(args, p.BeforeID)
 	}
-	return q, args
+	return from, q, args
 }
 
 // likeEscaper makes a search text match literally in LIKE (backslash is
@@ -418,29 +441,69 @@ const TaskCountMax = 100000
 // most TaskCountMax, so a count over a huge table costs a bounded scan.
 func (s *Store) TaskCount(ctx context.Context, p TaskListParams) (int, error) {
 	p.BeforeID = 0
-	where, args := p.where()
+	from, where, args := p.where()
+	q, limit := s.scanLimited(ctx, `SELECT COUNT(*) FROM (SELECT 1`+from+where+` LIMIT ?) t`)
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM task_center`+where+` LIMIT ?) t`,
-		append(args, TaskCountMax)...).Scan(&n)
+	err := s.db.QueryRowContext(ctx, q, append(args, TaskCountMax)...).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("count tasks: %w", err)
+		return 0, fmt.Errorf("count tasks: %w", scanStopped(err, limit))
 	}
 	return n, nil
 }
 
+// ErrScanStopped is the error of a listing the server stopped at its time
+// limit (scanLimited).
+var ErrScanStopped = errors.New("no index serves this filter alone (a queue, group, type or text): add a status or a task code")
+
+// scanLimited gives a listing, which may read every row when no index
+// serves its filter, a time limit on the server: the caller's deadline or
+// the connections' read timeout, whichever comes first, less a tenth for
+// the server's error to arrive before the client gives up. A client that
+// gives up closes its connection, but the server would read on to the end
+// of the table, and tasktop's next refresh would start another such read
+// beside it.
+func (s *Store) scanLimited(ctx context.Context, q string) (string, time.Duration) {
+	d := s.readTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	if d <= 0 {
+		return q, 0
+	}
+	d = max(d*9/10, time.Millisecond)
+	if s.scanCap > 0 {
+		d = min(d, s.scanCap)
+	}
+	if s.setStatement {
+		return fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR %s", d.Seconds(), q), d
+	}
+	// MySQL: an optimizer hint of the outermost SELECT.
+	return strings.Replace(q, "SELECT ", fmt.Sprintf("SELECT /*+ MAX_EXECUTION_TIME(%d) */ ", d.Milliseconds()), 1), d
+}
+
+// scanStopped tells a read the server stopped at its time limit (MariaDB's
+// max_statement_time, MySQL's MAX_EXECUTION_TIME) from other errors.
+func scanStopped(err error, limit time.Duration) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1969 || me.Number == 3024) {
+		return fmt.Errorf("stopped after %s of reading: %w", limit.Round(time.Millisecond), ErrScanStopped)
+	}
+	return err
+}
+
 // TaskList lists tasks, newest first.
 func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, error) {
-	where, args := p.where()
-	q := `SELECT ` + taskColumns + ` FROM task_center` + where
+	from, where, args := p.where()
+	q := `SELECT ` + taskColumns + from + where
 	limit := p.Limit
 	if limit <= 0 || limit > 10000 {
 		limit = 50
 	}
-	q += ` ORDER BY id DESC LIMIT ?`
+	q, stop := s.scanLimited(ctx, q+` ORDER BY id DESC LIMIT ?`)
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
+		return nil, fmt.Errorf("list tasks: %w", scanStopped(err, stop))
 	}
 	defer rows.Close()
 	var out []*task.Task
@@ -451,7 +514,10 @@ func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, 
 		}
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tasks: %w", scanStopped(err, stop))
+	}
+	return out, nil
 }
 
 // RunList returns the newest runs of a task, newest first.
