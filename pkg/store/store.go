@@ -71,14 +71,14 @@ type Store struct {
 	// until they meet a held row. preReads counts locking reads (tests).
 	lock     lockMode
 	zeroWait bool
+	skip     skipSet
+	preReads atomic.Int64
 	// setStatement: the server takes SET STATEMENT (MariaDB), the way a
 	// listing is given a time limit of its own (scanLimited), which is at
 	// most the connections' read timeout and scanCap (tests; 0: none).
 	setStatement bool
 	readTimeout  time.Duration
 	scanCap      time.Duration
-	skip         skipSet
-	preReads     atomic.Int64
 	// claimRead is how many candidates the next claim reads (0: a batch;
 	// see nextClaimRead); candidates counts those read (tests).
 	claimRead  atomic.Int64
