@@ -90,7 +90,7 @@ func TestHealthy(t *testing.T) {
 
 	r := b.run(t, doctor.Options{})
 	require.True(t, r.OK, "%+v", r.Checks)
-	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.time_zone",
+	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.max_allowed_packet", "mysql.time_zone",
 		"mysql.clock", "redis", "redis.oom", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "tasks.routes", "queues.consumers",
 		"queues.limits", "nodes.time_zones", "nodes.cron_timezone"} {
 		requireStatus(t, r, name, doctor.OK, "")
@@ -106,7 +106,8 @@ func TestProblems(t *testing.T) {
 	t.Parallel()
 	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	b := setup(t, "handlers:\n  gone: { exec: [\"/no/such/program\"] }\n  down: { http: \"http://"+closed+"/task\" }\n"+
-		"  nowhere: { http: \"http://no-such-host.invalid/task\" }\n  indir: { exec: [\"true\"], dir: /no/such/dir }\n")
+		"  nowhere: { http: \"http://no-such-host.invalid/task\" }\n  indir: { exec: [\"true\"], dir: /no/such/dir }\n"+
+		"submit: { max_payload: 104857600 }\n")
 	ctx := context.Background()
 	// A waiting task whose code no node handles, in a queue nobody consumes.
 	prod := producer.New(b.env.Store, nil, producer.Options{})
@@ -133,6 +134,7 @@ func TestProblems(t *testing.T) {
 	requireStatus(t, r, "queues.consumers", doctor.Warn, "spook (1 task waiting)")
 	requireStatus(t, r, "mysql.clock", doctor.Fail, "ahead of the database's")
 	requireStatus(t, r, "mysql.time_zone", doctor.Warn, "this host's UTC+05:00")
+	requireStatus(t, r, "mysql.max_allowed_packet", doctor.Warn, "less than the 100.0 MiB submit.max_payload allows")
 	requireStatus(t, r, "nodes.time_zones", doctor.OK, "hosts in 2 zones (Asia/Tokyo +09:00: tokyo-1; ")
 	requireStatus(t, r, "nodes.cron_timezone", doctor.Warn, "Asia/Tokyo: tokyo-1")
 

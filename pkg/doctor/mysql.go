@@ -74,6 +74,22 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 		r.ok("mysql.lock_wait_timeout", "%s per session (server default %s)", in.LockWait, in.GlobalLockWait)
 	}
 
+	// A payload, or a result (a chain's next payload), larger than one
+	// statement can carry cannot be written at all; batches of them are
+	// split to fit.
+	need, key := cfg.Submit.MaxPayload, "submit.max_payload"
+	if cfg.Worker.OutputLimit > need {
+		need, key = cfg.Worker.OutputLimit, "worker.output_limit"
+	}
+	packet, most := st.MaxAllowedPacket(), int64(st.MaxValueBytes())
+	if int64(need) > most {
+		r.add("mysql.max_allowed_packet", Warn, fmt.Sprintf("raise the server's max_allowed_packet (my.cnf, SET GLOBAL) to %s, or lower %s", bytes(2*int64(need)+1<<20), key),
+			"statements of %s at most carry values of %s, less than the %s %s allows: larger payloads are refused and larger outputs cannot be written",
+			bytes(packet), bytes(most), bytes(int64(need)), key)
+	} else {
+		r.ok("mysql.max_allowed_packet", "%s: values of up to %s, over the %s of %s", bytes(packet), bytes(most), bytes(int64(need)), key)
+	}
+
 	zone := in.TimeZone
 	if zone == "SYSTEM" {
 		zone = "SYSTEM (" + in.SystemTimeZone + ")"

@@ -250,6 +250,9 @@ func (c *Client) params(s *Submission) (store.TaskInsertParams, error) {
 	if err := task.ValidatePayload(payload, c.opts.MaxPayload); err != nil {
 		return p, err
 	}
+	if err := c.store.CheckValueSize("payload", len(payload)); err != nil {
+		return p, err
+	}
 	prio := task.DefaultPriority
 	if s.Priority != nil {
 		prio = *s.Priority

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,6 +116,12 @@ func TestSubmitInvalid(t *testing.T) {
 	cl, b := setup(t)
 	ctx := context.Background()
 	small := producer.New(b.env.Store, nil, producer.Options{MaxPayload: 16})
+	// A limit raised past what the server takes in one statement: the
+	// payload is refused saying so, not sent to have the connection reset.
+	var packet int
+	require.NoError(t, b.env.Store.DB().QueryRowContext(ctx, `SELECT @@max_allowed_packet`).Scan(&packet))
+	huge := producer.New(b.env.Store, nil, producer.Options{MaxPayload: 2 * packet})
+	overPacket := json.RawMessage(`"` + strings.Repeat("x", packet) + `"`)
 
 	for name, tc := range map[string]struct {
 		cl  *producer.Client
@@ -125,6 +132,7 @@ func TestSubmitInvalid(t *testing.T) {
 		"bad queue":          {cl, producer.Submission{Code: "ok", Queue: "a/b"}},
 		"payload not JSON":   {cl, producer.Submission{Code: "ok", Payload: json.RawMessage(`{oops`)}},
 		"payload too large":  {small, producer.Submission{Code: "ok", Payload: json.RawMessage(`{"k":"0123456789abcdef"}`)}},
+		"over the packet":    {huge, producer.Submission{Code: "ok", Payload: overPacket}},
 		"priority 10":        {cl, producer.Submission{Code: "ok", Priority: intp(10)}},
 		"priority -1":        {cl, producer.Submission{Code: "ok", Priority: intp(-1)}},
 		"timeout too short":  {cl, producer.Submission{Code: "ok", Timeout: 10 * time.Millisecond}},
@@ -139,6 +147,9 @@ func TestSubmitInvalid(t *testing.T) {
 		_, err := tc.cl.Submit(ctx, tc.sub)
 		require.Error(t, err, name)
 		require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%s: %v", name, err)
+		if tc.cl == huge {
+			require.ErrorContains(t, err, "the task center takes in one statement (its max_allowed_packet is")
+		}
 	}
 	require.Zero(t, b.rows(t), "nothing written")
 }

@@ -86,12 +86,12 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) (BatchInse
 			return err
 		}
 		out.MemberIDs = make([]int64, 0, len(p.Members))
-		for start := 0; start < len(p.Members); start += batchRowsMax {
-			idx := make([]int, 0, batchRowsMax)
-			for i := start; i < min(start+batchRowsMax, len(p.Members)); i++ {
-				p.Members[i].BatchID = out.ID
-				idx = append(idx, i)
-			}
+		all := make([]int, len(p.Members))
+		for i := range p.Members {
+			p.Members[i].BatchID = out.ID
+			all[i] = i
+		}
+		for _, idx := range insertParts(p.Members, all, batchRowsMax, s.stmtBytes) {
 			ids, err := insertRowsOn(ctx, tx, p.Members, idx)
 			if err != nil {
 				return err

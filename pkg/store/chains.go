@@ -35,9 +35,9 @@ func ChildUniqueKey(parent int64, attempt, k int) string {
 //
 // A then_spec that does not parse (written by hand) creates no children
 // rather than holding back the batch's results.
-func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []bool) error {
+func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []bool, bytes int) error {
 	var args []any
-	rows := 0
+	rows, size := 0, 0
 	flush := func() error {
 		if rows == 0 {
 			return nil
@@ -53,7 +53,7 @@ func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []
 		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
 			return fmt.Errorf("insert %d children: %w", rows, err)
 		}
-		args, rows = args[:0], 0
+		args, rows, size = args[:0], 0, 0
 		return nil
 	}
 	for i := range ts {
@@ -72,6 +72,12 @@ func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []
 			if err != nil {
 				return err
 			}
+			if n := len(payload) + len(then); rows > 0 && size+n > bytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			size += len(payload) + len(then)
 			args = append(args, c.Code, c.Queue, payload, c.Priority, c.Timeout, c.MaxRetry,
 				ChildUniqueKey(t.ID, t.Attempt, k), t.ID, nullString(string(then)), c.DelayMS*1000)
 			if rows++; rows == childRowsMax {

@@ -448,7 +448,7 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 		for j, i := range idx {
 			applied[i] = done[j]
 		}
-		return insertChildren(ctx, tx.Tx, ts, applied)
+		return insertChildren(ctx, tx.Tx, ts, applied, s.stmtBytes)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("write %d task transitions: %w", len(ts), err)
@@ -460,7 +460,7 @@ func (s *Store) TaskTransition(ctx context.Context, ts []Transition) ([]bool, er
 // transition writes ts in tx, which covers their rows, and sets applied.
 func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, applied []bool) error {
 	token := newToken()
-	changed, err := tx.exec(ctx, transitionSQL(ts, token, s.perRow))
+	changed, err := tx.exec(ctx, transitionSQL(ts, token, s.perRow, s.stmtBytes))
 	if err != nil {
 		return err
 	}
@@ -479,23 +479,43 @@ func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, ap
 		}
 		markWon(applied, fences, won)
 	}
-	runs, rows := newSQLText(), 0
-	runs.sql(qRunInsertHead)
+	return insertRuns(ctx, tx, ts, applied, s.stmtBytes)
+}
+
+// insertRuns writes the run rows of the transitions that applied, in as
+// many statements as their results' bytes need (see sizeBudget).
+func insertRuns(ctx context.Context, tx *batchTx, ts []Transition, applied []bool, bytes int) error {
+	runs, rows, size := newSQLText(), 0, 0
+	flush := func() error {
+		st := runs.stmt()
+		if rows == 0 {
+			return nil
+		}
+		runs, rows, size = newSQLText(), 0, 0
+		if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
+			return fmt.Errorf("insert runs: %w", err)
+		}
+		return nil
+	}
 	for i := range ts {
 		if !applied[i] || ts[i].Run == nil {
 			continue
 		}
+		n := len(ts[i].Run.Result)
+		if rows > 0 && size+n > bytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		if rows++; rows > 1 {
 			runs.sql(", ")
+		} else {
+			runs.sql(qRunInsertHead)
 		}
+		size += n
 		runRow(&runs, ts[i].ID, ts[i].Attempt, ts[i].Run)
 	}
-	if st := runs.stmt(); rows > 0 {
-		if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
-			return fmt.Errorf("insert runs: %w", err)
-		}
-	}
-	return nil
+	return flush()
 }
 
 // finishEnded finishes the batches of members whose end was just written,

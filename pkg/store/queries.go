@@ -137,7 +137,7 @@ const claimCandidateArgs = 10
 // prefers a scan, which locks every row it reads and so waits on any row
 // someone else holds (see locked.go).
 func claimSQL(fences []Fence, token uint64, perRow bool, ahead time.Duration) []stmt {
-	return batchSQL(fenceIDs(fences), perRow, func(b *byID, _ bool) {
+	return batchSQL(fenceIDs(fences), perRow, nil, func(b *byID, _ bool) {
 		b.sql("UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, attempt = attempt + 1, dispatched_at = NOW(3), worker_id = '', claim_token = ")
 		b.arg(token)
 		b.sql(" WHERE ")
@@ -175,6 +175,33 @@ var qNextDue = func() string {
 // MariaDB reads an IN list of in_predicate_conversion_threshold (1,000)
 // values or more as a join with a temporary table.
 const maxBatchRows = 500
+
+// sizeBudget bounds the bytes of the text values (results, payloads) one
+// statement carries, so that a batch of large ones is written in several
+// statements instead of one the server refuses: a statement longer than
+// its max_allowed_packet (16 MiB by default) has the connection reset. 500
+// results of a 64 KiB output each are 32 MiB.
+type sizeBudget struct {
+	bytes int           // at most this many bytes of values a statement
+	size  func(int) int // the bytes of values of entry i
+}
+
+// sizeOf is the size of entry i (0 without a budget).
+func (b *sizeBudget) sizeOf(i int) int {
+	if b == nil {
+		return 0
+	}
+	return b.size(i)
+}
+
+// over reports whether an entry of n bytes does not fit beside used bytes
+// (an entry alone always fits).
+func (b *sizeBudget) over(used, n int) bool { return b != nil && used > 0 && used+n > b.bytes }
+
+// packetBytes is the statement budget for a server's max_allowed_packet: a
+// quarter, as escaping can double a value and the statement's own text
+// comes on top.
+func packetBytes(maxAllowedPacket int64) int { return int(max(maxAllowedPacket/4, 64<<10)) }
 
 // stmt is one statement and its arguments.
 type stmt struct {
@@ -325,22 +352,26 @@ func (b *byID) col(v func(i int) any) {
 // previous one; later is true for every statement after the first, whose
 // fence must then skip rows an earlier statement of the batch changed, so
 // that, as in one statement, the first entry that matches a row is the
-// one applied.
-func batchSQL(ids []int64, perRow bool, build func(b *byID, later bool)) []stmt {
+// one applied. With a budget, the sizes of a statement's entries add up
+// to at most its bytes (an entry larger than that goes alone).
+func batchSQL(ids []int64, perRow bool, budget *sizeBudget, build func(b *byID, later bool)) []stmt {
 	var groups [][]int
+	var sizes []int
 	last := make(map[int64]int, len(ids))
 	for i, id := range ids {
 		g := 0
 		if p, ok := last[id]; ok {
 			g = p + 1
 		}
-		for g < len(groups) && len(groups[g]) >= maxBatchRows {
+		n := budget.sizeOf(i)
+		for g < len(groups) && (len(groups[g]) >= maxBatchRows || budget.over(sizes[g], n)) {
 			g++
 		}
 		if g == len(groups) {
-			groups = append(groups, nil)
+			groups, sizes = append(groups, nil), append(sizes, 0)
 		}
 		groups[g] = append(groups[g], i)
+		sizes[g] += n
 		last[id] = g
 	}
 	out := make([]stmt, len(groups))
@@ -373,7 +404,7 @@ func fenceIDs(fences []Fence) []int64 {
 
 // markRunningSQL is the fenced 1 -> 2 transition of a batch of tasks.
 func markRunningSQL(fences []Fence, workerID string, token uint64, perRow bool) []stmt {
-	return batchSQL(fenceIDs(fences), perRow, func(b *byID, later bool) {
+	return batchSQL(fenceIDs(fences), perRow, nil, func(b *byID, later bool) {
 		b.sql("UPDATE task_center FORCE INDEX (PRIMARY) SET status = 2, worker_id = ")
 		b.arg(workerID)
 		b.sql(", claim_token = ")
@@ -393,7 +424,7 @@ func markRunningSQL(fences []Fence, workerID string, token uint64, perRow bool) 
 // transitionSQL applies a batch of fenced transitions. Each assignment
 // reads only its own column, so the order MariaDB evaluates them in does
 // not matter.
-func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
+func transitionSQL(ts []Transition, token uint64, perRow bool, bytes int) []stmt {
 	ids := make([]int64, len(ts))
 	for i := range ts {
 		ids[i] = ts[i].ID
@@ -403,7 +434,8 @@ func transitionSQL(ts []Transition, token uint64, perRow bool) []stmt {
 	// ran: an attempt that ended before its running mark records its
 	// worker and start with its result.
 	ran := func(i int) bool { return ts[i].From == task.Dispatched && ts[i].Run != nil && ts[i].Run.WorkerID != "" }
-	return batchSQL(ids, perRow, func(b *byID, later bool) {
+	budget := &sizeBudget{bytes: bytes, size: func(i int) int { return len(ts[i].Result) }}
+	return batchSQL(ids, perRow, budget, func(b *byID, later bool) {
 		col := func(name string, v func(t *Transition, i int) any) {
 			b.sql(name)
 			b.col(func(i int) any { return v(&ts[i], i) })
@@ -793,6 +825,8 @@ const (
 	qProbeNoWait     = `SELECT 1 FROM (SELECT 1 AS x) d FOR UPDATE NOWAIT`
 	// qProbeZeroWait answers 0 where a statement's lock wait can be zero.
 	qProbeZeroWait = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR SELECT @@innodb_lock_wait_timeout`
+	// qMaxAllowedPacket reads the longest statement the server takes.
+	qMaxAllowedPacket = `SELECT @@max_allowed_packet`
 )
 
 // Routes and settings (routes.go, settings.go).

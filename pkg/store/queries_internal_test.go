@@ -22,7 +22,7 @@ func TestBatchedWritesCarryValuesAsLiterals(t *testing.T) {
 			Run: &RunRecord{WorkerID: "w1", Outcome: task.OutcomeFailed, Duration: 2 * time.Millisecond}},
 		{ID: 9, Attempt: 5, From: task.Running, To: task.Dead},
 	}
-	for _, st := range transitionSQL(ts, 1<<63+5, true) {
+	for _, st := range transitionSQL(ts, 1<<63+5, true, 1<<20) {
 		for _, a := range st.args {
 			if a != "it's done?" {
 				t.Errorf("argument %v (%T) of %q: want only the result, which needs escaping", a, a, st.q)
@@ -65,10 +65,10 @@ func TestUnixArg(t *testing.T) {
 // A statement's text is its own: the buffer it was written in goes back
 // to the pool and is written over by the next statement.
 func TestStatementsOutliveTheirBuffer(t *testing.T) {
-	first := transitionSQL([]Transition{{ID: 1, Attempt: 1, From: task.Running, To: task.Succeeded}}, 1, false)[0]
+	first := transitionSQL([]Transition{{ID: 1, Attempt: 1, From: task.Running, To: task.Succeeded}}, 1, false, 1<<20)[0]
 	want := strings.Clone(first.q)
 	for range 3 {
-		transitionSQL([]Transition{{ID: 999_999, Attempt: 7, From: task.Dispatched, To: task.Dead, SetResult: true, Result: "xxxxxxxxxxxxxxxx"}}, 2, false)
+		transitionSQL([]Transition{{ID: 999_999, Attempt: 7, From: task.Dispatched, To: task.Dead, SetResult: true, Result: "xxxxxxxxxxxxxxxx"}}, 2, false, 1<<20)
 	}
 	if first.q != want {
 		t.Errorf("the first statement changed:\n%s\nwas\n%s", first.q, want)

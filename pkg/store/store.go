@@ -79,6 +79,10 @@ type Store struct {
 	setStatement bool
 	readTimeout  time.Duration
 	scanCap      time.Duration
+	// packet is the server's max_allowed_packet; stmtBytes bounds the
+	// text values of one batched statement (see sizeBudget).
+	packet    int64
+	stmtBytes int
 	// claimRead is how many candidates the next claim reads (0: a batch;
 	// see nextClaimRead); candidates counts those read (tests).
 	claimRead  atomic.Int64
@@ -130,6 +134,11 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
 	}
+	if err := db.QueryRowContext(pctx, qMaxAllowedPacket).Scan(&s.packet); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
+	}
+	s.stmtBytes = packetBytes(s.packet)
 	return s, nil
 }
 
@@ -173,6 +182,22 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 type quietDriver struct{}
 
 func (quietDriver) Print(...any) {}
+
+// CheckValueSize refuses a value (a payload) of n bytes that no statement
+// the server takes can carry: escaped, it could double, and the longest
+// statement is its max_allowed_packet.
+func (s *Store) CheckValueSize(what string, n int) error {
+	if limit := s.MaxValueBytes(); n > limit {
+		return task.Invalidf("%s is %d bytes, over the %d the task center takes in one statement (its max_allowed_packet is %d; raise that for larger ones)",
+			what, n, limit, s.packet)
+	}
+	return nil
+}
+
+// MaxValueBytes is the largest value one statement carries, and
+// MaxAllowedPacket the server's limit it follows from.
+func (s *Store) MaxValueBytes() int      { return int(s.packet/2 - 64<<10) }
+func (s *Store) MaxAllowedPacket() int64 { return s.packet }
 
 // DB exposes the pool for tests and benchmarks.
 func (s *Store) DB() *sql.DB { return s.db }

@@ -91,13 +91,13 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 	if len(todo) == 0 {
 		return out, nil
 	}
-	first, err := s.insertRows(ctx, ps, todo)
+	rs, err := s.insertRows(ctx, ps, todo)
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 {
 		// A concurrent submit took a unique key between our check and the
 		// insert: fall back to one row at a time to say which.
 		for _, i := range todo {
-			ids, err := s.insertRows(ctx, ps, []int{i})
+			r, err := s.insertRows(ctx, ps, []int{i})
 			if errors.As(err, &me) && me.Number == 1062 {
 				id, err := s.taskIDByUnique(ctx, ps[i].Code, ps[i].UniqueKey)
 				if err != nil {
@@ -111,20 +111,38 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 			if err != nil {
 				return nil, err
 			}
-			out[i] = ids.result(&ps[i], 0)
+			out[i] = r[0]
 		}
 		return out, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	// A single multi-row INSERT receives evenly spaced auto-increment values
-	// on InnoDB in every autoinc lock mode ("simple inserts"): step apart,
-	// which is 1 unless a cluster (Galera) spreads ids across nodes.
 	for k, i := range todo {
-		out[i] = first.result(&ps[i], k)
+		out[i] = rs[k]
 	}
 	return out, nil
+}
+
+// insertSize is what a task's row carries in text values (see sizeBudget).
+func insertSize(p *TaskInsertParams) int {
+	return len(p.Payload) + len(p.Then) + len(p.UniqueKey) + len(p.CronExpr)
+}
+
+// insertParts cuts ps[idx...] into the runs one INSERT each carries: at
+// most rows rows, and the bytes of one statement (an entry larger alone).
+func insertParts(ps []TaskInsertParams, idx []int, rows, bytes int) [][]int {
+	var parts [][]int
+	size := 0
+	for k, i := range idx {
+		n := insertSize(&ps[i])
+		if k == 0 || len(parts[len(parts)-1]) >= rows || size > 0 && size+n > bytes {
+			parts, size = append(parts, nil), 0
+		}
+		parts[len(parts)-1] = append(parts[len(parts)-1], i)
+		size += n
+	}
+	return parts
 }
 
 // insertedIDs is where a multi-row insert's ids start and how far apart
@@ -153,14 +171,46 @@ func (p *TaskInsertParams) message(id int64, now time.Time) *task.Message {
 		Then: nilIfEmpty(p.Then), Batch: p.BatchID, TraceParent: p.TraceParent, Group: p.Group}
 }
 
-func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int) (insertedIDs, error) {
+// insertRows inserts ps[idx...] and returns their results in order: in
+// one statement, or, when their text outgrows one (large payloads), in
+// one transaction of several, so that they are written all or none.
+func (s *Store) insertRows(ctx context.Context, ps []TaskInsertParams, idx []int) ([]TaskInsertResult, error) {
 	// The step is a session variable: read it on the inserting connection.
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return insertedIDs{}, fmt.Errorf("insert %d tasks: %w", len(idx), err)
+		return nil, fmt.Errorf("insert %d tasks: %w", len(idx), err)
 	}
 	defer conn.Close()
-	return insertRowsOn(ctx, conn, ps, idx)
+	parts := insertParts(ps, idx, len(idx), s.stmtBytes)
+	var db session = conn
+	if len(parts) > 1 {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("insert %d tasks: %w", len(idx), err)
+		}
+		defer tx.Rollback()
+		db = tx
+	}
+	out := make([]TaskInsertResult, 0, len(idx))
+	for _, part := range parts {
+		ids, err := insertRowsOn(ctx, db, ps, part)
+		if err != nil {
+			return nil, err
+		}
+		// A single multi-row INSERT receives evenly spaced auto-increment
+		// values on InnoDB in every autoinc lock mode ("simple inserts"):
+		// step apart, which is 1 unless a cluster (Galera) spreads ids
+		// across nodes.
+		for k, i := range part {
+			out = append(out, ids.result(&ps[i], k))
+		}
+	}
+	if tx, ok := db.(*sql.Tx); ok {
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("insert %d tasks: %w", len(idx), err)
+		}
+	}
+	return out, nil
 }
 
 // session is one connection: a *sql.Conn or a *sql.Tx.

@@ -173,14 +173,14 @@ func (s *Store) takeOverKey(ctx context.Context, p *TaskInsertParams, id int64) 
 			return TaskInsertResult{}, err
 		}
 		if holder == 0 {
-			ids, err := s.insertRows(ctx, []TaskInsertParams{*p}, []int{0})
+			rs, err := s.insertRows(ctx, []TaskInsertParams{*p}, []int{0})
 			if errors.As(err, &me) && me.Number == 1062 {
 				continue
 			}
 			if err != nil {
 				return TaskInsertResult{}, err
 			}
-			return ids.result(p, 0), nil
+			return rs[0], nil
 		}
 		if holder != id {
 			id = holder
