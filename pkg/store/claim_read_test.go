@@ -39,3 +39,38 @@ func TestClaimReadsWhatTheRoomTakes(t *testing.T) {
 	require.Equal(t, 500, n, "room left none out: a whole batch again")
 	require.EqualValues(t, 500, read)
 }
+
+// Large payloads: a claim reads about 16 MiB of them, by the mean of the
+// last claim's, not a batch of 500 of 1 MiB each into memory at once.
+func TestClaimReadsBoundedBytes(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	fat := func(n string) {
+		b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at)
+			SELECT 'fat', CONCAT('"', REPEAT('x', 1000000), '"'), NOW(3) - INTERVAL 1 SECOND FROM seq_1_to_`+n)
+	}
+	claim := func() (claimed int, read int64) {
+		t.Helper()
+		before := st.Candidates()
+		got, err := st.TaskClaimDueIn(b.ctx, 500, 0, nil)
+		require.NoError(t, err)
+		return len(got), st.Candidates() - before
+	}
+	fat("10")
+	n, read := claim()
+	require.Equal(t, 10, n)
+	require.EqualValues(t, 10, read, "the first claim knows no sizes yet")
+	fat("40")
+	for range 2 {
+		n, read = claim()
+		require.Equal(t, 16, n, "16 MiB of payloads of 1 MB")
+		require.EqualValues(t, 16, read)
+	}
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) SELECT 'small', '{}', NOW(3) FROM seq_1_to_300`)
+	n, _ = claim()
+	require.Equal(t, 16, n, "the 8 fat ones left and 8 small ones")
+	n, _ = claim()
+	require.Equal(t, 33, n, "16 MiB over a mean of 500 KB a task")
+	n, _ = claim()
+	require.Equal(t, 259, n, "small ones: the rest of them")
+}

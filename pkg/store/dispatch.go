@@ -60,6 +60,9 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, limit int, ahead time.Durati
 	if r := int(s.claimRead.Load()); r > 0 {
 		read = min(r, limit)
 	}
+	if avg := int(s.payloadAvg.Load()); avg > 0 {
+		read = min(read, max(1, claimBytesMax/avg))
+	}
 	// Read past the rows backing off, so they do not cost the batch.
 	n := read + len(skip)
 	args := make([]any, 0, claimCandidateArgs+1)
@@ -71,6 +74,13 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, limit int, ahead time.Durati
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
 	s.candidates.Add(int64(len(cands)))
+	if len(cands) > 0 {
+		size := 0
+		for _, m := range cands {
+			size += len(m.Payload)
+		}
+		s.payloadAvg.Store(int64(size / len(cands)))
+	}
 	all := len(cands) < n
 	cands = slices.DeleteFunc(cands, func(m *task.Message) bool { return skip[m.ID] })
 	free := len(cands)
@@ -92,6 +102,12 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, limit int, ahead time.Durati
 
 // claimReadMin is the fewest candidates a claim reads.
 const claimReadMin = 50
+
+// claimBytesMax bounds the payloads a claim reads, by the mean of the last
+// claim's: 500 tasks of 1 MiB each (submit.max_payload) read at once are
+// half a gigabyte in taskd's memory, sent on to Redis in one go, for
+// queues whose slots take one at a time.
+const claimBytesMax = 16 << 20
 
 // nextClaimRead is how many candidates the next claim reads, after one
 // that read free candidates not backing off (all: every due task), of

@@ -87,6 +87,9 @@ type Store struct {
 	// see nextClaimRead); candidates counts those read (tests).
 	claimRead  atomic.Int64
 	candidates atomic.Int64
+	// payloadAvg is the mean payload of the last claim's candidates, in
+	// bytes (see claimBytesMax).
+	payloadAvg atomic.Int64
 }
 
 // Open connects to the task center described by a go-sql-driver DSN and
