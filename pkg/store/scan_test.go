@@ -290,9 +290,22 @@ func TestListingStopsAtItsTimeLimit(t *testing.T) {
 	st.CapScans(time.Millisecond)
 	_, err := st.TaskList(ctx, &store.TaskListParams{Search: "no such text"})
 	require.ErrorIs(t, err, store.ErrScanStopped)
-	require.ErrorContains(t, err, "list tasks: stopped after 1ms of reading: no index serves this filter alone")
+	require.ErrorContains(t, err, "list tasks: read stopped after 1ms without an answer: no index serves this filter alone")
 	_, err = st.TaskCount(ctx, store.TaskListParams{Queue: "no_such_queue"})
 	require.ErrorIs(t, err, store.ErrScanStopped)
+	// A read that waits on a lock is stopped too, and not blamed on its
+	// filter.
+	conn, err := st.DB().Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, `LOCK TABLES task_center WRITE`)
+	require.NoError(t, err)
+	st.CapScans(200 * time.Millisecond)
+	_, err = st.TaskList(ctx, &store.TaskListParams{})
+	require.ErrorIs(t, err, store.ErrScanStopped)
+	require.ErrorContains(t, err, "a lock held elsewhere or a busy server kept it waiting")
+	_, err = conn.ExecContext(ctx, `UNLOCK TABLES`)
+	require.NoError(t, err)
 
 	st.CapScans(0)
 	ts, err := st.TaskList(ctx, &store.TaskListParams{Search: "no such text"})

@@ -496,14 +496,14 @@ func (s *Store) TaskCount(ctx context.Context, p TaskListParams) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, q, append(args, TaskCountMax)...).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("count tasks: %w", scanStopped(err, limit))
+		return 0, fmt.Errorf("count tasks: %w", p.scanStopped(err, limit))
 	}
 	return n, nil
 }
 
 // ErrScanStopped is the error of a listing the server stopped at its time
 // limit (scanLimited).
-var ErrScanStopped = errors.New("no index serves this filter alone (a queue, group, type or text): add a status or a task code")
+var ErrScanStopped = errors.New("read stopped")
 
 // scanLimited gives a listing, which may read every row when no index
 // serves its filter, a time limit on the server: the caller's deadline or
@@ -532,13 +532,20 @@ func (s *Store) scanLimited(ctx context.Context, q string) (string, time.Duratio
 }
 
 // scanStopped tells a read the server stopped at its time limit (MariaDB's
-// max_statement_time, MySQL's MAX_EXECUTION_TIME) from other errors.
-func scanStopped(err error, limit time.Duration) error {
+// max_statement_time, MySQL's MAX_EXECUTION_TIME) from other errors, and
+// says why it may have taken that long: a filter no index serves reads
+// rows until a page is full; any read waits for a lock held elsewhere
+// (LOCK TABLES, an ALTER) or a server too busy.
+func (p *TaskListParams) scanStopped(err error, limit time.Duration) error {
 	var me *mysql.MySQLError
-	if errors.As(err, &me) && (me.Number == 1969 || me.Number == 3024) {
-		return fmt.Errorf("stopped after %s of reading: %w", limit.Round(time.Millisecond), ErrScanStopped)
+	if !errors.As(err, &me) || me.Number != 1969 && me.Number != 3024 {
+		return err
 	}
-	return err
+	why := "a lock held elsewhere or a busy server kept it waiting (mysql.read_timeout)"
+	if p.Queue != "" || p.Group != "" || p.Search != "" || p.Type != nil && p.Status == nil && *p.Type != task.Periodic {
+		why = "no index serves this filter alone (a queue, group, type or text): add a status or a task code"
+	}
+	return fmt.Errorf("%w after %s without an answer: %s", ErrScanStopped, limit.Round(time.Millisecond), why)
 }
 
 // TaskList lists tasks, newest first.
@@ -553,7 +560,7 @@ func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, 
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", scanStopped(err, stop))
+		return nil, fmt.Errorf("list tasks: %w", p.scanStopped(err, stop))
 	}
 	defer rows.Close()
 	var out []*task.Task
@@ -565,7 +572,7 @@ func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, 
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tasks: %w", scanStopped(err, stop))
+		return nil, fmt.Errorf("list tasks: %w", p.scanStopped(err, stop))
 	}
 	return out, nil
 }
