@@ -58,7 +58,7 @@ const (
 	directLatency = 50 * time.Millisecond
 	directCut     = time.Second
 	directHold    = 500 * time.Millisecond
-	directTries   = 3
+	directTries   = 5
 	// directSlots submit side by side, each with a connection of its own:
 	// enough for the pace over the slow link (a submit takes four round
 	// trips) and to catch up after the faults.
