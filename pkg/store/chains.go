@@ -72,12 +72,13 @@ func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []
 			if err != nil {
 				return err
 			}
-			if n := len(payload) + len(then); rows > 0 && size+n > bytes {
+			n := len(payload) + len(then)
+			if overBytes(size, n, bytes) {
 				if err := flush(); err != nil {
 					return err
 				}
 			}
-			size += len(payload) + len(then)
+			size += n
 			args = append(args, c.Code, c.Queue, payload, c.Priority, c.Timeout, c.MaxRetry,
 				ChildUniqueKey(t.ID, t.Attempt, k), t.ID, nullString(string(then)), c.DelayMS*1000)
 			if rows++; rows == childRowsMax {

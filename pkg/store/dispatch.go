@@ -518,7 +518,7 @@ func insertRuns(ctx context.Context, tx *batchTx, ts []Transition, applied []boo
 			continue
 		}
 		n := len(ts[i].Run.Result)
-		if rows > 0 && size+n > bytes {
+		if overBytes(size, n, bytes) {
 			if err := flush(); err != nil {
 				return err
 			}

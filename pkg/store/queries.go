@@ -196,7 +196,12 @@ func (b *sizeBudget) sizeOf(i int) int {
 
 // over reports whether an entry of n bytes does not fit beside used bytes
 // (an entry alone always fits).
-func (b *sizeBudget) over(used, n int) bool { return b != nil && used > 0 && used+n > b.bytes }
+func (b *sizeBudget) over(used, n int) bool { return b != nil && overBytes(used, n, b.bytes) }
+
+// overBytes reports whether n more bytes of values do not fit beside used
+// ones in a statement of at most limit: what every write split by its
+// values' size starts a new statement on (an entry alone always fits).
+func overBytes(used, n, limit int) bool { return used > 0 && used+n > limit }
 
 // packetBytes is the statement budget for a server's max_allowed_packet: a
 // quarter, as escaping can double a value and the statement's own text

@@ -136,7 +136,7 @@ func insertParts(ps []TaskInsertParams, idx []int, rows, bytes int) [][]int {
 	size := 0
 	for k, i := range idx {
 		n := insertSize(&ps[i])
-		if k == 0 || len(parts[len(parts)-1]) >= rows || size > 0 && size+n > bytes {
+		if k == 0 || len(parts[len(parts)-1]) >= rows || overBytes(size, n, bytes) {
 			parts, size = append(parts, nil), 0
 		}
 		parts[len(parts)-1] = append(parts[len(parts)-1], i)
