@@ -41,7 +41,9 @@ func TestClaimReadsWhatTheRoomTakes(t *testing.T) {
 }
 
 // Large payloads: a claim reads about 16 MiB of them, by the mean of the
-// last claim's, not a batch of 500 of 1 MiB each into memory at once.
+// last claim's, not a batch of 500 of 1 MiB each into memory at once; and
+// where no mean foresees them (the first claim, or large ones after small
+// ones) it keeps no more than reach 16 MiB of what it read.
 func TestClaimReadsBoundedBytes(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
@@ -56,11 +58,10 @@ func TestClaimReadsBoundedBytes(t *testing.T) {
 		require.NoError(t, err)
 		return len(got), st.Candidates() - before
 	}
-	fat("10")
+	fat("57")
 	n, read := claim()
-	require.Equal(t, 10, n)
-	require.EqualValues(t, 10, read, "the first claim knows no sizes yet")
-	fat("40")
+	require.Equal(t, 17, n, "the first claim knows no sizes yet: it keeps those that reach 16 MiB")
+	require.EqualValues(t, 17, read)
 	for range 2 {
 		n, read = claim()
 		require.Equal(t, 16, n, "16 MiB of payloads of 1 MB")
@@ -73,4 +74,10 @@ func TestClaimReadsBoundedBytes(t *testing.T) {
 	require.Equal(t, 33, n, "16 MiB over a mean of 500 KB a task")
 	n, _ = claim()
 	require.Equal(t, 259, n, "small ones: the rest of them")
+	fat("40")
+	n, read = claim()
+	require.Equal(t, 17, n, "after a mean of small ones, large ones are still kept to 16 MiB")
+	require.EqualValues(t, 17, read)
+	n, _ = claim()
+	require.Equal(t, 16, n)
 }

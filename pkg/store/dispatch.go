@@ -69,7 +69,7 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, limit int, ahead time.Durati
 	for range claimCandidateArgs + 1 {
 		args = append(args, n)
 	}
-	cands, err := s.claimCandidates(ctx, ahead, args)
+	cands, cut, err := s.claimCandidates(ctx, ahead, args)
 	if err != nil {
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
@@ -81,7 +81,7 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, limit int, ahead time.Durati
 		}
 		s.payloadAvg.Store(int64(size / len(cands)))
 	}
-	all := len(cands) < n
+	all := len(cands) < n && !cut
 	cands = slices.DeleteFunc(cands, func(m *task.Message) bool { return skip[m.ID] })
 	free := len(cands)
 	cands = within(cands, room)
@@ -106,7 +106,9 @@ const claimReadMin = 50
 // claimBytesMax bounds the payloads a claim reads, by the mean of the last
 // claim's: 500 tasks of 1 MiB each (submit.max_payload) read at once are
 // half a gigabyte in taskd's memory, sent on to Redis in one go, for
-// queues whose slots take one at a time.
+// queues whose slots take one at a time. The mean cannot foresee the first
+// claim of a process, or one where large payloads follow small ones, so
+// the read also keeps no candidate past that many bytes (claimCandidates).
 const claimBytesMax = 16 << 20
 
 // nextClaimRead is how many candidates the next claim reads, after one
@@ -165,19 +167,25 @@ func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, ahead ti
 }
 
 // claimCandidates reads the due tasks a claim tries for, sorted by
-// priority, due time and id.
-func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args []any) ([]*task.Message, error) {
+// priority, due time and id. It keeps candidates until their payloads add
+// up to claimBytesMax, and says whether it left any out (cut): the rows
+// after those are read off the connection and dropped one at a time.
+func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args []any) (out []*task.Message, cut bool, err error) {
 	q := qClaimCandidates
 	if ahead > 0 {
 		q = claimCandidatesSQL(ahead)
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer rows.Close()
-	var out []*task.Message
+	size := 0
 	for rows.Next() {
+		if size >= claimBytesMax {
+			cut = true
+			break
+		}
 		var m task.Message
 		var payload []byte
 		var due, now string
@@ -185,8 +193,9 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
 			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &now,
 			&then, &m.Batch, &m.Group); err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		size += len(payload)
 		m.Payload = payload
 		m.Then = nilIfEmpty(then)
 		m.Queue = task.QueueOf(m.Queue, m.Code)
@@ -195,12 +204,12 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 		out = append(out, &m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	slices.SortFunc(out, func(a, b *task.Message) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.DueUnixMS, b.DueUnixMS), cmp.Compare(a.ID, b.ID))
 	})
-	return out, nil
+	return out, cut, nil
 }
 
 // claimed returns the candidates the claim with token won: those now
