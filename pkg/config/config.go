@@ -127,6 +127,10 @@ type SchedulerConfig struct {
 	// its backlog waits in the task center (0: four per slot of the
 	// queue's live consumers, at least two batches).
 	Window int `mapstructure:"window"`
+	// WindowBytes bounds a queue's window by its payloads: about this
+	// many bytes of them in Redis, at least a message per consumer slot
+	// (0: no bound but the window's).
+	WindowBytes int64 `mapstructure:"window_bytes"`
 	// ClaimAhead is how long before their due time tasks are claimed, to
 	// be pushed when due: the claim's round trips do not make them late
 	// (0s: claimed when due).
@@ -320,6 +324,7 @@ var defaults = map[string]any{
 	"scheduler.poll_interval":            dur(scheduler.PollIntervalDefault),
 	"scheduler.probe_interval":           dur(scheduler.ProbeIntervalDefault),
 	"scheduler.window":                   0,
+	"scheduler.window_bytes":             scheduler.WindowBytesDefault,
 	"scheduler.claim_ahead":              dur(scheduler.ClaimAheadDefault),
 	"worker.concurrency":                 10,
 	"worker.shutdown_grace":              dur(worker.ShutdownGraceDefault),
@@ -528,6 +533,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.Window < 0 {
 		return invalid("scheduler.window", c.Scheduler.Window, "0 (from the consumers' slots) or a number of messages")
+	}
+	if c.Scheduler.WindowBytes < 0 {
+		return invalid("scheduler.window_bytes", c.Scheduler.WindowBytes, "0 (no bound) or a number of bytes")
 	}
 	positive := []struct {
 		key string

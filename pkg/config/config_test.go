@@ -174,6 +174,7 @@ func TestInvalid(t *testing.T) {
 		"empty redis addr":            "redis: { addr: \"\" }\n",
 		"batch size 0":                "scheduler: { batch_size: 0 }\n",
 		"batch size too large":        "scheduler: { batch_size: 10001 }\n",
+		"negative window bytes":       "scheduler: { window_bytes: -1 }\n",
 		"zero poll interval":          "scheduler: { poll_interval: 0s }\n",
 		"zero concurrency":            "worker: { concurrency: 0 }\n",
 		"retry max below base":        "retry: { base: 1m, max: 30s }\n",

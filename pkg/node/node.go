@@ -126,7 +126,8 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		n.Scheduler = scheduler.New(scheduler.Config{
 			BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval,
 			ProbeInterval: offIfZero(cfg.Scheduler.ProbeInterval),
-			Window:        cfg.Scheduler.Window, ClaimAhead: offIfZero(cfg.Scheduler.ClaimAhead), Logger: log,
+			Window:        cfg.Scheduler.Window, WindowBytes: offIfZero(cfg.Scheduler.WindowBytes),
+			ClaimAhead: offIfZero(cfg.Scheduler.ClaimAhead), Logger: log,
 		}, st, br)
 	}
 	if cfg.HasRole("worker") {
@@ -399,13 +400,13 @@ func (n *Node) Close() error {
 	return n.Store.Close()
 }
 
-// offIfZero is a duration of the file as the scheduler takes it: 0s in
-// the file turns the feature off (scheduler.claim_ahead,
-// scheduler.probe_interval), which the scheduler's Config says with a
-// negative value.
-func offIfZero(d time.Duration) time.Duration {
-	if d == 0 {
+// offIfZero is a value of the file as the scheduler takes it: 0 in the
+// file turns the feature off (scheduler.claim_ahead,
+// scheduler.probe_interval, scheduler.window_bytes), which the
+// scheduler's Config says with a negative value.
+func offIfZero[T time.Duration | int64](v T) T {
+	if v == 0 {
 		return -1
 	}
-	return d
+	return v
 }

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,8 +27,8 @@ import (
 //   - a task with a group in a queue whose tasks are claimed group by
 //     group (per-group limits, serial order);
 //   - a task of a queue whose Redis lists hold a full window
-//     (Options.Window): the backlog waits in the task center, as the
-//     schedulers keep it there.
+//     (Options.Window, or Options.WindowBytes of payloads): the backlog
+//     waits in the task center, as the schedulers keep it there.
 //
 // Queue-wide rates and max_running are enforced as workers take, so they
 // hold either way. The queue state is the one schedulers follow (pkg/queues,
@@ -61,7 +62,11 @@ const pushTimeout = 10 * time.Second
 type dispatcher struct {
 	queues *queues.Cache
 	window int
-	counts counters // this client's; process has every client's
+	// windowBytes bounds the payloads a queue holds (Options.WindowBytes):
+	// a task is dispatched at once only while its queue's messages, each
+	// counted at this task's size, stay within it, or the queue is empty.
+	windowBytes int64
+	counts      counters // this client's; process has every client's
 	// push is the broker's Push (tests inject failures).
 	push func(ctx context.Context, msgs []*task.Message) ([]*task.Message, error)
 
@@ -80,7 +85,14 @@ func newDispatcher(c *Client) *dispatcher {
 	if c.opts.Queues == nil || c.broker == nil {
 		return nil
 	}
-	return &dispatcher{queues: c.opts.Queues, window: c.opts.Window, push: c.broker.Push}
+	wb := c.opts.WindowBytes
+	switch {
+	case wb == 0:
+		wb = scheduler.WindowBytesDefault
+	case wb < 0:
+		wb = math.MaxInt64
+	}
+	return &dispatcher{queues: c.opts.Queues, window: c.opts.Window, windowBytes: wb, push: c.broker.Push}
 }
 
 // refresh reads the queue state and the routes when they are older than
@@ -202,16 +214,12 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 	if window <= 0 {
 		window = WindowDefault
 	}
-	room := map[string]int64{}
-	for _, q := range qs {
-		room[q] = int64(window) - lens[q]
-	}
 	for _, i := range eligible {
 		q := ps[i].DispatchQueue
-		if room[q] <= 0 {
+		if n := lens[q]; n >= int64(window) || n > 0 && (n+1)*int64(len(ps[i].Payload)) > d.windowBytes {
 			continue
 		}
-		room[q]--
+		lens[q]++
 		ps[i].Claim = true
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,6 +187,43 @@ func TestSubmitLeavesClaimRulesToTheScheduler(t *testing.T) {
 	for _, id := range []int64{ids[0], ids[1], ids[2]} {
 		require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 1 AND attempt = 1`, id), "task %d", id)
 	}
+}
+
+// TestSubmitWindowBytes: a submit dispatches at once only while its
+// queue's messages, counted at its payload's size, stay within
+// WindowBytes; into an empty queue it dispatches whatever the size.
+func TestSubmitWindowBytes(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	qc := queues.New(queues.Config{Logger: quiet}, env.Store, env.Broker)
+	env.Broker.SetLayout(qc)
+	cl := producer.New(env.Store, env.Broker, producer.Options{Queues: qc, WindowBytes: 1 << 20, Logger: quiet})
+	payload := func(n int) []byte { return []byte(`"` + strings.Repeat("x", n) + `"`) }
+
+	subs := make([]producer.Submission, 8)
+	for i := range subs {
+		subs[i] = producer.Submission{Code: "fat", Payload: payload(200_000)}
+	}
+	rs, err := cl.SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	var got []bool
+	for _, r := range rs {
+		got = append(got, r.Dispatched)
+	}
+	require.Equal(t, []bool{true, true, true, true, true, false, false, false}, got, "five of 200 KB fit in 1 MiB")
+	require.Len(t, queued(t, env, "fat"), 5)
+
+	res, err := cl.Submit(ctx, producer.Submission{Code: "alone", Payload: payload(1_000_000)})
+	require.NoError(t, err)
+	require.True(t, res.Dispatched, "an empty queue takes a payload of any size")
+	res, err = cl.Submit(ctx, producer.Submission{Code: "alone", Payload: payload(10)})
+	require.NoError(t, err)
+	require.True(t, res.Dispatched, "a small one fits beside it")
+	res, err = cl.Submit(ctx, producer.Submission{Code: "alone", Payload: payload(600_000)})
+	require.NoError(t, err)
+	require.False(t, res.Dispatched, "two more of 600 KB would not")
+	requirePending(t, env, res.ID)
 }
 
 // TestSubmitDispatchedUniqueKeys: a task dispatched at once holds its key

@@ -116,6 +116,10 @@ type Options struct {
 	// Window: a queue whose Redis lists hold this many messages gets no
 	// more dispatched at once (default WindowDefault).
 	Window int
+	// WindowBytes: nor one whose messages, at the size of the task's
+	// payload, would hold more than this many bytes, unless it is empty
+	// (default scheduler.WindowBytesDefault; negative: no bound).
+	WindowBytes int64
 }
 
 // Client submits tasks.

@@ -49,6 +49,10 @@ type Config struct {
 	// due tasks wait in the task center. 0: WindowPerSlotDefault per slot
 	// of the queue's live consumers, at least two batches (window.go).
 	Window int
+	// WindowBytes bounds the window further by its payloads: a queue
+	// holds about this many bytes of them, at least a message per
+	// consumer slot. 0: WindowBytesDefault; negative: no bound.
+	WindowBytes int64
 	// ClaimAhead is how long before its due time a task is claimed; its
 	// message is held and pushed when the database clock reaches the due
 	// time (hold.go). 0: ClaimAheadDefault; negative: claim when due.
@@ -116,7 +120,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Scheduler {
 	}
 	clk := clock.Or(cfg.Clock)
 	return &Scheduler{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "scheduler"),
-		win: newWindows(cfg.Window, cfg.BatchSize, clk), hold: newHeld(), clock: clk, db: store.NewClock(s, clk)}
+		win: newWindows(cfg.Window, cfg.WindowBytes, cfg.BatchSize, clk), hold: newHeld(), clock: clk, db: store.NewClock(s, clk)}
 }
 
 // Dispatched returns the number of tasks this scheduler has dispatched.
@@ -509,15 +513,18 @@ func (s *Scheduler) claimFilter(grouped map[string]limit.Limit) *store.ClaimFilt
 }
 
 // perQueue counts the messages of msgs not in failed, per queue.
-func perQueue(msgs, failed []*task.Message) map[string]int {
+func perQueue(msgs, failed []*task.Message) map[string]pushes {
 	lost := make(map[*task.Message]bool, len(failed))
 	for _, m := range failed {
 		lost[m] = true
 	}
-	out := map[string]int{}
+	out := map[string]pushes{}
 	for _, m := range msgs {
 		if !lost[m] {
-			out[m.Queue]++
+			p := out[m.Queue]
+			p.n++
+			p.bytes += int64(len(m.Payload))
+			out[m.Queue] = p
 		}
 	}
 	return out

@@ -22,6 +22,14 @@ import (
 // window is at least two claim batches.
 const WindowPerSlotDefault = 4
 
+// WindowBytesDefault bounds the payloads a queue's window holds in Redis
+// when Config.WindowBytes is 0. A window counts messages: a thousand of
+// 1 MiB are a gigabyte of Redis for a queue whose ten slots start ten a
+// second. The window shrinks to what this many bytes hold at the mean
+// payload the scheduler pushed to the queue lately, but never below one
+// message per consumer slot.
+const WindowBytesDefault = 32 << 20
+
 const (
 	// consumersRefresh is how often the live consumers' slots are reread.
 	consumersRefresh = 2 * time.Second
@@ -55,8 +63,9 @@ const FullRedisWait = 10 * time.Second
 
 // windows tracks each queue's window and the room its lists have left.
 type windows struct {
-	fixed int // Config.Window; 0: derived from the consumers' slots
-	min   int // the least derived window
+	fixed int   // Config.Window; 0: derived from the consumers' slots
+	min   int   // the least derived window
+	bytes int64 // the payloads a window holds (WindowBytesDefault); 0: no bound
 	clock clock.Clock
 
 	mu      sync.Mutex
@@ -64,6 +73,7 @@ type windows struct {
 	slotsAt time.Time
 	pushed  map[string]time.Time // queues pushed to, when last
 	queued  map[string]int64     // messages in Redis per queue, as last read
+	payload map[string]int64     // mean payload pushed per queue, lately (bytes)
 	fullAt  map[string]time.Time // when each queue last filled its window
 	filled  map[string]bool      // full queues waiting for room since fullAt (refillWait)
 	// capped: queues whose window is, for FullRedisWait from at, the
@@ -78,9 +88,17 @@ type windowCap struct {
 	at time.Time
 }
 
-func newWindows(fixed, batch int, clk clock.Clock) *windows {
-	return &windows{fixed: fixed, min: 2 * batch, clock: clk, pushed: map[string]time.Time{},
-		fullAt: map[string]time.Time{}, filled: map[string]bool{}, capped: map[string]windowCap{}}
+// newWindows returns the windows of queues for Config's Window and
+// WindowBytes and a claim batch.
+func newWindows(fixed int, bytes int64, batch int, clk clock.Clock) *windows {
+	switch {
+	case bytes == 0:
+		bytes = WindowBytesDefault
+	case bytes < 0:
+		bytes = 0
+	}
+	return &windows{fixed: fixed, min: 2 * batch, bytes: bytes, clock: clk, pushed: map[string]time.Time{},
+		payload: map[string]int64{}, fullAt: map[string]time.Time{}, filled: map[string]bool{}, capped: map[string]windowCap{}}
 }
 
 // window is queue q's window.
@@ -90,6 +108,9 @@ func (w *windows) window(q string) int {
 		win = w.fixed
 	} else {
 		win = max(win, WindowPerSlotDefault*w.slots[q])
+	}
+	if mean := w.payload[q]; w.bytes > 0 && mean > 0 {
+		win = min(win, max(w.slots[q], 1, int(w.bytes/mean)))
 	}
 	if c, ok := w.capped[q]; ok {
 		if w.clock.Now().Sub(c.at) < FullRedisWait {
@@ -258,18 +279,29 @@ func (w *windows) blocked() map[string]bool {
 	return out
 }
 
+// pushes is what one push put in a queue: messages and their payloads'
+// bytes.
+type pushes struct{ n, bytes int64 }
+
 // pushedTo records messages pushed: they fill the queues' windows until
-// the next refresh reads the lengths.
-func (w *windows) pushedTo(perQueue map[string]int) {
+// the next refresh reads the lengths. Each push moves the queue's mean
+// payload a quarter of the way to its own, so that a queue whose payloads
+// grow gets a smaller window within a few claims.
+func (w *windows) pushedTo(perQueue map[string]pushes) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.clock.Now()
-	for q, n := range perQueue {
+	for q, p := range perQueue {
 		w.pushed[q] = now
 		if w.queued == nil {
 			w.queued = map[string]int64{}
 		}
-		w.queued[q] += int64(n)
+		w.queued[q] += p.n
+		if mean, ok := w.payload[q]; ok {
+			w.payload[q] = (3*mean + p.bytes/p.n) / 4
+		} else {
+			w.payload[q] = p.bytes / p.n
+		}
 		if w.queued[q] >= int64(w.window(q)) {
 			w.fill(q, now)
 		}

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,63 @@ func TestWindowBoundsRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 240, ql)
 	require.Equal(t, 1000-240-90, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0`))
+}
+
+// A window also bounds the payloads a queue holds in Redis: at 100 KB
+// each, a 1 MB window holds about ten messages, not two batches, and
+// never fewer than one per slot of its consumers. Small payloads after
+// large ones widen it again.
+func TestWindowBoundsPayloadBytes(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{BatchSize: 50, WindowBytes: 1 << 20})
+	big := make([]producer.Submission, 200)
+	for i := range big {
+		big[i] = producer.Submission{Code: "hello", Payload: []byte(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", 100_000)))}
+	}
+	_, err := b.producer.SubmitBatch(b.ctx, big)
+	require.NoError(t, err)
+	qlen := func() int64 {
+		t.Helper()
+		n, err := b.env.Broker.QueueLen(b.ctx, "hello")
+		require.NoError(t, err)
+		return n
+	}
+
+	// The first claim knows no sizes: it takes a batch; then the window
+	// is 1 MB over 100 KB.
+	require.Equal(t, 50, drain(t, s, b))
+	require.EqualValues(t, 50, qlen())
+	taken, err := b.env.Broker.Take(b.ctx, "hello", "w0", 45, 0)
+	require.NoError(t, err)
+	require.Len(t, taken, 45)
+	require.Equal(t, 5, drain(t, s, b), "ten messages of 100 KB fill 1 MB")
+	require.EqualValues(t, 10, qlen())
+
+	// 30 slots on the queue: one message each, whatever their size.
+	hb := &broker.Heartbeat{ID: "w1", Queues: []string{"hello"}, QueueSlots: map[string]int{"hello": 30}, Capacity: 30}
+	require.NoError(t, b.env.Broker.Beat(b.ctx, hb, time.Minute))
+	s2 := scheduler.New(scheduler.Config{BatchSize: 50, WindowBytes: 1 << 20, Logger: quiet}, b.env.Store, b.env.Broker)
+	t.Cleanup(s2.Stop)
+	require.Equal(t, 50, drain(t, s2, b), "a new scheduler knows no sizes either")
+	taken, err = b.env.Broker.Take(b.ctx, "hello", "w1", 60, 0)
+	require.NoError(t, err)
+	require.Len(t, taken, 60)
+	require.Equal(t, 30, drain(t, s2, b))
+	require.EqualValues(t, 30, qlen())
+
+	// Small payloads behind the large ones: the mean falls and the window
+	// opens to its count, four per slot.
+	submit(t, b, 2000)
+	for range 30 {
+		_, err = b.env.Broker.Take(b.ctx, "hello", "w1", 1000, 0)
+		require.NoError(t, err)
+		drain(t, s2, b)
+		if qlen() == 120 {
+			return
+		}
+		require.Less(t, qlen(), int64(120))
+	}
+	t.Fatalf("the window stayed at %d messages after the payloads got small", qlen())
 }
 
 // backlogAndOthers submits n tasks of code and queue hello, then five of
