@@ -37,7 +37,7 @@ func (f *taskFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.payload, "payload", "{}", "payload: JSON text, @file, or @- for standard input")
 	fl.StringVar(&f.queue, "queue", "", "queue (default: the code's configured queue, else the code)")
 	fl.IntVar(&f.priority, "priority", task.DefaultPriority, "priority 0 (highest) to 9")
-	fl.DurationVar(&f.timeout, "timeout", task.DefaultTimeout*time.Second, "timeout of each attempt")
+	fl.DurationVar(&f.timeout, "timeout", task.DefaultTimeout*time.Second, "timeout of each attempt, 1s to 168h")
 	fl.IntVar(&f.maxRetry, "max-retry", task.DefaultMaxRetry, "retries after a failed attempt")
 	fl.BoolVar(&f.anyCode, "any-code", false, "accept a task code that has no handler in the configuration")
 	fl.StringArrayVar(&f.then, "then", nil, "when the task succeeds, submit this code with its result as payload; "+
@@ -53,6 +53,11 @@ func (a *App) checkTask(code string, f *taskFlags) (*config.Config, []producer.C
 	}
 	if err := checkCode(c, code, f.anyCode); err != nil {
 		return nil, nil, err
+	}
+	// A Submission's zero timeout means the default, as a seed row's 0
+	// does; on the command line 0 reads as "no timeout", which no task has.
+	if err := task.ValidateTimeout(f.timeout); err != nil {
+		return nil, nil, fmt.Errorf("--timeout: %w", err)
 	}
 	children, err := f.children(c)
 	if err != nil {
