@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
@@ -130,7 +132,7 @@ type SchedulerConfig struct {
 	// WindowBytes bounds a queue's window by its payloads: about this
 	// many bytes of them in Redis, at least a message per consumer slot
 	// (0: no bound but the window's).
-	WindowBytes int64 `mapstructure:"window_bytes"`
+	WindowBytes Bytes `mapstructure:"window_bytes"`
 	// ClaimAhead is how long before their due time tasks are claimed, to
 	// be pushed when due: the claim's round trips do not make them late
 	// (0s: claimed when due).
@@ -147,7 +149,7 @@ type WorkerConfig struct {
 	// KillGrace is the time between SIGTERM and SIGKILL for exec handlers.
 	KillGrace time.Duration `mapstructure:"kill_grace"`
 	// OutputLimit is the number of bytes of output kept per attempt.
-	OutputLimit int `mapstructure:"output_limit"`
+	OutputLimit Bytes `mapstructure:"output_limit"`
 	// HeartbeatInterval and HeartbeatTTL govern the worker's liveness key.
 	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	HeartbeatTTL      time.Duration `mapstructure:"heartbeat_ttl"`
@@ -190,7 +192,7 @@ type RetryConfig struct {
 
 // SubmitConfig bounds what producers may submit.
 type SubmitConfig struct {
-	MaxPayload int `mapstructure:"max_payload"`
+	MaxPayload Bytes `mapstructure:"max_payload"`
 }
 
 // CronConfig sets defaults for periodic tasks.
@@ -250,6 +252,30 @@ func (h *HandlerSpec) PoolSize() int { return cmp.Or(h.Size, handler.PoolSizeDef
 
 // MaxMemoryBytes is MaxMemory in bytes (0: no limit).
 func (h *HandlerSpec) MaxMemoryBytes() (int64, error) { return ParseBytes(h.MaxMemory) }
+
+// Bytes is a size in the configuration: a number of bytes, or a number
+// with a unit as ParseBytes reads it ("32MiB").
+type Bytes int64
+
+// bytesHook decodes a string into Bytes with ParseBytes; a number is
+// taken as bytes by the decoder itself.
+func bytesHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+	if s, ok := data.(string); ok && to == reflect.TypeFor[Bytes]() {
+		n, err := ParseBytes(s)
+		return Bytes(n), err
+	}
+	return data, nil
+}
+
+// decodeHook is how the configuration's values are decoded: viper's own
+// hooks (durations, comma-separated lists), and sizes with units.
+func decodeHook() mapstructure.DecodeHookFunc {
+	return mapstructure.ComposeDecodeHookFunc(
+		mapstructure.StringToTimeDurationHookFunc(),
+		mapstructure.StringToSliceHookFunc(","),
+		bytesHook,
+	)
+}
 
 // ParseBytes reads a size: a number of bytes, or a number followed by KB,
 // MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024; K, M and G
@@ -433,7 +459,7 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 		return nil, err
 	}
 	var c Config
-	if err := v.Unmarshal(&c); err != nil {
+	if err := v.Unmarshal(&c, viper.DecodeHook(decodeHook())); err != nil {
 		return nil, task.Invalidf("config: %v", err)
 	}
 	restoreKeyCase(raw, &c)

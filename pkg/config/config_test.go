@@ -59,7 +59,7 @@ func TestDefaultsWithoutFile(t *testing.T) {
 	require.Equal(t, 30*time.Second, c.Worker.HeartbeatTTL)
 	require.Equal(t, 10*time.Second, c.Retry.Base)
 	require.Equal(t, time.Hour, c.Retry.Max)
-	require.Equal(t, task.DefaultMaxPayload, c.Submit.MaxPayload)
+	require.EqualValues(t, task.DefaultMaxPayload, c.Submit.MaxPayload)
 	require.Subset(t, c.Node.Roles, []string{"scheduler", "worker"}, "every role by default")
 	require.True(t, c.HasRole("scheduler"))
 	require.True(t, c.HasRole("worker"))
@@ -341,6 +341,21 @@ func TestUnknownVariable(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A size is a number of bytes, or a number with a unit, in a file and in
+// the environment.
+func TestSizes(t *testing.T) {
+	c, err := load(t, "submit: { max_payload: 2MiB }\nworker: { output_limit: 64KB }\nscheduler: { window_bytes: 1048576 }\n")
+	require.NoError(t, err)
+	require.EqualValues(t, 2<<20, c.Submit.MaxPayload)
+	require.EqualValues(t, 64_000, c.Worker.OutputLimit)
+	require.EqualValues(t, 1<<20, c.Scheduler.WindowBytes)
+
+	t.Setenv("TASKD_SCHEDULER_WINDOW_BYTES", "8M")
+	c, err = config.Load(config.NewViper(), writeConfig(t, ""))
+	require.NoError(t, err)
+	require.EqualValues(t, 8<<20, c.Scheduler.WindowBytes)
+}
+
 // A bad value names the value, the key and where it came from; a
 // password never appears.
 func TestBadValues(t *testing.T) {
@@ -365,6 +380,8 @@ func TestBadValues(t *testing.T) {
 			"handlers:\n  x: { exec: [\"true\"], env: \"A=1,B=2\" }\n": `bad value "A=1,B=2" for handlers.x.env in %s: want a list of NAME=value strings`,
 			"log: { level: verbose }\n":                                `bad value "verbose" for log.level in %s: want debug, info, warn or error`,
 			"log: { format: pretty }\n":                                `bad value "pretty" for log.format in %s: want auto, json or text`,
+			"submit: { max_payload: 1 meg }\n":                         `bad value "1 meg" for submit.max_payload in %s: want a size such as 1048576, 64KiB or 32MiB`,
+			"scheduler: { window_bytes: -1 }\n":                        `bad value -1 for scheduler.window_bytes in %s: want 0 (no bound) or a number of bytes`,
 		} {
 			path := writeConfig(t, body)
 			_, err := config.Load(config.NewViper(), path)

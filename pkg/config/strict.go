@@ -249,10 +249,7 @@ func checkValue(key string, val any, t reflect.Type, source string) error {
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		WeaklyTypedInput: true,
 		Result:           out.Interface(),
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.StringToSliceHookFunc(","),
-		),
+		DecodeHook:       decodeHook(),
 	})
 	if err != nil {
 		return fmt.Errorf("config %s: %w", key, err)
@@ -285,6 +282,8 @@ func Want(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeFor[time.Duration]():
 		return "a duration such as 500ms, 30s or 5m"
+	case t == reflect.TypeFor[Bytes]():
+		return "a size such as 1048576, 64KiB or 32MiB"
 	case t.Kind() == reflect.Bool:
 		return "true or false"
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:

@@ -126,7 +126,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		n.Scheduler = scheduler.New(scheduler.Config{
 			BatchSize: cfg.Scheduler.BatchSize, PollInterval: cfg.Scheduler.PollInterval,
 			ProbeInterval: offIfZero(cfg.Scheduler.ProbeInterval),
-			Window:        cfg.Scheduler.Window, WindowBytes: offIfZero(cfg.Scheduler.WindowBytes),
+			Window:        cfg.Scheduler.Window, WindowBytes: offIfZero(int64(cfg.Scheduler.WindowBytes)),
 			ClaimAhead: offIfZero(cfg.Scheduler.ClaimAhead), Logger: log,
 		}, st, br)
 	}
@@ -141,7 +141,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		n.beat.pools = n.poolStates
 		n.Worker = worker.New(worker.Config{
 			ID: n.ID, Node: cfg.Node.ID, Version: Version, Queues: cfg.WorkerQueues(), Handlers: reg,
-			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: cfg.Worker.OutputLimit,
+			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: int(cfg.Worker.OutputLimit),
 			RetryBase: cfg.Retry.Base, RetryMax: cfg.Retry.Max, DefaultTimezone: cfg.Cron.Timezone,
 			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
 			RunningMarkDelay: cfg.Worker.RunningMarkDelay,
@@ -277,16 +277,16 @@ func Handlers(cfg *config.Config, extra *handler.Registry, log *slog.Logger) *ha
 		switch {
 		case len(h.Exec) > 0:
 			reg.Register(code, &handler.Exec{Argv: h.Exec, Env: h.Env, Dir: h.Dir,
-				KillGrace: cfg.Worker.KillGrace, OutputLimit: cfg.Worker.OutputLimit})
+				KillGrace: cfg.Worker.KillGrace, OutputLimit: int(cfg.Worker.OutputLimit)})
 		case len(h.Pool) > 0:
 			mem, _ := h.MaxMemoryBytes() // checked by Validate
 			reg.Register(code, handler.NewPool(handler.PoolConfig{
 				Code: code, Argv: h.Pool, Env: h.Env, Dir: h.Dir, Size: h.PoolSize(),
 				MaxJobs: h.MaxJobs, MaxMemory: mem, Idle: h.Idle, StartTimeout: h.StartTimeout,
-				KillGrace: cfg.Worker.KillGrace, OutputLimit: cfg.Worker.OutputLimit, Logger: log,
+				KillGrace: cfg.Worker.KillGrace, OutputLimit: int(cfg.Worker.OutputLimit), Logger: log,
 			}))
 		case h.HTTP != "":
-			reg.Register(code, &handler.HTTP{URL: h.HTTP, Header: h.Header, OutputLimit: cfg.Worker.OutputLimit})
+			reg.Register(code, &handler.HTTP{URL: h.HTTP, Header: h.Header, OutputLimit: int(cfg.Worker.OutputLimit)})
 		}
 	}
 	if extra != nil {

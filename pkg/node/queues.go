@@ -43,8 +43,8 @@ func openQueues(ctx context.Context, cfg *config.Config, st *store.Store, br *br
 // so that a task due now is dispatched by its submit within the window a
 // scheduler keeps (producer's dispatch.go).
 func NewProducer(cfg *config.Config, st *store.Store, br *broker.Broker, log *slog.Logger) *producer.Client {
-	o := producer.Options{MaxPayload: cfg.Submit.MaxPayload, QueueFor: cfg.QueueFor, Timezone: cfg.Cron.Timezone,
-		Logger: log, Window: cmp.Or(cfg.Scheduler.Window, 2*cfg.Scheduler.BatchSize), WindowBytes: offIfZero(cfg.Scheduler.WindowBytes)}
+	o := producer.Options{MaxPayload: int(cfg.Submit.MaxPayload), QueueFor: cfg.QueueFor, Timezone: cfg.Cron.Timezone,
+		Logger: log, Window: cmp.Or(cfg.Scheduler.Window, 2*cfg.Scheduler.BatchSize), WindowBytes: offIfZero(int64(cfg.Scheduler.WindowBytes))}
 	if br != nil {
 		o.Queues = queues.New(queues.Config{Configured: cfg.QueueShards(), Limits: cfg.QueueLimits(), Logger: log}, st, br)
 		br.SetLayout(o.Queues)
