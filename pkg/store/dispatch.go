@@ -169,7 +169,9 @@ func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, ahead ti
 // claimCandidates reads the due tasks a claim tries for, sorted by
 // priority, due time and id. It keeps candidates until their payloads add
 // up to claimBytesMax, and says whether it left any out (cut): the rows
-// after those are read off the connection and dropped one at a time.
+// after those are read off the connection and dropped one at a time. The
+// server answers in the candidates' order (the sorted derived table leads
+// the STRAIGHT_JOIN), so the ones kept are the first due.
 func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args []any) (out []*task.Message, cut bool, err error) {
 	q := qClaimCandidates
 	if ahead > 0 {
