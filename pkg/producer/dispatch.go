@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -62,9 +61,10 @@ const pushTimeout = 10 * time.Second
 type dispatcher struct {
 	queues *queues.Cache
 	window int
-	// windowBytes bounds the payloads a queue holds (Options.WindowBytes):
-	// a task is dispatched at once only while its queue's messages, each
-	// counted at this task's size, stay within it, or the queue is empty.
+	// windowBytes bounds the payloads a queue holds (Options.WindowBytes;
+	// 0: none): a task is dispatched at once only while its queue's
+	// messages, each counted at this task's size, stay within it, or the
+	// queue is empty.
 	windowBytes int64
 	counts      counters // this client's; process has every client's
 	// push is the broker's Push (tests inject failures).
@@ -85,14 +85,8 @@ func newDispatcher(c *Client) *dispatcher {
 	if c.opts.Queues == nil || c.broker == nil {
 		return nil
 	}
-	wb := c.opts.WindowBytes
-	switch {
-	case wb == 0:
-		wb = scheduler.WindowBytesDefault
-	case wb < 0:
-		wb = math.MaxInt64
-	}
-	return &dispatcher{queues: c.opts.Queues, window: c.opts.Window, windowBytes: wb, push: c.broker.Push}
+	return &dispatcher{queues: c.opts.Queues, window: c.opts.Window, windowBytes: scheduler.WindowBytes(c.opts.WindowBytes),
+		push: c.broker.Push}
 }
 
 // refresh reads the queue state and the routes when they are older than
@@ -216,7 +210,7 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 	}
 	for _, i := range eligible {
 		q := ps[i].DispatchQueue
-		if n := lens[q]; n >= int64(window) || n > 0 && (n+1)*int64(len(ps[i].Payload)) > d.windowBytes {
+		if n := lens[q]; n >= int64(window) || d.windowBytes > 0 && n > 0 && (n+1)*int64(len(ps[i].Payload)) > d.windowBytes {
 			continue
 		}
 		lens[q]++

@@ -30,6 +30,18 @@ const WindowPerSlotDefault = 4
 // message per consumer slot.
 const WindowBytesDefault = 32 << 20
 
+// WindowBytes is the bound a Config.WindowBytes of v sets: the default
+// for 0, none (0) for a negative v.
+func WindowBytes(v int64) int64 {
+	switch {
+	case v == 0:
+		return WindowBytesDefault
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
 const (
 	// consumersRefresh is how often the live consumers' slots are reread.
 	consumersRefresh = 2 * time.Second
@@ -91,13 +103,7 @@ type windowCap struct {
 // newWindows returns the windows of queues for Config's Window and
 // WindowBytes and a claim batch.
 func newWindows(fixed int, bytes int64, batch int, clk clock.Clock) *windows {
-	switch {
-	case bytes == 0:
-		bytes = WindowBytesDefault
-	case bytes < 0:
-		bytes = 0
-	}
-	return &windows{fixed: fixed, min: 2 * batch, bytes: bytes, clock: clk, pushed: map[string]time.Time{},
+	return &windows{fixed: fixed, min: 2 * batch, bytes: WindowBytes(bytes), clock: clk, pushed: map[string]time.Time{},
 		payload: map[string]int64{}, fullAt: map[string]time.Time{}, filled: map[string]bool{}, capped: map[string]windowCap{}}
 }
 

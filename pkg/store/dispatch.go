@@ -69,16 +69,12 @@ func (s *Store) TaskClaimDueIn(ctx context.Context, limit int, ahead time.Durati
 	for range claimCandidateArgs + 1 {
 		args = append(args, n)
 	}
-	cands, cut, err := s.claimCandidates(ctx, ahead, args)
+	cands, size, cut, err := s.claimCandidates(ctx, ahead, args)
 	if err != nil {
 		return nil, fmt.Errorf("claim: select due tasks: %w", err)
 	}
 	s.candidates.Add(int64(len(cands)))
 	if len(cands) > 0 {
-		size := 0
-		for _, m := range cands {
-			size += len(m.Payload)
-		}
 		s.payloadAvg.Store(int64(size / len(cands)))
 	}
 	all := len(cands) < n && !cut
@@ -168,21 +164,21 @@ func (s *Store) claimLocked(ctx context.Context, cands []*task.Message, ahead ti
 
 // claimCandidates reads the due tasks a claim tries for, sorted by
 // priority, due time and id. It keeps candidates until their payloads add
-// up to claimBytesMax, and says whether it left any out (cut): the rows
+// up to claimBytesMax, and returns those payloads' bytes (size) and
+// whether it left any candidate out (cut): the rows
 // after those are read off the connection and dropped one at a time. The
 // server answers in the candidates' order (the sorted derived table leads
 // the STRAIGHT_JOIN), so the ones kept are the first due.
-func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args []any) (out []*task.Message, cut bool, err error) {
+func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args []any) (out []*task.Message, size int, cut bool, err error) {
 	q := qClaimCandidates
 	if ahead > 0 {
 		q = claimCandidatesSQL(ahead)
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	defer rows.Close()
-	size := 0
 	for rows.Next() {
 		if size >= claimBytesMax {
 			cut = true
@@ -195,7 +191,7 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
 			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &now,
 			&then, &m.Batch, &m.Group); err != nil {
-			return nil, false, err
+			return nil, 0, false, err
 		}
 		size += len(payload)
 		m.Payload = payload
@@ -206,12 +202,12 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 		out = append(out, &m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	slices.SortFunc(out, func(a, b *task.Message) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.DueUnixMS, b.DueUnixMS), cmp.Compare(a.ID, b.ID))
 	})
-	return out, cut, nil
+	return out, size, cut, nil
 }
 
 // claimed returns the candidates the claim with token won: those now
@@ -512,13 +508,14 @@ func (s *Store) transition(ctx context.Context, tx *batchTx, ts []Transition, ap
 // insertRuns writes the run rows of the transitions that applied, in as
 // many statements as their results' bytes need (see sizeBudget).
 func insertRuns(ctx context.Context, tx *batchTx, ts []Transition, applied []bool, bytes int) error {
-	runs, rows, size := newSQLText(), 0, 0
+	var runs sqlText
+	rows, size := 0, 0
 	flush := func() error {
-		st := runs.stmt()
 		if rows == 0 {
 			return nil
 		}
-		runs, rows, size = newSQLText(), 0, 0
+		st := runs.stmt()
+		rows, size = 0, 0
 		if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
 			return fmt.Errorf("insert runs: %w", err)
 		}
@@ -534,11 +531,13 @@ func insertRuns(ctx context.Context, tx *batchTx, ts []Transition, applied []boo
 				return err
 			}
 		}
-		if rows++; rows > 1 {
-			runs.sql(", ")
-		} else {
+		if rows == 0 {
+			runs = newSQLText()
 			runs.sql(qRunInsertHead)
+		} else {
+			runs.sql(", ")
 		}
+		rows++
 		size += n
 		runRow(&runs, ts[i].ID, ts[i].Attempt, ts[i].Run)
 	}

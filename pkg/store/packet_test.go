@@ -24,8 +24,7 @@ func TestBatchesLargerThanAPacket(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
 	st := env.Store
-	var packet int
-	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT @@max_allowed_packet`).Scan(&packet))
+	packet := int(st.MaxAllowedPacket())
 
 	// Submissions: twice a packet of payloads, in one call.
 	payload := json.RawMessage(`"` + strings.Repeat("p", 900_000) + `"`)

@@ -262,6 +262,10 @@ const (
 	errUnknownDB      = 1049
 	errNoSuchTable    = 1146
 	errNoSuchColumn   = 1054
+	// A statement stopped at its time limit: MariaDB's max_statement_time,
+	// MySQL's MAX_EXECUTION_TIME.
+	errStatementTime = 1969
+	errExecutionTime = 3024
 )
 
 // configError returns a config error (task.CodeConfig) when the server

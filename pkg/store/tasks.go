@@ -524,7 +524,7 @@ func (s *Store) scanLimited(ctx context.Context, q string) (string, time.Duratio
 // (LOCK TABLES, an ALTER) or a server too busy.
 func (p *TaskListParams) scanStopped(err error, limit time.Duration) error {
 	var me *mysql.MySQLError
-	if !errors.As(err, &me) || me.Number != 1969 && me.Number != 3024 {
+	if !errors.As(err, &me) || me.Number != errStatementTime && me.Number != errExecutionTime {
 		return err
 	}
 	why := "no index serves this filter: narrow it by task code (dead and cancelled tasks are indexed by status)"
