@@ -146,6 +146,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"invalid task code", []string{"submit", "no/such", "--any-code"}, "no/such"},
 		{"unknown flag", []string{"submit", "hello", "--bogus"}, "bogus"},
 		{"unknown shorthand", []string{"submit", "hello", "-z"}, "z"},
+		{"negative shards", []string{"reshard", "hello", "-1"}, `bad argument "-1": no argument takes a negative number`},
 		{"flag without value", []string{"submit", "hello", "--priority"}, "priority"},
 		{"missing argument", []string{"submit"}, "arg"},
 		{"too many arguments", []string{"submit", "hello", "extra"}, "arg"},

@@ -431,6 +431,9 @@ func secret(key string) bool {
 	return strings.HasSuffix(key, "password") || strings.HasSuffix(key, "_url")
 }
 
+// negativeNumber matches what follows the dash of a negative number.
+var negativeNumber = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
 // flagTypes are the Go types of pflag's value types, for Want.
 var flagTypes = map[string]reflect.Type{
 	"duration": reflect.TypeFor[time.Duration](), "bool": reflect.TypeFor[bool](),
@@ -443,8 +446,14 @@ var flagTypes = map[string]reflect.Type{
 // FlagError words a command-line flag's bad value like a bad configuration
 // value (`bad value "5" for --delay: want a duration such as 500ms, 30s or
 // 5m`), not in the parser's words (`strconv.ParseInt: parsing "5": invalid
-// syntax`). Other errors are returned as they are.
+// syntax`). A negative number given as an argument (`reshard q -1`), which
+// the parser reads as flags, is named as such. Other errors are returned
+// as they are.
 func FlagError(err error) error {
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) && negativeNumber.MatchString(ne.GetSpecifiedShortnames()) {
+		return task.Invalidf("bad argument \"-%s\": no argument takes a negative number", ne.GetSpecifiedShortnames())
+	}
 	var iv *pflag.InvalidValueError
 	if !errors.As(err, &iv) {
 		return err
