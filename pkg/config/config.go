@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -437,6 +438,8 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 	var raw map[string]any
 	if file != "" {
 		v.SetConfigFile(file)
+		// The file is YAML whatever its name (taskd.conf, /etc/taskd/node-a).
+		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
 			var nf viper.ConfigFileNotFoundError
 			if errors.As(err, &nf) || os.IsNotExist(err) {
@@ -516,6 +519,9 @@ func (c *Config) Validate() error {
 			return invalid("node.roles", r, "some of %s", strings.Join(Roles, ", "))
 		}
 	}
+	if len(c.Node.Roles) == 0 { // --roles "$ROLES" with the variable unset: a node that does nothing
+		return invalid("node.roles", "", "some of %s", strings.Join(Roles, ", "))
+	}
 	// A mistyped level would leave the default in force, unsaid.
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil && c.Log.Level != "" {
@@ -545,6 +551,20 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.Redis.Addrs = addrs
+	for _, a := range strings.Split(c.Redis.Addr, ",") { // a:1,b:2: the nodes of a Cluster
+		if c.Redis.Addr != "" && !hostPort(strings.TrimSpace(a)) {
+			return invalid("redis.addr", c.Redis.Addr, "host:port, such as 127.0.0.1:6379, or several separated by commas")
+		}
+	}
+	for _, a := range addrs {
+		if !hostPort(a) {
+			return invalid("redis.addrs", a, "a list of host:port, such as [10.0.0.1:6379, 10.0.0.2:6379]")
+		}
+	}
+	if c.Redis.Prefix == "" {
+		// Every key would sit among other applications' keys on that Redis.
+		return invalid("redis.prefix", "", "a key prefix such as task:")
+	}
 	if c.Redis.MasterName != "" && c.Redis.Cluster {
 		return task.Invalidf("config redis.master_name (Sentinel) and redis.cluster exclude each other")
 	}
@@ -714,6 +734,16 @@ func (h *HandlerSpec) validate() error {
 		return fmt.Errorf("max_memory: %w", err)
 	}
 	return nil
+}
+
+// hostPort reports whether addr is host:port with a port number.
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n < 65536
 }
 
 // HasRole reports whether `taskd run` should run role.

@@ -382,6 +382,11 @@ func TestBadValues(t *testing.T) {
 			"log: { format: pretty }\n":                                `bad value "pretty" for log.format in %s: want auto, json or text`,
 			"submit: { max_payload: 1 meg }\n":                         `bad value "1 meg" for submit.max_payload in %s: want a size such as 1048576, 64KiB or 32MiB`,
 			"scheduler: { window_bytes: -1 }\n":                        `bad value -1 for scheduler.window_bytes in %s: want 0 (no bound) or a number of bytes`,
+			"redis: { prefix: \"\" }\n":                                `bad value "" for redis.prefix in %s: want a key prefix such as task:`,
+			"redis: { addr: \"localhost:6379x\" }\n":                   `bad value "localhost:6379x" for redis.addr in %s: want host:port, such as 127.0.0.1:6379`,
+			"redis: { addrs: [\"a:1\", \"b\"] }\n":                     `bad value "b" for redis.addrs in %s: want a list of host:port`,
+			"redis: { addr: \"a:1,b\" }\n":                             `bad value "a:1,b" for redis.addr in %s: want host:port`,
+			"node: { roles: [] }\n":                                    `bad value "" for node.roles in %s: want some of scheduler, worker`,
 		} {
 			path := writeConfig(t, body)
 			_, err := config.Load(config.NewViper(), path)
@@ -402,4 +407,36 @@ func TestBadValues(t *testing.T) {
 		requireInvalid(t, err)
 		require.Contains(t, err.Error(), "bad value 0 for scheduler.batch_size in environment variable TASKD_SCHEDULER_BATCH_SIZE")
 	})
+}
+
+// A configuration file is YAML whatever its name: Supervisor and systemd
+// units often name it after the node, with no extension.
+func TestFileOfAnyName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"node-a", "taskd.conf", "taskd.yml"} {
+		path := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(path, []byte("worker: { concurrency: 7 }\n"), 0o600))
+		c, err := config.Load(config.NewViper(), path)
+		require.NoError(t, err, name)
+		require.Equal(t, 7, c.Worker.Concurrency, name)
+	}
+	_, err := config.Load(config.NewViper(), filepath.Join(t.TempDir(), "missing"))
+	requireInvalid(t, err)
+	require.Contains(t, err.Error(), "not found")
+	_, err = config.Load(config.NewViper(), t.TempDir())
+	requireInvalid(t, err)
+	require.Contains(t, err.Error(), "is a directory")
+}
+
+func TestRedisAddressesAccepted(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		"redis: { addr: \"10.0.0.1:7000, 10.0.0.2:7000\" }\n",
+		"redis: { addr: \":6379\" }\n",
+		"redis: { addr: \"[::1]:6379\" }\n",
+		"redis: { addrs: [\"s1:26379\", \"s2:26379\"], master_name: mymaster }\n",
+	} {
+		_, err := load(t, body)
+		require.NoError(t, err, body)
+	}
 }
