@@ -130,6 +130,7 @@ func TestProblems(t *testing.T) {
 	requireStatus(t, r, "handlers.down", doctor.Fail, "refuses")
 	requireStatus(t, r, "handlers.nowhere", doctor.Fail, "does not resolve")
 	requireStatus(t, r, "tasks.handlers", doctor.Warn, "ghost (1 task), spook (1 task)")
+	require.Contains(t, check(t, r, "tasks.handlers").Fix, "taskd kill --code ghost --yes")
 	requireStatus(t, r, "queues.consumers", doctor.Warn, "ghost (1 task waiting), gone")
 	requireStatus(t, r, "queues.consumers", doctor.Warn, "spook (1 task waiting)")
 	requireStatus(t, r, "mysql.clock", doctor.Fail, "ahead of the database's")

@@ -137,7 +137,9 @@ func checkWork(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Opt
 		for _, code := range sortedKeys(perCode) {
 			parts = append(parts, fmt.Sprintf("%s (%s)", code, ops.Plural(int(perCode[code]), "task")))
 		}
-		r.add("tasks.handlers", Warn, "configure a handler for them on some node, or delete the tasks",
+		// kill, not delete: delete takes pending tasks only, and these
+		// are often dispatched.
+		r.add("tasks.handlers", Warn, fmt.Sprintf("configure a handler for them on some node, or cancel them (taskd kill --code %s --yes)", sortedKeys(perCode)[0]),
 			"no node has a handler for task codes %s", strings.Join(parts, ", "))
 	}
 

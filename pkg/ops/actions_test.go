@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -134,7 +135,25 @@ func TestDisableEnablePeriodic(t *testing.T) {
 	require.Equal(t, 3, tk.PlanNextRun.Hour(), "back on its schedule, not due now")
 	require.True(t, tk.PlanNextRun.After(time.Now()))
 	b.auditOne(t, "disable")
-	b.auditOne(t, "enable")
+	e := b.auditOne(t, "enable")
+	require.Equal(t, fmt.Sprintf("tasks %d,%d", r.ID, oneoff), e.Target, "the audit row names every task asked for")
+	require.Equal(t, 2, detailOf(t, e).Requested)
+}
+
+// An enable that changes nothing (the task is not disabled) is still
+// audited with the tasks asked for.
+func TestEnableOfEnabledAudited(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	c, err := b.ops.Enable(ctx, ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	require.Zero(t, c.Changed)
+	e := b.auditOne(t, "enable")
+	require.Equal(t, fmt.Sprintf("tasks %d", r.ID), e.Target)
+	require.Equal(t, 1, detailOf(t, e).Requested)
 }
 
 // runFleet runs a scheduler and a worker (Go handler counting runs per
@@ -255,4 +274,30 @@ func TestPausedBacklogDoesNotStarveOthers(t *testing.T) {
 	b.runFleet(t, "free", 1, rc.handler(0))
 	require.Eventually(t, func() bool { return b.get(t, other).Status == task.Succeeded }, 15*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1200, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0 AND task_code = 'held'`))
+}
+
+// A delete by filter clears a backlog and keeps the periodic tasks it
+// matched; a periodic task named by its id is deleted.
+func TestDeleteByFilterKeepsPeriodic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	oneoff := b.submit(t, "x")
+	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "x", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	st := task.Pending
+	c, err := b.ops.Delete(ctx, ops.Target{Filter: &ops.Filter{Code: "x", Status: &st}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{oneoff}, c.IDs)
+	require.Equal(t, []ops.Skipped{{ID: r.ID, Status: "pending",
+		Reason: "periodic; a delete by filter keeps periodic tasks (taskd cron remove, or delete it by id)"}}, c.Unchanged)
+	require.Equal(t, task.Pending, b.get(t, r.ID).Status)
+	e := b.auditOne(t, "delete")
+	require.Equal(t, 1, e.Affected)
+	require.Equal(t, 2, detailOf(t, e).Requested)
+
+	c, err = b.ops.Delete(ctx, ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{r.ID}, c.IDs)
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center`))
 }

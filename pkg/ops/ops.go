@@ -212,9 +212,14 @@ func (o *Ops) RunNow(ctx context.Context, t Target) (Change, error) {
 	return o.taskAction(ctx, "run", t, true, o.store.TaskRunNow)
 }
 
-// Delete deletes pending tasks. Tasks in any other state are left alone.
+// Delete deletes pending tasks. Tasks in any other state are left alone,
+// and so are periodic tasks a filter matched: a delete by filter clears a
+// backlog, and a cron definition is not part of it (cron remove, or its
+// id, deletes one).
 func (o *Ops) Delete(ctx context.Context, t Target) (Change, error) {
-	return o.taskAction(ctx, "delete", t, false, o.store.TaskDeletePending)
+	return o.taskAction(ctx, "delete", t, false, func(ctx context.Context, a store.TaskAction, ids []int64) ([]int64, error) {
+		return o.store.TaskDeletePending(ctx, a, ids, t.Filter != nil)
+	})
 }
 
 // Disable stops periodic tasks from running (they wait in cancelled until
@@ -250,7 +255,7 @@ func (o *Ops) Enable(ctx context.Context, t Target) (Change, error) {
 			}
 			next[id] = at
 		}
-		return o.store.TaskEnable(ctx, a, next)
+		return o.store.TaskEnable(ctx, a, ids, next)
 	})
 }
 

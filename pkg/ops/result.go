@@ -200,6 +200,9 @@ func reason(action string, st store.TaskState) string {
 		}
 		kind = "periodic tasks"
 	}
+	if action == "delete" && st.Type == task.Periodic && st.Status == task.Pending {
+		return "periodic; a delete by filter keeps periodic tasks (taskd cron remove, or delete it by id)"
+	}
 	if slices.Contains(a.statuses, st.Status) {
 		return "changed by someone else meanwhile"
 	}

@@ -230,7 +230,7 @@ func TestLaneThroughTaskLife(t *testing.T) {
 	_, err = st.TaskDisable(ctx, actor, []int64{cron})
 	require.NoError(t, err)
 	requireNoLane(cron)
-	_, err = st.TaskEnable(ctx, actor, map[int64]time.Time{cron: time.Now().Add(time.Hour)})
+	_, err = st.TaskEnable(ctx, actor, []int64{cron}, map[int64]time.Time{cron: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	requireLane(cron, 9, "due")
 }

@@ -83,18 +83,18 @@ func (s *Store) TaskDisable(ctx context.Context, a TaskAction, ids []int64) ([]i
 	return s.taskAction(ctx, a, "cancelled", ids, stmtAction(qDisable))
 }
 
-// TaskEnable puts disabled (cancelled) periodic tasks back on their
-// schedules, next run at next[id].
-func (s *Store) TaskEnable(ctx context.Context, a TaskAction, next map[int64]time.Time) ([]int64, error) {
-	ids := make([]int64, 0, len(next))
-	for id := range next {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+// TaskEnable puts disabled periodic tasks (cancelled, type 1) back to
+// pending, each due at its next time in next. Requested tasks without one
+// (not disabled periodic tasks) are counted in the audit row, unchanged.
+func (s *Store) TaskEnable(ctx context.Context, a TaskAction, ids []int64, next map[int64]time.Time) ([]int64, error) {
 	return s.taskAction(ctx, a, "pending", ids, func(ctx context.Context, tx *sql.Tx, token uint64, chunk []int64, _ map[int64]int) ([]int64, error) {
 		var done []int64
 		for _, id := range chunk {
-			res, err := tx.ExecContext(ctx, qEnable, unixArg(next[id]), token, id)
+			at, ok := next[id]
+			if !ok {
+				continue
+			}
+			res, err := tx.ExecContext(ctx, qEnable, unixArg(at), token, id)
 			if err != nil {
 				return nil, err
 			}
@@ -106,8 +106,9 @@ func (s *Store) TaskEnable(ctx context.Context, a TaskAction, next map[int64]tim
 	})
 }
 
-// TaskDeletePending deletes pending tasks.
-func (s *Store) TaskDeletePending(ctx context.Context, a TaskAction, ids []int64) ([]int64, error) {
+// TaskDeletePending deletes pending tasks; periodic ones too unless
+// keepPeriodic.
+func (s *Store) TaskDeletePending(ctx context.Context, a TaskAction, ids []int64, keepPeriodic bool) ([]int64, error) {
 	return s.taskAction(ctx, a, "deleted", ids, func(ctx context.Context, tx *sql.Tx, _ uint64, chunk []int64, before map[int64]int) ([]int64, error) {
 		var done []int64
 		for _, id := range chunk {
@@ -115,16 +116,29 @@ func (s *Store) TaskDeletePending(ctx context.Context, a TaskAction, ids []int64
 				done = append(done, id)
 			}
 		}
+		if keepPeriodic && len(done) > 0 {
+			var err error
+			if done, err = oneOffs(ctx, tx, done); err != nil {
+				return nil, err
+			}
+		}
 		if len(done) == 0 {
 			return nil, nil
 		}
-		args := make([]any, len(done))
-		for i, id := range done {
-			args[i] = id
-		}
-		_, err := tx.ExecContext(ctx, fmt.Sprintf(qDeletePending, placeholders(len(done))), args...)
+		_, err := tx.ExecContext(ctx, fmt.Sprintf(qDeletePending, placeholders(len(done))), int64Args(done)...)
 		return done, err
 	})
+}
+
+// oneOffs returns the tasks of ids that are not periodic, in tx (whose
+// rows ids are locked).
+func oneOffs(ctx context.Context, tx *sql.Tx, ids []int64) ([]int64, error) {
+	out, err := queryIDs(ctx, tx, fmt.Sprintf(`SELECT id FROM task_center WHERE id IN (%s) AND task_type <> 1 ORDER BY id`,
+		placeholders(len(ids))), int64Args(ids)...)
+	if err != nil {
+		return nil, fmt.Errorf("read task types: %w", err)
+	}
+	return out, nil
 }
 
 // actionFunc changes one chunk of tasks inside the action's transaction and
