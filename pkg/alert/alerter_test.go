@@ -452,3 +452,37 @@ func TestStartStop(t *testing.T) {
 	require.True(t, res.Leader, "the lock was released")
 	require.Equal(t, 1, res.Firing)
 }
+
+// A host runs several processes: one that dies is stale although its
+// siblings beat on, and its alert resolves once a process started after
+// its last beat (its supervisor's restart) beats.
+func TestHeartbeatStaleBesideSiblings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rules := allOff
+	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
+	clk := clock.NewManual(time.Now().Truncate(time.Millisecond))
+	a := b.alerter(t, rules, time.Hour, clk)
+	eval := func(firing int) {
+		t.Helper()
+		res, err := a.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, firing, res.Firing)
+	}
+	dies := &broker.Process{ID: "h1-41-aaaa", Node: "n1", Host: "h1", PID: 41, StartedAt: clk.Now()}
+	sibling := &broker.Process{ID: "h1-42-bbbb", Node: "n1", Host: "h1", PID: 42, StartedAt: clk.Now()}
+	b.beat(t, dies, clk)
+	b.beat(t, sibling, clk)
+	eval(0)
+	clk.Advance(time.Second)
+	b.beat(t, sibling, clk)
+	eval(1)
+	require.Equal(t, "h1-41-aaaa", b.sent(t)[0].Labels["process"])
+
+	restarted := &broker.Process{ID: "h1-43-cccc", Node: "n1", Host: "h1", PID: 43, StartedAt: clk.Now()}
+	b.beat(t, restarted, clk)
+	b.beat(t, sibling, clk)
+	eval(0)
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
+}

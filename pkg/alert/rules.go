@@ -2,6 +2,7 @@ package alert
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
@@ -97,19 +98,18 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 		}
 	}
 	if !r.HeartbeatStale.Off() {
-		fresh := map[string]time.Time{} // host -> newest beat
-		for _, p := range in.Snapshot.Processes {
-			h := p.Hostname()
-			if p.LastBeat.After(fresh[h]) {
-				fresh[h] = p.LastBeat
-			}
-		}
-		for _, p := range in.Snapshot.Processes {
+		procs := in.Snapshot.Processes
+		fresh := func(p broker.Process) bool { return in.Local.Sub(p.LastBeat).Seconds() <= r.HeartbeatStale.Threshold }
+		for _, p := range procs {
+			// A stale process is over once a process on its host that
+			// started after its last beat beats (its supervisor restarted
+			// it). Processes that were beside it all along replace
+			// nothing: a host runs several.
+			replaced := slices.ContainsFunc(procs, func(q broker.Process) bool {
+				return q.ID != p.ID && q.Hostname() == p.Hostname() && q.StartedAt.After(p.LastBeat) && fresh(q)
+			})
 			age := in.Local.Sub(p.LastBeat)
-			// A stale process that a newer one on its host replaced (its
-			// supervisor restarted it) is over.
-			replaced := fresh[p.Hostname()].After(p.LastBeat) && in.Local.Sub(fresh[p.Hostname()]).Seconds() <= r.HeartbeatStale.Threshold
-			add(r.HeartbeatStale, RuleHeartbeatStale, age.Seconds() > r.HeartbeatStale.Threshold && !replaced,
+			add(r.HeartbeatStale, RuleHeartbeatStale, !fresh(p) && !replaced,
 				fmt.Sprintf("process %s on %s: last heartbeat %s ago (threshold %s)",
 					p.ID, p.Hostname(), clock.Format(age.Round(time.Second)), clock.Format(seconds(r.HeartbeatStale.Threshold))),
 				"process", p.ID, "host", p.Hostname())
