@@ -127,14 +127,24 @@ func (b *Broker) Withdraw(ctx context.Context, w string) error {
 
 // Forget deletes dead worker w's processing lists and registry entries,
 // and remembers it among the drained workers (GoneWorkers).
-func (b *Broker) Forget(ctx context.Context, w string) error {
+func (b *Broker) Forget(ctx context.Context, w string) error { return b.forget(ctx, w, true) }
+
+// Leave is Forget for a worker that stopped cleanly, its work handed back:
+// it is not remembered among the drained (dead) workers, so a deploy does
+// not show as a crash.
+func (b *Broker) Leave(ctx context.Context, w string) error { return b.forget(ctx, w, false) }
+
+func (b *Broker) forget(ctx context.Context, w string, dead bool) error {
 	queues, err := b.rdb.SMembers(ctx, b.Keys.WorkerQueues(w)).Result()
 	if err != nil {
 		return fmt.Errorf("queues of worker %s: %w", w, err)
 	}
-	last, err := b.rdb.ZScore(ctx, b.Keys.Workers(), w).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("last beat of worker %s: %w", w, err)
+	var last float64
+	if dead {
+		last, err = b.rdb.ZScore(ctx, b.Keys.Workers(), w).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("last beat of worker %s: %w", w, err)
+		}
 	}
 	pipe := b.rdb.Pipeline()
 	if last > 0 {

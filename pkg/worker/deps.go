@@ -40,7 +40,8 @@ type Broker interface {
 	// without waiting for the TTL.
 	Withdraw(ctx context.Context, w string) error
 	Orphans(ctx context.Context, w string) (map[string][]string, error)
-	Forget(ctx context.Context, w string) error
+	// Leave removes the worker's lists and registration at a clean stop.
+	Leave(ctx context.Context, w string) error
 	// PublishTail stores a running attempt's latest output.
 	PublishTail(ctx context.Context, t *broker.TaskTail) error
 	// ReleaseLeases gives back the leases of ended attempts of queues

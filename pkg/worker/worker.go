@@ -378,7 +378,7 @@ func (w *Worker) sweep() {
 			return
 		}
 	}
-	if err := w.broker.Forget(ctx, w.cfg.ID); err != nil {
+	if err := w.broker.Leave(ctx, w.cfg.ID); err != nil {
 		w.log.Warn("remove processing lists at shutdown", "err", err)
 	}
 }

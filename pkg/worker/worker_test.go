@@ -356,6 +356,9 @@ func TestShutdownHandsBackWithoutRetry(t *testing.T) {
 		require.Zero(t, n, "a stopped worker leaves no heartbeat or registration: %s", k)
 	}
 	require.Zero(t, rdb.ZScore(context.Background(), keys.Workers(), w.ID()).Val())
+	gone, err := b.env.Broker.GoneWorkers(context.Background(), time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, gone, "a clean stop is not a dead worker (tasktop would show it red)")
 }
 
 func TestShutdownWaitsForRunningTasks(t *testing.T) {
