@@ -363,6 +363,7 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 		}
 		var ts []store.Transition
 		var taken []*store.RunningTask
+		nodes := map[string]string{} // worker -> node
 		for i := range running {
 			t := &running[i]
 			dead := trustHeartbeats && !alive[t.WorkerID]
@@ -373,7 +374,19 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 			if !dead {
 				why = "it ran past its timeout plus grace on worker " + t.WorkerID
 			}
-			ts = append(ts, r.crashTransition(t, why))
+			tr := r.crashTransition(t, why)
+			// The run row names where and since when the attempt ran, as
+			// its worker would have: an operator counts crashes by node.
+			node, ok := nodes[t.WorkerID]
+			if !ok {
+				node = r.broker.WorkerNode(ctx, t.WorkerID)
+				nodes[t.WorkerID] = node
+			}
+			tr.Run.Node = node
+			if !t.StartedAt.IsZero() {
+				tr.Run.Duration = max(0, r.clock.Earliest().Sub(t.StartedAt))
+			}
+			ts = append(ts, tr)
 			taken = append(taken, t)
 		}
 		applied, err := r.applyEach(ctx, ts)

@@ -283,6 +283,10 @@ func TestDeadWorkersTasksRecoveredThenPoison(t *testing.T) {
 		msgs := b.claim(t)
 		require.Len(t, msgs, 1)
 		b.run(t, "ghost-"+strconv.Itoa(crash), msgs)
+		// Its node, as its heartbeats recorded it, and an attempt that ran
+		// for 5 s before the worker died.
+		require.NoError(t, b.env.Broker.Client().Set(context.Background(), b.env.Broker.Keys.WorkerNode("ghost-"+strconv.Itoa(crash)), "node-x", 0).Err())
+		b.env.Exec(t, `UPDATE task_center SET started_at = NOW(3) - INTERVAL 5 SECOND WHERE id = ?`, id)
 		res, err := b.rec.RunOnce(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Recovered)
@@ -312,6 +316,8 @@ func TestDeadWorkersTasksRecoveredThenPoison(t *testing.T) {
 	require.Len(t, runs, 3)
 	for _, r := range runs {
 		require.Equal(t, task.OutcomeCrashed, r.Outcome)
+		require.Equal(t, "node-x", r.Node, "a crashed run names its worker's node")
+		require.GreaterOrEqual(t, r.FinishedAt.Sub(r.StartedAt), 4*time.Second, "and when its attempt started")
 	}
 }
 

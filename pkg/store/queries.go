@@ -580,7 +580,7 @@ func dispatchedBefore(cutoff string) string {
 // (lane_at, id) of the in-flight lane, with whether each is past its
 // timeout plus a grace.
 var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, task_type, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
-	worker_id, crash_count, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(dispatched_at),
+	worker_id, crash_count, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(dispatched_at), COALESCE(UNIX_TIMESTAMP(started_at), ''),
 	started_at + INTERVAL ` + task.TimeoutSQL("") + ` SECOND + INTERVAL ? MICROSECOND < NOW(3)
 	FROM task_center WHERE lane = 10 AND lane_at >= FROM_UNIXTIME(?) AND (lane_at, id) > (FROM_UNIXTIME(?), ?)
 	AND status = 2 ORDER BY lane_at, id LIMIT ?`

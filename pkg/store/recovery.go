@@ -62,6 +62,8 @@ type RunningTask struct {
 	CrashCount   int
 	PlanNextRun  time.Time
 	DispatchedAt time.Time
+	// StartedAt is when its attempt started, by the worker's running mark.
+	StartedAt time.Time
 	// Overdue is true past started_at + timeout + the grace given.
 	Overdue bool
 }
@@ -87,13 +89,16 @@ func (s *Store) TaskListRunning(ctx context.Context, grace time.Duration, after 
 	var out []RunningTask
 	for rows.Next() {
 		var r RunningTask
-		var plan, disp string
+		var plan, disp, started string
 		if err := rows.Scan(&r.ID, &r.Attempt, &r.Code, &r.Queue, &r.Type, &r.CronExpr, &r.Timezone,
-			&r.WorkerID, &r.CrashCount, &plan, &disp, &r.Overdue); err != nil {
+			&r.WorkerID, &r.CrashCount, &plan, &disp, &started, &r.Overdue); err != nil {
 			return nil, fmt.Errorf("list running tasks: %w", err)
 		}
 		r.Queue = task.QueueOf(r.Queue, r.Code)
 		r.PlanNextRun, r.DispatchedAt = parseUnix(plan), parseUnix(disp)
+		if started != "" {
+			r.StartedAt = parseUnix(started)
+		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
