@@ -307,10 +307,8 @@ func (s *state) idle(now time.Time, cooldown time.Duration) bool {
 // notify hands the alerts to every notifier; it reports whether at least
 // one took them (none configured counts as taken).
 func (a *Alerter) notify(ctx context.Context, alerts []Alert) bool {
-	if len(a.cfg.Notifiers) == 0 {
-		return true
-	}
-	ok := false
+	// With no notifier configured the log is where alerts go.
+	ok := len(a.cfg.Notifiers) == 0
 	for _, n := range a.cfg.Notifiers {
 		nctx, cancel := context.WithTimeout(ctx, sendTimeout)
 		err := n.Notify(nctx, alerts)

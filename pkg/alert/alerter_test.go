@@ -1,6 +1,7 @@
 package alert_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -485,4 +486,24 @@ func TestHeartbeatStaleBesideSiblings(t *testing.T) {
 	b.beat(t, sibling, clk)
 	eval(0)
 	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
+}
+
+// With no notifier configured, a firing alert is logged: the log is the
+// only place it goes.
+func TestAlertsLoggedWithoutNotifier(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rules := allOff
+	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
+	clk := clock.NewManual(time.Now().Truncate(time.Millisecond))
+	var buf bytes.Buffer // RunOnce logs before it returns
+	a := alert.New(alert.Config{Interval: 50 * time.Millisecond, Cooldown: time.Hour, Rules: rules, Clock: clk,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))}, b.env.Store, b.env.Broker, lock.NewRedis(b.env.Broker.Client(), b.env.Prefix))
+	t.Cleanup(a.Stop)
+	b.beat(t, &broker.Process{ID: "h1-41-aaaa", Node: "n1", Host: "h1", PID: 41}, clk)
+	clk.Advance(time.Second)
+	res, err := a.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Firing)
+	require.Contains(t, buf.String(), `msg="alert firing" component=alerter alert=taskd_heartbeat_stale`)
 }
