@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,7 +158,7 @@ func (a *App) Root() *cobra.Command {
 	root.SetOut(a.Stdout)
 	root.SetErr(a.Stderr)
 	root.SetIn(a.Stdin)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{config.FlagError(err)} })
+	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configPath, "config", "", "configuration file (default ./taskd.yaml, then /etc/taskd/taskd.yaml)")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
@@ -172,20 +173,22 @@ func (a *App) Root() *cobra.Command {
 		a.runNowCmd(), a.deleteCmd(), a.enableCmd(), a.disableCmd(), a.pauseCmd(), a.resumeCmd(), a.reshardCmd(), a.limitCmd(), a.auditCmd(), a.statsCmd(),
 		a.batchCmd(), a.lockCmd(), a.doctorCmd(), a.locksCmd(), a.benchCmd(), a.versionCmd())
 	rejectUnknownSubcommands(root)
+	explainArgs(root)
 	markRunErrors(root)
 	return root
 }
 
-// rejectUnknownSubcommands makes every group of commands below the root
-// (taskd cron) refuse a subcommand it does not have. cobra checks only
-// the root's: "taskd cron ad ..." would print the group's help and exit
-// 0, so a script's typo looked like success. Alone, the group still
+// rejectUnknownSubcommands makes the root and every group of commands
+// (taskd cron) refuse a subcommand it does not have, in one line. cobra
+// checks only the root's, in several lines ("Did you mean this?\n\t..."),
+// and "taskd cron ad ..." printed the group's help and exited 0, so a
+// script's typo looked like success. Alone, the root or a group still
 // prints its help.
 func rejectUnknownSubcommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		rejectUnknownSubcommands(sub)
 	}
-	if !c.HasParent() || !c.HasSubCommands() || c.Runnable() {
+	if !c.HasSubCommands() || c.Runnable() {
 		return
 	}
 	c.Args = cobra.ArbitraryArgs
@@ -193,12 +196,152 @@ func rejectUnknownSubcommands(c *cobra.Command) {
 		if len(args) == 0 {
 			return cmd.Help()
 		}
-		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-			msg += fmt.Sprintf(" (did you mean %q?)", s[0])
-		}
-		return usageError{errors.New(msg)}
+		return unknownCommand(cmd, args[0])
 	}
+}
+
+// unknownCommand is the error of a name that is none of group's commands:
+// `unknown command "submitt" (did you mean "submit"?)`, and below the root
+// `unknown command "ad" for "taskd cron" (did you mean "add"?)`.
+func unknownCommand(group *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q", name)
+	if group.HasParent() {
+		msg += fmt.Sprintf(" for %q", group.CommandPath())
+	}
+	if group.SuggestionsMinimumDistance <= 0 {
+		group.SuggestionsMinimumDistance = 2 // cobra's own default, which SuggestionsFor does not set
+	}
+	var quoted []string
+	for _, s := range group.SuggestionsFor(name) {
+		if q := strconv.Quote(s); !slices.Contains(quoted, q) {
+			quoted = append(quoted, q)
+		}
+	}
+	switch n := len(quoted); {
+	case n == 1:
+		msg += fmt.Sprintf(" (did you mean %s?)", quoted[0])
+	case n > 1:
+		msg += fmt.Sprintf(" (did you mean %s or %s?)", strings.Join(quoted[:n-1], ", "), quoted[n-1])
+	}
+	return usageError{errors.New(msg)}
+}
+
+// flagError is the error of a flag the command line could not parse. On
+// the root or a group, a flag that follows an unknown command
+// ("taskd submitt hello --yes") is no flag of theirs because the command
+// is mistyped: that is said, not "unknown flag: --yes".
+func flagError(cmd *cobra.Command, err error) error {
+	if cmd.HasSubCommands() {
+		if args := cmd.Flags().Args(); len(args) > 0 {
+			return unknownCommand(cmd, args[0])
+		}
+	}
+	return usageError{config.FlagError(err)}
+}
+
+// explainArgs makes every command's check of its positional arguments
+// (cobra.ExactArgs and the like, whose errors read "accepts 1 arg(s),
+// received 0") say what is missing or extra, by the names of the
+// command's usage line, and show that line: "submit: missing CODE;
+// usage: taskd submit CODE [flags]". Errors a check words itself (a
+// usage or invalid-input error: reshard's shard count) are kept.
+func explainArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		explainArgs(sub)
+	}
+	check := c.Args
+	if check == nil {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		err := check(cmd, args)
+		var ue usageError
+		if err == nil || errors.As(err, &ue) || task.ErrorCode(err) == task.CodeInvalid {
+			return err
+		}
+		return arityError(cmd, args)
+	}
+}
+
+// arityError says which positional arguments of cmd are missing, or which
+// are too many, for args that its Args check refused.
+func arityError(cmd *cobra.Command, args []string) error {
+	ps := positionals(cmd.Use)
+	var required []string
+	most := len(ps)
+	for _, p := range ps {
+		if !p.optional {
+			required = append(required, p.name)
+		}
+		if p.variadic {
+			most = -1
+		}
+	}
+	if len(args) < len(required) {
+		missing := required[len(args):]
+		if n := len(missing); n > 1 {
+			return argsError(cmd, "missing %s and %s", strings.Join(missing[:n-1], ", "), missing[n-1])
+		}
+		return argsError(cmd, "missing %s", missing[0])
+	}
+	if most >= 0 && len(args) > most {
+		extra := args[most:]
+		quoted := make([]string, len(extra))
+		for i, e := range extra {
+			quoted[i] = strconv.Quote(e)
+		}
+		if len(extra) == 1 {
+			return argsError(cmd, "unexpected argument %s", quoted[0])
+		}
+		return argsError(cmd, "unexpected arguments %s", strings.Join(quoted, " "))
+	}
+	return argsError(cmd, "wrong number of arguments (%d)", len(args))
+}
+
+// argsError is the error of a command's positional arguments, one for
+// every command: "PATH: WHAT; usage: USE LINE", bad usage (exit 2).
+func argsError(cmd *cobra.Command, format string, a ...any) error {
+	path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+	return usageError{fmt.Errorf("%s: %s; usage: %s", path, fmt.Sprintf(format, a...), cmd.UseLine())}
+}
+
+// positional is an argument named in a command's usage line.
+type positional struct {
+	name               string
+	optional, variadic bool
+}
+
+// positionals reads the arguments of a usage line such as "add CODE
+// 'EXPR'", "timezone [ZONE]" or "batch CODE PAYLOAD... --callback CODE":
+// a flag and its value, [flags], and what follows "|" (another form) or
+// "--" are not among them.
+func positionals(use string) []positional {
+	var ps []positional
+	fields := strings.Fields(use)
+	for i := 1; i < len(fields); i++ {
+		f := fields[i]
+		switch {
+		case f == "|" || f == "--":
+			return ps
+		case f == "[flags]":
+			continue
+		case strings.HasPrefix(f, "-"):
+			if i+1 < len(fields) && !strings.HasPrefix(fields[i+1], "-") && !strings.HasPrefix(fields[i+1], "[") && fields[i+1] != "|" {
+				i++ // the flag's value: --callback CODE
+			}
+			continue
+		}
+		var p positional
+		if strings.HasPrefix(f, "[") {
+			p.optional, f = true, strings.Trim(f, "[]")
+		}
+		if strings.HasSuffix(f, "...") {
+			p.variadic, f = true, strings.TrimSuffix(f, "...")
+		}
+		p.name = strings.Trim(f, `'"`)
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // config loads the configuration once.

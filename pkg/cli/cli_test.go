@@ -120,7 +120,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"cron payload not JSON", []string{"cron", "add", "hello", "* * * * *", "--payload", "{oops"}, "JSON"},
 		{"cron unknown time zone", []string{"cron", "add", "hello", "0 2 * * *", "--tz", "Mars/Base"}, "Mars/Base"},
 		{"cron unknown code", []string{"cron", "add", "nosuch", "* * * * *"}, "nosuch"},
-		{"cron missing expression", []string{"cron", "add", "hello"}, ""},
+		{"cron missing expression", []string{"cron", "add", "hello"}, "taskd: cron add: missing EXPR; usage: taskd cron add CODE 'EXPR' [flags]\n"},
+		{"cron missing code and expression", []string{"cron", "add"}, "taskd: cron add: missing CODE and EXPR; usage: taskd cron add CODE 'EXPR' [flags]\n"},
+		{"cron remove without code", []string{"cron", "remove", "--yes"}, "taskd: cron remove: missing CODE; usage: taskd cron remove CODE [flags]\n"},
+		{"cron timezone, two zones", []string{"cron", "timezone", "UTC", "Asia/Shanghai"}, "taskd: cron timezone: unexpected argument \"Asia/Shanghai\"; usage: taskd cron timezone [ZONE] [flags]\n"},
 		{"payload not JSON", []string{"submit", "hello", "--payload", "not json"}, "JSON"},
 		{"payload truncated", []string{"submit", "hello", "--payload", `{"a":`}, "JSON"},
 		{"payload file missing", []string{"submit", "hello", "--payload", "@/nonexistent/payload.json"}, "payload"},
@@ -148,14 +151,23 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"unknown shorthand", []string{"submit", "hello", "-z"}, "z"},
 		{"negative shards", []string{"reshard", "hello", "-1"}, `bad argument "-1": no argument takes a negative number`},
 		{"flag without value", []string{"submit", "hello", "--priority"}, "priority"},
-		{"missing argument", []string{"submit"}, "arg"},
-		{"too many arguments", []string{"submit", "hello", "extra"}, "arg"},
-		{"unknown command", []string{"frobnicate"}, "frobnicate"},
+		{"missing argument", []string{"submit"}, "taskd: submit: missing CODE; usage: taskd submit CODE [flags]\n"},
+		{"too many arguments", []string{"submit", "hello", "extra"}, "taskd: submit: unexpected argument \"extra\"; usage: taskd submit CODE [flags]\n"},
+		{"pause without queue", []string{"pause", "--yes"}, "taskd: pause: missing QUEUE; usage: taskd pause QUEUE [flags]\n"},
+		{"limit without queue", []string{"limit"}, "taskd: limit: missing QUEUE; usage: taskd limit QUEUE [flags]\n"},
+		{"reshard without shards", []string{"reshard", "hello", "--yes"}, "taskd: reshard: missing N; usage: taskd reshard QUEUE N [flags]\n"},
+		{"batch without code", []string{"batch", "--callback", "report"}, "taskd: batch: missing CODE and PAYLOAD; usage: taskd batch CODE PAYLOAD... --callback CODE [flags]\n"},
+		{"stats with arguments", []string{"stats", "a", "b"}, "taskd: stats: unexpected arguments \"a\" \"b\"; usage: taskd stats [flags]\n"},
+		{"unknown command", []string{"frobnicate"}, "taskd: unknown command \"frobnicate\"\n"},
+		{"mistyped command", []string{"submitt", "hello"}, "taskd: unknown command \"submitt\" (did you mean \"submit\"?)\n"},
+		{"mistyped command with its flags", []string{"sumbit", "hello", "--priority", "3", "--yes"}, "taskd: unknown command \"sumbit\" (did you mean \"submit\"?)\n"},
+		{"ambiguous mistyped command", []string{"lok", "job", "--", "true"}, "taskd: unknown command \"lok\" (did you mean \"lock\" or \"locks\"?)\n"},
 		{"bad -o value", []string{"submit", "hello", "-o", "yaml"}, "yaml"},
 		{"bad --output value on list", []string{"list", "--output", "xml"}, "xml"},
 		{"show abc", []string{"show", "abc"}, "abc"},
 		{"show 0", []string{"show", "0"}, "0"},
-		{"show without id", []string{"show"}, "missing task ID"},
+		{"show without id", []string{"show"}, "taskd: show: missing task ID; usage: taskd show ID | --batch ID [flags]\n"},
+		{"show two ids", []string{"show", "1", "2"}, "taskd: show: unexpected argument \"2\"; usage: taskd show ID | --batch ID [flags]\n"},
 		{"show id and batch", []string{"show", "1", "--batch", "1"}, "either"},
 		{"show batch 0", []string{"show", "--batch", "0"}, "batch"},
 		{"then unknown code", []string{"submit", "hello", "--then", "report", "--then", "nosuch"}, `--then: unknown task code "nosuch"`},
@@ -214,11 +226,21 @@ func TestUnknownSubcommand(t *testing.T) {
 	r := b.run(t, "cron", "ad", "hello", "*/5 * * * *")
 	requireOneLineError(t, r, cli.ExitUsage)
 	require.Equal(t, "taskd: unknown command \"ad\" for \"taskd cron\" (did you mean \"add\"?)\n", r.stderr)
+	r = b.run(t, "cron", "remov", "hello", "--yes")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Equal(t, "taskd: unknown command \"remov\" for \"taskd cron\" (did you mean \"remove\"?)\n", r.stderr)
 	r = b.run(t, "cron", "bogus")
 	requireOneLineError(t, r, cli.ExitUsage)
+	require.Equal(t, "taskd: unknown command \"bogus\" for \"taskd cron\"\n", r.stderr)
+	// The root says it the same way, in one line ("Did you mean this?"
+	// and the suggestion on lines of their own, joined, it used to be).
+	r = b.run(t, "submitt", "hello")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Equal(t, "taskd: unknown command \"submitt\" (did you mean \"submit\"?)\n", r.stderr)
 	require.Zero(t, b.rows(t))
-	// Alone, the group shows what it holds.
+	// Alone, the group, or the root, shows what it holds.
 	require.Contains(t, b.ok(t, "cron"), "Available Commands:")
+	require.Contains(t, b.ok(t), "Available Commands:")
 }
 
 func TestBadConfigIsUsageError(t *testing.T) {

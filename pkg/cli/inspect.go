@@ -89,7 +89,7 @@ func (a *App) showCmd() *cobra.Command {
 					return task.Invalidf("give either a task ID or --batch with a positive batch id")
 				}
 			} else if len(args) == 0 {
-				return task.Invalidf("missing task ID; usage: taskd show ID, or taskd show --batch ID")
+				return argsError(cmd, "missing task ID")
 			}
 			s, err := a.openReadStore(cmd.Context())
 			if err != nil {

@@ -71,7 +71,7 @@ cannot be run / is not found.`,
   taskd lock backup --backend mysql --skip-exit 75 -- /usr/local/bin/backup.sh`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := lockArgs(args, cmd.ArgsLenAtDash())
+			name, argv, err := lockArgs(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -107,15 +107,14 @@ cannot be run / is not found.`,
 
 // lockArgs splits NAME from CMD: `NAME -- CMD ARGS...`, or `NAME CMD...`
 // when CMD has no flags.
-func lockArgs(args []string, dash int) (string, []string, error) {
-	const usage = "usage: taskd lock NAME [flags] -- CMD [ARGS...]"
-	switch {
+func lockArgs(cmd *cobra.Command, args []string) (string, []string, error) {
+	switch dash := cmd.ArgsLenAtDash(); {
 	case len(args) == 0 || dash == 0:
-		return "", nil, task.Invalidf("missing lock NAME; %s", usage)
+		return "", nil, argsError(cmd, "missing lock NAME")
 	case dash > 1:
-		return "", nil, task.Invalidf("one lock NAME before --, got %d arguments; %s", dash, usage)
+		return "", nil, argsError(cmd, "one lock NAME before --, got %d arguments", dash)
 	case len(args) == 1:
-		return "", nil, task.Invalidf("missing CMD to run under lock %s; %s", args[0], usage)
+		return "", nil, argsError(cmd, "missing CMD to run under lock %s", args[0])
 	}
 	return args[0], args[1:], nil
 }

@@ -215,7 +215,7 @@ func TestLockUsage(t *testing.T) {
 		args     []string
 		contains string
 	}{
-		{nil, "missing lock NAME"},
+		{nil, "lock: missing lock NAME; usage: taskd lock NAME [flags] -- CMD [ARGS...]"},
 		{[]string{"--", "true"}, "missing lock NAME"},
 		{[]string{"job"}, "missing CMD"},
 		{[]string{"job", "--"}, "missing CMD"},

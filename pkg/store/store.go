@@ -266,6 +266,11 @@ const (
 	// MySQL's MAX_EXECUTION_TIME.
 	errStatementTime = 1969
 	errExecutionTime = 3024
+	// ER_ACCESS_DENIED_NO_PASSWORD_ERROR: MariaDB's answer to a user it
+	// does not know ('nobody'@'host', without "using password"), and
+	// MySQL's to one that must log in another way: wrong credentials, as
+	// 1045.
+	errAccessDeniedNoPassword = 1698
 )
 
 // configError returns a config error (task.CodeConfig) when the server
@@ -277,7 +282,7 @@ func configError(err error, cfg *mysql.Config, key string) error {
 		return nil
 	}
 	switch me.Number {
-	case errAccessDenied:
+	case errAccessDenied, errAccessDeniedNoPassword:
 		return task.Configf("mysql %s: %s: fix the user or password in %s", cfg.Addr, me.Message, key)
 	case errDBAccessDenied:
 		return task.Configf("mysql %s: %s: GRANT the user access to %s, or fix %s", cfg.Addr, me.Message, cfg.DBName, key)

@@ -398,6 +398,36 @@ func TestServerOwnErrorsAreNotRejections(t *testing.T) {
 	require.True(t, store.IsRejected(wrap(1406, "Data too long for column")))
 }
 
+// Credentials the server refuses are a configuration error saying what
+// to fix, whichever of its two errors the server gives: 1045 for a wrong
+// password, or 1698 (ER_ACCESS_DENIED_NO_PASSWORD_ERROR). MariaDB answers
+// some users it does not know with 1698, 'nobody' among them (it picks
+// the answer from the name, so as not to tell which users exist), others
+// with 1045.
+func TestOpenRefusedCredentials(t *testing.T) {
+	t.Parallel()
+	for name, edit := range map[string]func(*mysql.Config){
+		"wrong password": func(c *mysql.Config) { c.Passwd = "wrong-" + c.Passwd },
+		"unknown user":   func(c *mysql.Config) { c.User, c.Passwd = "taskd_nosuch_user", "pw" },
+		"user nobody":    func(c *mysql.Config) { c.User, c.Passwd = "nobody", "pw" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := mysql.ParseDSN(testenv.BaseDSN())
+			require.NoError(t, err)
+			cfg.DBName = "taskd"
+			edit(cfg)
+			st, err := store.Open(context.Background(), cfg.FormatDSN(), store.Options{})
+			if st != nil {
+				st.Close()
+			}
+			require.Error(t, err)
+			require.Equal(t, task.CodeConfig, task.ErrorCode(err), "error %q", err)
+			require.Contains(t, err.Error(), "Access denied for user")
+			require.True(t, strings.HasSuffix(err.Error(), ": fix the user or password in mysql.dsn"), "error %q", err)
+		})
+	}
+}
+
 // handlerReads is the sum of the Handler_read_* counters of db's session
 // (open db with one connection); SHOW STATUS adds reads of its own.
 func handlerReads(t *testing.T, db *sql.DB) int64 {
