@@ -197,7 +197,7 @@ func fixture() *fakeSource {
 			{Name: "build_report", Pending: 120, Backlog: []int64{40}, Dead: 2, OldestDueSeconds: 240, Shards: 1},
 			{Name: "reports_low", Pending: 3, Backlog: []int64{0}, Paused: true, Shards: 1, LiveWorkers: 1},
 			{Name: "send_email", Pending: 12, Running: 3, Failed: 1, Dead: 1, Backlog: []int64{5, 4, 6, 5},
-				ProcessedPerMin: 420, FailedPerMin: 3, SuccessRate10m: rate(0.993), OldestDueSeconds: 1.5, Shards: 4, LiveWorkers: 2},
+				ProcessedPerMin: 420, FailedPerMin: 3, SuccessRate10m: rate(0.993), Ended10m: 4200, OldestDueSeconds: 1.5, Shards: 4, LiveWorkers: 2},
 		}, Workers: []stats.Worker{
 			{ID: "node-a-w1", ProcessedPerMin: 250},
 			{ID: "node-b-w1", ProcessedPerMin: 0},

@@ -121,14 +121,18 @@ func (m *Model) header() string {
 		perMin += q.ProcessedPerMin
 	}
 	live := 0
-	var done, failed int64
 	for _, w := range ov.Workers {
 		if w.Alive() {
 			live++
 		}
-		for _, mi := range w.Series[max(0, len(w.Series)-10):] {
-			done += mi.Processed
-			failed += mi.Failed
+	}
+	// The queues' rates, each weighted by its attempts: what the rows
+	// and the success-rate alert say, crashes and gone workers included.
+	var ended, succeeded float64
+	for _, q := range ov.Stats.Queues {
+		if q.SuccessRate10m != nil {
+			ended += float64(q.Ended10m)
+			succeeded += *q.SuccessRate10m * float64(q.Ended10m)
 		}
 	}
 	nodes := fmt.Sprintf("%d nodes up", ov.NodesUp)
@@ -143,8 +147,8 @@ func (m *Model) header() string {
 		workers = m.st.Bad.Render(fmt.Sprintf("%s · %d dead", workers, dead))
 	}
 	rate := "ok -"
-	if done > 0 {
-		r := float64(done-failed) / float64(done)
+	if ended > 0 {
+		r := succeeded / ended
 		rate = strings.Replace(fmt.Sprintf("ok %.1f%%", 100*r), "100.0", "100", 1)
 		if r < 0.99 {
 			rate = m.st.Bad.Render(rate)

@@ -39,6 +39,9 @@ type Queue struct {
 	// SuccessRate10m is succeeded / ended attempts over ten minutes (null
 	// when none ended).
 	SuccessRate10m *float64 `json:"success_rate_10m"`
+	// Ended10m is the number of attempts that ended over ten minutes, the
+	// rate's weight when queues are added up.
+	Ended10m int64 `json:"ended_10m"`
 	// OldestDueSeconds is the wait of the oldest due task not dispatched.
 	OldestDueSeconds float64 `json:"oldest_due_seconds"`
 	Paused           bool    `json:"paused"`
@@ -212,6 +215,7 @@ func collect(ctx context.Context, src Source) (*Stats, error) {
 		if r.Ended10m > 0 {
 			rate := r.Succeeded10m / r.Ended10m
 			q.SuccessRate10m = &rate
+			q.Ended10m = int64(math.Round(r.Ended10m))
 		}
 		st := state[name]
 		q.Paused, q.Shards = st.Paused, st.Shards
