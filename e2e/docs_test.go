@@ -147,8 +147,11 @@ func runGuide(t *testing.T, path, dir string, env []string, stubs string) {
 		}
 	}
 	for _, b := range blocks {
-		if b.lang == "sh" && b.attrs != "manual" && strings.Contains(b.text, "php ") {
-			needTool(t, "php") // the PHP examples; skips only this guide where PHP cannot be had
+		// The PHP examples, and doctor, which checks that the example
+		// configuration's php handler can start: skips only this guide
+		// where PHP cannot be had.
+		if b.lang == "sh" && b.attrs != "manual" && (strings.Contains(b.text, "php ") || strings.Contains(b.text, "taskd doctor")) {
+			needTool(t, "php")
 			break
 		}
 	}

@@ -107,7 +107,7 @@ func TestQueuesAtAGlance(t *testing.T) {
 	m, _ := setup(t, false)
 	s := screen(m)
 	require.Contains(t, s, "1 ALERT · 2 nodes up · 2/3 workers · 1 dead · backlog 60 · 420/min · ok 99.3%") // the queues' rate, by their attempts
-	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, lagg`, s) // worst first: the least is cut at 80 columns
+	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, lagg`, s)                                 // worst first: the least is cut at 80 columns
 	require.Regexp(t, `(?m)^  send_email .* 20 .* 1 dead$`, s)
 	require.Regexp(t, `(?m)^  reports_low .* PAUSED$`, s)
 	require.Less(t, strings.Index(s, "build_report"), strings.Index(s, "send_email"), "the worst first")
