@@ -482,7 +482,7 @@ func (s *Store) TaskCount(ctx context.Context, p TaskListParams) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, q, append(args, TaskCountMax)...).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("count tasks: %w", p.scanStopped(err, limit))
+		return 0, fmt.Errorf("count tasks: %w", s.scanStopped(ctx, &p, err, limit))
 	}
 	return n, nil
 }
@@ -510,33 +510,56 @@ func (s *Store) scanLimited(ctx context.Context, q string) (string, time.Duratio
 	if s.scanCap > 0 {
 		d = min(d, s.scanCap)
 	}
+	return s.timeLimited(q, d), d
+}
+
+// timeLimited is q with a time limit d on the server.
+func (s *Store) timeLimited(q string, d time.Duration) string {
 	if s.setStatement {
-		return fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR %s", d.Seconds(), q), d
+		return fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR %s", d.Seconds(), q)
 	}
 	// MySQL: an optimizer hint of the outermost SELECT.
-	return strings.Replace(q, "SELECT ", fmt.Sprintf("SELECT /*+ MAX_EXECUTION_TIME(%d) */ ", d.Milliseconds()), 1), d
+	return strings.Replace(q, "SELECT ", fmt.Sprintf("SELECT /*+ MAX_EXECUTION_TIME(%d) */ ", d.Milliseconds()), 1)
 }
 
 // scanStopped tells a read the server stopped at its time limit (MariaDB's
 // max_statement_time, MySQL's MAX_EXECUTION_TIME) from other errors, and
-// says why it may have taken that long: a filter no index serves reads
-// rows until a page is full; any read waits for a lock held elsewhere
-// (LOCK TABLES, an ALTER) or a server too busy.
-func (p *TaskListParams) scanStopped(err error, limit time.Duration) error {
-	var me *mysql.MySQLError
-	if !errors.As(err, &me) || me.Number != errStatementTime && me.Number != errExecutionTime {
+// says why it took that long: a filter no index serves reads rows until a
+// page is full; any read waits for a lock held elsewhere (LOCK TABLES, an
+// ALTER) or a server too busy. When the filter could be the cause, a read
+// of the newest row by primary key tells the two apart.
+func (s *Store) scanStopped(ctx context.Context, p *TaskListParams, err error, limit time.Duration) error {
+	if !isStatementTime(err) {
 		return err
 	}
-	why := "no index serves this filter: narrow it by task code (dead and cancelled tasks are indexed by status)"
+	why := "a lock held elsewhere or a busy server kept it waiting (mysql.read_timeout)"
 	// Newest first, a filter that keeps few of the rows reads many to fill
 	// a page, unless an index serves it.
 	held := p.Status != nil && (*p.Status == task.Dead || *p.Status == task.Cancelled)
 	indexed := p.Code != "" || p.ParentID != 0 || p.BatchID != 0 || held
 	sparse := p.Queue != "" || p.Group != "" || p.Search != "" || p.Type != nil || p.Status != nil && *p.Status != task.Succeeded
-	if indexed || !sparse {
-		why = "a lock held elsewhere or a busy server kept it waiting (mysql.read_timeout)"
+	if !indexed && sparse {
+		var id int64
+		err := s.db.QueryRowContext(ctx, s.timeLimited(`SELECT id FROM task_center ORDER BY id DESC LIMIT 1`, min(max(limit, scanProbeMin), scanProbeMax))).Scan(&id)
+		if err == nil || errors.Is(err, sql.ErrNoRows) {
+			why = "no index serves this filter: narrow it by task code (dead and cancelled tasks are indexed by status)"
+		}
 	}
 	return fmt.Errorf("%w after %s without an answer: %s", ErrScanStopped, limit.Round(time.Millisecond), why)
+}
+
+// scanProbeMin and scanProbeMax bound the read scanStopped makes to tell a
+// slow filter from a lock.
+const (
+	scanProbeMin = 100 * time.Millisecond
+	scanProbeMax = time.Second
+)
+
+// isStatementTime reports whether err is the server's stop of a statement
+// at its time limit.
+func isStatementTime(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == errStatementTime || me.Number == errExecutionTime)
 }
 
 // TaskList lists tasks, newest first.
@@ -551,7 +574,7 @@ func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, 
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", p.scanStopped(err, stop))
+		return nil, fmt.Errorf("list tasks: %w", s.scanStopped(ctx, p, err, stop))
 	}
 	defer rows.Close()
 	var out []*task.Task
@@ -563,7 +586,7 @@ func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, 
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tasks: %w", p.scanStopped(err, stop))
+		return nil, fmt.Errorf("list tasks: %w", s.scanStopped(ctx, p, err, stop))
 	}
 	return out, nil
 }
