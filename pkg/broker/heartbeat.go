@@ -190,8 +190,9 @@ type Process struct {
 	CronTimezone string `json:"cron_timezone,omitempty"`
 	// Pools are the process's pool handlers, as of the beat.
 	Pools []PoolState `json:"pools,omitempty"`
-	// LastBeat is filled in by Processes from the registry.
-	LastBeat time.Time `json:"last_beat"`
+	// LastBeat is filled in by Processes from the registry; the stored
+	// record has none.
+	LastBeat time.Time `json:"last_beat,omitzero"`
 }
 
 // PoolState is a pool handler of a process, as its heartbeat tells it:

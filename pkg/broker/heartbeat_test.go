@@ -66,6 +66,9 @@ func TestProcesses(t *testing.T) {
 	require.Len(t, ps, 1)
 	require.Equal(t, "n-p2", ps[0].Node)
 	require.WithinDuration(t, time.Now(), ps[0].LastBeat, 5*time.Second)
+	raw := b.Client().Get(ctx, b.Keys.Process("p2")).Val()
+	require.Contains(t, raw, `"roles":["worker"]`, "what an operator reads with redis-cli")
+	require.NotContains(t, raw, "last_beat", "the registry keeps the beat, not the record")
 
 	require.NoError(t, b.Client().ZAdd(ctx, b.Keys.Processes(), redisZ("p3", time.Now().Add(-2*time.Hour))).Err())
 	ps, err = b.Processes(ctx, time.Hour)

@@ -407,7 +407,7 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 			r.log.Warn("task recovered", "task_id", t.ID, "task_code", t.Code,
 				"attempt", t.Attempt, "to", ts[i].To.String(), "reason", ts[i].Result)
 			if res.Recovered <= eventsPerPass {
-				r.record(ctx, &broker.Event{Kind: kind, WorkerID: t.WorkerID, Queue: t.Queue, TaskID: t.ID, Code: t.Code,
+				r.record(ctx, &broker.Event{Kind: kind, Node: ts[i].Run.Node, WorkerID: t.WorkerID, Queue: t.Queue, TaskID: t.ID, Code: t.Code,
 					Attempt: t.Attempt, Detail: fmt.Sprintf("task recovered, now %s: %s", ts[i].To, ts[i].Result)})
 			}
 		}

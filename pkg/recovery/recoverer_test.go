@@ -295,6 +295,7 @@ func TestDeadWorkersTasksRecoveredThenPoison(t *testing.T) {
 		require.Len(t, events, 1)
 		require.Equal(t, id, events[0].TaskID)
 		require.Equal(t, "ghost-"+strconv.Itoa(crash), events[0].WorkerID)
+		require.Equal(t, "node-x", events[0].Node, "the event names the dead worker's node")
 		if crash < 3 {
 			require.Equal(t, recovery.KindRecovered, events[0].Kind)
 		} else {
