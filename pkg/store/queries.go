@@ -52,12 +52,21 @@ const qAutoIncStep = `SELECT @@auto_increment_increment`
 // qAutoIncStepNow is qAutoIncStep and the database clock.
 const qAutoIncStepNow = `SELECT @@auto_increment_increment, UNIX_TIMESTAMP(NOW(3))`
 
+// unixOf reads DATETIME column col as Unix seconds, or as zero when the
+// row holds a date UNIX_TIMESTAMP cannot convert: a seed-style INSERT may
+// write '0000-00-00 00:00:00' where the server's sql_mode lets it, and
+// one such row must not fail every claim or listing that reads it. In a
+// claim, zero is due now.
+func unixOf(col, zero string) string {
+	return "COALESCE(UNIX_TIMESTAMP(" + col + "), " + zero + ")"
+}
+
 // taskColumns is the select list for a whole task; scanTask reads it.
 var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	priority, delay, timeout, max_retry, retry_count, status, COALESCE(unique_key, ''), attempt,
-	crash_count, worker_id, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(last_run_at),
+	crash_count, worker_id, ` + unixOf("plan_next_run_at", "''") + `, UNIX_TIMESTAMP(last_run_at),
 	UNIX_TIMESTAMP(dispatched_at), UNIX_TIMESTAMP(started_at), COALESCE(last_result, ''),
-	UNIX_TIMESTAMP(created_at), UNIX_TIMESTAMP(updated_at), COALESCE(parent_id, 0), COALESCE(then_spec, ''),
+	` + unixOf("created_at", "''") + `, ` + unixOf("updated_at", "''") + `, COALESCE(parent_id, 0), COALESCE(then_spec, ''),
 	COALESCE(batch_id, 0), group_key, COALESCE(released_key, '')`
 
 var qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
@@ -93,7 +102,7 @@ func claimCandidatesSQL(ahead time.Duration) string {
 	var b strings.Builder
 	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, ` + queueOf("t") + `, t.payload, COALESCE(t.cron_expr, ''),
 	` + zoneOf("t") + `, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''), t.trace_parent,
-	UNIX_TIMESTAMP(t.plan_next_run_at), UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0), t.group_key
+	` + unixOf("t.plan_next_run_at", "0") + `, UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0), t.group_key
 	FROM (SELECT id FROM (`)
 	for p := 0; p <= 9; p++ {
 		if p > 0 {
@@ -580,7 +589,7 @@ func dispatchedBefore(cutoff string) string {
 // (lane_at, id) of the in-flight lane, with whether each is past its
 // timeout plus a grace.
 var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, task_type, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
-	worker_id, crash_count, UNIX_TIMESTAMP(plan_next_run_at), UNIX_TIMESTAMP(dispatched_at), COALESCE(UNIX_TIMESTAMP(started_at), ''),
+	worker_id, crash_count, ` + unixOf("plan_next_run_at", "0") + `, UNIX_TIMESTAMP(dispatched_at), COALESCE(UNIX_TIMESTAMP(started_at), ''),
 	started_at + INTERVAL ` + task.TimeoutSQL("") + ` SECOND + INTERVAL ? MICROSECOND < NOW(3)
 	FROM task_center WHERE lane = 10 AND lane_at >= FROM_UNIXTIME(?) AND (lane_at, id) > (FROM_UNIXTIME(?), ?)
 	AND status = 2 ORDER BY lane_at, id LIMIT ?`
@@ -716,7 +725,7 @@ const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, atte
 
 // qClaimedRows reads back the messages a filtered claim won.
 var qClaimedRows = `SELECT id, attempt, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
-	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), trace_parent, UNIX_TIMESTAMP(plan_next_run_at),
+	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), trace_parent, ` + unixOf("plan_next_run_at", "0") + `,
 	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0), group_key
 	FROM task_center WHERE id IN (%s) AND status = 1 AND claim_token = ?
 	ORDER BY priority, plan_next_run_at, id`

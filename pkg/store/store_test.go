@@ -122,6 +122,33 @@ func TestSeedInsertIsClaimable(t *testing.T) {
 	require.Equal(t, "hello", back.Queue)
 }
 
+// A seed-style INSERT of a zero date ('0000-00-00 00:00:00', which a
+// server without NO_ZERO_DATE in its sql_mode stores) is due now, and
+// neither it nor the listings of the task fail on it: one such row used
+// to stop every claim of the cluster.
+func TestZeroDatesFromASeedInsert(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	b.env.Exec(t, `SET STATEMENT sql_mode = '' FOR INSERT INTO task_center
+		(task_code, task_type, payload, plan_next_run_at, created_at, updated_at)
+		VALUES ('hello', 0, '{}', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00')`)
+	b.env.Exec(t, seedInsert)
+
+	ts, err := st.TaskList(b.ctx, &store.TaskListParams{})
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	tk, err := st.TaskGet(b.ctx, ts[1].ID)
+	require.NoError(t, err)
+	require.True(t, tk.PlanNextRun.IsZero())
+
+	msgs, err := st.TaskClaimDue(b.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2, "the zero-dated task is due, and the other is not held back")
+	ts, err = st.TaskList(b.ctx, &store.TaskListParams{})
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+}
+
 func TestClaimOrderAndDueness(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
