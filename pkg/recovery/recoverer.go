@@ -194,6 +194,9 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 	if err := r.redispatch(ctx, &res); err != nil {
 		return res, err
 	}
+	if err := r.redispatchUndated(ctx, &res); err != nil {
+		return res, err
+	}
 	if _, err := r.retireShards(ctx); err != nil {
 		return res, err
 	}
@@ -260,6 +263,42 @@ func (r *Recoverer) redispatch(ctx context.Context, res *Result) error {
 	}
 	r.lostAt = time.Time{}
 	return nil
+}
+
+// redispatchUndated returns to pending the tasks INSERTed as dispatched
+// or running (a seed-style producer copying its own states): without a
+// dispatch time no scan by age finds them, and nothing of taskd holds
+// them. The attempt stays; the fence rejects anything that ran it.
+func (r *Recoverer) redispatchUndated(ctx context.Context, res *Result) error {
+	for {
+		us, err := r.store.TaskListUndatedInFlight(ctx, r.cfg.BatchSize)
+		if err != nil || len(us) == 0 {
+			return err
+		}
+		zero := time.Duration(0)
+		ts := make([]store.Transition, len(us))
+		for i, u := range us {
+			ts[i] = store.Transition{ID: u.ID, Attempt: u.Attempt, From: u.Status, To: task.Pending, NextIn: &zero,
+				SetResult: true, Result: "recovered: " + u.Status.String() + " without a dispatch time (INSERTed so?): back to pending"}
+		}
+		applied, err := r.applyEach(ctx, ts)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, ok := range applied {
+			if ok {
+				n++
+			}
+		}
+		if n > 0 {
+			res.Redispatched += n
+			r.log.Warn("tasks in flight without a dispatch time, back to pending", "tasks", n)
+		}
+		if len(us) < r.cfg.BatchSize || n == 0 {
+			return nil
+		}
+	}
 }
 
 // redispatchLost returns to pending the tasks whose message cannot still

@@ -471,3 +471,19 @@ func TestStartStop(t *testing.T) {
 	b.rec.Stop()
 	b.rec.Stop()
 }
+
+// Rows INSERTed as dispatched or running, without a dispatch time, are
+// handed back to pending: no scan of the in-flight lane by age reaches
+// them, and nothing of taskd holds them.
+func TestUndatedInFlightRowsHandedBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{})
+	b.oldEpoch(t)
+	for _, st := range []int{1, 2} {
+		b.env.Exec(t, `INSERT INTO task_center (task_code, payload, status, plan_next_run_at) VALUES ('job', '{}', ?, NOW(3))`, st)
+	}
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Redispatched)
+	require.Len(t, b.claim(t), 2, "both pending and due again")
+}

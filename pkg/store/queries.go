@@ -579,6 +579,12 @@ var (
 	qDispatchedBefore = dispatchedBefore("FROM_UNIXTIME(?)")
 )
 
+// qUndatedInFlight lists tasks dispatched or running without a dispatch
+// time: only an INSERT from outside writes them (taskd dates every
+// dispatch), and no scan of the in-flight lane by age ever reaches them.
+const qUndatedInFlight = `SELECT id, attempt, status FROM task_center
+	WHERE lane = 10 AND lane_at IS NULL ORDER BY id LIMIT ?`
+
 func dispatchedBefore(cutoff string) string {
 	return `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, UNIX_TIMESTAMP(dispatched_at)
 	FROM task_center WHERE lane = 10 AND lane_at < ` + cutoff + ` AND status = 1

@@ -49,6 +49,32 @@ func (s *Store) listDispatched(ctx context.Context, query string, bound any, lim
 	return out, rows.Err()
 }
 
+// UndatedTask is a task in flight without a dispatch time.
+type UndatedTask struct {
+	ID      int64
+	Attempt int
+	Status  task.Status
+}
+
+// TaskListUndatedInFlight lists up to limit tasks dispatched or running
+// without a dispatch time (INSERTed so from outside).
+func (s *Store) TaskListUndatedInFlight(ctx context.Context, limit int) ([]UndatedTask, error) {
+	rows, err := s.db.QueryContext(ctx, qUndatedInFlight, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list undated tasks in flight: %w", err)
+	}
+	defer rows.Close()
+	var out []UndatedTask
+	for rows.Next() {
+		var u UndatedTask
+		if err := rows.Scan(&u.ID, &u.Attempt, &u.Status); err != nil {
+			return nil, fmt.Errorf("list undated tasks in flight: %w", err)
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
 // RunningTask is a task in running, as recovery sees it.
 type RunningTask struct {
 	ID           int64
