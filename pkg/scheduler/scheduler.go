@@ -377,6 +377,10 @@ func (s *Scheduler) holdLater(msgs []*task.Message) []*task.Message {
 // push pushes claimed messages and hands back those it could not push; the
 // error says that none was pushed.
 func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
+	msgs = s.dropCodeless(ctx, msgs)
+	if len(msgs) == 0 {
+		return nil
+	}
 	failed, perr := s.broker.Push(ctx, msgs)
 	s.win.pushedTo(perQueue(msgs, failed))
 	if len(failed) > 0 {
@@ -391,6 +395,35 @@ func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
 		return fmt.Errorf("push: %w", perr)
 	}
 	return nil
+}
+
+// dropCodeless ends the tasks of msgs without a task code, dead, and
+// returns the others. Only an INSERT from outside writes one; no handler
+// can run it, and its message, in a queue named after nothing, would be
+// found lost and pushed again at every recovery pass.
+func (s *Scheduler) dropCodeless(ctx context.Context, msgs []*task.Message) []*task.Message {
+	var ts []store.Transition
+	kept := msgs[:0:0]
+	for _, m := range msgs {
+		if m.Code != "" {
+			kept = append(kept, m)
+			continue
+		}
+		const why = "task_code is empty: no handler can run it"
+		ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Dead, SetResult: true, Result: why,
+			Run: &store.RunRecord{Queue: m.Queue, Outcome: task.OutcomeDead, Result: why}})
+	}
+	if len(ts) == 0 {
+		return msgs
+	}
+	if _, err := s.store.TaskTransition(ctx, ts); err != nil {
+		// Still dispatched: recovery hands them back, and the next claim
+		// comes here again.
+		s.log.Error("end tasks without a task code", "tasks", len(ts), "err", err)
+		return kept
+	}
+	s.log.Warn("tasks without a task code are dead", "tasks", len(ts))
+	return kept
 }
 
 // release is the releaser: it pushes each held message when the database

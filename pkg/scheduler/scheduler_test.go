@@ -409,3 +409,23 @@ func TestCancelDuringClaimStrandsNothing(t *testing.T) {
 		require.Equal(t, task.Pending, tk.Status)
 	}
 }
+
+// A row INSERTed without a task code is dead at its claim, with why; the
+// others of the claim are pushed.
+func TestCodelessTaskIsDead(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{})
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload) VALUES ('', '{}'), ('hello', '{}')`)
+	n, err := s.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, int64(1), s.Dispatched())
+	var status int
+	var result string
+	require.NoError(t, b.env.Store.DB().QueryRow(`SELECT status, last_result FROM task_center WHERE task_code = ''`).Scan(&status, &result))
+	require.Equal(t, int(task.Dead), status)
+	require.Equal(t, "task_code is empty: no handler can run it", result)
+	lens, err := b.env.Broker.QueueLens(b.ctx, []string{"", "hello"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"": 0, "hello": 1}, lens, "nothing pushed for it")
+}
