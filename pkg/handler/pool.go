@@ -217,6 +217,13 @@ func (p *Pool) Stop() {
 
 var errPoolStopped = errors.New("pool stopped")
 
+// ErrNotStarted is the error of an attempt a handler never started: a
+// pool's processes stayed busy until the task's timeout. The worker hands
+// such a task back, neither a failure nor a retry: the pool runs a few
+// tasks per process ahead of it (PoolSlotsPerProcess), and one that
+// waited behind long ones has not been tried.
+var ErrNotStarted = errors.New("no process was free")
+
 // Handle runs one attempt on a free process, waiting for one while all
 // are busy.
 func (p *Pool) Handle(ctx context.Context, r *Request) (string, error) {
@@ -230,7 +237,11 @@ func (p *Pool) Handle(ctx context.Context, r *Request) (string, error) {
 	select {
 	case p.calls <- c:
 	case <-ctx.Done():
-		return "", fmt.Errorf("pool %s: waiting for a free process: %w", p.cfg.Code, ctxErr(ctx))
+		err := ctxErr(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w within the task's timeout: %w", ErrNotStarted, err)
+		}
+		return "", fmt.Errorf("pool %s: waiting for a free process: %w", p.cfg.Code, err)
 	case <-p.closed:
 		return "", fmt.Errorf("pool %s: %w", p.cfg.Code, errPoolStopped)
 	}

@@ -233,6 +233,31 @@ func TestPoolTimeoutKillsAndReplaces(t *testing.T) {
 	require.Equal(t, int64(1), p.Stats().Ended[EndTimeout])
 }
 
+// A task whose timeout passes while every process is busy was never
+// started: its error says so (ErrNotStarted, which the worker hands back),
+// and the busy process is left alone.
+func TestPoolWaitPastTimeoutIsNotStarted(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	served(t, p, `{}`)
+	waitIdle(t, p)
+	long, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Handle(long, &Request{ID: 8, Code: "resize_image", Payload: []byte(`{"do":"sleep","ms":60000}`)})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return p.Stats().Busy == 1 }, 10*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := p.Handle(ctx, &Request{ID: 9, Code: "resize_image", Payload: []byte(`{}`)})
+	require.ErrorIs(t, err, ErrNotStarted)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, 1, p.Stats().Busy, "the busy process runs on")
+	stop()
+	require.Error(t, <-done)
+}
+
 // An operator kill (the context cancelled with a cause) kills the process
 // too, and the error carries the cause.
 func TestPoolKill(t *testing.T) {

@@ -577,6 +577,8 @@ func (p *pool) run(j *job) {
 			e.interrupted = true // nothing is written: complete drops it
 		case p.runCtx.Err() != nil:
 			e.interrupted = true
+		case errors.Is(e.err, handler.ErrNotStarted):
+			e.interrupted = true // handed back, with why in its run row
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			e.timedOut = true
 			e.err = fmt.Errorf("timed out after %s: %w", timeout, e.err)

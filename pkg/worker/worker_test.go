@@ -361,6 +361,26 @@ func TestShutdownHandsBackWithoutRetry(t *testing.T) {
 	require.Empty(t, gone, "a clean stop is not a dead worker (tasktop would show it red)")
 }
 
+// An attempt its handler never started (a pool whose processes stayed busy
+// past the task's timeout) is handed back: no failure, no retry counted.
+func TestNotStartedIsHandedBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var calls atomic.Int32
+	b.reg.Register("queued", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		if calls.Add(1) == 1 {
+			return "", fmt.Errorf("pool queued: waiting for a free process: %w", handler.ErrNotStarted)
+		}
+		return "ran", nil
+	}))
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "queued"})
+	b.dispatchUntil(t, "succeeded", func() bool { return b.task(t, id).Status == task.Succeeded })
+	tk := b.task(t, id)
+	require.Zero(t, tk.RetryCount, "not a failure")
+	require.Equal(t, []string{"interrupted", "succeeded"}, b.outcomes(t, id))
+}
+
 func TestShutdownWaitsForRunningTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
