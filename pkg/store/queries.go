@@ -19,7 +19,19 @@ import (
 // (task_route: rows INSERTed with no queue go where their consumers
 // are), else its code. One primary-key lookup of a small table per row.
 func queueOf(t string) string {
-	return routed(t, "(SELECT r.queue FROM task_route r WHERE r.task_code = "+t+".task_code)")
+	return routed(t, routeOf(t+".task_code"))
+}
+
+// routeOf is the queue task_route holds for the task code code (NULL when
+// none). The table's collation ignores case and trailing spaces; task
+// codes do not (a handler of send_email does not run SEND_EMAIL), so the
+// route's own code is compared byte for byte outside the subquery: MariaDB
+// caches a correlated subquery's result by the outer value under the
+// column's collation, so a comparison inside it would answer for
+// SEND_EMAIL what it answered for send_email.
+func routeOf(code string) string {
+	return "IF(BINARY (SELECT r.task_code FROM task_route r WHERE r.task_code = " + code + ") = BINARY " + code +
+		", (SELECT r.queue FROM task_route r WHERE r.task_code = " + code + "), NULL)"
 }
 
 // zoneOf is the time zone a periodic task of task_center (as alias t)
@@ -42,7 +54,7 @@ func routed(t, route string) string {
 // before cols: one lookup of task_route per group instead of one per task.
 func routedGroups(grouped, cols string) string {
 	return "SELECT " + routed("g", "r.queue") + " AS q, " + cols + " FROM (" + grouped +
-		") g LEFT JOIN task_route r ON r.task_code = g.task_code"
+		") g LEFT JOIN task_route r ON r.task_code = g.task_code AND BINARY r.task_code = BINARY g.task_code"
 }
 
 const qNow = `SELECT UNIX_TIMESTAMP(NOW(3))`
@@ -650,7 +662,7 @@ var qClaimWindow = func() string {
 			b.WriteString(" UNION ALL ")
 		}
 		fmt.Fprintf(&b, "(SELECT id, lane, CAST(lane_at AS CHAR), "+
-			"IF(wait_queue = '', COALESCE((SELECT r.queue FROM task_route r WHERE r.task_code = task_center.wait_code), wait_code), wait_queue), "+
+			"IF(wait_queue = '', COALESCE("+routeOf("task_center.wait_code")+", wait_code), wait_queue), "+
 			"wait_code, wait_queue FROM task_center FORCE INDEX (idx_lane)"+
 			" WHERE lane = %d AND lane_at <= NOW(3) AND (lane_at > ? OR (lane_at = ? AND id >= ?))"+
 			" ORDER BY lane_at, id LIMIT ?)", p)

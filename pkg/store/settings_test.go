@@ -123,3 +123,22 @@ func TestRoutedQueue(t *testing.T) {
 		require.Equal(t, want[d.ID], d.Queue)
 	}
 }
+
+// A route is the one of the exact task code: a row whose code differs in
+// case or trailing spaces from a routed one (a seed INSERT's PHP_EXEC)
+// goes to its own queue, where no worker takes it for a handler that
+// would not run it.
+func TestRouteOfTheExactCode(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	_, err := st.RouteRecord(b.ctx, "node-a", map[string]string{"php_exec": "php"})
+	require.NoError(t, err)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload) VALUES ('php_exec', '{}'), ('PHP_EXEC', '{}'), ('php_exec ', '{}')`)
+	msgs, err := st.TaskClaimDue(b.ctx, 10)
+	require.NoError(t, err)
+	queues := map[string]string{}
+	for _, m := range msgs {
+		queues[m.Code] = m.Queue
+	}
+	require.Equal(t, map[string]string{"php_exec": "php", "PHP_EXEC": "PHP_EXEC", "php_exec ": "php_exec "}, queues)
+}
