@@ -115,6 +115,23 @@ func (f *fakeSource) Audit(_ context.Context, before int64, limit int) ([]store.
 type fakeActions struct {
 	mu    sync.Mutex
 	calls []string
+	src   *fakeSource // resolves filter targets (IDs); nil: none match
+}
+
+func (a *fakeActions) IDs(_ context.Context, t ops.Target) ([]int64, error) {
+	if t.Filter == nil || a.src == nil {
+		return t.IDs, nil
+	}
+	a.src.mu.Lock()
+	defer a.src.mu.Unlock()
+	q := TaskQuery{Status: t.Filter.Status, Queue: t.Filter.Queue, Code: t.Filter.Code, Search: t.Filter.Search}
+	var ids []int64
+	for _, tk := range a.src.tasks {
+		if matches(q, tk) {
+			ids = append(ids, tk.ID)
+		}
+	}
+	return ids, nil
 }
 
 func (a *fakeActions) record(name string, arg any) {

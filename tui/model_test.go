@@ -26,6 +26,7 @@ type testBundle struct {
 func setup(t *testing.T, readonly bool) (*Model, *testBundle) {
 	t.Helper()
 	b := &testBundle{src: fixture(), acts: &fakeActions{}}
+	b.acts.src = b.src
 	m := New(Options{Source: b.src, Actions: b.acts, ReadOnly: readonly, Now: func() time.Time { return now }})
 	m.noTick = true
 	b.settle(t, m, m.Init())
@@ -242,6 +243,25 @@ func TestApplyToAllMatching(t *testing.T) {
 	b.press(t, m, "esc")
 	require.False(t, m.tasks.all)
 	require.Len(t, b.acts.Calls(), 1)
+}
+
+// TestAllMatchingChangedMeanwhile: when the tasks matching the filter are
+// no longer as many as the dialog said, the action does nothing.
+func TestAllMatchingChangedMeanwhile(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	// A task that comes to match while the dialog is open: the action
+	// does nothing and says why, instead of acting on more than asked.
+	b.press(t, m, "3", "/")
+	b.typeText(t, m, "dead")
+	b.press(t, m, "enter", "A", "r")
+	require.Contains(t, screen(m), "Retry all 6 matching tasks status:dead?")
+	b.src.mu.Lock()
+	b.src.tasks = append([]*task.Task{{ID: 999, Code: "send_email", Queue: "send_email", Status: task.Dead}}, b.src.tasks...)
+	b.src.mu.Unlock()
+	b.press(t, m, "y")
+	require.Empty(t, b.acts.Calls(), "nothing done")
+	require.Contains(t, screen(m), "7 tasks match now, not the 6 confirmed")
 }
 
 func TestParseTaskFilter(t *testing.T) {

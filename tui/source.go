@@ -46,6 +46,8 @@ type Actions interface {
 	Pause(ctx context.Context, q string) (ops.Change, error)
 	Resume(ctx context.Context, q string) (ops.Change, error)
 	Reshard(ctx context.Context, q string, n int) (ops.Change, error)
+	// IDs resolves a filter target to the ids of the tasks it matches now.
+	IDs(ctx context.Context, t ops.Target) ([]int64, error)
 }
 
 var _ Actions = (*ops.Ops)(nil)

@@ -492,8 +492,20 @@ func (m *Model) filterKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	} else {
 		what = fmt.Sprintf("EVERY task (%s, no filter)", v.allText())
 	}
+	confirmed := v.allCount
 	fn := func(ctx context.Context) (string, error) {
-		c, err := a.fn(m.opt.Actions, ctx, ops.Target{Filter: &f})
+		// The action takes the tasks that match when it runs, and those
+		// only: when they are no longer as many as the operator
+		// confirmed (submitted, dispatched or ended meanwhile), nothing
+		// is done and the count is shown again.
+		ids, err := m.opt.Actions.IDs(ctx, ops.Target{Filter: &f})
+		if err != nil {
+			return a.name, err
+		}
+		if confirmed < store.TaskCountMax && len(ids) != confirmed || confirmed >= store.TaskCountMax && len(ids) < confirmed {
+			return a.name, fmt.Errorf("%d tasks match now, not the %d confirmed: nothing done; select again", len(ids), confirmed)
+		}
+		c, err := a.fn(m.opt.Actions, ctx, ops.Target{Filter: &f, IDs: ids})
 		if err != nil {
 			return c.Action, err
 		}
