@@ -127,8 +127,10 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 	}
 	switch msg.kind {
 	case loadOverview:
-		m.ov, m.ovAt = msg.ov, m.opt.Now()
-		m.queues.observe(msg.ov, m.opt.Now())
+		m.keepQueue(func() {
+			m.ov, m.ovAt = msg.ov, m.opt.Now()
+			m.queues.observe(msg.ov, m.opt.Now())
+		})
 	case loadTasks:
 		if msg.seq != m.tasks.seq {
 			return m.refresh() // the filter or page changed meanwhile

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -427,6 +428,32 @@ func TestQueueActions(t *testing.T) {
 	require.Contains(t, screen(m), "reshard: queue send_email shards 1 -> 8")
 }
 
+// The cursor stays on its queue when a refresh reorders the queues (the
+// most troubled first): a key meant for one queue acts on it, not on the
+// one that slid under the cursor.
+func TestQueueCursorFollowsItsQueue(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "G") // send_email, last
+	q, ok := m.selectedQueue()
+	require.True(t, ok)
+	require.Equal(t, "send_email", q.Name)
+	b.src.mu.Lock()
+	ov, st := *b.src.ov, *b.src.ov.Stats // the next snapshot, a new one as a loader's is
+	st.Queues = slices.Clone(st.Queues)
+	ov.Stats = &st
+	sq := &st.Queues[2] // send_email
+	sq.Dead, sq.SuccessRate10m = 14, rate(0)
+	ov.Alerts = append(slices.Clone(ov.Alerts), Alert{Name: "success_rate send_email", Queue: "send_email", Firing: true, Since: now})
+	b.src.ov = &ov
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	s := screen(m)
+	require.Less(t, strings.Index(s, "send_email"), strings.Index(s, "reports_low"), "send_email moved up")
+	b.press(t, m, "p")
+	require.Contains(t, screen(m), "Pause queue send_email?")
+}
+
 func TestReadOnly(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, true)
@@ -696,7 +723,7 @@ func TestQueueTrouble(t *testing.T) {
 	require.Less(t, strings.Index(s, "send_email"), strings.Index(s, "build_report"))
 	q2, ok := m.selectedQueue()
 	require.True(t, ok)
-	require.Equal(t, "send_email", q2.Name, "the cursor's queue is the row shown under it")
+	require.Equal(t, "build_report", q2.Name, "the cursor stays on its queue through the sorts")
 }
 
 // TestTaskColumns: TRY reads attempt/max, only waiting tasks have a due

@@ -160,6 +160,24 @@ func (v *queuesView) shown(ov *Overview) []stats.Queue {
 	return out
 }
 
+// keepQueue runs change, which may reorder the queues (most troubled
+// first), and keeps the cursor on the queue it was on: a `p` meant for one
+// queue must not pause or resume the one that slid under the cursor.
+func (m *Model) keepQueue(change func()) {
+	q, ok := m.selectedQueue()
+	change()
+	if !ok {
+		return
+	}
+	_, qs := m.queueRows(0)
+	for i := range qs {
+		if qs[i].Name == q.Name {
+			m.queues.cur.pos = i
+			return
+		}
+	}
+}
+
 // selectedQueue returns the queue under the cursor.
 func (m *Model) selectedQueue() (stats.Queue, bool) {
 	_, qs := m.queueRows(0)
@@ -259,7 +277,12 @@ func ageOrDash(s float64) string {
 }
 
 func (m *Model) queuesKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
-	if m.queues.cur.navigate(k, len(m.queues.shown(m.ov))) || m.queues.sort.key(k, len(queueColumns)) {
+	if m.queues.cur.navigate(k, len(m.queues.shown(m.ov))) {
+		return nil, true
+	}
+	sorted := false
+	m.keepQueue(func() { sorted = m.queues.sort.key(k, len(queueColumns)) })
+	if sorted {
 		return nil, true
 	}
 	q, ok := m.selectedQueue()
