@@ -55,12 +55,18 @@ func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.Chang
 // taskAction is one of the task actions on ids.
 func (m *Model) taskAction(fn func(Actions, context.Context, ops.Target) (ops.Change, error), ids []int64) actionFn {
 	return func(ctx context.Context) (string, error) {
-		c, err := fn(m.opt.Actions, ctx, ops.Target{IDs: ids})
-		if err != nil {
-			return c.Action, err
-		}
-		return c.Sentence(), nil
+		return outcome(fn(m.opt.Actions, ctx, ops.Target{IDs: ids, Lenient: true}))
 	}
+}
+
+// outcome is what a task action's status line says: what changed, and
+// the error that stopped the rest (a kill that cancelled one task and
+// could not reach the worker of another did change something).
+func outcome(c ops.Change, err error) (string, error) {
+	if err != nil && c.Changed == 0 {
+		return c.Action, err
+	}
+	return c.Sentence(), err
 }
 
 // taskAction is one task action key: its name, whether it asks first,

@@ -116,6 +116,10 @@ type fakeActions struct {
 	mu    sync.Mutex
 	calls []string
 	src   *fakeSource // resolves filter targets (IDs); nil: none match
+	// partial: a task action changes only the first id, then fails with
+	// this error (a kill whose worker Redis cannot reach).
+	partial error
+	lenient []bool // each id target's Lenient, in order
 }
 
 func (a *fakeActions) IDs(_ context.Context, t ops.Target) ([]int64, error) {
@@ -152,6 +156,13 @@ func (a *fakeActions) task(name string, t ops.Target) (ops.Change, error) {
 		return ops.Change{Action: name, Requested: 7, Changed: 7}, nil
 	}
 	a.record(name, t.IDs)
+	a.mu.Lock()
+	a.lenient = append(a.lenient, t.Lenient)
+	partial := a.partial
+	a.mu.Unlock()
+	if partial != nil {
+		return ops.Change{Action: name, Requested: len(t.IDs), Changed: 1, IDs: t.IDs[:1]}, partial
+	}
 	return ops.Change{Action: name, Requested: len(t.IDs), Changed: len(t.IDs), IDs: t.IDs}, nil
 }
 

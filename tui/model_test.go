@@ -382,6 +382,18 @@ func TestStaleSelectionCannotHijack(t *testing.T) {
 	require.Equal(t, []string{"kill [1010 1009]", "retry [1005]", "delete [1010 1009]", "run [1006]"}, b.acts.Calls())
 }
 
+// TestPartialActionSaysWhatChanged: an action on a selection is lenient
+// (a task deleted meanwhile is left, not fatal), and one that changed
+// some tasks before it failed says both.
+func TestPartialActionSaysWhatChanged(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.acts.partial = errors.New("publish kill of task 1009: connection refused")
+	b.press(t, m, "3", "space", "space", "x", "y")
+	require.Equal(t, []bool{true}, b.acts.lenient)
+	require.Contains(t, screen(m), "kill: 1 of 2 tasks changed (1010): publish kill of ta") // cut at 80 columns
+}
+
 // TestSelectionOnlyWhileVisible: a selected task that leaves the page
 // (its state changed past the filter, or the page was turned) no longer
 // counts.

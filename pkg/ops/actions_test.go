@@ -301,3 +301,18 @@ func TestDeleteByFilterKeepsPeriodic(t *testing.T) {
 	require.Equal(t, []int64{r.ID}, c.IDs)
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center`))
 }
+
+// A lenient target (tasktop's selection) counts a task deleted meanwhile
+// as unchanged instead of failing the action on the others.
+func TestLenientTargetSkipsGoneTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	id := b.submit(t, "x")
+	_, err := b.ops.Delete(ctx, ops.Target{IDs: []int64{id, 999999}})
+	require.Equal(t, task.CodeNotFound, task.ErrorCode(err), "a script's ids are checked")
+	c, err := b.ops.Delete(ctx, ops.Target{IDs: []int64{id, 999999}, Lenient: true})
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, c.IDs)
+	require.Equal(t, []ops.Skipped{{ID: 999999, Reason: "not found (deleted meanwhile)"}}, c.Unchanged)
+}

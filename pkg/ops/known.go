@@ -105,7 +105,7 @@ func (o *Ops) resolve(ctx context.Context, t Target) ([]int64, error) {
 		return nil, err
 	}
 	ids = dedupe(ids)
-	if t.Filter != nil || len(ids) == 0 {
+	if t.Filter != nil || t.Lenient || len(ids) == 0 {
 		return ids, nil
 	}
 	states, err := o.store.TaskStates(ctx, ids)

@@ -112,6 +112,11 @@ func (f Filter) params() store.TaskListParams {
 type Target struct {
 	IDs    []int64
 	Filter *Filter
+	// Lenient: ids that no longer exist are reported unchanged ("not
+	// found") instead of failing the action. tasktop's selections may
+	// hold tasks deleted since they were shown; a script's ids are
+	// checked.
+	Lenient bool
 }
 
 // String names the target for the audit log.
