@@ -10,6 +10,7 @@ package stats
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -145,29 +146,34 @@ func CollectWithoutRedis(ctx context.Context, src Source, redisErr error) (*Stat
 	return s, nil
 }
 
+// fromMySQL and fromRedis name the server an error came from: an operator
+// reading "context deadline exceeded" must know which one to look at.
+func fromMySQL(err error) error { return fmt.Errorf("MySQL: %w", err) }
+func fromRedis(err error) error { return fmt.Errorf("Redis: %w", err) }
+
 // collect takes a snapshot, without Redis's figures when src has no
 // broker.
 func collect(ctx context.Context, src Source) (*Stats, error) {
 	withRedis := src.Broker != nil
 	qc, wc, err := src.Store.StatsCounts(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fromMySQL(err)
 	}
 	states, err := src.Store.QueueList(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fromMySQL(err)
 	}
 	var live []broker.LiveWorker
 	if withRedis {
 		if live, err = src.Broker.LiveWorkers(ctx); err != nil {
-			return nil, err
+			return nil, fromRedis(err)
 		}
 	}
 	var now time.Time
 	if src.Clock != nil {
 		now = src.Clock.Now()
 	} else if now, err = src.Store.Now(ctx); err != nil {
-		return nil, err
+		return nil, fromMySQL(err)
 	}
 	names := slices.Clone(src.Queues)
 	for q := range qc {
@@ -188,17 +194,17 @@ func collect(ctx context.Context, src Source) (*Stats, error) {
 	var held map[string]broker.Limited
 	if withRedis {
 		if runs, err = src.Broker.QueueRuns(ctx, names, now); err != nil {
-			return nil, err
+			return nil, fromRedis(err)
 		}
 		ids := make([]string, len(live))
 		for i, w := range live {
 			ids[i] = w.ID
 		}
 		if perMin, err = src.Broker.WorkersProcessed(ctx, ids, now); err != nil {
-			return nil, err
+			return nil, fromRedis(err)
 		}
 		if held, err = src.Broker.LimitedQueues(ctx, names); err != nil {
-			return nil, err
+			return nil, fromRedis(err)
 		}
 	}
 

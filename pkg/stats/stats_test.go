@@ -3,6 +3,7 @@ package stats_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +119,17 @@ func TestWorkerBusyAgreesWithRunning(t *testing.T) {
 	require.Len(t, w.Current, 3)
 	require.Equal(t, 3, w.Busy)
 	require.Equal(t, "web-1", w.Node)
+}
+
+// An error names the server it came from: "context deadline exceeded"
+// alone does not say where to look.
+func TestErrorsNameTheirServer(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := stats.Collect(ctx, stats.Source{Store: env.Store, Broker: env.Broker})
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, strings.HasPrefix(err.Error(), "MySQL: "), err.Error())
+
 }
