@@ -70,6 +70,12 @@ func TestTaskActionsAudited(t *testing.T) {
 	require.Equal(t, map[string]int{"pending": 1, "failed": 1}, d.Before)
 	require.Equal(t, 3, d.Requested)
 
+	// An overdue task run now keeps its due time: its place in the backlog.
+	b.env.Exec(t, `UPDATE task_center SET plan_next_run_at = NOW(3) - INTERVAL 1 HOUR WHERE id = ?`, p2)
+	_, err = b.ops.RunNow(ctx, ops.Target{IDs: []int64{p2}})
+	require.NoError(t, err)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND plan_next_run_at < NOW(3) - INTERVAL 50 MINUTE`, p2))
+
 	c, err = b.ops.Delete(ctx, ops.Target{IDs: []int64{p2, dead}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{p2}, c.IDs)

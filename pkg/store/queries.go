@@ -678,8 +678,9 @@ const qGroupsOf = `SELECT id, group_key FROM task_center WHERE id IN (%s) AND gr
 // before it.
 const qActionLock = `SELECT id, status FROM task_center WHERE id IN (%s) FOR UPDATE`
 
-// qRunNow makes pending or failed tasks due now.
-const qRunNow = `UPDATE task_center SET status = 0, plan_next_run_at = NOW(3), claim_token = ?
+// qRunNow makes pending or failed tasks due now; one overdue already
+// keeps its due time, and so its place in the backlog.
+const qRunNow = `UPDATE task_center SET status = 0, plan_next_run_at = LEAST(plan_next_run_at, NOW(3)), claim_token = ?
 	WHERE id IN (%s) AND status IN (0, 4)`
 
 // qDeletePending deletes pending tasks (their rows are locked by
