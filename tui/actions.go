@@ -83,7 +83,7 @@ var taskActions = []taskActionKey{
 	{actionKeys.Retry, "Retry", false, Actions.Retry, ""},
 	{actionKeys.RunNow, "Run now", false, Actions.RunNow, ""},
 	{actionKeys.Enable, "Enable", false, Actions.Enable, ""},
-	{actionKeys.Kill, "Kill", true, Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled."},
+	{actionKeys.Kill, "Kill", true, Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled. A periodic task not running is disabled until enabled (e); a running one goes on to its next run."},
 	{actionKeys.Delete, "Delete", true, Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone."},
 	{actionKeys.Disable, "Disable", true, Actions.Disable, "Periodic tasks stop running until enabled."},
 }

@@ -371,6 +371,7 @@ func TestStaleSelectionCannotHijack(t *testing.T) {
 	b.press(t, m, "3", "space", "space") // 1010, 1009
 	b.press(t, m, "x")
 	require.Contains(t, screen(m), "Kill 2 selected: 1010, 1009?")
+	require.Contains(t, screen(m), "A periodic task not running is", "the dialog says a kill disables a periodic task")
 	b.press(t, m, "right", "enter")
 	b.press(t, m, "down", "down", "down") // the cursor was on 1008: now 1005
 	b.press(t, m, "r")

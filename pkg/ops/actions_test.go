@@ -322,3 +322,22 @@ func TestLenientTargetSkipsGoneTasks(t *testing.T) {
 	require.Equal(t, []int64{id}, c.IDs)
 	require.Equal(t, []ops.Skipped{{ID: 999999, Reason: "not found (deleted meanwhile)"}}, c.Unchanged)
 }
+
+// A periodic task killed while it waits is disabled, not finished:
+// retention keeps it, and enable puts it back on its schedule.
+func TestKilledPeriodicIsDisabled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	c, err := b.ops.Kill(ctx, ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{r.ID}, c.IDs)
+	require.Equal(t, task.Cancelled, b.get(t, r.ID).Status)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND finished_at IS NULL`, r.ID), "out of retention's reach")
+	c, err = b.ops.Enable(ctx, ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{r.ID}, c.IDs)
+	require.Equal(t, task.Pending, b.get(t, r.ID).Status)
+}

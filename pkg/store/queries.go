@@ -629,8 +629,10 @@ const qPurgeRuns = `DELETE FROM task_run WHERE finished_at < NOW(3) - INTERVAL ?
 const qRetry = `UPDATE task_center SET status = 0, retry_count = 0, crash_count = 0, plan_next_run_at = NOW(3),
 	worker_id = '', finished_at = NULL, claim_token = ? WHERE id IN (%s) AND status IN (4, 5, 6)`
 
-// qCancel cancels a task that no worker holds yet.
-const qCancel = `UPDATE task_center SET status = 6, finished_at = NOW(3), worker_id = '',
+// qCancel cancels a task that no worker holds yet. A periodic task gets
+// no finished_at: it is disabled (qDisable), kept by retention until an
+// operator enables it or removes it, not purged with finished tasks.
+const qCancel = `UPDATE task_center SET status = 6, finished_at = IF(task_type = 1, NULL, NOW(3)), worker_id = '',
 	last_result = 'cancelled by operator', claim_token = ? WHERE id IN (%s) AND status IN (0, 1, 4)`
 
 const qAuditInsert = `INSERT INTO task_audit (actor, origin, action, target, affected, detail) VALUES (?, ?, ?, ?, ?, ?)`
