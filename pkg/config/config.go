@@ -551,9 +551,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.Redis.Addrs = addrs
-	for _, a := range strings.Split(c.Redis.Addr, ",") { // a:1,b:2: the nodes of a Cluster
-		if c.Redis.Addr != "" && !hostPort(strings.TrimSpace(a)) {
-			return invalid("redis.addr", c.Redis.Addr, "host:port, such as 127.0.0.1:6379, or several separated by commas")
+	if c.Redis.Addr != "" {
+		for _, a := range strings.Split(c.Redis.Addr, ",") { // a:1,b:2: the nodes of a Cluster
+			if !hostPort(strings.TrimSpace(a)) {
+				return invalid("redis.addr", c.Redis.Addr, "host:port, such as 127.0.0.1:6379, or several separated by commas")
+			}
 		}
 	}
 	for _, a := range addrs {

@@ -281,15 +281,9 @@ func (r *Recoverer) redispatchUndated(ctx context.Context, res *Result) error {
 			ts[i] = store.Transition{ID: u.ID, Attempt: u.Attempt, From: u.Status, To: task.Pending, NextIn: &zero,
 				SetResult: true, Result: "recovered: " + u.Status.String() + " without a dispatch time (INSERTed so?): back to pending"}
 		}
-		applied, err := r.applyEach(ctx, ts)
+		n, err := r.apply(ctx, ts)
 		if err != nil {
 			return err
-		}
-		n := 0
-		for _, ok := range applied {
-			if ok {
-				n++
-			}
 		}
 		if n > 0 {
 			res.Redispatched += n

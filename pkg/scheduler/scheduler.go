@@ -402,8 +402,12 @@ func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
 // can run it, and its message, in a queue named after nothing, would be
 // found lost and pushed again at every recovery pass.
 func (s *Scheduler) dropCodeless(ctx context.Context, msgs []*task.Message) []*task.Message {
+	// Every push comes here: no copy unless a task has no code.
+	if !slices.ContainsFunc(msgs, func(m *task.Message) bool { return m.Code == "" }) {
+		return msgs
+	}
 	var ts []store.Transition
-	kept := msgs[:0:0]
+	kept := make([]*task.Message, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Code != "" {
 			kept = append(kept, m)
@@ -412,9 +416,6 @@ func (s *Scheduler) dropCodeless(ctx context.Context, msgs []*task.Message) []*t
 		const why = "task_code is empty: no handler can run it"
 		ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Dead, SetResult: true, Result: why,
 			Run: &store.RunRecord{Queue: m.Queue, Outcome: task.OutcomeDead, Result: why}})
-	}
-	if len(ts) == 0 {
-		return msgs
 	}
 	if _, err := s.store.TaskTransition(ctx, ts); err != nil {
 		// Still dispatched: recovery hands them back, and the next claim
