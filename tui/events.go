@@ -46,6 +46,9 @@ var eventColumns = []column{
 func (m *Model) eventsTable(width, height int) string {
 	rows := m.eventRows()
 	if len(rows) == 0 {
+		if m.redisDown() {
+			return m.empty("alerts and events unknown: Redis does not answer", width, height)
+		}
 		return m.empty("no alerts and no watchdog events", width, height)
 	}
 	return renderTable(&m.st, m.events.sort.titled(eventColumns), rows, &m.events.cur, width, height)

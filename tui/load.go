@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -115,21 +116,22 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 			m.cur = page{}
 			return nil
 		}
-		if len(m.errs) == 0 || m.errFrom.IsZero() {
-			m.errFrom = m.opt.Now()
-		}
 		m.errs[msg.kind] = msg.err
 		return nil
 	}
 	delete(m.errs, msg.kind)
-	if len(m.errs) == 0 {
-		m.errFrom = m.opt.Now()
-	}
 	switch msg.kind {
 	case loadOverview:
+		ov := msg.ov
+		if ov.RedisErr != nil {
+			m.errs[loadOverview] = ov.RedisErr
+			m.redisPartial(ov)
+		} else {
+			m.redisAt = time.Time{}
+		}
 		m.keepQueue(func() {
-			m.ov, m.ovAt = msg.ov, m.opt.Now()
-			m.queues.observe(msg.ov, m.opt.Now())
+			m.ov, m.ovAt = ov, m.opt.Now()
+			m.queues.observe(ov, m.opt.Now())
 		})
 	case loadTasks:
 		if msg.seq != m.tasks.seq {
@@ -159,12 +161,31 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 	return nil
 }
 
+// redisPartial completes an overview read while Redis did not answer
+// with the workers, nodes, events and alerts last read from Redis, which
+// the error bar dates (redisAt).
+func (m *Model) redisPartial(ov *Overview) {
+	if m.ov == nil {
+		return
+	}
+	if m.ov.RedisErr == nil {
+		m.redisAt = m.ovAt
+	}
+	ov.Workers, ov.NodesUp, ov.Events, ov.Alerts = m.ov.Workers, m.ov.NodesUp, m.ov.Events, m.ov.Alerts
+}
+
 // errorText is the error bar's text ("" when everything answers).
 func (m *Model) errorText() string {
 	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount, loadTail, loadLocks} {
 		if err := m.errs[k]; err != nil {
 			s := err.Error() + " · retrying every " + m.opt.Refresh.String()
-			if !m.ovAt.IsZero() {
+			switch {
+			case k == loadOverview && m.ov != nil && m.ov.RedisErr != nil:
+				s += " · queues from the task center alone"
+				if !m.redisAt.IsZero() {
+					s += "; workers, alerts and events of " + clock(m.redisAt)
+				}
+			case !m.ovAt.IsZero():
 				s += " · showing data of " + clock(m.ovAt)
 			}
 			return s

@@ -49,32 +49,49 @@ type Loader struct {
 
 var _ Source = (*Loader)(nil)
 
-// Overview implements Source.
+// Overview implements Source. When Redis does not answer, it returns the
+// task center's figures alone, with RedisErr saying why.
 func (l *Loader) Overview(ctx context.Context) (*Overview, error) {
 	// Tell which service does not answer before reading anything else.
 	if _, err := l.Store.Now(ctx); err != nil {
-		return nil, fmt.Errorf("MySQL: %w", err)
+		return nil, fromMySQL(err)
 	}
-	if err := l.Broker.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("Redis: %w", err)
+	src := stats.Source{Store: l.Store, Broker: l.Broker, Queues: l.Queues, Configured: l.Configured,
+		ConfiguredLimit: l.ConfiguredLimit}
+	var st *stats.Stats
+	var err error
+	redisErr := l.ping(ctx)
+	if redisErr != nil {
+		redisErr = fmt.Errorf("Redis: %w", redisErr)
+		st, err = stats.CollectWithoutRedis(ctx, src, redisErr)
+	} else {
+		st, err = stats.Collect(ctx, src)
 	}
-	st, err := stats.Collect(ctx, stats.Source{Store: l.Store, Broker: l.Broker, Queues: l.Queues, Configured: l.Configured,
-		ConfiguredLimit: l.ConfiguredLimit})
 	if err != nil {
 		return nil, err
 	}
-	ov := &Overview{Stats: st}
+	ov := &Overview{Stats: st, RedisErr: redisErr}
 	if ov.Series, err = l.readSeries(ctx, st.At); err != nil {
-		return nil, err
+		return nil, fromMySQL(err)
 	}
+	if redisErr == nil {
+		if err := l.readRedis(ctx, ov); err != nil {
+			return nil, fmt.Errorf("Redis: %w", err)
+		}
+	}
+	return ov, nil
+}
+
+// readRedis reads what only Redis holds: workers, nodes, events, alerts.
+func (l *Loader) readRedis(ctx context.Context, ov *Overview) (err error) {
 	if ov.Workers, err = l.Broker.Workers(ctx, SeriesMinutes); err != nil {
-		return nil, err
+		return err
 	}
 	// A node that vanished stays in sight, as dead workers, after
 	// recovery drained them from the registry.
 	gone, err := l.Broker.GoneWorkers(ctx, cmp.Or(l.DeadShown, DeadShownDefault))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, g := range gone {
 		if !slices.ContainsFunc(ov.Workers, func(w broker.WorkerStatus) bool { return w.ID == g.ID }) {
@@ -83,7 +100,7 @@ func (l *Loader) Overview(ctx context.Context) (*Overview, error) {
 	}
 	procs, err := l.Broker.Processes(ctx, time.Hour)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, p := range procs {
 		if p.Node != "" { // the heartbeat document is there: alive
@@ -91,15 +108,30 @@ func (l *Loader) Overview(ctx context.Context) (*Overview, error) {
 		}
 	}
 	if ov.Events, err = l.Broker.Events(ctx, eventsShown); err != nil {
-		return nil, err
+		return err
 	}
 	if l.Alerts != nil {
 		if ov.Alerts, err = l.Alerts(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return ov, nil
+	return nil
 }
+
+// ping asks Redis whether it answers, within half of what is left of
+// ctx's deadline: a Redis that hangs must leave the task center time to
+// answer the refresh.
+func (l *Loader) ping(ctx context.Context) error {
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(d)/2)
+		defer cancel()
+	}
+	return l.Broker.Ping(ctx)
+}
+
+// fromMySQL names the server of a task center error.
+func fromMySQL(err error) error { return fmt.Errorf("MySQL: %w", err) }
 
 // readSeries brings the per-minute cache up to the database clock now and
 // returns the last SeriesMinutes of each queue.

@@ -101,8 +101,9 @@ func TestLoaderReadsTheServices(t *testing.T) {
 	require.Equal(t, "pause", audit[0].Action)
 }
 
-// When Redis stops answering, a refresh fails within its deadline and
-// says it is Redis; once Redis is back the next refresh succeeds.
+// When Redis stops answering, a refresh still reads the task center
+// within its deadline and says Redis did not answer; once Redis is back
+// the next refresh reads both.
 func TestLoaderRedisDownAndBack(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
@@ -111,9 +112,14 @@ func TestLoaderRedisDownAndBack(t *testing.T) {
 	br, err := broker.Open(context.Background(), broker.Options{Addr: addr, Prefix: env.Prefix})
 	require.NoError(t, err)
 	defer br.Close()
-	l := &Loader{Store: env.Store, Broker: br}
-	_, err = l.Overview(context.Background())
+	_, err = env.Store.TaskInsert(context.Background(), []store.TaskInsertParams{
+		{Code: "mail", Payload: json.RawMessage(`{}`), Timeout: 60, MaxRetry: 3, Delay: time.Hour},
+		{Code: "mail", Payload: json.RawMessage(`{}`), Timeout: 60, MaxRetry: 3, Delay: time.Hour}})
 	require.NoError(t, err)
+	l := &Loader{Store: env.Store, Broker: br, Alerts: BrokerAlerts(br)}
+	ov, err := l.Overview(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, ov.RedisErr)
 
 	out, err := exec.Command("redis-cli", "-p", strconv.Itoa(port), "shutdown", "nosave").CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "connect") {
@@ -121,19 +127,42 @@ func TestLoaderRedisDownAndBack(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	start := time.Now()
-	_, err = l.Overview(ctx)
+	ov, err = l.Overview(ctx)
 	cancel()
-	require.Error(t, err)
-	require.True(t, strings.HasPrefix(err.Error(), "Redis: "), err.Error())
+	require.NoError(t, err, "the task center answers")
+	require.Error(t, ov.RedisErr)
+	require.True(t, strings.HasPrefix(ov.RedisErr.Error(), "Redis: "), ov.RedisErr.Error())
+	require.Len(t, ov.Stats.Queues, 1)
+	require.Equal(t, int64(2), ov.Stats.Queues[0].Pending)
+	require.Empty(t, ov.Workers)
 	require.Less(t, time.Since(start), 3*time.Second)
 
 	testenv.PrivateRedis(t, port)
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := l.Overview(ctx)
-		return err == nil
+		ov, err := l.Overview(ctx)
+		return err == nil && ov.RedisErr == nil
 	}, 10*time.Second, 100*time.Millisecond)
+}
+
+// A Redis that accepts connections and never answers holds a refresh at
+// most half its deadline: the task center's figures still arrive.
+func TestLoaderRedisHangs(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	proxy := testenv.NewFreezeProxy(t, testenv.RedisAddr())
+	br, err := broker.Open(context.Background(), broker.Options{Addr: proxy.Addr(), Prefix: env.Prefix})
+	require.NoError(t, err)
+	defer br.Close()
+	l := &Loader{Store: env.Store, Broker: br, Queues: []string{"mail"}}
+	proxy.Freeze()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ov, err := l.Overview(ctx)
+	require.NoError(t, err)
+	require.Error(t, ov.RedisErr)
+	require.Equal(t, "mail", ov.Stats.Queues[0].Name)
 }
 
 func sum(ns []int64) int64 {

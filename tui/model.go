@@ -65,10 +65,12 @@ type Model struct {
 
 	ov   *Overview
 	ovAt time.Time // when ov was read (Now)
+	// redisAt is when the workers and events on screen were read, while
+	// Redis does not answer (zero: it answers, or it never did).
+	redisAt time.Time
 	// errs are the errors of the last load of each kind; the error bar
 	// shows them while the last good data stays on screen.
 	errs    map[loadKind]error
-	errFrom time.Time
 	loading map[loadKind]bool
 
 	queues  queuesView

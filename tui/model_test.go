@@ -506,6 +506,60 @@ func TestErrorBarKeepsDataAndRecovers(t *testing.T) {
 	require.NotEmpty(t, m.tasks.rows)
 }
 
+// While Redis does not answer, tasktop still shows what the task center
+// holds: the pending counts, the header says Redis is down, Redis's
+// figures read "?", and no queue is blamed for having no consumer. The
+// workers and events last read stay, dated; a tasktop started while Redis
+// is down says they are unknown.
+func TestRedisDownShowsTheTaskCenter(t *testing.T) {
+	t.Parallel()
+	redisDown := func(src *fakeSource) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		st := *src.ov.Stats
+		st.Queues = slices.Clone(st.Queues)
+		for i := range st.Queues {
+			q := &st.Queues[i]
+			q.Backlog, q.LiveWorkers, q.ProcessedPerMin, q.SuccessRate10m = []int64{}, 0, 0, nil
+		}
+		st.Workers = nil
+		src.ov = &Overview{Stats: &st, Series: src.ov.Series,
+			RedisErr: errors.New("Redis: dial tcp 127.0.0.1:6379: connect: connection refused")}
+	}
+	m, b := setup(t, false)
+	redisDown(b.src)
+	b.press(t, m, "ctrl+r")
+	s := screen(m)
+	require.Contains(t, s, "REDIS DOWN · 135 pending in the task center")
+	require.Contains(t, s, "✖ Redis: dial tcp 127.0.0.1:6379: connect: connection refused · retrying every\n2s · queues from the task center alone; workers, alerts and events of 10:00:00")
+	require.Regexp(t, `(?m)^! build_report +120 +\? +0 +2 +\? .* lagging, 2 dead$`, s, "Redis's figures unknown, no consumer not claimed")
+	require.NotContains(t, s, "no consumer")
+	b.press(t, m, "2")
+	require.Contains(t, screen(m), "node-a-w1", "the workers last read stay")
+
+	fresh := fixture()
+	redisDown(fresh)
+	m2 := New(Options{Source: fresh, Actions: &fakeActions{src: fresh}, Now: func() time.Time { return now }})
+	m2.noTick = true
+	b2 := &testBundle{src: fresh}
+	b2.settle(t, m2, m2.Init())
+	require.Contains(t, screen(m2), "build_report", "the queues from the task center")
+	require.NotContains(t, screen(m2), "events of")
+	b2.press(t, m2, "2")
+	require.Contains(t, screen(m2), "workers unknown: Redis does not answer")
+	b2.press(t, m2, "4")
+	require.Contains(t, screen(m2), "alerts and events unknown: Redis does not answer")
+
+	// Redis answers again: its figures are back, the bar is gone.
+	b.src.mu.Lock()
+	b.src.ov = fixture().ov
+	b.src.mu.Unlock()
+	b.press(t, m, "1", "ctrl+r")
+	s = screen(m)
+	require.NotContains(t, s, "✖")
+	require.Contains(t, s, "backlog 60")
+}
+
 // The detail names a worker's node, as `taskd show` does: task 1010 runs
 // on node-a-w1, which has no run yet, so the node is its registration's.
 func TestDetailWorkerNode(t *testing.T) {

@@ -55,8 +55,12 @@ func (v *queuesView) observe(ov *Overview, now time.Time) {
 		return
 	}
 	for _, q := range ov.Stats.Queues {
-		h := append(v.hist[q.Name], q.BacklogTotal())
-		v.hist[q.Name] = h[max(0, len(h)-histKeep):]
+		if ov.RedisErr != nil {
+			delete(v.hist, q.Name) // the backlog is unknown: growth starts over
+		} else {
+			h := append(v.hist[q.Name], q.BacklogTotal())
+			v.hist[q.Name] = h[max(0, len(h)-histKeep):]
+		}
 		d := append(v.dead[q.Name], deadSample{now, q.Dead})
 		for len(d) > 1 && now.Sub(d[0].at) > deadWindow {
 			d = d[1:]
@@ -110,7 +114,8 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 		out = append(out, trouble{fmt.Sprintf("%s ok", percent(r)), sev})
 	}
 	backlog := q.BacklogTotal()
-	if !q.Paused && q.LiveWorkers == 0 && (backlog > 0 || q.OldestDueSeconds > 0) {
+	// Without Redis, consumers and backlog are unknown: not "no consumer".
+	if !m.redisDown() && !q.Paused && q.LiveWorkers == 0 && (backlog > 0 || q.OldestDueSeconds > 0) {
 		out = append(out, trouble{"no consumer", 3})
 	}
 	if q.OldestDueSeconds > lagAfterSeconds && !q.Paused {
@@ -137,6 +142,10 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 	slices.SortStableFunc(out, func(a, b trouble) int { return b.sev - a.sev })
 	return out
 }
+
+// redisDown reports whether the overview on screen was read while Redis
+// did not answer: its queues hold the task center's figures alone.
+func (m *Model) redisDown() bool { return m.ov != nil && m.ov.RedisErr != nil }
 
 // worst is the severity of the worst trouble (0: none).
 func worst(ts []trouble) int {
@@ -232,9 +241,13 @@ func (m *Model) queueRows(sparkW int) ([]row, []stats.Queue) {
 		if q.SuccessRate10m != nil {
 			rate = *q.SuccessRate10m
 		}
+		backlog, perMin := count(q.BacklogTotal()), count(q.ProcessedPerMin)
+		if m.redisDown() {
+			backlog, perMin = "?", "?" // Redis's figures
+		}
 		r.cells = []string{
-			q.Name, strconv.Itoa(q.Shards), count(q.Pending), count(q.BacklogTotal()), count(q.Running), count(q.Failed),
-			count(q.Dead), count(q.ProcessedPerMin), sparkline(m.ov.Series[q.Name], sparkW),
+			q.Name, strconv.Itoa(q.Shards), count(q.Pending), backlog, count(q.Running), count(q.Failed),
+			count(q.Dead), perMin, sparkline(m.ov.Series[q.Name], sparkW),
 			percent(q.SuccessRate10m), ageOrDash(q.OldestDueSeconds), limitCell(q.Limit), strings.Join(state, ", "),
 		}
 		r.keys = []any{q.Name, q.Shards, q.Pending, q.BacklogTotal(), q.Running, q.Failed, q.Dead, q.ProcessedPerMin,

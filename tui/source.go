@@ -84,6 +84,12 @@ type Overview struct {
 	NodesUp int
 	Events  []broker.Event
 	Alerts  []Alert
+	// RedisErr is set when Redis did not answer: Stats and Series are
+	// the task center's figures alone (each queue's backlog, per-minute
+	// counts and live workers unknown), and Workers, NodesUp, Events and
+	// Alerts, which only Redis holds, are empty. An operator opening
+	// tasktop because Redis is down still sees what waits in MySQL.
+	RedisErr error
 }
 
 // Alert is one alert rule's state.

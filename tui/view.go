@@ -161,6 +161,14 @@ func (m *Model) header() string {
 		}
 	}
 	figures := []string{nodes, workers, "backlog " + count(backlog), count(perMin) + "/min", rate}
+	if ov.RedisErr != nil {
+		// What waits in the task center is known; what Redis holds is not.
+		var pending int64
+		for _, q := range ov.Stats.Queues {
+			pending += q.Pending
+		}
+		figures = []string{m.st.Bad.Render("REDIS DOWN"), count(pending) + " pending in the task center"}
+	}
 	switch {
 	case firing == 1:
 		figures = append([]string{m.st.ErrorBar.Render("1 ALERT")}, figures...)

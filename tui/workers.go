@@ -130,6 +130,9 @@ func (m *Model) workerRows() ([]row, []broker.WorkerStatus) {
 func (m *Model) workersTable(width, height int) string {
 	rows, _ := m.workerRows()
 	if len(rows) == 0 {
+		if m.redisDown() {
+			return m.empty("workers unknown: Redis does not answer", width, height)
+		}
 		return m.empty("no workers have a heartbeat: is `taskd run` running?", width, height)
 	}
 	return renderTable(&m.st, m.workers.sort.titled(workerColumns), rows, &m.workers.cur, width, height)
