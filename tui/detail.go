@@ -79,7 +79,7 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
 		}
 		return stamp(*p) + " (" + relative(*p, now) + ")"
 	}
-	b.WriteString(m.st.Title.Render(fmt.Sprintf("Task %d", t.ID)) + "  " + m.statusStyle(t.Status).Render(statusText(t)) + "\n")
+	b.WriteString(m.st.Title.Render(fmt.Sprintf("Task %d", t.ID)) + "  " + m.statusStyle(t.Status).Render(t.StatusText()) + "\n")
 	kv("code", t.Code)
 	kv("queue", t.QueueName())
 	kv("type", t.Type.String())

@@ -343,15 +343,6 @@ func (v *tasksView) sortRows() {
 	_, v.rows = sortBy(v.sort, rows, v.rows)
 }
 
-// statusText is a task's status; a periodic task an operator cancelled
-// is disabled: it waits for enable, not for a retry.
-func statusText(t *task.Task) string {
-	if t.Type == task.Periodic && t.Status == task.Cancelled {
-		return "disabled"
-	}
-	return t.Status.String()
-}
-
 // tries reads "attempt/max": the try of the current retry budget (a
 // retry by an operator starts a new one), "-" before the first.
 func tries(t *task.Task) string {
@@ -403,7 +394,7 @@ func (m *Model) tasksTable(width, height int) string {
 		if v.selected[t.ID] {
 			r.mark, r.style = "*", r.style.Inherit(m.st.Selected)
 		}
-		r.cells = []string{strconv.FormatInt(t.ID, 10), statusText(t), t.Code, t.QueueName(), t.Type.String(),
+		r.cells = []string{strconv.FormatInt(t.ID, 10), t.StatusText(), t.Code, t.QueueName(), t.Type.String(),
 			tries(t), due(t, now), relative(t.UpdatedAt, now), oneLine(t.LastResult)}
 		rows[i] = r
 	}

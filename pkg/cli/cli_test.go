@@ -478,8 +478,27 @@ func TestCron(t *testing.T) {
 	require.Contains(t, text, "hourly-report")
 	require.Contains(t, text, "Asia/Shanghai")
 
+	// A disabled periodic task reads disabled, with no next run (enable
+	// sets one from then), in every listing; JSON keeps its status.
+	b.ok(t, "disable", id, "--yes")
+	require.Regexp(t, `(?m)^`+id+` +hello +hello +0 2 \* \* \* +Asia/Shanghai +disabled +- +disabled by operator$`, b.ok(t, "cron", "list"))
+	require.Regexp(t, `(?m)^`+id+` +hello +hello +periodic +disabled +5 +0 +0/3 +- +disabled by operator$`, b.ok(t, "list", "--code", "hello"))
+	shown := b.ok(t, "show", id)
+	require.Contains(t, shown, "status      disabled (cancelled; `taskd enable "+id+"` sets its next run from then)\n")
+	require.Contains(t, shown, "next run    -\n")
+	b.okJSON(t, &list, "cron", "list")
+	for _, c := range list {
+		if strconv.FormatInt(c.ID, 10) == id {
+			require.Equal(t, "cancelled", c.Status)
+		}
+	}
+	r := b.run(t, "list", "--status", "disabled")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Contains(t, r.stderr, "a disabled periodic task is cancelled")
+	b.ok(t, "enable", id, "--yes")
+
 	// Removing asks first: refused off a terminal without --yes.
-	r := b.run(t, "cron", "remove", "hello")
+	r = b.run(t, "cron", "remove", "hello")
 	requireOneLineError(t, r, cli.ExitUsage)
 	require.Contains(t, r.stderr, "refusing without --yes")
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, id))

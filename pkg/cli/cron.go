@@ -93,7 +93,7 @@ func (a *App) cronListCmd() *cobra.Command {
 			fmt.Fprintln(w, "ID\tCODE\tNAME\tEXPR\tTZ\tSTATUS\tNEXT RUN\tLAST RESULT")
 			for _, t := range ts {
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Code, producer.CronName(t.UniqueKey),
-					t.CronExpr, dash(t.Timezone), t.Status, fmtTime(&t.PlanNextRun), oneLine(t.LastResult, 40))
+					t.CronExpr, dash(t.Timezone), t.StatusText(), nextRun(t), oneLine(t.LastResult, 40))
 			}
 			return w.Flush()
 		},

@@ -55,8 +55,8 @@ func (a *App) listCmd() *cobra.Command {
 			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tCODE\tQUEUE\tTYPE\tSTATUS\tPRI\tATTEMPT\tRETRY\tNEXT RUN\tLAST RESULT")
 			for _, t := range ts {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", t.ID, t.Code, t.QueueName(), t.Type, t.Status,
-					t.Priority, t.Attempt, t.RetryCount, t.MaxRetry, fmtTime(&t.PlanNextRun), oneLine(t.LastResult, 40))
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", t.ID, t.Code, t.QueueName(), t.Type, t.StatusText(),
+					t.Priority, t.Attempt, t.RetryCount, t.MaxRetry, nextRun(t), oneLine(t.LastResult, 40))
 			}
 			return w.Flush()
 		},
@@ -160,6 +160,15 @@ func (a *App) workerNode(cmd *cobra.Command, id string, rs []*task.Run) string {
 // stepsShown bounds the children and failed members `show` lists.
 const stepsShown = 50
 
+// nextRun is a task's next run as listed: none for a disabled periodic
+// task, whose enable sets it anew.
+func nextRun(t *task.Task) string {
+	if t.Disabled() {
+		return "-"
+	}
+	return fmtTime(&t.PlanNextRun)
+}
+
 func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Steps) {
 	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
@@ -167,7 +176,11 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 	row("code", t.Code)
 	row("queue", t.QueueName())
 	row("type", t.Type.String())
-	row("status", t.Status.String())
+	if t.Disabled() {
+		row("status", fmt.Sprintf("disabled (cancelled; `taskd enable %d` sets its next run from then)", t.ID))
+	} else {
+		row("status", t.Status.String())
+	}
 	if t.CronExpr != "" {
 		row("cron", t.CronExpr+" "+dash(t.Timezone))
 	}
@@ -194,7 +207,7 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 	} else {
 		row("worker", task.WithNode(t.WorkerID, node))
 	}
-	row("next run", fmtTime(&t.PlanNextRun))
+	row("next run", nextRun(t))
 	row("dispatched", fmtTime(t.Dispatched))
 	row("started", fmtTime(t.StartedAt))
 	row("last run", fmtTime(t.LastRunAt))

@@ -44,6 +44,10 @@ func ParseStatus(s string) (Status, error) {
 			return Status(i), nil
 		}
 	}
+	if s == "disabled" {
+		// What listings show for a disabled periodic task; its status is cancelled.
+		return 0, Invalidf("disabled is not a status: a disabled periodic task is cancelled (--status cancelled, or taskd cron list)")
+	}
 	return 0, Invalidf("unknown status %q (want one of pending, dispatched, running, succeeded, failed, dead, cancelled)", s)
 }
 
@@ -144,6 +148,20 @@ type Task struct {
 	// ReleasedKey is the unique key this ended task gave up to a later
 	// submit with --on-conflict until-done.
 	ReleasedKey string `json:"released_key,omitempty"`
+}
+
+// Disabled reports whether t is a periodic task an operator disabled (or
+// killed while it waited): cancelled, it waits for `taskd enable`, which
+// sets its next run from the time of the enable.
+func (t *Task) Disabled() bool { return t.Type == Periodic && t.Status == Cancelled }
+
+// StatusText is the status shown to people: "disabled" for a disabled
+// periodic task, else the status. JSON keeps the status (cancelled).
+func (t *Task) StatusText() string {
+	if t.Disabled() {
+		return "disabled"
+	}
+	return t.Status.String()
 }
 
 // QueueName is the queue the task travels through: its queue column, or its
