@@ -138,7 +138,9 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 			return m.refresh() // the filter or page changed meanwhile
 		}
 		n := pageSize(m.tableHeight())
-		m.tasks.setRows(msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n)
+		if d := m.tasks.setRows(msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n); d > 0 {
+			m.setStatus(unselectedText(d, "no longer on this page (changed past the filter, deleted, or the screen got shorter)"), nil)
+		}
 	case loadDetail:
 		if d := m.cur.detail; d != nil && int64(msg.seq) == d.id {
 			d.set(m, msg.task, msg.runs, msg.steps)

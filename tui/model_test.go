@@ -407,12 +407,14 @@ func TestSelectionOnlyWhileVisible(t *testing.T) {
 	b.src.mu.Unlock()
 	b.press(t, m, "ctrl+r")
 	require.Empty(t, m.tasks.selected)
-	require.NotContains(t, screen(m), "selected")
+	require.NotContains(t, strings.Split(screen(m), "\n")[1], "selected", "no count of selected tasks")
+	require.Contains(t, screen(m), "1 selected task unselected: no longer on this page", "it says so")
 	b.press(t, m, "r")
 	require.Equal(t, []string{"retry [1009]"}, b.acts.Calls())
 
-	b.press(t, m, "space", "]") // a selection on page 1, then page 2
+	b.press(t, m, "space", "j", "space", "]") // a selection on page 1, then page 2
 	require.Empty(t, m.tasks.selected)
+	require.Contains(t, screen(m), "2 selected tasks unselected: the page turned")
 	b.press(t, m, "r")
 	require.Nil(t, m.dialog)
 	require.Len(t, b.acts.Calls(), 2)

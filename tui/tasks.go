@@ -159,9 +159,9 @@ func (v *tasksView) targets() (ids []int64, selected bool) {
 
 // setRows shows a newly read page. The cursor stays on the task it was
 // on when that task is still shown, and the selection keeps only the
-// tasks still shown (the others changed state past the filter, or were
-// deleted).
-func (v *tasksView) setRows(rows []*task.Task, more bool) {
+// tasks still shown (the others changed state past the filter, were
+// deleted, or the screen got shorter): it returns how many it dropped.
+func (v *tasksView) setRows(rows []*task.Task, more bool) (dropped int) {
 	var under int64
 	if v.cur.pos < len(v.rows) {
 		under = v.rows[v.cur.pos].ID
@@ -178,8 +178,20 @@ func (v *tasksView) setRows(rows []*task.Task, more bool) {
 	for id := range v.selected {
 		if !shown[id] {
 			delete(v.selected, id)
+			dropped++
 		}
 	}
+	return dropped
+}
+
+// unselectedText says that n selected tasks were unselected, and why: an
+// action applies only to selected tasks the operator can see.
+func unselectedText(n int, why string) string {
+	what := fmt.Sprintf("%d selected tasks", n)
+	if n == 1 {
+		what = "1 selected task"
+	}
+	return what + " unselected: " + why
 }
 
 func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
@@ -188,14 +200,14 @@ func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	case key.Matches(k, tk.NextPage) || (key.Matches(k, listKeys.PageDown) && v.cur.pos >= len(v.rows)-1):
 		if v.more {
 			v.pages = append(v.pages, v.rows[len(v.rows)-1].ID)
-			v.turned()
+			m.turned()
 			return m.refresh(), true
 		}
 		return nil, true
 	case key.Matches(k, tk.PrevPage) || (key.Matches(k, listKeys.PageUp) && v.cur.pos == 0):
 		if len(v.pages) > 0 {
 			v.pages = v.pages[:len(v.pages)-1]
-			v.turned()
+			m.turned()
 			return m.refresh(), true
 		}
 		return nil, true
@@ -308,9 +320,16 @@ func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 }
 
 // turned starts a newly turned page: cursor at the top, no selection.
-func (v *tasksView) turned() {
+func (m *Model) turned() {
+	v := &m.tasks
 	v.seq++
 	v.cur = cursor{}
+	switch n := len(v.selected); {
+	case v.all:
+		m.setStatus("all matching tasks unselected: the page turned", nil)
+	case n > 0:
+		m.setStatus(unselectedText(n, "the page turned"), nil)
+	}
 	v.unselect()
 }
 
