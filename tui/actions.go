@@ -33,6 +33,10 @@ func (m *Model) canAct() bool {
 func (m *Model) act(fn actionFn) tea.Cmd {
 	parent := m.opt.Context
 	m.setStatus("working…", nil)
+	if m.acting == 0 {
+		m.actingSince = m.opt.Now()
+	}
+	m.acting++
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(parent, actionTimeout)
 		defer cancel()

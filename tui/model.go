@@ -84,6 +84,11 @@ type Model struct {
 	help   *helpView
 
 	status status
+	// acting counts the actions still running, the oldest started at
+	// actingSince: the footer says so until they end, however long a
+	// lock or a worker keeps them.
+	acting      int
+	actingSince time.Time
 
 	noTick bool // tests drive refreshes themselves
 }
@@ -152,6 +157,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case loadedMsg:
 		return m, m.loaded(msg)
 	case actionMsg:
+		m.acting = max(0, m.acting-1)
 		m.setStatus(msg.text, msg.err)
 		return m, m.refresh()
 	case tea.KeyPressMsg:
@@ -278,6 +284,9 @@ func (m *Model) setStatus(s string, err error) {
 func (m *Model) statusText() (string, bool) {
 	st := m.status
 	if st.text == "" || (!st.err && m.opt.Now().Sub(st.at) > statusTTL) {
+		if m.acting > 0 {
+			return clock(m.actingSince) + " working… " + age(m.opt.Now().Sub(m.actingSince)), false
+		}
 		return "", false
 	}
 	return clock(st.at) + " " + st.text, st.err

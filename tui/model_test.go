@@ -562,6 +562,27 @@ func TestRedisDownShowsTheTaskCenter(t *testing.T) {
 	require.Contains(t, s, "backlog 60")
 }
 
+// An action kept waiting (a row lock, a worker that does not answer a
+// kill) says so in the footer until it ends, past the five seconds after
+// which messages fade.
+func TestWorkingStaysWhileActing(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{at: now}
+	b := &testBundle{src: fixture(), acts: &fakeActions{}}
+	b.acts.src = b.src
+	m := New(Options{Source: b.src, Actions: b.acts, Now: clk.now})
+	m.noTick = true
+	b.settle(t, m, m.Init())
+	b.press(t, m, "3")
+	cmd := m.key(keyMsg("r")) // the retry runs off the screen's loop: held here
+	require.NotNil(t, cmd)
+	clk.at = clk.at.Add(12 * time.Second)
+	require.Contains(t, screen(m), "10:00:00 working… 12s")
+	b.settle(t, m, cmd)
+	require.NotContains(t, screen(m), "working")
+	require.Contains(t, screen(m), "retry")
+}
+
 // The detail names a worker's node, as `taskd show` does: task 1010 runs
 // on node-a-w1, which has no run yet, so the node is its registration's.
 func TestDetailWorkerNode(t *testing.T) {
