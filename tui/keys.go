@@ -34,7 +34,7 @@ var globalKeys = struct {
 
 // listKeys move in and sort every table.
 var listKeys = struct {
-	Up, Down, Top, Bottom, PageUp, PageDown, Sort, Reverse key.Binding
+	Up, Down, Top, Bottom, PageUp, PageDown, Sort, Reverse, Row key.Binding
 }{
 	Up:       bind(keys("up", "k"), "↑/k", "up"),
 	Down:     bind(keys("down", "j"), "↓/j", "down"),
@@ -44,6 +44,7 @@ var listKeys = struct {
 	PageDown: bind(keys("pgdown", "ctrl+d"), "pgdn", "page down"),
 	Sort:     bind(keys("o"), "o", "sort (by the next column)"),
 	Reverse:  bind(keys("O"), "O", "reverse the sort"),
+	Row:      bind(keys("v"), "v", "full row; every cell uncut (queues, events, audit)"),
 }
 
 // tasksKeys are the tasks view's own keys.
@@ -123,7 +124,7 @@ func helpGroups() []helpGroup {
 	g, l := globalKeys, listKeys
 	return []helpGroup{
 		{title: "Everywhere", keys: []key.Binding{g.Next, g.Prev, g.Views, g.Filter, g.Back, g.Quit, g.Refresh, g.Help, g.ForceQuit}},
-		{title: "Tables", keys: []key.Binding{l.Up, l.Down, l.Top, l.Bottom, l.PageUp, l.PageDown, l.Sort, l.Reverse}},
+		{title: "Tables", keys: []key.Binding{l.Up, l.Down, l.Top, l.Bottom, l.PageUp, l.PageDown, l.Sort, l.Reverse, l.Row}},
 		{title: "Tasks", keys: []key.Binding{tasksKeys.Open, tasksKeys.NextPage, tasksKeys.PrevPage, tasksKeys.Status, tailKey}},
 		{title: "Task filter (/)", keys: []key.Binding{
 			bind(nil, "words", "search code, queue, unique key, last result"),
@@ -181,6 +182,8 @@ func (m *Model) shortKeys() []key.Binding {
 		return pick([]key.Binding{workerKeys.Open, tailKey, globalKeys.Back})
 	case p.locks != nil:
 		return pick([]key.Binding{listKeys.Down, globalKeys.Back})
+	case p.row != nil:
+		return []key.Binding{globalKeys.Help, globalKeys.Back}
 	case p.detail != nil:
 		return pick([]key.Binding{listKeys.Down, globalKeys.Back, tailKey}, actionKeys.Retry, actionKeys.Kill)
 	}
@@ -193,7 +196,7 @@ func (m *Model) shortKeys() []key.Binding {
 		return pick([]key.Binding{tasksKeys.Open, globalKeys.Filter, tasksKeys.Status, tailKey},
 			selectKeys.One, selectKeys.All, actionKeys.Retry, actionKeys.Kill)
 	}
-	return pick([]key.Binding{globalKeys.Filter, globalKeys.Next})
+	return pick([]key.Binding{listKeys.Row, globalKeys.Filter, globalKeys.Next})
 }
 
 // shortHelp renders the footer hints in width cells.

@@ -219,6 +219,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		cmd, ok = m.workerDetailKey(k)
 	case p.locks != nil:
 		cmd, ok = m.locksKey(k)
+	case p.row != nil:
+		cmd, ok = m.rowKey(k)
 	case p.detail != nil:
 		cmd, ok = m.detailKey(k)
 	default:
@@ -245,6 +247,9 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 func (m *Model) viewKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	if key.Matches(k, globalKeys.Filter) {
 		m.openFilter()
+		return nil, true
+	}
+	if key.Matches(k, listKeys.Row) && m.openRow() {
 		return nil, true
 	}
 	switch m.view {

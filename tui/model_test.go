@@ -583,6 +583,39 @@ func TestWorkingStaysWhileActing(t *testing.T) {
 	require.Contains(t, screen(m), "retry")
 }
 
+// At 80 columns a queue's state and an event's detail are cut; v shows
+// the row under the cursor whole, and esc goes back to the table.
+func TestRowInFull(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	require.Contains(t, screen(m), "ALERT, no consumer, lagg", "cut at 80 columns")
+	b.press(t, m, "v")
+	s := screen(m)
+	require.Contains(t, s, "STATE    ALERT, no consumer, lagging, 2 dead\n")
+	require.Contains(t, s, "QUEUE    build_report\n")
+	require.Contains(t, s, "BACKLOG  40\n")
+	b.press(t, m, "esc")
+	require.Contains(t, screen(m), "QUEUE ")
+	require.Nil(t, m.cur.row)
+
+	b.src.mu.Lock()
+	b.src.ov.Events[0].Detail = strings.Repeat("handler ignored cancellation ", 8) + "END"
+	b.src.mu.Unlock()
+	b.press(t, m, "4", "ctrl+r")
+	require.NotContains(t, screen(m), "END")
+	b.press(t, m, "j", "j", "v") // the alert rows first, then the abandoned event
+	s = screen(m)
+	require.Contains(t, s, "DETAIL   handler ignored cancellation")
+	require.Contains(t, s, "END", "wrapped, not cut")
+	require.Equal(t, 24, len(strings.Split(s, "\n")))
+	b.press(t, m, "q")
+	require.Nil(t, m.cur.row)
+	require.Equal(t, viewEvents, m.view)
+
+	b.press(t, m, "3", "v") // the tasks view has its detail
+	require.Nil(t, m.cur.row)
+}
+
 // The detail names a worker's node, as `taskd show` does: task 1010 runs
 // on node-a-w1, which has no run yet, so the node is its registration's.
 func TestDetailWorkerNode(t *testing.T) {

@@ -13,6 +13,7 @@ type page struct {
 	worker *workerDetail
 	tail   *tailView
 	locks  *locksPage
+	row    *rowPage
 }
 
 // frame is a place esc and q go back to: a view, the page open over it,

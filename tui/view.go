@@ -55,6 +55,8 @@ func (m *Model) render() string {
 		body = m.workerDetailView(m.w, h)
 	case m.cur.locks != nil:
 		body = m.locksView(m.w, h)
+	case m.cur.row != nil:
+		body = m.rowView(m.w)
 	case d != nil && d.task == nil:
 		body = m.empty(fmt.Sprintf("loading task %d…", d.id), m.w, h)
 	case d != nil:
@@ -202,6 +204,8 @@ func (m *Model) tabs() string {
 		info = "worker " + m.cur.worker.id
 	case m.cur.locks != nil:
 		info = "locks"
+	case m.cur.row != nil:
+		info = strings.ToLower(m.cur.row.title)
 	case m.cur.tail != nil:
 		info = fmt.Sprintf("task %d output", m.cur.tail.id)
 	case m.view == viewTasks:
