@@ -123,7 +123,7 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 		return out.String(), nil
 	}
 	msg := exitString(ws)
-	if line := lastLine(stderr.raw()); line != "" {
+	if line := whyLine(stderr.raw()); line != "" {
 		msg += ": " + line
 	}
 	return out.String(), errors.New(msg)
@@ -325,7 +325,27 @@ func ctxErr(ctx context.Context) error {
 // mid-rune when it is a tail).
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
-	return strings.ToValidUTF8(s[strings.LastIndexByte(s, '\n')+1:], "")
+	return strings.ToValidUTF8(strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:]), "")
+}
+
+// whyLine is the line of a failed command's stderr that says why it
+// failed: the last non-blank one, except after PHP's trace of an uncaught
+// exception, whose last line ("  thrown in /app/job.php on line 12")
+// names only a place: then the "PHP Fatal error:  Uncaught ..." line that
+// opened the trace.
+func whyLine(s string) string {
+	last := lastLine(s)
+	if !strings.HasPrefix(last, "thrown in ") || !strings.Contains(last, " on line ") {
+		return last
+	}
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(l, "PHP Fatal error:") || strings.HasPrefix(l, "Fatal error:") {
+			return strings.ToValidUTF8(l, "")
+		}
+	}
+	return last
 }
 
 // inheritedEnv is the daemon's environment without its own TASKD_*

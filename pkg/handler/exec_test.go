@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +19,9 @@ func testRequest() *Request {
 	return &Request{ID: 42, Code: "send_email", Queue: "mail", Attempt: 3, UniqueKey: "uk-1", Payload: []byte(`{"a":1}`)}
 }
 
-func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+func sh(script string, args ...string) []string {
+	return append([]string{"/bin/sh", "-c", script}, args...)
+}
 
 func TestExecSuccess(t *testing.T) {
 	t.Parallel()
@@ -58,6 +61,36 @@ func TestExecExitError(t *testing.T) {
 
 	_, err = (&Exec{}).Handle(context.Background(), testRequest())
 	require.Error(t, err)
+}
+
+// A PHP job that dies of an uncaught exception ends its stderr with the
+// place it was thrown; the summary is the line that says what was thrown.
+func TestExecPHPUncaughtSaysWhat(t *testing.T) {
+	t.Parallel()
+	trace := `PHP Fatal error:  Uncaught RuntimeException: SMTP down in /app/job.php:3
+Stack trace:
+#0 /app/job.php(7): send()
+#1 {main}
+  thrown in /app/job.php on line 3
+`
+	_, err := (&Exec{Argv: sh(`printf '%s' "$0" >&2; exit 255`, trace)}).Handle(context.Background(), testRequest())
+	require.EqualError(t, err, "exit status 255: PHP Fatal error:  Uncaught RuntimeException: SMTP down in /app/job.php:3")
+
+	// A last line like it with no fatal error before it is kept.
+	_, err = (&Exec{Argv: sh(`echo 'thrown in the towel on line 3' >&2; exit 1`)}).Handle(context.Background(), testRequest())
+	require.EqualError(t, err, "exit status 1: thrown in the towel on line 3")
+
+	if _, err := exec.LookPath("php"); err == nil {
+		// PHP's CLI defaults (Debian): the error is logged to stderr.
+		job := `function send() { throw new RuntimeException("SMTP down"); } send();`
+		_, err = (&Exec{Argv: []string{"php", "-d", "display_errors=0", "-d", "log_errors=1", "-r", job}}).
+			Handle(context.Background(), testRequest())
+		require.EqualError(t, err, "exit status 255: PHP Fatal error:  Uncaught RuntimeException: SMTP down in Command line code:1")
+		// Displayed on stderr instead (display_errors=stderr).
+		_, err = (&Exec{Argv: []string{"php", "-d", "display_errors=stderr", "-d", "log_errors=0", "-r", job}}).
+			Handle(context.Background(), testRequest())
+		require.ErrorContains(t, err, "exit status 255: Fatal error: Uncaught RuntimeException: SMTP down in Command line code:1")
+	}
 }
 
 func TestExecTruncatesOutput(t *testing.T) {

@@ -262,7 +262,7 @@ func (p *poolProc) exitErr() string {
 	default:
 		msg = p.waitErr.Error()
 	}
-	if line := p.tap.lastLine(); line != "" {
+	if line := whyLine(p.tap.last.raw()); line != "" {
 		msg += ": " + line
 	}
 	return msg
@@ -464,9 +464,6 @@ func (t *stderrTap) drain() {
 		}
 	})
 }
-
-// lastLine is the last non-blank stderr line so far.
-func (t *stderrTap) lastLine() string { return lastLine(t.last.raw()) }
 
 // wait waits, at most d, for stderr to reach EOF: a child that left the
 // group may hold it open.
