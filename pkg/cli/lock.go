@@ -14,8 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/alert"
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/retention"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -35,6 +38,7 @@ func (a *App) lockCmd() *cobra.Command {
 		ttl, wait time.Duration
 		backend   string
 		skipExit  int
+		verbose   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lock NAME [flags] -- CMD [ARGS...]",
@@ -48,9 +52,16 @@ CMD runs in its own process group with taskd's stdin, stdout and stderr
 (being in the background, it cannot read from a terminal); processes it
 leaves running after it exits are not covered by the lock.
 
-A host that does not get the lock within --wait does not run CMD: it prints
-one line to stderr and exits with --skip-exit (default 0, so cron stays
-quiet). If the lock is lost while CMD runs (its renewal is refused, or
+A host that does not get the lock within --wait does not run CMD: it exits
+with --skip-exit (default 0) and prints nothing, so cron stays quiet (cron
+mails any output); at a terminal, or with --verbose, it says so in one line
+on stderr. --wait is for a line run by hand or by one host: on hosts that all
+run the same line, each would run CMD in turn once the lock is free.
+
+CMD is a program, not a shell line: wrap a line with builtins, pipes or &&
+in a shell, taskd lock NAME -- sh -c 'cd /srv/app && php artisan report:daily',
+or the part after && runs on every host, outside the lock. If taskd is
+killed (kill -9), the kernel kills CMD too; what CMD started itself runs on. If the lock is lost while CMD runs (its renewal is refused, or
 cannot be confirmed before the TTL would run out), CMD's process group gets
 SIGTERM, then SIGKILL after 5s, and taskd exits 1. SIGTERM or SIGINT to
 taskd is passed on to CMD the same way.
@@ -67,7 +78,7 @@ Redis/MySQL fails or the lock is lost; 2 for bad usage; 126/127 when CMD
 cannot be run / is not found.`,
 		Example: `  # the same crontab line on every server; one of them runs it
   * * * * * taskd lock clean_orders -- php artisan orders:clean
-  taskd lock report --ttl 5m --wait 30s -- /usr/local/bin/report.sh --daily
+  0 3 * * * taskd lock report_daily --ttl 5m -- sh -c 'cd /srv/app && php artisan report:daily'
   taskd lock backup --backend mysql --skip-exit 75 -- /usr/local/bin/backup.sh`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -89,12 +100,20 @@ cannot be run / is not found.`,
 			if err := lock.ValidateTTL(ttl); err != nil {
 				return err
 			}
+			if name == alert.LockName || name == retention.LockName {
+				return task.Invalidf("lock name %q is taken by taskd run itself: choose another", name)
+			}
 			child := exec.Command(argv[0], argv[1:]...)
 			if child.Err != nil { // not found: fail before taking the lock
-				return exitError{code: exitNotFound, msg: child.Err.Error()}
+				msg := child.Err.Error()
+				if builtin(argv[0]) {
+					msg = fmt.Sprintf("%s is a shell builtin, not a program: run the line in a shell, "+
+						"taskd lock %s -- sh -c '%s ...'", argv[0], name, argv[0])
+				}
+				return exitError{code: exitNotFound, msg: msg}
 			}
 			return a.runLocked(cmd.Context(), lockRun{name: name, argv: argv, child: child,
-				ttl: ttl, wait: wait, backend: backend, skipExit: skipExit})
+				ttl: ttl, wait: wait, backend: backend, skipExit: skipExit, verbose: verbose})
 		},
 	}
 	fl := cmd.Flags()
@@ -102,6 +121,7 @@ cannot be run / is not found.`,
 	fl.DurationVar(&wait, "wait", 0, "how long to wait for a lock held elsewhere before giving up")
 	fl.StringVar(&backend, "backend", "redis", "where the lock lives: redis, or mysql (table task_lock)")
 	fl.IntVar(&skipExit, "skip-exit", 0, "exit code when the lock is held elsewhere and CMD was not run")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "say on stderr that CMD was not run, also when stderr is not a terminal (cron mails it)")
 	return cmd
 }
 
@@ -128,6 +148,17 @@ type lockRun struct {
 	wait     time.Duration
 	backend  string
 	skipExit int
+	verbose  bool
+}
+
+// builtin reports whether name is a shell builtin that a crontab line may
+// start with (`cd /srv/app && ...`): no program of that name runs it.
+func builtin(name string) bool {
+	switch name {
+	case "cd", ".", "source", "export", "set", "unset", "ulimit", "umask", "exec", "eval", "alias":
+		return true
+	}
+	return false
 }
 
 // runLocked takes the lock, runs the child under it and returns an
@@ -157,7 +188,11 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 
 	lease, err := lock.AcquireWait(ctx, locker, r.name, r.ttl, r.wait)
 	if errors.Is(err, lock.ErrNotAcquired) {
-		fmt.Fprintf(a.Stderr, "taskd: lock %s is held elsewhere; not running\n", r.name)
+		// cron mails whatever a job prints: a skip says so only to a
+		// person at a terminal, or when asked.
+		if f, ok := a.Stderr.(*os.File); r.verbose || (ok && isTerminal(f)) {
+			fmt.Fprintf(a.Stderr, "taskd: lock %s is held elsewhere; not running\n", r.name)
+		}
 		return exitError{code: r.skipExit}
 	}
 	if err != nil {
@@ -174,7 +209,10 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 	c := r.child
 	c.Stdin, c.Stdout, c.Stderr = a.Stdin, a.Stdout, a.Stderr
 	c.Env = append(os.Environ(), config.EnvLockName+"="+r.name, config.EnvLockToken+"="+strconv.FormatUint(lease.Token(), 10))
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so we can signal everything it spawns
+	// Its own process group, so that we can signal everything it spawns,
+	// killed by the kernel if taskd dies: the lock a kill -9 of taskd
+	// gives up must not let another host start beside it.
+	c.SysProcAttr = handler.GroupAttr()
 	// Only matters when a stream is not a file: a straggler holding a pipe
 	// must not keep taskd (and the lock) forever.
 	c.WaitDelay = lockKillGrace

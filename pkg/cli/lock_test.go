@@ -106,6 +106,29 @@ func TestLockProcesses(t *testing.T) {
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/taskd/taskd/cmd/taskd").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
+	// A holder killed with kill -9 takes its command with it: once its lock
+	// expires another host may start, and the two must not overlap.
+	t.Run("holder killed", func(t *testing.T) {
+		t.Parallel()
+		b := lockSetup(t)
+		pidFile := filepath.Join(b.dir, "pid")
+		cmd := exec.Command(bin, "--config", b.cfgPath, "lock", "job", "--ttl", "5s", "--",
+			"sh", "-c", "echo $$ > "+pidFile+"; exec sleep 60")
+		testenv.DieWithTest(cmd)
+		require.NoError(t, cmd.Start())
+		waitForFile(t, pidFile)
+		var pid int
+		require.Eventually(t, func() bool {
+			body, _ := os.ReadFile(pidFile)
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(body)))
+			return pid > 0
+		}, 10*time.Second, 10*time.Millisecond)
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // should it outlive the test
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+		require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 5*time.Second, 20*time.Millisecond,
+			"the command died with its holder")
+	})
 	for _, backend := range []string{"redis", "mysql"} {
 		t.Run("frozen holder, "+backend, func(t *testing.T) {
 			t.Parallel()
@@ -122,7 +145,7 @@ func TestLockProcesses(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					var stdout, stderr bytes.Buffer
-					cmd := exec.Command(bin, "--config", b.cfgPath, "lock", "job", "--ttl", "5s", "--backend", backend,
+					cmd := exec.Command(bin, "--config", b.cfgPath, "lock", "job", "--ttl", "5s", "--backend", backend, "--verbose",
 						"--", "sh", "-c", "echo $$ >> "+ran+"; sleep 1")
 					cmd.Stdout, cmd.Stderr = &stdout, &stderr
 					err := cmd.Run()
@@ -180,6 +203,10 @@ func TestLockExitCodes(t *testing.T) {
 	r = b.lock(ctx, "", "job", "--", "/nonexistent/command")
 	requireLockOneLine(t, r, 127, "/nonexistent/command")
 	require.Equal(t, "", b.owner(t, "job"))
+
+	// A crontab line that starts with a builtin says how to run it.
+	r = b.lock(ctx, "", "report_daily", "--", "cd", "/srv/app", "&&", "php", "artisan", "report:daily")
+	requireLockOneLine(t, r, 127, "cd is a shell builtin, not a program: run the line in a shell, taskd lock report_daily -- sh -c 'cd ...'")
 }
 
 func TestLockHeldElsewhere(t *testing.T) {
@@ -189,12 +216,13 @@ func TestLockHeldElsewhere(t *testing.T) {
 	held := b.hold(t, "job")
 	ran := filepath.Join(b.dir, "ran")
 
+	// Off a terminal (cron), a skip prints nothing: cron mails any output.
 	r := b.lock(ctx, "", "job", "--", "touch", ran)
 	require.Equal(t, 0, r.code)
-	require.Equal(t, "taskd: lock job is held elsewhere; not running\n", r.stderr)
+	require.Empty(t, r.stderr)
 	require.Empty(t, r.stdout)
 
-	r = b.lock(ctx, "", "job", "--skip-exit", "75", "--wait", "200ms", "--", "touch", ran)
+	r = b.lock(ctx, "", "job", "--skip-exit", "75", "--wait", "200ms", "--verbose", "--", "touch", ran)
 	require.Equal(t, 75, r.code)
 	require.Equal(t, "taskd: lock job is held elsewhere; not running\n", r.stderr)
 	require.NoFileExists(t, ran)
@@ -226,6 +254,8 @@ func TestLockUsage(t *testing.T) {
 		{[]string{"job", "--backend", "etcd", "--", "true"}, "--backend"},
 		{[]string{"job", "--skip-exit", "256", "--", "true"}, "--skip-exit"},
 		{[]string{"bad name", "--", "true"}, "lock name"},
+		{[]string{"alerts", "--", "true"}, `lock name "alerts" is taken by taskd run itself`},
+		{[]string{"retention", "--", "true"}, `lock name "retention" is taken by taskd run itself`},
 	} {
 		r := b.lock(ctx, "", tc.args...)
 		requireLockOneLine(t, r, cli.ExitUsage, tc.contains)

@@ -197,7 +197,7 @@ func startAttempt(path string, argv []string, dir string, env []string, payload 
 		}
 	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
-		Dir: dir, Env: env, Files: []uintptr{uintptr(inR), uintptr(outW), uintptr(errW)}, Sys: handlerAttr(),
+		Dir: dir, Env: env, Files: []uintptr{uintptr(inR), uintptr(outW), uintptr(errW)}, Sys: GroupAttr(),
 	})
 	if err != nil {
 		return nil, &os.PathError{Op: "fork/exec", Path: path, Err: err}

@@ -175,7 +175,7 @@ func startProc(argv, env []string, dir string, log *slog.Logger) (*poolProc, err
 	// copying goroutines, so Wait returns when the process exits, and the
 	// reads stay ours.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = handlerAttr()
+	cmd.SysProcAttr = GroupAttr()
 	err = cmd.Start()
 	inR.Close()
 	outW.Close()

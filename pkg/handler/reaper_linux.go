@@ -120,13 +120,15 @@ func readProc(name string) (proc, bool) {
 	return proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0]}, true
 }
 
-// handlerAttr starts a handler in a process group of its own (so that
-// stopGroup signals everything it spawns) that the kernel kills when taskd
-// dies: a kill -9 of the node then leaves no handler running on, sharing
-// the capacity the kill gives back (a lease, a serial group's turn) with
-// the attempt recovery starts elsewhere. The signal follows the thread
+// GroupAttr starts a child (a handler, the command of `taskd lock`) in a
+// process group of its own (so that stopGroup signals everything it
+// spawns) that the kernel kills when taskd dies: a kill -9 of the node then
+// leaves no handler running on, sharing the capacity the kill gives back
+// (a lease, a serial group's turn, a lock) with the attempt recovery starts
+// elsewhere. Only the child gets the signal: what it started itself runs
+// on. The signal follows the thread
 // that started the child, and Go ends a thread only when a goroutine
 // locked to it exits, which taskd never does.
-func handlerAttr() *syscall.SysProcAttr {
+func GroupAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

@@ -17,11 +17,12 @@ import (
 
 // Defaults of Config.
 const (
-	IntervalDefault    = 10 * time.Minute
-	TaskAgeDefault     = 7 * 24 * time.Hour
-	RunAgeDefault      = 30 * 24 * time.Hour
-	BatchSizeDefault   = 1000
-	lockName           = "retention"
+	IntervalDefault  = 10 * time.Minute
+	TaskAgeDefault   = 7 * 24 * time.Hour
+	RunAgeDefault    = 30 * 24 * time.Hour
+	BatchSizeDefault = 1000
+	// LockName is the lock of the node that deletes (`taskd lock` refuses it).
+	LockName           = "retention"
 	lockTTL            = time.Minute
 	pauseBetweenDelete = 10 * time.Millisecond
 )
@@ -86,7 +87,7 @@ func (r *Retention) Stop() { r.runner.Stop() }
 // the lock; another node holding it is not an error.
 func (r *Retention) RunOnce(ctx context.Context) (Result, error) {
 	var res Result
-	err := lock.Run(ctx, r.locker, lockName, lockTTL, func(ctx context.Context) error {
+	err := lock.Run(ctx, r.locker, LockName, lockTTL, func(ctx context.Context) error {
 		for {
 			n, err := r.store.TaskPurgeFinished(ctx, r.cfg.TaskAge, r.cfg.BatchSize)
 			res.Tasks += n
