@@ -341,3 +341,49 @@ func TestKilledPeriodicIsDisabled(t *testing.T) {
 	require.Equal(t, []int64{r.ID}, c.IDs)
 	require.Equal(t, task.Pending, b.get(t, r.ID).Status)
 }
+
+// A deploy re-running `cron add` changes the definition, not what an
+// operator or a failure did: a disabled task stays disabled, a failed run
+// keeps its retry, and an overdue occurrence of the same schedule stays
+// due (a changed schedule moves it to its own next occurrence).
+func TestCronReAddKeepsState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	_, err = b.ops.Disable(ctx, ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	_, err = b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 4 * * *"})
+	require.NoError(t, err)
+	require.Equal(t, task.Cancelled, b.get(t, r.ID).Status, "still disabled")
+	require.Equal(t, "0 4 * * *", b.get(t, r.ID).CronExpr)
+
+	b.env.Exec(t, `UPDATE task_center SET status = 4, retry_count = 1, plan_next_run_at = NOW(3) + INTERVAL 1 MINUTE WHERE id = ?`, r.ID)
+	retryAt := b.get(t, r.ID).PlanNextRun
+	_, err = b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 5 * * *"})
+	require.NoError(t, err)
+	got := b.get(t, r.ID)
+	require.Equal(t, task.Failed, got.Status, "the retry waits")
+	require.Equal(t, 1, got.RetryCount)
+	require.True(t, retryAt.Equal(got.PlanNextRun), "at its time: %v, not %v", retryAt, got.PlanNextRun)
+
+	b.env.Exec(t, `UPDATE task_center SET status = 0, retry_count = 0, plan_next_run_at = NOW(3) - INTERVAL 1 MINUTE WHERE id = ?`, r.ID)
+	overdue := b.get(t, r.ID).PlanNextRun
+	five := 5
+	_, err = b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 5 * * *", MaxRetry: &five})
+	require.NoError(t, err)
+	got = b.get(t, r.ID)
+	require.True(t, overdue.Equal(got.PlanNextRun), "the same schedule's overdue run stays due")
+	require.Equal(t, 5, got.MaxRetry)
+	_, err = b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 6 * * *"})
+	require.NoError(t, err)
+	got = b.get(t, r.ID)
+	require.Equal(t, task.Pending, got.Status)
+	zone := time.Local
+	if got.Timezone != "" {
+		zone, err = time.LoadLocation(got.Timezone)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 6, got.PlanNextRun.In(zone).Hour(), "the new schedule's next run")
+}

@@ -619,16 +619,24 @@ func (s *Store) RunList(ctx context.Context, taskID int64, limit int) ([]*task.R
 	return out, rows.Err()
 }
 
-// CronUpdate changes a periodic task's definition in place and moves its
-// next run to p.RunAt unless it is running now.
+// CronUpdate changes a periodic task's definition in place (a deploy
+// re-running `cron add`). Its next run moves to p.RunAt only when it waits
+// for an occurrence of a schedule that changed: a run in flight, a failed
+// run waiting for its retry, a task an operator disabled and an overdue
+// occurrence of the same schedule keep their state and time.
 func (s *Store) CronUpdate(ctx context.Context, id int64, p *TaskInsertParams) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE task_center SET cron_expr = ?, timezone = ?, payload = ?,
-		queue = ?, priority = ?, timeout = ?, max_retry = ?, then_spec = ?, task_type = 1,
-		plan_next_run_at = IF(status IN (1, 2), plan_next_run_at, FROM_UNIXTIME(?)),
-		status = IF(status IN (1, 2), status, 0)
+	// MySQL assigns left to right, each assignment seeing the ones before:
+	// the time and status are decided on the old schedule and status.
+	_, err := s.db.ExecContext(ctx, `UPDATE task_center SET
+		plan_next_run_at = IF(status IN (1, 2, 4, 6) OR (status = 0 AND cron_expr <=> ? AND timezone <=> ?),
+			plan_next_run_at, FROM_UNIXTIME(?)),
+		status = IF(status IN (1, 2, 4, 6), status, 0),
+		cron_expr = ?, timezone = ?, payload = ?,
+		queue = ?, priority = ?, timeout = ?, max_retry = ?, then_spec = ?, task_type = 1
 		WHERE id = ?`,
+		p.CronExpr, p.Timezone, unixArg(p.RunAt),
 		p.CronExpr, p.Timezone, string(p.Payload), p.Queue, p.Priority, p.Timeout, p.MaxRetry,
-		nullString(string(p.Then)), unixArg(p.RunAt), id)
+		nullString(string(p.Then)), id)
 	if err != nil {
 		return fmt.Errorf("update periodic task %d: %w", id, err)
 	}
