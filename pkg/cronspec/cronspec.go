@@ -5,6 +5,7 @@
 package cronspec
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,15 +39,29 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 	if expr == "" {
 		return nil, task.Invalidf("cron expression is empty")
 	}
+	if len(expr) > MaxLen {
+		return nil, task.Invalidf("cron expression is %d characters, over the %d the task center holds", len(expr), MaxLen)
+	}
 	loc, err := task.ValidateTimezone(tz)
 	if err != nil {
 		return nil, err
 	}
-	full := expr
-	if strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=") {
+	fields, err := classic(expr)
+	if err != nil {
+		return nil, err
+	}
+	full := fields
+	if zone, ok := prefixZone(expr); ok {
+		if zone == "" {
+			return nil, task.Invalidf("malformed cron expression %q: its CRON_TZ= names no zone", expr)
+		}
+		if _, err := task.ValidateTimezone(zone); err != nil {
+			return nil, err
+		}
 		loc = nil // the expression names its zone
+		full = "CRON_TZ=" + zone + " " + fields
 	} else if tz != "" {
-		full = "CRON_TZ=" + loc.String() + " " + expr
+		full = "CRON_TZ=" + loc.String() + " " + fields
 	}
 	if rest, ok := strings.CutPrefix(expr, "@every "); ok {
 		// robfig rounds intervals under a second up to a second.
@@ -69,6 +84,93 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 		return nil, task.Invalidf("cron expression %q never fires", expr)
 	}
 	return spec, nil
+}
+
+// MaxLen is the longest expression the task center's cron_expr holds.
+const MaxLen = 100
+
+// prefixZone returns the zone of a CRON_TZ= or TZ= prefix of expr.
+func prefixZone(expr string) (string, bool) {
+	for _, p := range []string{"CRON_TZ=", "TZ="} {
+		if rest, ok := strings.CutPrefix(expr, p); ok {
+			zone, _, _ := strings.Cut(rest, " ")
+			return zone, true
+		}
+	}
+	return "", false
+}
+
+// classic returns expr's schedule without its zone prefix, read as the
+// crontabs it comes from read it: day of week 7 is Sunday (robfig knows
+// 0-6 only). What a crontab has and taskd does not (L, W, #, @reboot) is
+// refused with why.
+func classic(expr string) (string, error) {
+	rest := expr
+	if _, ok := prefixZone(expr); ok {
+		_, rest, _ = strings.Cut(expr, " ")
+		rest = strings.TrimSpace(rest)
+	}
+	if rest == "@reboot" {
+		return "", task.Invalidf("@reboot has no meaning for the tasks of a cluster: keep that line in each server's crontab or service unit")
+	}
+	f := strings.Fields(rest)
+	if strings.HasPrefix(rest, "@") || len(f) < 5 || len(f) > 6 {
+		return rest, nil // robfig says what is wrong
+	}
+	for _, field := range f {
+		if quartz(field) {
+			return "", task.Invalidf("malformed cron expression %q: L, W and # (last, weekday, nth) are not supported", expr)
+		}
+	}
+	f[len(f)-1] = sundaySeven(f[len(f)-1])
+	return strings.Join(f, " "), nil
+}
+
+// quartz reports whether a field uses L, W or # (Quartz's and some
+// crontabs' last, nearest weekday and nth weekday of the month).
+func quartz(field string) bool {
+	if strings.Contains(field, "#") {
+		return true
+	}
+	for _, t := range strings.FieldsFunc(strings.ToUpper(field), func(r rune) bool { return r == ',' || r == '-' || r == '/' }) {
+		last := t[len(t)-1]
+		if t == "L" || t == "W" || t == "LW" || (len(t) > 1 && t[0] >= '0' && t[0] <= '9' && (last == 'L' || last == 'W')) {
+			return true
+		}
+	}
+	return false
+}
+
+// sundaySeven rewrites day-of-week 7 (Sunday, as in Vixie cron and cronie)
+// as 0: "7" -> "0", "5-7" -> "5,6,0", "1-7/2" -> "1,3,5,0".
+func sundaySeven(dow string) string {
+	parts := strings.Split(dow, ",")
+	for i, p := range parts {
+		rng, step, _ := strings.Cut(p, "/")
+		lo, hi, isRange := strings.Cut(rng, "-")
+		switch {
+		case p == "7":
+			parts[i] = "0"
+		case isRange && hi == "7":
+			a, errA := strconv.Atoi(lo)
+			n := 1
+			if step != "" {
+				var err error
+				if n, err = strconv.Atoi(step); err != nil || n < 1 {
+					continue // robfig says what is wrong
+				}
+			}
+			if errA != nil || a < 0 || a > 7 {
+				continue
+			}
+			var days []string
+			for d := a; d <= 7; d += n {
+				days = append(days, strconv.Itoa(d%7))
+			}
+			parts[i] = strings.Join(days, ",")
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Next returns the first occurrence strictly after t, or the zero time when

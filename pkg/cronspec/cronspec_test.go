@@ -479,3 +479,42 @@ func FuzzParse(f *testing.F) {
 		require.True(t, s.NextAfterRun(now.Add(-time.Hour), now).After(now))
 	})
 }
+
+// A crontab's lines read as crontabs read them: day of week 7 is Sunday.
+// What taskd does not have says so, rather than what the parser tripped on.
+func TestCrontabDialect(t *testing.T) {
+	t.Parallel()
+	from := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC) // a Saturday
+	for expr, same := range map[string]string{
+		"0 3 * * 7":             "0 3 * * 0",
+		"0 3 * * 5-7":           "0 3 * * 5,6,0",
+		"0 3 * * 1-7/2":         "0 3 * * 1,3,5,0",
+		"0 0 3 * * 6,7":         "0 0 3 * * 6,0",
+		"CRON_TZ=UTC 0 3 * * 7": "0 3 * * 0",
+		"0 3 * JUL WED":         "0 3 * 7 3",
+	} {
+		a, b := mustParse(t, expr, "UTC"), mustParse(t, same, "UTC")
+		at := from
+		for range 5 {
+			na, nb := a.Next(at), b.Next(at)
+			require.Equal(t, nb, na, "%q after %v", expr, at)
+			at = na
+		}
+	}
+	for expr, says := range map[string]string{
+		"0 3 L * *":                            "L, W and # (last, weekday, nth) are not supported",
+		"0 3 15W * *":                          "L, W and #",
+		"0 3 * * 5#3":                          "L, W and #",
+		"0 3 * * 5L":                           "L, W and #",
+		"@reboot":                              "@reboot has no meaning for the tasks of a cluster",
+		"CRON_TZ= 0 3 * * *":                   "its CRON_TZ= names no zone",
+		"CRON_TZ=Local 0 3 * * *":              `time zone "Local" is each host's own`,
+		strings.Repeat("0,", 50) + "1 3 * * *": "over the 100 the task center holds",
+	} {
+		_, err := cronspec.Parse(expr, "UTC")
+		requireInvalid(t, err, expr)
+		require.ErrorContains(t, err, says, expr)
+	}
+	_, err := cronspec.Parse("0 3 * * *", "Local")
+	require.ErrorContains(t, err, `time zone "Local" is each host's own`)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -105,6 +106,11 @@ func ValidateMaxRetry(n int) error {
 func ValidateTimezone(tz string) (*time.Location, error) {
 	if tz == "" {
 		return time.Local, nil
+	}
+	if strings.EqualFold(tz, "Local") {
+		// time.LoadLocation takes it, as each host's own zone: a task's
+		// runs would move with the node that ran it last.
+		return nil, Invalidf("time zone %q is each host's own: name a zone, such as Europe/Berlin or UTC", tz)
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
