@@ -132,18 +132,24 @@ func readBlocks(t *testing.T, path string) []block {
 	return out
 }
 
-// guidePorts are the fixed ports the guides' commands listen on, as a
-// reader would run them; the test runs them on free ports instead, so
-// that another run, or a leftover of one, holding the port fails nothing.
-var guidePorts = regexp.MustCompile(`\b2222\b`)
+// guidePorts are the fixed ports the guides' commands listen on (tasktop
+// serve's SSH, a node's metrics), as a reader would run them; the test
+// runs each on a free port instead, so that another run, a leftover of
+// one, or anything else on the host holding the port fails nothing.
+var guidePorts = regexp.MustCompile(`\b(2222|9464)\b`)
 
 func runGuide(t *testing.T, path, dir string, env []string, stubs string) {
 	name := filepath.Base(path)
 	blocks := readBlocks(t, path)
-	sshPort := strconv.Itoa(testenv.FreePort(t))
+	free := map[string]string{}
 	for i := range blocks {
 		if blocks[i].lang == "sh" {
-			blocks[i].text = guidePorts.ReplaceAllString(blocks[i].text, sshPort)
+			blocks[i].text = guidePorts.ReplaceAllStringFunc(blocks[i].text, func(port string) string {
+				if free[port] == "" {
+					free[port] = strconv.Itoa(testenv.FreePort(t))
+				}
+				return free[port]
+			})
 		}
 	}
 	for _, b := range blocks {
