@@ -29,6 +29,11 @@ type Client struct {
 
 // NewClient connects to the task center and Redis of cfg.
 func NewClient(ctx context.Context, cfg *Config) (*Client, error) {
+	c := *cfg
+	if err := checked(&c); err != nil {
+		return nil, err
+	}
+	cfg = &c
 	s, err := node.OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package taskd_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -85,4 +86,28 @@ func TestSubmitRunsWithoutScheduler(t *testing.T) {
 	var attempt int
 	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT attempt FROM task_center WHERE id = ?`, res.ID).Scan(&attempt))
 	require.Equal(t, 1, attempt, "dispatched once, by the submit")
+}
+
+// A Config built in Go from nothing is refused by Start and NewClient
+// with the first missing value, where a goroutine used to panic on a zero
+// interval and take the whole program down; one from DefaultConfig runs.
+func TestHandBuiltConfig(t *testing.T) {
+	ctx := context.Background()
+	bare := &taskd.Config{}
+	bare.MySQL.DSN, bare.Redis.Addr, bare.Redis.Prefix = os.Getenv("TASKD_MYSQL_DSN"), os.Getenv("TASKD_REDIS_ADDR"), os.Getenv("TASKD_REDIS_PREFIX")
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[ping]) error { return nil })
+	err := taskd.NewServer(bare, mux).Start(ctx)
+	require.ErrorContains(t, err, "start from taskd.DefaultConfig() or taskd.LoadConfig")
+	_, err = taskd.NewClient(ctx, bare)
+	require.ErrorContains(t, err, "start from taskd.DefaultConfig()")
+
+	cfg := taskd.DefaultConfig()
+	cfg.MySQL.DSN, cfg.Redis.Addr, cfg.Redis.Prefix = bare.MySQL.DSN, bare.Redis.Addr, bare.Redis.Prefix
+	srv := taskd.NewServer(cfg, mux)
+	require.NoError(t, srv.Start(ctx))
+	srv.Stop()
+	c, err := taskd.NewClient(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
 }

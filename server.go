@@ -123,6 +123,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("taskd: server already started")
 	}
 	cfg := *s.cfg
+	if err := checked(&cfg); err != nil {
+		return err
+	}
 	cfg.Queues = maps.Clone(cfg.Queues)
 	if cfg.Queues == nil {
 		cfg.Queues = map[string]config.QueueConfig{}

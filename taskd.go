@@ -33,6 +33,7 @@ package taskd
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
@@ -48,6 +49,12 @@ func LoadConfig(path string) (*Config, error) {
 	return config.Load(config.NewViper(), path)
 }
 
+// DefaultConfig returns a configuration of defaults, as LoadConfig gives
+// with no file and no TASKD_* variable: set MySQL.DSN, Redis.Addr and what
+// else differs on it. A Config built from nothing misses the defaults, and
+// Start and NewClient refuse it, naming the first missing value.
+func DefaultConfig() *Config { return config.Default() }
+
 // Migrate applies the task center's schema migrations (idempotent), as
 // `taskd migrate` does, and returns the versions it applied. A contract
 // step is left for a later run while processes of an older release may
@@ -60,4 +67,14 @@ func Migrate(ctx context.Context, cfg *Config) ([]int, error) {
 	defer s.Close()
 	res, err := node.Migrate(ctx, cfg, s, nil, false, nil)
 	return res.Applied, err
+}
+
+// checked validates cfg (a copy: Validate fills derived defaults) as
+// LoadConfig does: a Config built by hand with a value missing is refused
+// here, not found by a goroutine that panics on it later.
+func checked(cfg *Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("taskd: %w (start from taskd.DefaultConfig() or taskd.LoadConfig)", err)
+	}
+	return nil
 }

@@ -417,6 +417,24 @@ func NewViper() *viper.Viper {
 	return v
 }
 
+// Default returns the configuration of every default, as Load gives it
+// with no file and no TASKD_* variable: what a Go program embedding taskd
+// starts from before setting its own values.
+func Default() *Config {
+	v := viper.New()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	var c Config
+	if err := v.Unmarshal(&c, viper.DecodeHook(decodeHook())); err != nil {
+		panic(fmt.Sprintf("config: the defaults do not decode: %v", err)) // a bug, caught by its test
+	}
+	if err := c.Validate(); err != nil {
+		panic(fmt.Sprintf("config: the defaults are not valid: %v", err))
+	}
+	return &c
+}
+
 // Load reads the configuration file (path, else the search path) into v and
 // decodes it. A missing file is fine unless path was given explicitly. An
 // unknown key in the file, a TASKD_* variable that names no key, or a value
