@@ -199,8 +199,11 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 	if len(eligible) == 0 {
 		return
 	}
-	lens, err := c.broker.QueueLens(ctx, qs)
-	if err != nil {
+	var lens map[string]int64
+	if ok, err := c.redisStep(ctx, func(ctx context.Context) (err error) {
+		lens, err = c.broker.QueueLens(ctx, qs)
+		return err
+	}); !ok {
 		c.opts.Logger.Debug("read queue lengths; the schedulers dispatch", "err", err)
 		return
 	}

@@ -361,3 +361,30 @@ func requirePendingAt(t *testing.T, env *testenv.Env, id int64, attempt int) {
 	t.Helper()
 	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0 AND attempt = ?`, id, attempt))
 }
+
+// TestSubmitWhileRedisHangs: a Redis that takes connections and never
+// answers holds one submit at most its step's bound; the next ones skip
+// Redis for a while and leave their tasks to the schedulers' polls, all
+// committed. (Each used to wait for the client's timeouts and retries,
+// seconds per submit of a web request.)
+func TestSubmitWhileRedisHangs(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	proxy := testenv.NewFreezeProxy(t, testenv.RedisAddr())
+	b, err := broker.Open(ctx, broker.Options{Addr: proxy.Addr(), Prefix: env.Prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	cl := dispatching(t, env, b, 0)
+	proxy.Freeze()
+	start := time.Now()
+	var ids []int64
+	for range 10 {
+		res, err := cl.Submit(ctx, producer.Submission{Code: "slow"})
+		require.NoError(t, err)
+		require.False(t, res.Dispatched)
+		ids = append(ids, res.ID)
+	}
+	require.Less(t, time.Since(start), 5*time.Second, "ten submits, not ten waits for Redis")
+	requirePending(t, env, ids...)
+}

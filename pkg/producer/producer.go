@@ -130,6 +130,7 @@ type Client struct {
 	tracer trace.Tracer
 	disp   *dispatcher // nil: no dispatch at once
 	join   joiner
+	gate   redisGate // rests the optional Redis steps while Redis fails
 }
 
 // New returns a client. b may be nil.
@@ -228,7 +229,8 @@ func (c *Client) wake(ctx context.Context, d time.Duration) {
 	if c.broker == nil {
 		return
 	}
-	if err := c.broker.Wake(ctx, d); err != nil {
+	ok, err := c.redisStep(ctx, func(ctx context.Context) error { return c.broker.Wake(ctx, d) })
+	if !ok && err != nil {
 		c.opts.Logger.Warn("wake schedulers failed; tasks are picked up at the next poll", "err", err)
 	}
 }
