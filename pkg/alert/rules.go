@@ -7,9 +7,9 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/clock"
+	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/monitor"
 	"github.com/taskd/taskd/pkg/stats"
-	"github.com/taskd/taskd/pkg/watchdog"
 )
 
 // Input is what one evaluation reads.
@@ -126,7 +126,7 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 			if in.Local.Sub(e.At) > r.WatchdogHeal.For {
 				break
 			}
-			if !watchdogHeals[e.Kind] {
+			if !metrics.IsHeal(e.Kind) {
 				continue // recovery's and the locks' events are no heals
 			}
 			h := by[e.WorkerID]
@@ -149,9 +149,6 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 	}
 	return out
 }
-
-// watchdogHeals are the event kinds of a watchdog healing its worker.
-var watchdogHeals = map[string]bool{watchdog.KindAbandoned: true, watchdog.KindIdle: true, watchdog.KindExit: true}
 
 // deadRise updates the dead-tasks memory with the queue's dead count now
 // and reports whether it rose by more than the threshold within the

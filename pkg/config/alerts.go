@@ -91,6 +91,10 @@ func (c *Config) validateAlerts() error {
 			return invalid(key, d.String(), "a duration not negative")
 		}
 	}
+	if a.SuccessRateThreshold > 1 {
+		// 99 for 99% would hold every queue below it, firing for good.
+		return invalid("alerts.success_rate_threshold", a.SuccessRateThreshold, "a share of attempts in [0, 1] (0.99 for 99%%), 0 or negative to switch the rule off")
+	}
 	if a.RedisMemoryThreshold > 1 || a.RedisMemoryThreshold == 0 {
 		return invalid("alerts.redis_memory_threshold", a.RedisMemoryThreshold, "a share of maxmemory in (0, 1], or negative to switch the rule off")
 	}

@@ -387,6 +387,7 @@ func TestBadValues(t *testing.T) {
 			"redis: { addrs: [\"a:1\", \"b\"] }\n":                     `bad value "b" for redis.addrs in %s: want a list of host:port`,
 			"redis: { addr: \"a:1,b\" }\n":                             `bad value "a:1,b" for redis.addr in %s: want host:port`,
 			"node: { roles: [] }\n":                                    `bad value "" for node.roles in %s: want some of scheduler, worker`,
+			"alerts: { success_rate_threshold: 99 }\n":                 `bad value 99 for alerts.success_rate_threshold in %s: want a share of attempts in [0, 1] (0.99 for 99%%)`,
 		} {
 			path := writeConfig(t, body)
 			_, err := config.Load(config.NewViper(), path)

@@ -142,6 +142,9 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	healed := map[string]bool{}
 	for _, e := range s.Events { // newest first
+		if !IsHeal(e.Kind) {
+			continue
+		}
 		if !healed[e.WorkerID] {
 			healed[e.WorkerID] = true
 			gauge(descLastHeal, float64(e.At.UnixMilli())/1000, e.WorkerID, e.Node)

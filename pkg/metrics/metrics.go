@@ -44,6 +44,10 @@ const (
 	HealExit      = "exit"
 )
 
+// IsHeal reports whether an event of kind is the watchdog healing a
+// worker (the events list holds recovery's, the locks' and others too).
+func IsHeal(kind string) bool { return kind == HealAbandoned || kind == HealIdle || kind == HealExit }
+
 // Label values of taskd_tasks_recovered_total{kind}.
 var recoveryKinds = []string{"redispatched", "running", "orphan", "watchdog"}
 

@@ -223,6 +223,9 @@ func TestMetricsPausedHostsAndHeals(t *testing.T) {
 		require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: at, Kind: "idle", Node: "web-9", WorkerID: "h9-1-ab", Detail: "test"}))
 	}
 	require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now().Add(-2 * time.Hour), Kind: "idle", Node: "web-8", WorkerID: "h8-1-ab"}))
+	// Recovery's, the locks' and tasktop's events are no heals.
+	require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: "recovered", Node: "web-7", WorkerID: "h7-1-ab"}))
+	require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: "lock", Node: "web-1"}))
 
 	host, err := os.Hostname()
 	require.NoError(t, err)
