@@ -34,8 +34,9 @@ const (
 type Config struct {
 	// Interval between evaluations.
 	Interval time.Duration
-	// Cooldown: an alert is not notified as firing again within this long
-	// of its last firing notification.
+	// Cooldown: an alert still firing is not notified again within this
+	// long of its last firing notification (one that fires again after
+	// its resolve was sent is notified at once).
 	Cooldown time.Duration
 	Rules    Rules
 	// Notifiers receive every notification (none: alerts are evaluated
@@ -80,7 +81,19 @@ type Alerter struct {
 
 	mu    sync.Mutex
 	lease *lock.Lease
+	// failures counts this node's evaluations failed in a row; failing
+	// says that it notified taskd_alerts_failing, to be resolved.
+	failures int
+	failing  *Alert
 }
+
+// failLimit is how many evaluations in a row may fail before the node
+// gives up the lock (another node, whose task center may answer, takes
+// it) and tells the notifiers that alerting is broken.
+const failLimit = 2
+
+// RuleAlertsFailing is the alert of an alerter that cannot evaluate.
+const RuleAlertsFailing = "taskd_alerts_failing"
 
 // New returns an alerter reading s and b, coordinating through l.
 func New(cfg Config, s *store.Store, b *broker.Broker, l lock.Locker) *Alerter {
@@ -137,7 +150,8 @@ func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
 	if a.lease == nil {
 		lease, err := a.locker.Acquire(ctx, LockName, a.lockTTL())
 		if errors.Is(err, lock.ErrNotAcquired) {
-			return Result{}, nil // another node evaluates
+			a.recovered(ctx) // another node evaluates
+			return Result{}, nil
 		}
 		if err != nil {
 			return Result{}, err
@@ -153,7 +167,55 @@ func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
 	defer stop()
 	res, err := a.evaluate(lctx)
 	res.Leader = true
+	if err == nil {
+		a.recovered(ctx)
+		return res, nil
+	}
+	if ctx.Err() == nil && a.lease.Valid() {
+		a.failed(ctx, err)
+	}
 	return res, err
+}
+
+// failed counts a failed evaluation. At failLimit in a row the node tells
+// the notifiers (they need neither MySQL nor Redis) and gives the lock
+// up: a node that lost its task center must not keep every alert silent.
+func (a *Alerter) failed(ctx context.Context, err error) {
+	a.failures++
+	if a.failures < failLimit {
+		return
+	}
+	a.failures = 0
+	a.log.Error("alerts cannot be evaluated; giving the lock to another node", "err", err)
+	a.record(ctx, KindLockLost, fmt.Sprintf("%s: this node gave the lock up after %d failed evaluations: %v", LockName, failLimit, err))
+	_ = a.lease.Release(context.WithoutCancel(ctx))
+	a.lease = nil
+	if a.failing != nil {
+		return
+	}
+	now := time.Now()
+	al := Alert{Status: StatusFiring, StartsAt: now,
+		Labels: map[string]string{"alertname": RuleAlertsFailing, "severity": "critical", "node": a.cfg.Node},
+		Annotations: map[string]string{"summary": fmt.Sprintf("node %s cannot evaluate alerts: %v", a.cfg.Node, err),
+			"description": "Alerts are not evaluated while the task center or Redis does not answer this node; another node takes over if it can."}}
+	al.Fingerprint = fingerprint(al.Labels)
+	if a.notify(ctx, []Alert{al}) {
+		a.failing = &al
+	}
+}
+
+// recovered resolves this node's taskd_alerts_failing once alerts are
+// evaluated again, here or by the node that holds the lock.
+func (a *Alerter) recovered(ctx context.Context) {
+	a.failures = 0
+	if a.failing == nil {
+		return
+	}
+	al := *a.failing
+	al.Status, al.EndsAt = StatusResolved, time.Now()
+	if a.notify(ctx, []Alert{al}) {
+		a.failing = nil
+	}
 }
 
 // record adds a lock event for operators; best effort.
@@ -283,7 +345,9 @@ func (s *state) step(fp string, o *observation, now time.Time, cooldown time.Dur
 		if !s.Sent {
 			return nil
 		}
-		s.Sent = false
+		// A receiver told "resolved" hears of the next firing at once:
+		// the cooldown spaces reminders of one firing, not a new one.
+		s.Sent, s.Notified = false, time.Time{}
 		return &Alert{Status: StatusResolved, Fingerprint: fp, Labels: s.Labels, Annotations: s.Annotations, StartsAt: s.StartsAt, EndsAt: now}
 	}
 	if s.Active.IsZero() {

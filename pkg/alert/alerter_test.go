@@ -21,6 +21,7 @@ import (
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
 	"github.com/taskd/taskd/pkg/worker"
@@ -360,23 +361,31 @@ func TestCooldown(t *testing.T) {
 	}
 	beat()
 	eval(0)
-	firstAt := clk.Advance(time.Second) // stale
+	clk.Advance(time.Second) // stale
 	eval(1)
 	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring))
+
+	for range 3 {
+		eval(1)
+	}
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "not again while it fires")
 
 	beat() // resolves
 	eval(0)
 	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved))
-	clk.Advance(time.Second) // stale again, within the cooldown
+	againAt := clk.Advance(time.Second) // stale again, within the cooldown of the first
+	eval(1)
+	require.Equal(t, 2, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring),
+		"a receiver told resolved hears of the new firing at once")
 	for range 3 {
 		eval(1)
 	}
-	clk.Set(firstAt.Add(cooldown - time.Millisecond))
+	clk.Set(againAt.Add(cooldown - time.Millisecond))
 	eval(1)
-	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "not again within the cooldown")
-	clk.Set(firstAt.Add(cooldown))
+	require.Equal(t, 2, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "not again within the cooldown")
+	clk.Set(againAt.Add(cooldown))
 	eval(1)
-	require.Equal(t, 2, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "again once the cooldown passed")
+	require.Equal(t, 3, b.count(t, alert.RuleHeartbeatStale, alert.StatusFiring), "again once the cooldown passed")
 }
 
 // Three nodes evaluate at once: one holds the lock and notifies, once;
@@ -506,4 +515,41 @@ func TestAlertsLoggedWithoutNotifier(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Firing)
 	require.Contains(t, buf.String(), `msg="alert firing" component=alerter alert=taskd_heartbeat_stale`)
+}
+
+// A node that holds the alerts lock and loses its task center gives the
+// lock up after two failed evaluations, telling the receiver, so that a
+// node whose task center answers takes over; the notice is resolved once
+// alerts are evaluated again.
+func TestFailingAlerterGivesTheLockUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	lost, err := store.Open(ctx, b.env.DSN, store.Options{})
+	require.NoError(t, err)
+	require.NoError(t, lost.Close()) // every statement fails from now on
+	cfg := alert.Config{Interval: 50 * time.Millisecond, Cooldown: time.Hour, Rules: allOff, Queues: []string{"q"},
+		Notifiers: []alert.Notifier{&alert.Webhook{URL: b.recv.URL}}, Logger: quiet, Node: "sick"}
+	sick := alert.New(cfg, lost, b.env.Broker, lock.NewRedis(b.env.Broker.Client(), b.env.Prefix))
+	t.Cleanup(sick.Stop)
+	healthy := b.alerter(t, allOff, time.Hour)
+
+	res, err := sick.RunOnce(ctx)
+	require.Error(t, err)
+	require.True(t, res.Leader)
+	res, err = healthy.RunOnce(ctx)
+	require.NoError(t, err)
+	require.False(t, res.Leader, "the sick node still holds the lock after one failure")
+	_, err = sick.RunOnce(ctx)
+	require.Error(t, err)
+	require.Equal(t, 1, b.count(t, alert.RuleAlertsFailing, alert.StatusFiring))
+	require.Equal(t, "sick", b.sent(t)[0].Labels["node"])
+
+	res, err = healthy.RunOnce(ctx)
+	require.NoError(t, err)
+	require.True(t, res.Leader, "the lock was given up")
+	res, err = sick.RunOnce(ctx)
+	require.NoError(t, err)
+	require.False(t, res.Leader)
+	require.Equal(t, 1, b.count(t, alert.RuleAlertsFailing, alert.StatusResolved), "alerts are evaluated again")
 }
