@@ -368,6 +368,15 @@ func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[i
 		Plural(len(held), "task"), joinIDs(held, 10), why)
 }
 
+// runCancelled reports whether attempt of task id ended cancelled.
+func (o *Ops) runCancelled(ctx context.Context, id int64, attempt int) bool {
+	runs, err := o.store.RunList(ctx, id, 5)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(runs, func(r *task.Run) bool { return r.Attempt == attempt && r.Outcome == task.OutcomeCancelled })
+}
+
 // killRunning asks the workers of running tasks to cancel them, and takes
 // those whose worker does not answer. It returns the tasks it cancelled.
 func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]int64, error) {
@@ -395,7 +404,9 @@ func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]
 				return done, err
 			}
 			if t.Status != task.Running || t.Attempt != was.Attempt {
-				if t.Status == task.Cancelled {
+				// A periodic task goes on to its next occurrence: its
+				// cancelled run is what the kill changed.
+				if t.Status == task.Cancelled || (was.Type == task.Periodic && o.runCancelled(ctx, id, was.Attempt)) {
 					done = append(done, id)
 				}
 				delete(running, id)

@@ -175,6 +175,35 @@ func TestKillRunningExec(t *testing.T) {
 	require.Equal(t, task.OutcomeCancelled, runs[0].Outcome)
 }
 
+// A running periodic task killed has that run cancelled and goes on to its
+// next occurrence: the kill says it changed it.
+func TestKillRunningPeriodic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := handler.NewRegistry()
+	reg.Register("tick", &handler.Exec{Argv: []string{"sleep", "60"}, KillGrace: time.Second})
+	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{"tick": 1}, Handlers: reg}, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	s := scheduler.New(scheduler.Config{}, b.env.Store, b.env.Broker)
+	r, err := b.prod.CronAdd(context.Background(), producer.Cron{Code: "tick", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	b.env.Exec(t, `UPDATE task_center SET plan_next_run_at = NOW(3) WHERE id = ?`, r.ID)
+	require.Eventually(t, func() bool {
+		s.RunOnce(context.Background())
+		return b.get(t, r.ID).Status == task.Running
+	}, 10*time.Second, 20*time.Millisecond)
+
+	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{r.ID}, c.IDs, "the kill changed it: %s", c.Sentence())
+	require.Equal(t, 1, c.Changed)
+	require.Equal(t, task.Pending, b.get(t, r.ID).Status, "on to its next occurrence")
+	runs, err := b.env.Store.RunList(context.Background(), r.ID, 5)
+	require.NoError(t, err)
+	require.Equal(t, task.OutcomeCancelled, runs[0].Outcome)
+}
+
 // A running task whose worker is gone is taken by a fenced write.
 func TestKillRunningWithoutWorker(t *testing.T) {
 	t.Parallel()

@@ -503,8 +503,7 @@ func (s *Scheduler) unhold(ctx context.Context) {
 	}
 	ts := make([]store.Transition, len(rest))
 	for i, m := range rest {
-		// No NextIn: plan_next_run_at stays, the task is not due yet.
-		ts[i] = store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Pending}
+		ts[i] = store.HandBack(m.ID, m.Attempt) // due when it was: not yet
 	}
 	if _, err := s.store.TaskTransition(ctx, ts); err != nil {
 		// Still dispatched: recovery re-dispatches after its window.
@@ -564,7 +563,7 @@ func perQueue(msgs, failed []*task.Message) map[string]pushes {
 	return out
 }
 
-// handBack returns tasks whose push failed to pending, due now. The
+// handBack returns tasks whose push failed to pending, at their due time. The
 // attempt stays incremented: if a push did reach Redis after all, its
 // message carries a stale attempt and is rejected by the fence. full
 // names the queues whose windows Redis at maxmemory just capped.

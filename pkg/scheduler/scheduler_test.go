@@ -157,6 +157,15 @@ func TestPushFailureHandsBack(t *testing.T) {
 	_, b := setup(t, scheduler.Config{})
 	env := b.env
 	ids := submit(t, b, 20)
+	// Due a minute ago: a hand back keeps that, the age the oldest-due
+	// alert and the claim's order read.
+	env.Exec(t, `UPDATE task_center SET plan_next_run_at = NOW(3) - INTERVAL 1 MINUTE`)
+	due := map[int64]time.Time{}
+	for _, id := range ids {
+		tk, err := env.Store.TaskGet(b.ctx, id)
+		require.NoError(t, err)
+		due[id] = tk.PlanNextRun
+	}
 
 	// A Redis that answers but refuses every push: at maxmemory.
 	br, err := broker.Open(b.ctx, broker.Options{Addr: testenv.FullRedis(t), Prefix: env.Prefix})
@@ -174,6 +183,7 @@ func TestPushFailureHandsBack(t *testing.T) {
 		require.Equal(t, task.Pending, tk.Status, "task %d handed back", id)
 		require.Equal(t, 1, tk.Attempt, "the attempt stays spent: a late push is fenced out")
 		require.Empty(t, tk.WorkerID)
+		require.True(t, due[id].Equal(tk.PlanNextRun), "task %d due at %v, handed back due at %v", id, due[id], tk.PlanNextRun)
 	}
 	require.Equal(t, 20, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0 AND plan_next_run_at <= NOW(3)`),
 		"handed back due now")

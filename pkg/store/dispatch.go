@@ -418,12 +418,14 @@ type Transition struct {
 }
 
 // HandBack is the transition that returns a dispatched task whose message
-// never started (a failed push, a lost or orphaned message) to pending, due
-// now, without counting a retry. The attempt stays spent: if the old
-// message ever surfaces, the fence rejects it.
+// never started (a failed push, a lost or orphaned message, a claim ahead
+// not pushed) to pending, without counting a retry. It keeps its due time,
+// and with it its place among the due tasks and the age the oldest-due
+// alert reads: a task handed back every ten seconds by a Redis at
+// maxmemory still shows how long it has waited. The attempt stays spent:
+// if the old message ever surfaces, the fence rejects it.
 func HandBack(id int64, attempt int) Transition {
-	now := time.Duration(0)
-	return Transition{ID: id, Attempt: attempt, From: task.Dispatched, To: task.Pending, NextIn: &now}
+	return Transition{ID: id, Attempt: attempt, From: task.Dispatched, To: task.Pending}
 }
 
 // RunRecord is the task_run row of a transition. FinishedAt is the
