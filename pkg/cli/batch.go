@@ -58,7 +58,7 @@ object) with a "batch" key: {"id", "total", "succeeded", "dead",
 				b.Members = append(b.Members, producer.Submission{Code: args[0], Payload: p, Queue: f.queue,
 					Priority: &f.priority, Timeout: f.timeout, MaxRetry: &f.maxRetry, Children: children})
 			}
-			cl, closeFn, err := a.client(cmd)
+			cl, closeFn, err := a.client(cmd, true)
 			if err != nil {
 				return err
 			}

@@ -41,7 +41,7 @@ same CODE and --name updates the task in place.`,
 			if err != nil {
 				return err
 			}
-			cl, closeFn, err := a.client(cmd)
+			cl, closeFn, err := a.client(cmd, true)
 			if err != nil {
 				return err
 			}
@@ -77,7 +77,7 @@ func (a *App) cronListCmd() *cobra.Command {
 		Short: "List periodic tasks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, closeFn, err := a.client(cmd)
+			cl, closeFn, err := a.client(cmd, false)
 			if err != nil {
 				return err
 			}
@@ -112,7 +112,7 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 			if err := task.ValidateName("task code", args[0]); err != nil {
 				return err
 			}
-			cl, closeFn, err := a.client(cmd)
+			cl, closeFn, err := a.client(cmd, false)
 			if err != nil {
 				return err
 			}

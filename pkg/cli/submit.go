@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/ops"
@@ -127,8 +128,9 @@ type producerClient struct {
 }
 
 // client opens a producer client; Redis is optional (it only wakes the
-// schedulers).
-func (a *App) client(cmd *cobra.Command) (producerClient, func(), error) {
+// schedulers and dispatches at once), and not connected to at all for a
+// command that creates no task (withRedis false: cron list, cron remove).
+func (a *App) client(cmd *cobra.Command, withRedis bool) (producerClient, func(), error) {
 	c, err := a.config()
 	if err != nil {
 		return producerClient{}, nil, err
@@ -137,10 +139,12 @@ func (a *App) client(cmd *cobra.Command) (producerClient, func(), error) {
 	if err != nil {
 		return producerClient{}, nil, err
 	}
-	br, err := a.openBroker(cmd.Context())
-	if err != nil {
-		fmt.Fprintf(a.Stderr, "taskd: warning: %v; schedulers will find the task at their next poll\n", err)
-		br = nil
+	var br *broker.Broker
+	if withRedis {
+		if br, err = a.openBroker(cmd.Context()); err != nil {
+			fmt.Fprintf(a.Stderr, "taskd: warning: %v; schedulers will find the task at their next poll\n", err)
+			br = nil
+		}
 	}
 	cl := node.NewProducer(c, st, br, slog.New(&warnings{w: a.Stderr}))
 	return producerClient{Client: cl, store: st}, func() {
@@ -201,7 +205,7 @@ func (a *App) submitCmd() *cobra.Command {
 					return err
 				}
 			}
-			cl, closeFn, err := a.client(cmd)
+			cl, closeFn, err := a.client(cmd, true)
 			if err != nil {
 				return err
 			}
