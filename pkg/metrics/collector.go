@@ -13,8 +13,10 @@ import (
 )
 
 // snapshotTimeout bounds a snapshot: a few round trips to MySQL and to
-// Redis, on links that may be slow.
-const snapshotTimeout = 30 * time.Second
+// Redis, on links that may be slow, well within Prometheus's default
+// scrape timeout (10s): a server that hangs then gives a scrape that says
+// taskd_monitor_up 0 (taskd_monitor_down), not a scrape that fails.
+const snapshotTimeout = 8 * time.Second
 
 // snapshotMaxAge bounds the queries scrapes cause: scrapers arriving
 // within it share one snapshot.
