@@ -2,6 +2,8 @@ package taskd_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 type syncAccount struct {
@@ -110,4 +113,37 @@ func TestHandBuiltConfig(t *testing.T) {
 	c, err := taskd.NewClient(ctx, cfg)
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
+}
+
+type gone struct{ ID int }
+
+func (gone) Kind() string { return "gone" }
+
+// A payload that does not decode, and a handler's Permanent error, make
+// the task dead at its first attempt: no retry mends them.
+func TestPermanentFailuresAreNotRetried(t *testing.T) {
+	ctx := context.Background()
+	mux := taskd.NewMux()
+	calls := make(chan int, 10)
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[ping]) error { return nil })
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[gone]) error {
+		calls <- job.Args.ID
+		return taskd.Permanent(fmt.Errorf("record %d no longer exists", job.Args.ID))
+	})
+	client, st := serve(t, mux)
+	bad, err := client.SubmitJSON(ctx, "ping", json.RawMessage(`{"N":"not a number"}`), taskd.MaxRetry(3))
+	require.NoError(t, err)
+	missing, err := client.Submit(ctx, gone{ID: 7}, taskd.MaxRetry(3))
+	require.NoError(t, err)
+	for _, id := range []int64{bad.ID, missing.ID} {
+		require.Eventually(t, func() bool {
+			tk, err := st.TaskGet(ctx, id)
+			return err == nil && tk.Status == task.Dead
+		}, 20*time.Second, 50*time.Millisecond, "task %d dead", id)
+		tk, err := st.TaskGet(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, 1, tk.Attempt, "no retry")
+		require.Contains(t, tk.LastResult, "not retried")
+	}
+	require.Len(t, calls, 1)
 }

@@ -59,10 +59,11 @@ type Mux struct {
 func NewMux() *Mux { return &Mux{reg: handler.NewRegistry()} }
 
 // Handle registers f for the tasks of A's code (the zero A's Kind). The
-// payload is decoded into A; one that does not decode fails the attempt.
-// f's error fails the attempt (retried as the task allows); a panic fails
-// it too, with its stack as the output. ctx ends at the task's timeout,
-// on an operator's kill and on shutdown: f must return then.
+// payload is decoded into A; a task whose payload does not decode is dead
+// at once (no retry decodes it). f's error fails the attempt (retried as
+// the task allows; Permanent(err) makes the task dead at once); a panic
+// fails it too, with its stack as the output. ctx ends at the task's
+// timeout, on an operator's kill and on shutdown: f must return then.
 func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
 	var zero A
 	code := zero.Kind()
@@ -70,13 +71,18 @@ func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
 		job := &Job[A]{ID: r.ID, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Code: r.Code, Queue: r.Queue, Group: r.Group}
 		if len(r.Payload) > 0 {
 			if err := json.Unmarshal(r.Payload, &job.Args); err != nil {
-				return "", fmt.Errorf("decode the payload of %s task %d: %w", code, r.ID, err)
+				return "", handler.Permanent(fmt.Errorf("decode the payload of %s task %d: %w", code, r.ID, err))
 			}
 		}
 		err := f(ctx, job)
 		return job.result, err
 	})
 }
+
+// Permanent wraps err as a failure no retry can mend (a record that no
+// longer exists, a request the far side refuses for good): returned by a
+// handler, it makes the task dead at once, whatever retries it has left.
+func Permanent(err error) error { return handler.Permanent(err) }
 
 // HandleFunc registers f for the tasks of code with the payload as JSON
 // text and the output f returns.

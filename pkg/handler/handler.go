@@ -6,6 +6,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -125,4 +126,17 @@ func panicStack() string {
 		}
 	}
 	return b.String()
+}
+
+// ErrPermanent marks a failure no retry can mend (a payload that does not
+// decode, a record that no longer exists): the task is dead at once,
+// whatever retries it has left.
+var ErrPermanent = errors.New("permanent failure")
+
+// Permanent wraps err as a failure no retry can mend (ErrPermanent).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w (%w: not retried)", err, ErrPermanent)
 }

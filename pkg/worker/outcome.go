@@ -34,8 +34,10 @@ type attemptEnd struct {
 	// interrupted: handed back on shutdown; no retry is counted.
 	interrupted bool
 	// killed by an operator: the task is cancelled.
-	killed   bool
-	duration time.Duration
+	killed bool
+	// permanent: the handler said no retry can mend it (ErrPermanent).
+	permanent bool
+	duration  time.Duration
 }
 
 // policy turns the end of an attempt into the task's next state.
@@ -112,7 +114,7 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 	if e.timedOut {
 		run.Outcome = task.OutcomeTimeout
 	}
-	if m.RetryCount < m.MaxRetry {
+	if m.RetryCount < m.MaxRetry && !e.permanent {
 		d := p.backoff(m.RetryCount)
 		t.To, t.Retry, t.NextIn = task.Failed, store.RetryInc, &d
 		return t

@@ -582,6 +582,8 @@ func (p *pool) run(j *job) {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			e.timedOut = true
 			e.err = fmt.Errorf("timed out after %s: %w", timeout, e.err)
+		case errors.Is(e.err, handler.ErrPermanent):
+			e.permanent = true
 		}
 	}
 	if !e.interrupted {
