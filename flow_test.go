@@ -147,3 +147,36 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	}
 	require.Len(t, calls, 1)
 }
+
+type stubborn struct{}
+
+func (stubborn) Kind() string { return "stubborn" }
+
+// A server used with Start and Stop hears the watchdog's exit through
+// Fatal: a handler that ignores its cancellation past the grace.
+func TestServerFatal(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	require.NoError(t, err)
+	cfg.Watchdog.Interval, cfg.Watchdog.Grace = 100*time.Millisecond, 500*time.Millisecond
+	release := make(chan struct{})
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[stubborn]) error {
+		<-release // ignores ctx
+		return nil
+	})
+	srv := taskd.NewServer(cfg, mux)
+	require.Nil(t, srv.Fatal(), "not started")
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(srv.Stop)
+	t.Cleanup(func() { close(release) }) // before the Stop: the handler returns
+	client, _ := clientAndStore(t)
+	_, err = client.Submit(ctx, stubborn{}, taskd.Timeout(time.Second))
+	require.NoError(t, err)
+	select {
+	case err := <-srv.Fatal():
+		require.ErrorContains(t, err, "did not return")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no word from the watchdog")
+	}
+}

@@ -167,6 +167,19 @@ func (s *Server) Stop() {
 	}
 }
 
+// Fatal delivers the watchdog's error when this node must exit: a handler
+// ignored its cancellation, or results cannot be written. A program that
+// uses Start and Stop should Stop and exit on it (a supervisor restarts
+// the process); Run returns it. Nil before Start.
+func (s *Server) Fatal() <-chan error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.node == nil {
+		return nil
+	}
+	return s.node.Fatal()
+}
+
 // Run starts the server, runs it until ctx is done, and stops it. It
 // returns early with the watchdog's error when the node must exit (a
 // supervisor should restart the process).
@@ -175,9 +188,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	defer s.Stop()
-	s.mu.Lock()
-	fatal := s.node.Fatal()
-	s.mu.Unlock()
+	fatal := s.Fatal()
 	select {
 	case <-ctx.Done():
 		return nil
