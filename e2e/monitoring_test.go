@@ -78,7 +78,7 @@ queues:
 	served := map[string]bool{}
 	for _, e := range exprs {
 		for name := range promRefs(e.expr).metrics {
-			served[name] = !strings.Contains(name, ":") // recording rules are not served
+			served[name] = !strings.Contains(name, ":") && name != "up" // recording rules and Prometheus's own up are not served
 		}
 	}
 	var have map[string][]string
@@ -100,6 +100,9 @@ queues:
 		known := map[string]bool{}
 		for name, used := range refs.metrics {
 			labels, ok := have[name]
+			if name == "up" { // Prometheus's, per target
+				labels, ok = targetLabels, true
+			}
 			if strings.Contains(name, ":") {
 				labels, ok = records[name], records[name] != nil
 				require.True(t, ok, "%s: %s is not a recording rule of %s", e.where, name, rulesFile)
