@@ -496,6 +496,7 @@ func TestCron(t *testing.T) {
 	requireOneLineError(t, r, cli.ExitUsage)
 	require.Contains(t, r.stderr, "a disabled periodic task is cancelled")
 	b.ok(t, "enable", id, "--yes")
+	require.Regexp(t, `(?m)^`+id+` +hello .* pending +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +enabled by operator$`, b.ok(t, "cron", "list"))
 
 	// Removing asks first: refused off a terminal without --yes.
 	r = b.run(t, "cron", "remove", "hello")

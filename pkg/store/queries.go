@@ -694,8 +694,10 @@ const qDeletePending = `DELETE FROM task_center WHERE id IN (%s) AND status = 0`
 const qDisable = `UPDATE task_center SET status = 6, worker_id = '', last_result = 'disabled by operator', claim_token = ?
 	WHERE id IN (%s) AND task_type = 1 AND status IN (0, 4, 5)`
 
-// qEnable puts a disabled periodic task back on its schedule.
+// qEnable puts a disabled periodic task back on its schedule; its last
+// result no longer says it is disabled.
 const qEnable = `UPDATE task_center SET status = 0, retry_count = 0, crash_count = 0, finished_at = NULL,
+	last_result = IF(last_result = 'disabled by operator', 'enabled by operator', last_result),
 	plan_next_run_at = FROM_UNIXTIME(?), claim_token = ? WHERE id = ? AND task_type = 1 AND status = 6`
 
 const qAuditUpdate = `UPDATE task_audit SET affected = ?, detail = ? WHERE id = ?`
