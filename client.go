@@ -38,6 +38,12 @@ func NewClient(ctx context.Context, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// As Start does: an unmigrated task center says so here, not as the
+	// first Submit's "table doesn't exist".
+	if err := s.CheckSchema(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	b, err := node.OpenBroker(ctx, cfg)
 	if err != nil {
 		s.Close()

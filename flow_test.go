@@ -2,16 +2,19 @@ package taskd_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 type syncAccount struct {
@@ -179,4 +182,25 @@ func TestServerFatal(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no word from the watchdog")
 	}
+}
+
+// A client of a task center nobody migrated says so when it connects, as
+// a server does, rather than at its first Submit.
+func TestClientOfAnUnmigratedTaskCenter(t *testing.T) {
+	ctx := context.Background()
+	base, err := mysql.ParseDSN(testenv.BaseDSN())
+	require.NoError(t, err)
+	admin, err := sql.Open("mysql", base.FormatDSN())
+	require.NoError(t, err)
+	defer admin.Close()
+	name := fmt.Sprintf("taskd_test_nomig_%d", time.Now().UnixNano()) // swept by testenv if left
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name) })
+	cfg, err := taskd.LoadConfig("")
+	require.NoError(t, err)
+	base.DBName = name
+	cfg.MySQL.DSN = base.FormatDSN()
+	_, err = taskd.NewClient(ctx, cfg)
+	require.ErrorContains(t, err, "the task center has no schema: run `taskd migrate`")
 }
