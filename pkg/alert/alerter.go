@@ -384,7 +384,12 @@ func (a *Alerter) notify(ctx context.Context, alerts []Alert) bool {
 		ok = true
 	}
 	for _, al := range alerts {
-		a.log.Info("alert "+al.Status, "alert", al.Name(), "fingerprint", al.Fingerprint, "summary", al.Annotations["summary"])
+		if ok {
+			a.log.Info("alert "+al.Status, "alert", al.Name(), "fingerprint", al.Fingerprint, "summary", al.Annotations["summary"])
+		} else {
+			a.log.Warn("alert "+al.Status+", not delivered: sent again at the next evaluation", "alert", al.Name(),
+				"fingerprint", al.Fingerprint, "summary", al.Annotations["summary"])
+		}
 	}
 	return ok
 }

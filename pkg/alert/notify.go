@@ -143,7 +143,10 @@ func (s *Slack) Notify(ctx context.Context, alerts []Alert) error {
 		if a.Status == StatusResolved {
 			icon = ":white_check_mark:"
 		}
-		fmt.Fprintf(&b, "%s *[%s] %s* %s", icon, strings.ToUpper(a.Status), a.Name(), a.Annotations["summary"])
+		fmt.Fprintf(&b, "%s *[%s] %s*%s %s", icon, strings.ToUpper(a.Status), a.Name(), severity(&a), a.Annotations["summary"])
+		if u := a.Annotations["runbook_url"]; u != "" && a.Status != StatusResolved {
+			fmt.Fprintf(&b, " <%s|runbook>", u)
+		}
 	}
 	return postJSON(ctx, s.Client, s.URL, map[string]string{"text": b.String()}, nil)
 }
@@ -154,5 +157,19 @@ func line(a *Alert) string {
 	if a.Status == StatusResolved {
 		color = "info"
 	}
-	return fmt.Sprintf("<font color=\"%s\">[%s]</font> **%s** %s\n", color, strings.ToUpper(a.Status), a.Name(), a.Annotations["summary"])
+	runbook := ""
+	if u := a.Annotations["runbook_url"]; u != "" && a.Status != StatusResolved {
+		runbook = " [runbook](" + u + ")"
+	}
+	return fmt.Sprintf("<font color=\"%s\">[%s]</font> **%s**%s %s%s\n", color, strings.ToUpper(a.Status), a.Name(), severity(a),
+		a.Annotations["summary"], runbook)
+}
+
+// severity is " (critical)" for a firing alert's severity, for the chat
+// messages a receiver routes on by eye ("" when resolved or none).
+func severity(a *Alert) string {
+	if s := a.Labels["severity"]; s != "" && a.Status != StatusResolved {
+		return " (" + s + ")"
+	}
+	return ""
 }

@@ -49,9 +49,10 @@ func (r *receiver) received() [][]byte {
 
 func sample(status, name, queue string) alert.Alert {
 	a := alert.Alert{Status: status, Fingerprint: name + "{queue=" + queue + "}",
-		Labels:      map[string]string{"alertname": name, "severity": "warning", "queue": queue},
-		Annotations: map[string]string{"summary": "queue " + queue + ": something", "description": "what it means"},
-		StartsAt:    time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+		Labels: map[string]string{"alertname": name, "severity": "warning", "queue": queue},
+		Annotations: map[string]string{"summary": "queue " + queue + ": something", "description": "what it means",
+			"runbook_url": "https://example.com/runbook#" + name},
+		StartsAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	if status == alert.StatusResolved {
 		a.EndsAt = a.StartsAt.Add(time.Minute)
 	}
@@ -104,7 +105,7 @@ func TestSlackPayload(t *testing.T) {
 	require.Len(t, bodies, 1)
 	var m map[string]string
 	require.NoError(t, json.Unmarshal(bodies[0], &m))
-	require.Equal(t, ":red_circle: *[FIRING] taskd_no_consumer* queue mail: something\n"+
+	require.Equal(t, ":red_circle: *[FIRING] taskd_no_consumer* (warning) queue mail: something <https://example.com/runbook#taskd_no_consumer|runbook>\n"+
 		":white_check_mark: *[RESOLVED] taskd_backlog* queue sms: something", m["text"])
 }
 
@@ -175,6 +176,8 @@ func TestWeComGroupsUnderRateLimit(t *testing.T) {
 	for e, m := range msgs {
 		require.Equal(t, 3, strings.Count(m, "[FIRING]"), "one message per evaluation")
 		require.Contains(t, m, "queue "+queue(e, 2)+":")
+		require.Contains(t, m, "**taskd_backlog** (warning) queue ", "the severity, to route on")
+		require.Contains(t, m, " [runbook](https://example.com/runbook#taskd_backlog)\n")
 	}
 
 	// The minute of the first send has passed: the 15 waiting alerts go
