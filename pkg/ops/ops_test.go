@@ -194,11 +194,19 @@ func TestKillRunningPeriodic(t *testing.T) {
 		return b.get(t, r.ID).Status == task.Running
 	}, 10*time.Second, 20*time.Millisecond)
 
+	d, err := b.ops.Disable(context.Background(), ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	require.Zero(t, d.Changed)
+	require.Contains(t, d.Sentence(), "a run is under way; disable applies to pending, failed and dead periodic tasks: kill ends this run, then disable")
+
 	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{r.ID}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{r.ID}, c.IDs, "the kill changed it: %s", c.Sentence())
 	require.Equal(t, 1, c.Changed)
 	require.Equal(t, task.Pending, b.get(t, r.ID).Status, "on to its next occurrence")
+	d, err = b.ops.Disable(context.Background(), ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Changed, "then disable")
 	runs, err := b.env.Store.RunList(context.Background(), r.ID, 5)
 	require.NoError(t, err)
 	require.Equal(t, task.OutcomeCancelled, runs[0].Outcome)

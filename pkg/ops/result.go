@@ -209,6 +209,10 @@ func reason(action string, st store.TaskState) string {
 	if action == "enable" {
 		return "not disabled; enable applies to disabled periodic tasks"
 	}
+	if action == "disable" && (st.Status == task.Running || st.Status == task.Dispatched) {
+		// Between runs it waits, and then it can be disabled.
+		return fmt.Sprintf("a run is under way; disable applies to %s %s: kill ends this run, then disable", list, kind)
+	}
 	return fmt.Sprintf("%s applies to %s %s", action, list, kind)
 }
 
