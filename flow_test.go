@@ -204,3 +204,30 @@ func TestClientOfAnUnmigratedTaskCenter(t *testing.T) {
 	_, err = taskd.NewClient(ctx, cfg)
 	require.ErrorContains(t, err, "the task center has no schema: run `taskd migrate`")
 }
+
+type flaky struct{}
+
+func (flaky) Kind() string { return "flaky" }
+
+// A handler knows which try of its retry budget it runs, and so whether a
+// failure is final; Attempt counts every run.
+func TestJobKnowsItsRetry(t *testing.T) {
+	ctx := context.Background()
+	mux := taskd.NewMux()
+	seen := make(chan [3]int, 4)
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[flaky]) error {
+		seen <- [3]int{job.Attempt, job.Retry, job.MaxRetry}
+		return fmt.Errorf("try %d failed", job.Retry)
+	})
+	client, _ := serve(t, mux)
+	_, err := client.Submit(ctx, flaky{}, taskd.MaxRetry(1))
+	require.NoError(t, err)
+	for _, want := range [][3]int{{1, 0, 1}, {2, 1, 1}} {
+		select {
+		case got := <-seen:
+			require.Equal(t, want, got, "attempt, retry, max retry")
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no run %v", want)
+		}
+	}
+}

@@ -18,14 +18,18 @@ import (
 // Job is one attempt of a task whose payload decoded into A.
 type Job[A Args] struct {
 	Args A
-	// ID and Attempt identify the run (Attempt is 1 for the first);
-	// UniqueKey is the producer's deduplication key, "" when none. A task
-	// can run more than once: use them to make side effects idempotent.
-	ID        int64
-	Attempt   int
-	UniqueKey string
-	Code      string
-	Queue     string
+	// ID and Attempt identify the run (Attempt is 1 for the first, and
+	// counts every run: a periodic task's occurrences too); UniqueKey is
+	// the producer's deduplication key, "" when none. A task can run more
+	// than once: use them to make side effects idempotent.
+	ID      int64
+	Attempt int
+	// Retry is the try of the task's retry budget: 0 on its first try,
+	// MaxRetry on its last (a failure then is final).
+	Retry, MaxRetry int
+	UniqueKey       string
+	Code            string
+	Queue           string
 	// Group is the task's group ("" none).
 	Group  string
 	result string
@@ -68,7 +72,8 @@ func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
 	var zero A
 	code := zero.Kind()
 	m.HandleFunc(code, func(ctx context.Context, r *handler.Request) (string, error) {
-		job := &Job[A]{ID: r.ID, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Code: r.Code, Queue: r.Queue, Group: r.Group}
+		job := &Job[A]{ID: r.ID, Attempt: r.Attempt, Retry: r.Retry, MaxRetry: r.MaxRetry, UniqueKey: r.UniqueKey,
+			Code: r.Code, Queue: r.Queue, Group: r.Group}
 		if len(r.Payload) > 0 {
 			if err := json.Unmarshal(r.Payload, &job.Args); err != nil {
 				return "", handler.Permanent(fmt.Errorf("decode the payload of %s task %d: %w", code, r.ID, err))

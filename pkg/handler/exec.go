@@ -22,7 +22,8 @@ import (
 const KillGraceDefault = 5 * time.Second
 
 // Exec runs a command: argv (no shell), payload on stdin, TASK_ID,
-// TASK_CODE, TASK_ATTEMPT, TASK_UNIQUE_KEY, TASK_QUEUE and TASK_GROUP added to the
+// TASK_CODE, TASK_ATTEMPT, TASK_RETRY, TASK_MAX_RETRY, TASK_UNIQUE_KEY,
+// TASK_QUEUE and TASK_GROUP added to the
 // daemon's environment (plus Env, and TRACEPARENT, the attempt's span, when
 // tracing is on). Exit 0 is success; otherwise the error is
 // "exit status N: <last line of stderr>". The output is stdout and stderr
@@ -69,6 +70,8 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 		"TASK_ID="+strconv.FormatInt(r.ID, 10),
 		"TASK_CODE="+r.Code,
 		"TASK_ATTEMPT="+strconv.Itoa(r.Attempt),
+		"TASK_RETRY="+strconv.Itoa(r.Retry), // TASK_MAX_RETRY: the last try
+		"TASK_MAX_RETRY="+strconv.Itoa(r.MaxRetry),
 		"TASK_UNIQUE_KEY="+r.UniqueKey,
 		"TASK_QUEUE="+r.Queue,
 		"TASK_GROUP="+r.Group,

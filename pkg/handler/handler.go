@@ -18,11 +18,14 @@ import (
 
 // Request is one attempt of a task as a handler sees it.
 type Request struct {
-	ID        int64
-	Code      string
-	Queue     string
-	Attempt   int
-	UniqueKey string
+	ID      int64
+	Code    string
+	Queue   string
+	Attempt int
+	// Retry is the try of the task's retry budget (0: its first try, MaxRetry:
+	// its last). Attempt counts every run, a periodic task's occurrences too.
+	Retry, MaxRetry int
+	UniqueKey       string
 	// Group is the task's group ("" none).
 	Group   string
 	Payload []byte // JSON

@@ -35,6 +35,8 @@ type poolRequest struct {
 	ID        int64           `json:"id"`
 	Code      string          `json:"code"`
 	Attempt   int             `json:"attempt"`
+	Retry     int             `json:"retry"`
+	MaxRetry  int             `json:"max_retry"`
 	UniqueKey string          `json:"unique_key"`
 	Queue     string          `json:"queue"`
 	Group     string          `json:"group,omitempty"`
@@ -71,7 +73,7 @@ func encodeRequest(r *Request, deadline time.Time, traceparent string) ([]byte, 
 		}
 		payload = s
 	}
-	req := poolRequest{ID: r.ID, Code: r.Code, Attempt: r.Attempt, UniqueKey: r.UniqueKey, Queue: r.Queue, Group: r.Group,
+	req := poolRequest{ID: r.ID, Code: r.Code, Attempt: r.Attempt, Retry: r.Retry, MaxRetry: r.MaxRetry, UniqueKey: r.UniqueKey, Queue: r.Queue, Group: r.Group,
 		Payload: payload, Traceparent: traceparent}
 	if !deadline.IsZero() {
 		req.Deadline = deadline.UTC().Format("2006-01-02T15:04:05.000Z")

@@ -41,6 +41,8 @@ func poolHelper(mode string) int {
 			ID        int64           `json:"id"`
 			Code      string          `json:"code"`
 			Attempt   int             `json:"attempt"`
+			Retry     int             `json:"retry"`
+			MaxRetry  int             `json:"max_retry"`
 			UniqueKey string          `json:"unique_key"`
 			Queue     string          `json:"queue"`
 			Deadline  string          `json:"deadline"`
@@ -62,8 +64,9 @@ func poolHelper(mode string) int {
 		}
 		_ = json.Unmarshal(req.Payload, &do)
 		answer := map[string]any{"ok": true, "result": map[string]any{
-			"pid": os.Getpid(), "id": req.ID, "code": req.Code, "attempt": req.Attempt, "unique_key": req.UniqueKey,
-			"queue": req.Queue, "deadline": req.Deadline, "payload": req.Payload, "slot": os.Getenv("TASK_POOL_SLOT"),
+			"pid": os.Getpid(), "id": req.ID, "code": req.Code, "attempt": req.Attempt, "retry": req.Retry, "max_retry": req.MaxRetry,
+			"unique_key": req.UniqueKey,
+			"queue":      req.Queue, "deadline": req.Deadline, "payload": req.Payload, "slot": os.Getenv("TASK_POOL_SLOT"),
 			"traceparent": req.Trace,
 		}}
 		switch do.Do {
@@ -119,6 +122,8 @@ type helperResult struct {
 	ID        int64           `json:"id"`
 	Code      string          `json:"code"`
 	Attempt   int             `json:"attempt"`
+	Retry     int             `json:"retry"`
+	MaxRetry  int             `json:"max_retry"`
 	UniqueKey string          `json:"unique_key"`
 	Queue     string          `json:"queue"`
 	Deadline  string          `json:"deadline"`
@@ -162,6 +167,7 @@ func TestPoolServesTasks(t *testing.T) {
 	require.Equal(t, int64(42), r.ID)
 	require.Equal(t, "send_email", r.Code)
 	require.Equal(t, 3, r.Attempt)
+	require.Equal(t, [2]int{2, 3}, [2]int{r.Retry, r.MaxRetry}, "the try of the retry budget")
 	require.Equal(t, "uk-1", r.UniqueKey)
 	require.Equal(t, "mail", r.Queue)
 	require.JSONEq(t, `{"do":"ok","n":1}`, string(r.Payload))

@@ -564,7 +564,8 @@ func (p *pool) run(j *job) {
 				At: w.clock.Now(), Done: done, Output: out})
 		}, 0, 0)
 		e.output, e.err = handler.Safe(ctx, h, &handler.Request{
-			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, UniqueKey: m.UniqueKey, Group: m.Group, Payload: m.Payload, Tail: tail,
+			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, Retry: m.RetryCount, MaxRetry: m.MaxRetry,
+			UniqueKey: m.UniqueKey, Group: m.Group, Payload: m.Payload, Tail: tail,
 		})
 		tail.Close()
 	}
