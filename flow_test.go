@@ -231,3 +231,13 @@ func TestJobKnowsItsRetry(t *testing.T) {
 		}
 	}
 }
+
+// Two handlers of one code in a mux is a bug: the second panics at
+// registration instead of silently replacing the first.
+func TestSecondHandlerOfACodePanics(t *testing.T) {
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[gone]) error { return nil })
+	require.PanicsWithValue(t, `taskd: Handle: a handler of task code "gone" is already registered`, func() {
+		taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[gone]) error { return nil })
+	})
+}

@@ -67,7 +67,9 @@ func NewMux() *Mux { return &Mux{reg: handler.NewRegistry()} }
 // at once (no retry decodes it). f's error fails the attempt (retried as
 // the task allows; Permanent(err) makes the task dead at once); a panic
 // fails it too, with its stack as the output. ctx ends at the task's
-// timeout, on an operator's kill and on shutdown: f must return then.
+// timeout, on an operator's kill and on shutdown: f must return then. It
+// panics when A's Kind is not a valid task code or already has a handler
+// in m (a programming error, found at start).
 func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
 	var zero A
 	code := zero.Kind()
@@ -90,13 +92,19 @@ func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
 func Permanent(err error) error { return handler.Permanent(err) }
 
 // HandleFunc registers f for the tasks of code with the payload as JSON
-// text and the output f returns.
+// text and the output f returns. Like Handle, it panics on a code that is
+// not valid or already has a handler in m.
 func (m *Mux) HandleFunc(code string, f func(ctx context.Context, r *handler.Request) (output string, err error)) {
 	if err := task.ValidateName("task code", code); err != nil {
 		panic(fmt.Sprintf("taskd: Handle: %v", err))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, dup := m.reg.Lookup(code); dup {
+		// As net/http's mux: two handlers of one code is a bug, and the
+		// second silently winning would hide it.
+		panic(fmt.Sprintf("taskd: Handle: a handler of task code %q is already registered", code))
+	}
 	m.reg.Register(code, handler.Func(f))
 }
 
