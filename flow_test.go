@@ -241,3 +241,35 @@ func TestSecondHandlerOfACodePanics(t *testing.T) {
 		taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[gone]) error { return nil })
 	})
 }
+
+type patient struct{}
+
+func (patient) Kind() string { return "patient" }
+
+// A handler cancelled because its server stops can tell why.
+func TestShutdownCause(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	require.NoError(t, err)
+	cfg.Worker.ShutdownGrace = 100 * time.Millisecond
+	started, cause := make(chan struct{}), make(chan error, 1)
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[patient]) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	srv := taskd.NewServer(cfg, mux)
+	require.NoError(t, srv.Start(ctx))
+	client, _ := clientAndStore(t)
+	_, err = client.Submit(ctx, patient{})
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("not started")
+	}
+	srv.Stop()
+	require.ErrorIs(t, <-cause, taskd.ErrShutdown)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/worker"
 )
 
 // Job is one attempt of a task whose payload decoded into A.
@@ -85,6 +86,11 @@ func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
 		return job.result, err
 	})
 }
+
+// ErrShutdown is context.Cause of a handler's ctx when its server stops
+// and the task is handed back (an operator's kill and the task's timeout
+// have causes of their own).
+var ErrShutdown = worker.ErrShutdown
 
 // Permanent wraps err as a failure no retry can mend (a record that no
 // longer exists, a request the far side refuses for good): returned by a

@@ -111,7 +111,8 @@ const stallPoll = 50 * time.Millisecond
 
 // Start runs the fetcher and the waker.
 func (p *pool) Start(ctx context.Context) error {
-	p.runCtx, p.stopRuns = context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	p.runCtx, p.stopRuns = runCtx, func() { cancel(ErrShutdown) }
 	p.untraced = untraced(p.runCtx, p.w.cfg.Tracer)
 	p.freed = make(chan string, max(1, p.w.slots.capacity()))
 	p.woken = make(chan string)

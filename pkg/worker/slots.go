@@ -18,6 +18,10 @@ import (
 // errKilled is the cancel cause of an attempt killed by an operator.
 var errKilled = errors.New("killed by operator")
 
+// ErrShutdown is the cause (context.Cause) of an attempt cancelled because
+// its worker stops: the task is handed back, and runs again elsewhere.
+var ErrShutdown = errors.New("the worker is shutting down: the task is handed back")
+
 // errAbandoned is the cancel cause of an attempt the watchdog gave up on.
 var errAbandoned = errors.New("abandoned by the watchdog")
 
