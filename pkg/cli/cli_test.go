@@ -447,6 +447,10 @@ func TestCron(t *testing.T) {
 		`SELECT FLOOR(MOD(UNIX_TIMESTAMP(plan_next_run_at), 86400) / 3600) FROM task_center WHERE id = ?`, id).Scan(&hourUTC))
 	require.Equal(t, 18, hourUTC, "02:00 in Shanghai is 18:00 UTC")
 
+	r := b.run(t, "cron", "add", "report", "@hourly", "--name", "hourly report")
+	requireOneLineError(t, r, cli.ExitUsage)
+	require.Contains(t, r.stderr, `periodic task name "hourly report" may only contain letters, digits and _ . : -`)
+
 	var res change
 	b.okJSON(t, &res, "cron", "add", "report", "@hourly", "--name", "hourly-report")
 	require.Equal(t, "cron add", res.Action)
@@ -492,7 +496,7 @@ func TestCron(t *testing.T) {
 			require.Equal(t, "cancelled", c.Status)
 		}
 	}
-	r := b.run(t, "list", "--status", "disabled")
+	r = b.run(t, "list", "--status", "disabled")
 	requireOneLineError(t, r, cli.ExitUsage)
 	require.Contains(t, r.stderr, "a disabled periodic task is cancelled")
 	b.ok(t, "enable", id, "--yes")

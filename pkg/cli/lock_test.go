@@ -249,6 +249,7 @@ func TestLockUsage(t *testing.T) {
 		{[]string{"job", "--"}, "missing CMD"},
 		{[]string{"job", "extra", "--", "true"}, "one lock NAME"},
 		{[]string{"job", "--ttl", "10ms", "--", "true"}, "shorter than the minimum"},
+		{[]string{"job", "--ttl", "100000h", "--", "true"}, "longer than the maximum of 24h0m0s"},
 		{[]string{"job", "--ttl", "soon", "--", "true"}, `bad value "soon" for --ttl: want a duration`},
 		{[]string{"job", "--wait", "-1s", "--", "true"}, "--wait"},
 		{[]string{"job", "--backend", "etcd", "--", "true"}, "--backend"},

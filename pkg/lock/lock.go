@@ -68,6 +68,10 @@ var (
 const (
 	// MinTTL is the shortest TTL a lock accepts.
 	MinTTL = 500 * time.Millisecond
+	// MaxTTL is the longest: the TTL is how long a holder that died
+	// blocks every other, not how long the work may take (the lock is
+	// renewed while it runs).
+	MaxTTL = 24 * time.Hour
 	// CallTimeout bounds each request to the backend whose context has no
 	// earlier deadline.
 	CallTimeout = 5 * time.Second
@@ -87,6 +91,9 @@ func Margin(ttl time.Duration) time.Duration { return max(ttl/10, minMargin) }
 func ValidateTTL(ttl time.Duration) error {
 	if ttl < MinTTL {
 		return task.Invalidf("lock ttl %s is shorter than the minimum of %s", ttl, MinTTL)
+	}
+	if ttl > MaxTTL {
+		return task.Invalidf("lock ttl %s is longer than the maximum of %s: it is how long a holder that died blocks the others; the lock is renewed while the command runs", ttl, MaxTTL)
 	}
 	return nil
 }

@@ -545,6 +545,8 @@ func (c *Client) CronAdd(ctx context.Context, cr Cron) (CronResult, error) {
 	name := cr.Name
 	if name == "" {
 		name = cr.Code
+	} else if err := task.ValidateName("periodic task name", name); err != nil {
+		return CronResult{}, err // as a code: it is listed and typed in scripts
 	}
 	p, err := c.params(&Submission{Code: cr.Code, Payload: cr.Payload, Queue: cr.Queue,
 		Priority: cr.Priority, Timeout: cr.Timeout, MaxRetry: cr.MaxRetry, UniqueKey: cronKey(name),
