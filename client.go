@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -27,7 +28,12 @@ type Client struct {
 	p      *producer.Client
 }
 
-// NewClient connects to the task center and Redis of cfg.
+// NewClient connects to the task center and Redis of cfg. The task
+// center must answer; Redis need not: a task is submitted once it is in
+// the task center, and Redis only makes it start sooner (it dispatches a
+// task due now, and wakes the schedulers). While Redis does not answer,
+// submits leave their tasks to the schedulers' polls, and the client
+// uses Redis again once it answers.
 func NewClient(ctx context.Context, cfg *Config) (*Client, error) {
 	c := *cfg
 	if err := checked(&c); err != nil {
@@ -45,6 +51,11 @@ func NewClient(ctx context.Context, cfg *Config) (*Client, error) {
 		return nil, err
 	}
 	b, err := node.OpenBroker(ctx, cfg)
+	if err != nil && task.ErrorCode(err) != task.CodeConfig && ctx.Err() == nil {
+		// Down, not misconfigured (a wrong password stays an error).
+		slog.Warn("Redis does not answer; submits go to the task center, and the schedulers' polls find them", "err", err)
+		b, err = node.DialBroker(ctx, cfg)
+	}
 	if err != nil {
 		s.Close()
 		return nil, err

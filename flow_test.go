@@ -273,3 +273,22 @@ func TestShutdownCause(t *testing.T) {
 	srv.Stop()
 	require.ErrorIs(t, <-cause, taskd.ErrShutdown)
 }
+
+// A client starts while Redis is down (it is only an accelerator): its
+// submit lands in the task center, pending, for the schedulers' polls.
+func TestClientWithoutRedis(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	require.NoError(t, err)
+	cfg.Redis.Addr = "127.0.0.1:1"
+	client, err := taskd.NewClient(ctx, cfg)
+	require.NoError(t, err)
+	defer client.Close()
+	res, err := client.Submit(ctx, ping{N: 1})
+	require.NoError(t, err)
+	require.False(t, res.Dispatched)
+	_, st := clientAndStore(t)
+	tk, err := st.TaskGet(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Pending, tk.Status)
+}
