@@ -1,6 +1,7 @@
 package taskd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
@@ -300,6 +302,49 @@ func (c *Client) Cron(ctx context.Context, name, expr, tz string, args Args, opt
 	r, err := c.p.CronAdd(ctx, producer.Cron{Code: s.Code, Name: name, Expr: expr, Timezone: tz, Payload: s.Payload,
 		Queue: s.Queue, Priority: s.Priority, Timeout: s.Timeout, MaxRetry: s.MaxRetry, Children: s.Children})
 	return CronResult{ID: r.ID, Updated: r.Updated, Next: r.Next}, err
+}
+
+// CronTask is a periodic task as CronList returns it.
+type CronTask struct {
+	ID   int64
+	Code string
+	// Name tells periodic tasks of one code apart (Cron's name).
+	Name     string
+	Expr     string
+	Timezone string
+	// Disabled: an operator disabled it (`taskd enable` resumes it).
+	Disabled bool
+	// Next is its next run (meaningless while Disabled).
+	Next time.Time
+}
+
+// CronList returns every periodic task, by id.
+func (c *Client) CronList(ctx context.Context) ([]CronTask, error) {
+	ts, err := c.p.CronList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CronTask, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, CronTask{ID: t.ID, Code: t.Code, Name: producer.CronName(t.UniqueKey), Expr: t.CronExpr,
+			Timezone: t.Timezone, Disabled: t.Disabled(), Next: t.PlanNextRun})
+	}
+	slices.SortFunc(out, func(a, b CronTask) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// CronRemove removes the periodic task of code named name ("": the code),
+// as `taskd cron remove` does, audit row included, and returns its id. A
+// run in flight finishes; its result is rejected.
+func (c *Client) CronRemove(ctx context.Context, code, name string) (int64, error) {
+	id, auditErr, err := c.p.CronRemove(ctx, code, name, ops.CurrentActor())
+	if err != nil {
+		return 0, err
+	}
+	if auditErr != nil {
+		return id, fmt.Errorf("removed periodic task %d, but the audit log was not written: %w", id, auditErr)
+	}
+	return id, nil
 }
 
 // BatchResult is a submitted batch: its id (`taskd show --batch ID`) and

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
 )
@@ -291,4 +293,37 @@ func TestClientWithoutRedis(t *testing.T) {
 	tk, err := st.TaskGet(ctx, res.ID)
 	require.NoError(t, err)
 	require.Equal(t, task.Pending, tk.Status)
+}
+
+// A deploy written in Go lists and removes its periodic tasks, as the
+// CLI does (audit row included).
+func TestCronListAndRemove(t *testing.T) {
+	ctx := context.Background()
+	client, st := clientAndStore(t)
+	r, err := client.Cron(ctx, "nightly-ping", "0 3 * * *", "UTC", ping{N: 3})
+	require.NoError(t, err)
+	list, err := client.CronList(ctx)
+	require.NoError(t, err)
+	var found *taskd.CronTask
+	for i := range list {
+		if list[i].ID == r.ID {
+			found = &list[i]
+		}
+	}
+	require.NotNil(t, found)
+	require.True(t, r.Next.Equal(found.Next), "next run %v, listed %v", r.Next, found.Next)
+	found.Next = time.Time{}
+	require.Equal(t, taskd.CronTask{ID: r.ID, Code: "ping", Name: "nightly-ping", Expr: "0 3 * * *", Timezone: "UTC"}, *found)
+	id, err := client.CronRemove(ctx, "ping", "nightly-ping")
+	require.NoError(t, err)
+	require.Equal(t, r.ID, id)
+	_, err = st.TaskGet(ctx, id)
+	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
+	entries, err := st.AuditList(ctx, 0, 100)
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(entries, func(e store.AuditEntry) bool {
+		return e.Action == "cron remove" && e.Target == fmt.Sprintf("task %d", id)
+	}))
+	_, err = client.CronRemove(ctx, "ping", "nightly-ping")
+	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
 }

@@ -124,13 +124,12 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 			if err := a.confirm(yes, fmt.Sprintf("remove periodic task %d (%s %q, %s)", t.ID, t.Code, producer.CronName(t.UniqueKey), t.CronExpr)); err != nil {
 				return err
 			}
-			id, err := cl.CronRemove(cmd.Context(), args[0], name)
+			id, auditErr, err := cl.CronRemove(cmd.Context(), args[0], name, ops.CurrentActor())
 			if err != nil {
 				return err
 			}
-			if err := cl.store.Audit(cmd.Context(), ops.CurrentActor(), "cron remove", fmt.Sprintf("task %d", id), 1,
-				map[string]any{"code": t.Code, "name": producer.CronName(t.UniqueKey), "cron": t.CronExpr}); err != nil {
-				fmt.Fprintf(a.Stderr, "taskd: warning: removed, but the audit log was not written: %v\n", err)
+			if auditErr != nil {
+				fmt.Fprintf(a.Stderr, "taskd: warning: removed, but the audit log was not written: %v\n", auditErr)
 			}
 			if a.json() {
 				return a.printJSON(ops.Change{Action: "cron remove", Requested: 1, Changed: 1, IDs: []int64{id}, Unchanged: []ops.Skipped{}})

@@ -601,14 +601,18 @@ func (c *Client) CronGet(ctx context.Context, code, name string) (*task.Task, er
 }
 
 // CronRemove deletes the periodic task of code with name (default: the
-// code). A run in flight finishes; its result write is rejected by the fence.
-func (c *Client) CronRemove(ctx context.Context, code, name string) (int64, error) {
+// code), and records who did in the audit log; a failed audit write is
+// returned as auditErr beside the removal. A run in flight finishes; its
+// result write is rejected by the fence.
+func (c *Client) CronRemove(ctx context.Context, code, name string, who store.Actor) (id int64, auditErr, err error) {
 	t, err := c.CronGet(ctx, code, name)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := c.store.TaskDelete(ctx, t.ID); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return t.ID, nil
+	auditErr = c.store.Audit(ctx, who, "cron remove", fmt.Sprintf("task %d", t.ID), 1,
+		map[string]any{"code": t.Code, "name": CronName(t.UniqueKey), "cron": t.CronExpr})
+	return t.ID, auditErr, nil
 }
