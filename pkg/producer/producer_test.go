@@ -415,17 +415,20 @@ func TestCron(t *testing.T) {
 	}
 	require.Equal(t, before, b.rows(t))
 
-	id, err := cl.CronRemove(ctx, "report", "")
+	who := store.Actor{User: "deploy"}
+	id, auditErr, err := cl.CronRemove(ctx, "report", "", who)
 	require.NoError(t, err)
+	require.NoError(t, auditErr)
 	require.Equal(t, res.ID, id)
 	_, err = b.env.Store.TaskGet(ctx, res.ID)
 	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
-	_, err = cl.CronRemove(ctx, "report", "")
+	_, _, err = cl.CronRemove(ctx, "report", "", who)
 	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
-	id, err = cl.CronRemove(ctx, "report", "weekly")
+	id, _, err = cl.CronRemove(ctx, "report", "weekly", who)
 	require.NoError(t, err)
 	require.Equal(t, other.ID, id)
 	require.Zero(t, b.rows(t))
+	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'cron remove'`), "each removal audited")
 }
 
 // A periodic task records the zone it runs in: the one given, else its
