@@ -134,6 +134,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 		checkRedis(ctx, r, cfg, br, o)
 	}
 	checkHandlers(ctx, r, cfg, br, o)
+	checkNotifiers(ctx, r, cfg, o)
 	if d.Store != nil && d.Broker != nil && schemaOK {
 		checkWork(ctx, r, cfg, d, o)
 		checkLimits(ctx, r, cfg, d, o)

@@ -344,3 +344,19 @@ func TestPools(t *testing.T) {
 	}
 	require.Equal(t, 1, n, "only the crash-looping pool is reported")
 }
+
+// The alerts' receivers are checked as http handlers are, their URLs
+// (secrets: a Slack hook's path is its key) shown by host only.
+func TestNotifiers(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	b := setup(t, "alerts:\n  enabled: true\n  webhook_url: \""+srv.URL+"/alerts\"\n  slack_url: \"http://"+closed+"/services/T0/B0/s3cret\"\n")
+	r := b.run(t, doctor.Options{Timeout: 2 * time.Second})
+	requireStatus(t, r, "alerts.webhook_url", doctor.OK, "accepts connections")
+	requireStatus(t, r, "alerts.slack_url", doctor.Fail, "http://"+closed+"/…: 127.0.0.1 resolves")
+	for _, c := range r.Checks {
+		require.NotContains(t, c.Detail, "s3cret", c.Name)
+	}
+}

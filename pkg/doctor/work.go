@@ -44,7 +44,7 @@ func checkHandlers(ctx context.Context, r *Report, cfg *config.Config, br *broke
 				r.ok(name, "%s %s is executable", kind, argv[0])
 			}
 		case h.HTTP != "":
-			checkEndpoint(ctx, r, name, h.HTTP, o)
+			checkEndpoint(ctx, r, name, h.HTTP, h.HTTP, "the handler's", o)
 		}
 	}
 	if br == nil {
@@ -65,11 +65,34 @@ func checkHandlers(ctx context.Context, r *Report, cfg *config.Config, br *broke
 	}
 }
 
-// checkEndpoint resolves an http handler's host and connects to its port.
-func checkEndpoint(ctx context.Context, r *Report, name, raw string, o Options) {
+// checkNotifiers checks that the alerts' receivers accept connections: an
+// alert that cannot be delivered is found at 2 a.m., not here. Their URLs
+// are secrets (a Slack hook's path is its key): only scheme and host are
+// shown.
+func checkNotifiers(ctx context.Context, r *Report, cfg *config.Config, o Options) {
+	if !cfg.Alerts.Enabled {
+		return
+	}
+	for _, n := range [][2]string{{"webhook_url", cfg.Alerts.WebhookURL}, {"slack_url", cfg.Alerts.SlackURL},
+		{"wecom_url", cfg.Alerts.WeComURL}} {
+		key, raw := n[0], n[1]
+		if raw == "" {
+			continue
+		}
+		shown := "(hidden)"
+		if u, err := url.Parse(raw); err == nil && u.Host != "" {
+			shown = u.Scheme + "://" + u.Host + "/…"
+		}
+		checkEndpoint(ctx, r, "alerts."+key, raw, shown, "alerts."+key+"'s", o)
+	}
+}
+
+// checkEndpoint resolves an http endpoint's host and connects to its port;
+// shown is how its URL is written in the report, whose is whose URL it is.
+func checkEndpoint(ctx context.Context, r *Report, name, raw, shown, whose string, o Options) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		r.add(name, Fail, "fix the handler's URL", "http %q is not a URL", raw)
+		r.add(name, Fail, "fix "+whose+" URL", "http %q is not a URL", shown)
 		return
 	}
 	port := u.Port()
@@ -83,18 +106,18 @@ func checkEndpoint(ctx context.Context, r *Report, name, raw string, o Options) 
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupHost(ctx, u.Hostname())
 	if err != nil {
-		r.add(name, Fail, "fix the host name, or this host's DNS", "http %s: host %s does not resolve: %v", raw, u.Hostname(), err)
+		r.add(name, Fail, "fix the host name, or this host's DNS", "http %s: host %s does not resolve: %v", shown, u.Hostname(), err)
 		return
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
 	if err != nil {
 		r.add(name, Fail, "start the service, or open the port to this host", "http %s: %s resolves (%s) but port %s refuses: %v",
-			raw, u.Hostname(), strings.Join(addrs, ", "), port, err)
+			shown, u.Hostname(), strings.Join(addrs, ", "), port, err)
 		return
 	}
 	conn.Close()
-	r.ok(name, "http %s accepts connections", raw)
+	r.ok(name, "http %s accepts connections", shown)
 }
 
 // checkWork looks for work nothing will do: waiting or dispatched tasks
