@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -288,6 +289,12 @@ func (a *Alerter) evaluate(ctx context.Context) (Result, error) {
 		o := obs[fp]
 		if o == nil { // its queue, process or worker is gone
 			o = &observation{labels: s.Labels, annotations: s.Annotations}
+			// A dead process leaves the registry an hour after its last
+			// beat: gone from there, it is still dead until a process
+			// started since on its host replaces it.
+			if s.Firing && s.Labels["alertname"] == RuleHeartbeatStale && !restartedOn(in, s.Labels["host"], s.StartsAt) {
+				o.active, o.rule = true, a.cfg.Rules.HeartbeatStale
+			}
 		}
 		before := *s
 		if n := s.step(fp, o, in.Now, a.cfg.Cooldown); n != nil {
@@ -330,6 +337,14 @@ func (a *Alerter) evaluate(ctx context.Context) (Result, error) {
 		res.Notified = len(out)
 	}
 	return res, a.broker.SaveAlertStates(ctx, set, del)
+}
+
+// restartedOn reports whether a process of host that started after since
+// beats in the input.
+func restartedOn(in *Input, host string, since time.Time) bool {
+	return slices.ContainsFunc(in.Snapshot.Processes, func(p broker.Process) bool {
+		return p.Hostname() == host && p.StartedAt.After(since)
+	})
 }
 
 // step advances one alert by an observation at now and returns the

@@ -553,3 +553,35 @@ func TestFailingAlerterGivesTheLockUp(t *testing.T) {
 	require.False(t, res.Leader)
 	require.Equal(t, 1, b.count(t, alert.RuleAlertsFailing, alert.StatusResolved), "alerts are evaluated again")
 }
+
+// A dead process leaves the registry an hour after its last beat; its
+// alert does not resolve then, only when a process started since on its
+// host beats.
+func TestHeartbeatStaleOutlivesTheRegistry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rules := allOff
+	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
+	clk := clock.NewManual(time.Now().Truncate(time.Millisecond))
+	a := b.alerter(t, rules, time.Hour, clk)
+	eval := func(firing int) {
+		t.Helper()
+		res, err := a.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, firing, res.Firing)
+	}
+	dies := &broker.Process{ID: "h1-41-aaaa", Node: "n1", Host: "h1", PID: 41, StartedAt: clk.Now()}
+	b.beat(t, dies, clk)
+	eval(0)
+	clk.Advance(time.Second)
+	eval(1)
+	require.NoError(t, b.env.Broker.Client().ZRem(ctx, b.env.Broker.Keys.Processes(), dies.ID).Err()) // pruned
+	eval(1)
+	require.Zero(t, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved), "still dead")
+
+	clk.Advance(time.Second)
+	b.beat(t, &broker.Process{ID: "h1-43-cccc", Node: "n1", Host: "h1", PID: 43, StartedAt: clk.Now()}, clk)
+	eval(0)
+	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved), "its host restarted it")
+}
