@@ -468,18 +468,7 @@ func TestStartStop(t *testing.T) {
 // its last beat (its supervisor's restart) beats.
 func TestHeartbeatStaleBesideSiblings(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	rules := allOff
-	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
-	clk := clock.NewManual(time.Now().Truncate(time.Millisecond))
-	a := b.alerter(t, rules, time.Hour, clk)
-	eval := func(firing int) {
-		t.Helper()
-		res, err := a.RunOnce(ctx)
-		require.NoError(t, err)
-		require.Equal(t, firing, res.Firing)
-	}
+	b, clk, eval := heartbeatAlerter(t)
 	dies := &broker.Process{ID: "h1-41-aaaa", Node: "n1", Host: "h1", PID: 41, StartedAt: clk.Now()}
 	sibling := &broker.Process{ID: "h1-42-bbbb", Node: "n1", Host: "h1", PID: 42, StartedAt: clk.Now()}
 	b.beat(t, dies, clk)
@@ -554,23 +543,30 @@ func TestFailingAlerterGivesTheLockUp(t *testing.T) {
 	require.Equal(t, 1, b.count(t, alert.RuleAlertsFailing, alert.StatusResolved), "alerts are evaluated again")
 }
 
+// heartbeatAlerter is an alerter of the heartbeat rule alone (stale after
+// 0.2 s) on a manual clock, and eval, which evaluates once and checks how
+// many alerts fire.
+func heartbeatAlerter(t *testing.T) (*testBundle, *clock.Manual, func(firing int)) {
+	b := setup(t)
+	rules := allOff
+	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
+	clk := clock.NewManual(time.Now().Truncate(time.Millisecond))
+	a := b.alerter(t, rules, time.Hour, clk)
+	return b, clk, func(firing int) {
+		t.Helper()
+		res, err := a.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, firing, res.Firing)
+	}
+}
+
 // A dead process leaves the registry an hour after its last beat; its
 // alert does not resolve then, only when a process started since on its
 // host beats.
 func TestHeartbeatStaleOutlivesTheRegistry(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b, clk, eval := heartbeatAlerter(t)
 	ctx := context.Background()
-	rules := allOff
-	rules.HeartbeatStale = alert.Rule{Threshold: 0.2}
-	clk := clock.NewManual(time.Now().Truncate(time.Millisecond))
-	a := b.alerter(t, rules, time.Hour, clk)
-	eval := func(firing int) {
-		t.Helper()
-		res, err := a.RunOnce(ctx)
-		require.NoError(t, err)
-		require.Equal(t, firing, res.Firing)
-	}
 	dies := &broker.Process{ID: "h1-41-aaaa", Node: "n1", Host: "h1", PID: 41, StartedAt: clk.Now()}
 	b.beat(t, dies, clk)
 	eval(0)
