@@ -327,3 +327,15 @@ func TestCronListAndRemove(t *testing.T) {
 	_, err = client.CronRemove(ctx, "ping", "nightly-ping")
 	require.Equal(t, task.CodeNotFound, task.ErrorCode(err))
 }
+
+// A caller tells errors apart without importing taskd's internals: bad
+// input, a task that does not exist, and no error.
+func TestErrorCodes(t *testing.T) {
+	ctx := context.Background()
+	client, _ := clientAndStore(t)
+	_, err := client.SubmitJSON(ctx, "ping", json.RawMessage(`{not json`))
+	require.Equal(t, taskd.CodeInvalid, taskd.ErrorCode(err))
+	_, err = client.CronRemove(ctx, "ping", "no-such")
+	require.Equal(t, taskd.CodeNotFound, taskd.ErrorCode(err))
+	require.Equal(t, taskd.Code(""), taskd.ErrorCode(nil))
+}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // Config is taskd's configuration (docs/configuration.md).
@@ -77,4 +78,26 @@ func checked(cfg *Config) error {
 		return fmt.Errorf("taskd: %w (start from taskd.DefaultConfig() or taskd.LoadConfig)", err)
 	}
 	return nil
+}
+
+// Code classifies an error of this package: ErrorCode(err) tells bad input
+// (nothing was written) from what an operator must fix and from a
+// dependency that failed, for a caller to answer 400, 404, or retry.
+type Code = task.Code
+
+// The error codes.
+const (
+	CodeInvalid  = task.CodeInvalid  // bad input: nothing was written; do not retry
+	CodeNotFound = task.CodeNotFound // the task, queue or periodic task does not exist
+	CodeConfig   = task.CodeConfig   // the configuration, credentials or schema: an operator fixes it
+	CodeInternal = task.CodeInternal // anything else: MySQL or Redis failed; retry later
+)
+
+// ErrorCode returns err's code: CodeInternal for an error that carries
+// none, "" for nil.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	return task.ErrorCode(err)
 }
