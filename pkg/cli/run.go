@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -33,7 +34,18 @@ func (a *App) runCmd() *cobra.Command {
 			if err := handler.StartReaper(ctx); err != nil {
 				log.Warn("cannot reap orphans of exec handlers; run under an init that does", "err", err)
 			}
+			var starting *metrics.Server
+			if c.Metrics.Addr != "" {
+				// Seen while it waits for MySQL and Redis: /livez answers and
+				// /metrics says taskd_monitor_up 0 until the node's own serve.
+				if starting, err = metrics.ServeStarting(c.Metrics.Addr, "waiting for MySQL and Redis", log); err != nil {
+					return err
+				}
+			}
 			n, err := node.Open(ctx, c, a.Handlers, log)
+			if starting != nil {
+				starting.Close()
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					log.Info("stopped while waiting for dependencies", "err", err)

@@ -18,6 +18,9 @@ import (
 // taskd_monitor_up 0 (taskd_monitor_down), not a scrape that fails.
 const snapshotTimeout = 8 * time.Second
 
+// upHelp is taskd_monitor_up's help, also served while a node starts.
+const upHelp = "1 when the last snapshot of MySQL and Redis succeeded; the gauges above are missing otherwise."
+
 // snapshotMaxAge bounds the queries scrapes cause: scrapers arriving
 // within it share one snapshot.
 const snapshotMaxAge = 2 * time.Second
@@ -53,8 +56,7 @@ var (
 		"Memory Redis uses (used_memory; on a Cluster, the master closest to its limit).", nil, nil)
 	descRedisMax = prometheus.NewDesc("taskd_redis_memory_max_bytes",
 		"Redis's maxmemory (0: no limit); at it, Redis refuses new messages and the backlog waits in the task center.", nil, nil)
-	descUp = prometheus.NewDesc("taskd_monitor_up",
-		"1 when the last snapshot of MySQL and Redis succeeded; the gauges above are missing otherwise.", nil, nil)
+	descUp = prometheus.NewDesc("taskd_monitor_up", upHelp, nil, nil)
 )
 
 // SnapshotFunc takes a snapshot of the system.

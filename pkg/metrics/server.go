@@ -32,10 +32,6 @@ const readyTimeout = 5 * time.Second
 // Serve listens on addr and serves the endpoints until Close. /readyz
 // answers 200 only when every dependency answers a ping.
 func Serve(addr string, m *Metrics, deps map[string]Pinger, log *slog.Logger) (*Server, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listener: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -51,6 +47,32 @@ func Serve(addr string, m *Metrics, deps map[string]Pinger, log *slog.Logger) (*
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	return serve(addr, mux, log)
+}
+
+// ServeStarting listens on addr while the process waits for MySQL and
+// Redis at its start, before Serve can: /livez answers (the process runs),
+// /readyz is 503 with why, and /metrics says taskd_monitor_up 0, so that
+// a node that cannot start is seen, not a target that refuses. Close it
+// before Serve takes the address.
+func ServeStarting(addr, waitingFor string, log *slog.Logger) (*Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "starting: "+waitingFor, http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "# HELP taskd_monitor_up %s\n# TYPE taskd_monitor_up gauge\ntaskd_monitor_up 0\n", upHelp)
+	})
+	return serve(addr, mux, log)
+}
+
+func serve(addr string, mux *http.ServeMux, log *slog.Logger) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
 	s := &Server{
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second},
 		done: make(chan struct{}), log: log, addr: l.Addr(),

@@ -1,0 +1,59 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/cli"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// While `taskd run` waits for MySQL and Redis at its start, its metrics
+// address already answers: /livez (it runs), /readyz 503 saying why, and
+// taskd_monitor_up 0, so that a node that cannot start is seen as such
+// rather than as a target that refuses connections.
+func TestRunSeenWhileWaiting(t *testing.T) {
+	t.Parallel()
+	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	path := writeConfig(t, "mysql: { dsn: \"root:@tcp("+closed+")/taskd\" }\nredis: { addr: \""+closed+"\" }\nmetrics: { addr: \""+addr+"\" }\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		done <- cli.Execute(ctx, []string{"--config", path, "run"}, &out, &errOut, strings.NewReader(""))
+	}()
+	get := func(p string) (int, string) {
+		resp, err := http.Get("http://" + addr + p)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	require.Eventually(t, func() bool { code, _ := get("/livez"); return code == http.StatusOK }, 10*time.Second, 20*time.Millisecond)
+	code, body := get("/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "starting: waiting for MySQL and Redis")
+	code, body = get("/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "\ntaskd_monitor_up 0\n")
+	cancel()
+	select {
+	case rc := <-done:
+		require.Equal(t, cli.ExitOK, rc)
+	case <-time.After(30 * time.Second):
+		t.Fatal("taskd run did not stop")
+	}
+	code, _ = get("/livez")
+	require.Zero(t, code, "the listener is closed")
+}
