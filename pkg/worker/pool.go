@@ -591,7 +591,10 @@ func (p *pool) run(j *job) {
 	if !e.interrupted {
 		w.count.processed.Add(1)
 		// The task's fields are boxed only for a line that is written.
-		if e.err != nil {
+		if e.killed {
+			// An operator's doing, not the handler's failure.
+			w.log.Info("task attempt killed by operator", taskAttrs(m.ID, m.Code, m.Attempt, "duration", e.duration)...)
+		} else if e.err != nil {
 			w.count.failed.Add(1)
 			w.log.Warn("task attempt failed", taskAttrs(m.ID, m.Code, m.Attempt, "err", e.err, "duration", e.duration)...)
 		} else if w.log.Enabled(context.Background(), slog.LevelDebug) {

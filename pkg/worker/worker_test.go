@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
@@ -788,4 +790,38 @@ func TestAttemptsReuseRunners(t *testing.T) {
 	// A runner parks a moment after its slot is freed, so the next
 	// attempt may start one more; one each would be n.
 	require.LessOrEqual(t, len(goroutines), 4, "goroutines that ran %d attempts in one slot", n)
+}
+
+// An attempt an operator kills is the operator's doing: logged as a kill,
+// not as the handler's failure, and not counted among the worker's
+// failures (its per-minute failed series).
+func TestKillIsNoFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan struct{})
+	b.reg.Register("slow", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		close(started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	var logs testenv.LogBuffer
+	w := b.startWorker(t, func(c *worker.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	id := b.submit(t, producer.Submission{Code: "slow"})
+	b.dispatchUntil(t, "the start", func() bool {
+		select {
+		case <-started:
+			return true
+		default:
+			return false
+		}
+	})
+	o := ops.New(b.env.Store, b.env.Broker)
+	_, err := o.Kill(context.Background(), ops.Target{IDs: []int64{id}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "task attempt killed by operator") },
+		10*time.Second, 10*time.Millisecond)
+	require.NotContains(t, logs.String(), "task attempt failed")
+	require.Zero(t, w.Stats().Failed)
 }
