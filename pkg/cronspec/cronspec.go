@@ -228,6 +228,16 @@ func Validate(expr, tz string) error {
 // planned at planned ended at now (see NextAfterRun). It fails when the
 // expression does not parse or has no next occurrence.
 func NextRun(expr, tz string, planned, now time.Time) (time.Time, error) {
+	// A stored definition may name the zone Local, which earlier releases
+	// took (each host's own, as it still is for it): refused for new
+	// definitions, still read, so that such a task does not die.
+	if strings.EqualFold(tz, "Local") {
+		tz = ""
+	}
+	if z := ExprZone(expr); strings.EqualFold(z, "Local") {
+		_, expr, _ = strings.Cut(strings.TrimSpace(expr), " ")
+		tz = ""
+	}
 	spec, err := Parse(expr, tz)
 	if err != nil {
 		return time.Time{}, err

@@ -518,3 +518,16 @@ func TestCrontabDialect(t *testing.T) {
 	_, err := cronspec.Parse("0 3 * * *", "Local")
 	require.ErrorContains(t, err, `time zone "Local" is each host's own`)
 }
+
+// A definition stored by an earlier release with the zone Local is still
+// read (as the host's zone), so that its task does not die at its next
+// run; only new definitions refuse it.
+func TestStoredLocalZoneStillRuns(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	for _, c := range [][2]string{{"0 3 * * *", "Local"}, {"CRON_TZ=Local 0 3 * * *", ""}} {
+		next, err := cronspec.NextRun(c[0], c[1], now, now)
+		require.NoError(t, err, "%q in %q", c[0], c[1])
+		require.True(t, next.After(now))
+	}
+}
