@@ -420,4 +420,16 @@ func TestLocksCommand(t *testing.T) {
 	requireLockOneLine(t, r, cli.ExitUsage, "--backend")
 	r = run("locks", "extra")
 	require.Equal(t, cli.ExitUsage, r.code)
+
+	// The task center down: Redis's locks are still listed, and it says
+	// why MySQL's are not (exit 1).
+	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	r = run("locks", "--mysql-dsn", "root:@tcp("+closed+")/taskd")
+	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
+	require.Contains(t, r.stdout, "report  redis")
+	require.NotContains(t, r.stdout, "backup")
+	require.True(t, strings.HasPrefix(r.stderr, "taskd: warning: MySQL: "), r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	r = run("locks", "--mysql-dsn", "root:@tcp("+closed+")/taskd", "--backend", "mysql")
+	requireLockOneLine(t, r, cli.ExitFailure, closed)
 }

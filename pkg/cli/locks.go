@@ -30,45 +30,79 @@ the server's clock.`,
 				return task.Invalidf("--backend must be all, redis or mysql, not %q", backend)
 			}
 			held, err := a.listLocks(cmd.Context(), backend)
-			if err != nil {
+			if held == nil {
 				return err
 			}
+			// One backend answered: its locks, then why the other is
+			// missing (exit 1), as `stats` does without Redis.
 			if a.json() {
-				return a.printJSON(nonNil(held))
+				if perr := a.printJSON(nonNil(held)); perr != nil {
+					return perr
+				}
+				return err
 			}
+			defer func() {
+				if err != nil {
+					fmt.Fprintf(a.Stderr, "taskd: warning: %v; only the other backend's locks are listed\n", err)
+				}
+			}()
 			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tBACKEND\tHOST\tPID\tSINCE\tTTL LEFT\tTOKEN")
 			for _, h := range held {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", h.Name, h.Backend, dash(h.Host), pidText(h.PID),
 					sinceText(h.Since), h.TTLLeft.Round(100*time.Millisecond), h.Token)
 			}
-			return w.Flush()
+			if ferr := w.Flush(); ferr != nil {
+				return ferr
+			}
+			if err != nil {
+				return exitError{code: ExitFailure}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "all", "where to look: all, redis or mysql")
 	return cmd
 }
 
-// listLocks lists the locks of backend (all, redis or mysql).
+// listLocks lists the locks of backend (all, redis or mysql). With all,
+// a backend that cannot be reached leaves the other's locks listed
+// (held not nil) beside the error that says which.
 func (a *App) listLocks(ctx context.Context, backend string) ([]lock.Held, error) {
 	var listers []lock.Lister
+	var missing error
 	if backend != "mysql" {
 		br, err := a.openBroker(ctx)
-		if err != nil {
+		if err != nil && backend != "all" {
 			return nil, err
 		}
-		defer br.Close()
-		listers = append(listers, lock.NewRedis(br.Client(), br.Keys.Prefix))
+		if err != nil {
+			missing = fmt.Errorf("Redis: %w", err)
+		} else {
+			defer br.Close()
+			listers = append(listers, lock.NewRedis(br.Client(), br.Keys.Prefix))
+		}
 	}
 	if backend != "redis" {
 		st, err := a.openLockStore(ctx)
-		if err != nil {
+		if err != nil && backend != "all" {
 			return nil, err
 		}
-		defer st.Close()
-		listers = append(listers, lock.NewMySQL(st.DB()))
+		if err != nil && missing != nil {
+			return nil, fmt.Errorf("%w; MySQL: %w", missing, err)
+		}
+		if err != nil {
+			missing = fmt.Errorf("MySQL: %w", err)
+		} else {
+			defer st.Close()
+			listers = append(listers, lock.NewMySQL(st.DB()))
+		}
 	}
-	return lock.ListAll(ctx, listers...)
+	held, err := lock.ListAll(ctx, listers...)
+	if err != nil {
+		return nil, err
+	}
+	return nonNil(held), missing
 }
 
 func pidText(pid int) string {
