@@ -126,7 +126,7 @@ func TestLockProcesses(t *testing.T) {
 		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // should it outlive the test
 		require.NoError(t, cmd.Process.Kill())
 		_ = cmd.Wait()
-		require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 5*time.Second, 20*time.Millisecond,
+		require.Eventually(t, func() bool { return !running(pid) }, 5*time.Second, 20*time.Millisecond,
 			"the command died with its holder")
 	})
 	for _, backend := range []string{"redis", "mysql"} {
@@ -432,4 +432,17 @@ func TestLocksCommand(t *testing.T) {
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 	r = run("locks", "--mysql-dsn", "root:@tcp("+closed+")/taskd", "--backend", "mysql")
 	requireLockOneLine(t, r, cli.ExitFailure, closed)
+}
+
+// running reports whether process pid runs: a zombie does not. (Another
+// test of this package runs `taskd run` in-process, which makes the test
+// binary a child subreaper: an orphan killed with its parent is then
+// reparented here and stays a zombie until reaped.)
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil // no /proc: as best we can
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }
