@@ -339,3 +339,33 @@ func TestErrorCodes(t *testing.T) {
 	require.Equal(t, taskd.CodeNotFound, taskd.ErrorCode(err))
 	require.Equal(t, taskd.Code(""), taskd.ErrorCode(nil))
 }
+
+// worker.hand_back_wait bounds how long Stop waits, past the grace, for a
+// handler that ignores its cancellation (10 s unless set).
+func TestHandBackWait(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	require.NoError(t, err)
+	cfg.Worker.ShutdownGrace, cfg.Worker.HandBackWait = 100*time.Millisecond, 300*time.Millisecond
+	release, started := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[stubborn]) error {
+		close(started)
+		<-release // ignores ctx
+		return nil
+	})
+	srv := taskd.NewServer(cfg, mux)
+	require.NoError(t, srv.Start(ctx))
+	client, _ := clientAndStore(t)
+	_, err = client.Submit(ctx, stubborn{})
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("not started")
+	}
+	begin := time.Now()
+	srv.Stop()
+	require.Less(t, time.Since(begin), 5*time.Second, "the grace and the hand-back wait, not 10 s")
+}

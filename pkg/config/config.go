@@ -147,6 +147,9 @@ type WorkerConfig struct {
 	// ShutdownGrace is how long SIGTERM waits for running tasks before
 	// handing them back.
 	ShutdownGrace time.Duration `mapstructure:"shutdown_grace"`
+	// HandBackWait is how long, after the grace, cancelled handlers get to
+	// return before their tasks are handed back regardless.
+	HandBackWait time.Duration `mapstructure:"hand_back_wait"`
 	// KillGrace is the time between SIGTERM and SIGKILL for exec handlers.
 	KillGrace time.Duration `mapstructure:"kill_grace"`
 	// OutputLimit is the number of bytes of output kept per attempt.
@@ -355,6 +358,7 @@ var defaults = map[string]any{
 	"scheduler.claim_ahead":              dur(scheduler.ClaimAheadDefault),
 	"worker.concurrency":                 10,
 	"worker.shutdown_grace":              dur(worker.ShutdownGraceDefault),
+	"worker.hand_back_wait":              dur(worker.HandBackWaitDefault),
 	"worker.kill_grace":                  dur(handler.KillGraceDefault),
 	"worker.output_limit":                worker.OutputLimitDefault,
 	"worker.heartbeat_interval":          dur(worker.HeartbeatIntervalDefault),
@@ -620,6 +624,7 @@ func (c *Config) Validate() error {
 		{"retention.task_age", c.Retention.TaskAge},
 		{"retention.run_age", c.Retention.RunAge},
 		{"retry.base", c.Retry.Base},
+		{"worker.hand_back_wait", c.Worker.HandBackWait},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {

@@ -141,7 +141,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		n.beat.pools = n.poolStates
 		n.Worker = worker.New(worker.Config{
 			ID: n.ID, Node: cfg.Node.ID, Version: Version, Queues: cfg.WorkerQueues(), Handlers: reg,
-			ShutdownGrace: cfg.Worker.ShutdownGrace, OutputLimit: int(cfg.Worker.OutputLimit),
+			ShutdownGrace: cfg.Worker.ShutdownGrace, HandBackWait: cfg.Worker.HandBackWait, OutputLimit: int(cfg.Worker.OutputLimit),
 			RetryBase: cfg.Retry.Base, RetryMax: cfg.Retry.Max, DefaultTimezone: cfg.Cron.Timezone,
 			HeartbeatInterval: cfg.Worker.HeartbeatInterval, HeartbeatTTL: cfg.Worker.HeartbeatTTL, Logger: log,
 			RunningMarkDelay: cfg.Worker.RunningMarkDelay,
