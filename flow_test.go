@@ -194,11 +194,15 @@ func TestClientOfAnUnmigratedTaskCenter(t *testing.T) {
 	require.NoError(t, err)
 	admin, err := sql.Open("mysql", base.FormatDSN())
 	require.NoError(t, err)
-	defer admin.Close()
-	name := fmt.Sprintf("taskd_test_nomig_%d", time.Now().UnixNano()) // swept by testenv if left
+	name := fmt.Sprintf("taskd_test_nomig_%d", time.Now().UnixNano())
 	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name) })
+	// Dropped here: testenv's sweep finds only databases that have tables.
+	t.Cleanup(func() {
+		defer admin.Close()
+		_, err := admin.ExecContext(context.Background(), "DROP DATABASE "+name)
+		require.NoError(t, err)
+	})
 	cfg, err := taskd.LoadConfig("")
 	require.NoError(t, err)
 	base.DBName = name
