@@ -11,11 +11,14 @@ import (
 // it start sooner. While Redis does not answer they must not hold every
 // submit of a web request for the client's dial timeouts and retries.
 const (
-	// redisStepTimeout bounds each optional Redis step.
-	redisStepTimeout = 500 * time.Millisecond
+	// redisStepTimeout bounds each optional Redis step: generous enough
+	// for a loaded host, where a step that gives up too soon would leave
+	// every task to the schedulers.
+	redisStepTimeout = time.Second
 	// redisRest is how long the submits skip their Redis steps after one
-	// failed: the schedulers' polls find the tasks meanwhile.
-	redisRest = 5 * time.Second
+	// failed: the schedulers' polls find the tasks meanwhile. Short, so
+	// that a Redis that answers again is used again at once.
+	redisRest = time.Second
 )
 
 // redisGate skips the optional Redis steps for a while after one failed.
