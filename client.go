@@ -28,6 +28,7 @@ type Client struct {
 	store  *store.Store
 	broker *broker.Broker
 	p      *producer.Client
+	ops    *ops.Ops
 }
 
 // NewClient connects to the task center and Redis of cfg. The task
@@ -62,7 +63,7 @@ func NewClient(ctx context.Context, cfg *Config) (*Client, error) {
 		s.Close()
 		return nil, err
 	}
-	return &Client{store: s, broker: b, p: node.NewProducer(cfg, s, b, nil)}, nil
+	return &Client{store: s, broker: b, p: node.NewProducer(cfg, s, b, nil), ops: ops.NewFromConfig(s, b, cfg)}, nil
 }
 
 // Close closes the connections.
@@ -411,4 +412,55 @@ func withoutCounts(payload json.RawMessage) (json.RawMessage, error) {
 	}
 	delete(obj, "batch")
 	return json.Marshal(obj)
+}
+
+// Task is a task as the task center holds it, as `taskd show` prints it:
+// its status, attempt, last result (a handler's output or error) and
+// times.
+type Task = task.Task
+
+// Status is a task's state; Status.Ended says whether it has ended (an
+// operator may still retry it).
+type Status = task.Status
+
+// The states of a task (DESIGN.md; PHP producers and SQL rely on the
+// numbers).
+const (
+	StatusPending    = task.Pending    // waiting for its due time
+	StatusDispatched = task.Dispatched // claimed and queued for a worker
+	StatusRunning    = task.Running    // a worker runs it
+	StatusSucceeded  = task.Succeeded  // done (a periodic task goes back to pending)
+	StatusFailed     = task.Failed     // failed; a retry is due
+	StatusDead       = task.Dead       // its retries ran out: it waits for an operator
+	StatusCancelled  = task.Cancelled  // killed, or a disabled periodic task
+)
+
+// Get returns task id as the task center holds it now. An id that names
+// no task is CodeNotFound (retention deletes succeeded and cancelled
+// tasks retention.task_age after they ended).
+func (c *Client) Get(ctx context.Context, id int64) (*Task, error) {
+	return c.store.TaskGet(ctx, id)
+}
+
+// Change says what Kill or Retry did, as `taskd kill -o json` prints it:
+// the tasks changed (IDs), and each one left alone with its status and
+// why (Unchanged: a retry of a task that succeeded, a kill of one that
+// ended).
+type Change = ops.Change
+
+// Kill cancels tasks as `taskd kill` does, audit row included: a waiting
+// or failed task becomes cancelled, a running one is cancelled where it
+// runs (its handler's context is done, an exec handler's processes are
+// terminated) and its result is rejected. Ids that name no task are
+// CodeNotFound, and nothing is changed.
+func (c *Client) Kill(ctx context.Context, ids ...int64) (Change, error) {
+	return c.ops.Kill(ctx, ops.Target{IDs: ids})
+}
+
+// Retry puts dead, failed or cancelled tasks back to pending, due now,
+// with their retry budget afresh, as `taskd retry` does, audit row
+// included. Ids that name no task are CodeNotFound, and nothing is
+// changed.
+func (c *Client) Retry(ctx context.Context, ids ...int64) (Change, error) {
+	return c.ops.Retry(ctx, ops.Target{IDs: ids})
 }

@@ -159,6 +159,42 @@ func ExampleHandle() {
 	// attempt 2 on a.jpg: resized
 }
 
+// A program follows the task it submitted, and cancels it before it is
+// due, as `taskd show` and `taskd kill` would.
+func ExampleClient_Get() {
+	ctx := context.Background()
+	cfg, err := taskd.LoadConfig("")
+	if err != nil {
+		panic(err)
+	}
+	client, err := taskd.NewClient(ctx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	res, err := client.Submit(ctx, Resize{Path: "b.jpg"}, taskd.Delay(time.Hour))
+	if err != nil {
+		panic(err)
+	}
+	tk, err := client.Get(ctx, res.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(tk.Status, tk.Status.Ended())
+	ch, err := client.Kill(ctx, res.ID)
+	if err != nil {
+		panic(err)
+	}
+	tk, err = client.Get(ctx, res.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(ch.Changed, "killed:", tk.Status, tk.Status.Ended())
+	// Output:
+	// pending false
+	// 1 killed: cancelled true
+}
+
 // Report is the payload of the nightly report.
 type Report struct {
 	Region string `json:"region"`

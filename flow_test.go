@@ -373,3 +373,91 @@ func TestHandBackWait(t *testing.T) {
 	srv.Stop()
 	require.Less(t, time.Since(begin), 5*time.Second, "the grace and the hand-back wait, not 10 s")
 }
+
+type lingering struct{ Hold bool }
+
+func (lingering) Kind() string { return "lingering" }
+
+// A Go program follows a task it submitted, kills it while it runs and
+// retries it, as `taskd show`, `kill` and `retry` do, without the CLI.
+func TestGetKillRetry(t *testing.T) {
+	ctx := context.Background()
+	mux := taskd.NewMux()
+	started, stopped := make(chan int, 4), make(chan error, 4)
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[lingering]) error {
+		started <- job.Attempt
+		if !job.Args.Hold || job.Attempt > 1 {
+			return nil
+		}
+		<-ctx.Done()
+		stopped <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	client, st := serve(t, mux)
+	res, err := client.Submit(ctx, lingering{Hold: true}, taskd.MaxRetry(0))
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not started")
+	}
+	require.Eventually(t, func() bool {
+		tk, err := client.Get(ctx, res.ID)
+		require.NoError(t, err)
+		return tk.Status == taskd.StatusRunning || tk.Status == taskd.StatusDispatched
+	}, 10*time.Second, 20*time.Millisecond)
+
+	ch, err := client.Kill(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, []int64{res.ID}, ch.IDs)
+	select {
+	case err := <-stopped:
+		require.Error(t, err, "the handler's context is cancelled")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler was not cancelled")
+	}
+	tk, err := client.Get(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, taskd.StatusCancelled, tk.Status)
+	require.True(t, tk.Status.Ended())
+
+	ch, err = client.Retry(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, ch.Changed)
+	select {
+	case attempt := <-started:
+		require.Equal(t, 2, attempt)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the retried task did not run")
+	}
+	require.Eventually(t, func() bool {
+		tk, err := client.Get(ctx, res.ID)
+		require.NoError(t, err)
+		return tk.Status == taskd.StatusSucceeded
+	}, 20*time.Second, 20*time.Millisecond)
+
+	// A retry of a task that succeeded changes nothing, and says why.
+	ch, err = client.Retry(ctx, res.ID)
+	require.NoError(t, err)
+	require.Zero(t, ch.Changed)
+	require.Len(t, ch.Unchanged, 1)
+	require.Contains(t, ch.Unchanged[0].Reason, "retry applies to")
+
+	// Both actions are in the audit log, as the CLI's are.
+	entries, err := st.AuditList(ctx, 0, 100)
+	require.NoError(t, err)
+	for _, action := range []string{"kill", "retry"} {
+		require.True(t, slices.ContainsFunc(entries, func(e store.AuditEntry) bool {
+			var d struct{ IDs []int64 }
+			return e.Action == action && json.Unmarshal(e.Detail, &d) == nil && slices.Contains(d.IDs, res.ID)
+		}), "audit row of %s", action)
+	}
+
+	// Ids that name no task are not found, and nothing changes.
+	_, err = client.Get(ctx, 1<<50)
+	require.Equal(t, taskd.CodeNotFound, taskd.ErrorCode(err))
+	_, err = client.Kill(ctx, res.ID, 1<<50)
+	require.Equal(t, taskd.CodeNotFound, taskd.ErrorCode(err))
+	_, err = client.Retry(ctx, 1<<50)
+	require.Equal(t, taskd.CodeNotFound, taskd.ErrorCode(err))
+}
