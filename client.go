@@ -66,6 +66,16 @@ func NewClient(ctx context.Context, cfg *Config) (*Client, error) {
 	return &Client{store: s, broker: b, p: node.NewProducer(cfg, s, b, nil), ops: ops.NewFromConfig(s, b, cfg)}, nil
 }
 
+// As returns a client whose Kill, Retry and CronRemove are written to the
+// audit log as made by user from origin (an admin page's signed-in user
+// and the request's address), instead of the process's OS user and host.
+// It shares c's connections: Close c once, not each copy.
+func (c *Client) As(user, origin string) *Client {
+	cc := *c
+	cc.ops = c.ops.As(store.Actor{User: user, Origin: origin})
+	return &cc
+}
+
 // Close closes the connections.
 func (c *Client) Close() error {
 	c.broker.Close()
@@ -338,7 +348,7 @@ func (c *Client) CronList(ctx context.Context) ([]CronTask, error) {
 // as `taskd cron remove` does, audit row included, and returns its id. A
 // run in flight finishes; its result is rejected.
 func (c *Client) CronRemove(ctx context.Context, code, name string) (int64, error) {
-	id, auditErr, err := c.p.CronRemove(ctx, code, name, ops.CurrentActor())
+	id, auditErr, err := c.p.CronRemove(ctx, code, name, c.ops.Actor())
 	if err != nil {
 		return 0, err
 	}

@@ -443,15 +443,24 @@ func TestGetKillRetry(t *testing.T) {
 	require.Len(t, ch.Unchanged, 1)
 	require.Contains(t, ch.Unchanged[0].Reason, "retry applies to")
 
-	// Both actions are in the audit log, as the CLI's are.
+	// Both actions are in the audit log, as the CLI's are; an admin page
+	// names who clicked.
+	later, err := client.Submit(ctx, lingering{}, taskd.Delay(time.Hour))
+	require.NoError(t, err)
+	_, err = client.As("alice", "web 198.51.100.7").Kill(ctx, later.ID)
+	require.NoError(t, err)
 	entries, err := st.AuditList(ctx, 0, 100)
 	require.NoError(t, err)
-	for _, action := range []string{"kill", "retry"} {
-		require.True(t, slices.ContainsFunc(entries, func(e store.AuditEntry) bool {
+	audited := func(action string, id int64, user string) bool {
+		return slices.ContainsFunc(entries, func(e store.AuditEntry) bool {
 			var d struct{ IDs []int64 }
-			return e.Action == action && json.Unmarshal(e.Detail, &d) == nil && slices.Contains(d.IDs, res.ID)
-		}), "audit row of %s", action)
+			return e.Action == action && json.Unmarshal(e.Detail, &d) == nil && slices.Contains(d.IDs, id) &&
+				(user == "" || e.Actor == user && e.Origin == "web 198.51.100.7")
+		})
 	}
+	require.True(t, audited("kill", res.ID, ""), "audit row of the kill")
+	require.True(t, audited("retry", res.ID, ""), "audit row of the retry")
+	require.True(t, audited("kill", later.ID, "alice"), "audit row of alice's kill")
 
 	// Ids that name no task are not found, and nothing changes.
 	_, err = client.Get(ctx, 1<<50)
