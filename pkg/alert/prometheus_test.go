@@ -51,7 +51,7 @@ func TestPrometheusRulesMatchTheBuiltInRules(t *testing.T) {
 	compares := map[string][]string{
 		RuleBacklog:        {fmt.Sprintf("> %g", d.Backlog.Threshold)},
 		RuleSuccessRate:    {fmt.Sprintf("< %g", d.SuccessRate.Threshold)},
-		RuleHeartbeatStale: {fmt.Sprintf("> %g", d.HeartbeatStale.Threshold), fmt.Sprintf("<= %g", d.HeartbeatStale.Threshold)},
+		RuleHeartbeatStale: {fmt.Sprintf("> %g", d.HeartbeatStale.Threshold)},
 		RuleNoConsumer:     {fmt.Sprintf(">= %g", d.NoConsumer.Threshold)},
 		RuleOldestDue:      {fmt.Sprintf("> %g", d.OldestDue.Threshold)},
 		RuleDeadTasks:      {fmt.Sprintf("> %g", d.DeadTasks.Threshold), "[" + clock.Format(d.DeadTasks.For) + "]"},

@@ -50,6 +50,8 @@ var (
 		"Time since the worker's last heartbeat; dead workers stay until recovery drains them.", []string{"worker"}, nil)
 	descProcAge = prometheus.NewDesc("taskd_process_heartbeat_age_seconds",
 		"Time since a taskd process's last heartbeat; a process that exits cleanly is removed.", []string{"process", "node", "host"}, nil)
+	descProcStart = prometheus.NewDesc("taskd_process_start_time_seconds",
+		"When a taskd process started: a process of a host that started after another's last heartbeat replaced it.", []string{"process", "node", "host"}, nil)
 	descLastHeal = prometheus.NewDesc("taskd_watchdog_last_heal_timestamp_seconds",
 		"When the watchdog last healed the worker (slot abandoned, alive but idle, exit), for workers healed in the last hour; read from {prefix}events, so it outlives the process.", []string{"worker", "node"}, nil)
 	descRedisUsed = prometheus.NewDesc("taskd_redis_memory_used_bytes",
@@ -81,7 +83,7 @@ func (m *Metrics) CollectSnapshots(take SnapshotFunc, log *slog.Logger) {
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSubmitted, descQueueTasks, descBacklog, descMessages, descOldest,
-		descConsumers, descPaused, descDead, descBusy, descSlots, descBeatAge, descProcAge, descLastHeal,
+		descConsumers, descPaused, descDead, descBusy, descSlots, descBeatAge, descProcAge, descProcStart, descLastHeal,
 		descRedisUsed, descRedisMax, descUp} {
 		ch <- d
 	}
@@ -143,6 +145,7 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, p := range s.Processes {
 		gauge(descProcAge, s.At.Sub(p.LastBeat).Seconds(), p.ID, p.Node, p.Hostname())
+		gauge(descProcStart, float64(p.StartedAt.UnixMilli())/1000, p.ID, p.Node, p.Hostname())
 	}
 	healed := map[string]bool{}
 	for _, e := range s.Events { // newest first

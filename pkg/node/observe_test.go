@@ -176,7 +176,8 @@ func TestMetricsAddUpToTheTaskCenter(t *testing.T) {
 		"taskd_queue_messages": dto.MetricType_GAUGE, "taskd_queue_oldest_due_seconds": dto.MetricType_GAUGE,
 		"taskd_queue_consumers": dto.MetricType_GAUGE, "taskd_worker_busy_slots": dto.MetricType_GAUGE,
 		"taskd_worker_heartbeat_age_seconds": dto.MetricType_GAUGE, "taskd_process_heartbeat_age_seconds": dto.MetricType_GAUGE,
-		"taskd_build_info": dto.MetricType_GAUGE, "taskd_monitor_up": dto.MetricType_GAUGE,
+		"taskd_process_start_time_seconds": dto.MetricType_GAUGE,
+		"taskd_build_info":                 dto.MetricType_GAUGE, "taskd_monitor_up": dto.MetricType_GAUGE,
 		"taskd_queue_paused": dto.MetricType_GAUGE, "taskd_queue_dead_tasks": dto.MetricType_GAUGE,
 	}
 	for name, typ := range types {
@@ -238,6 +239,9 @@ func TestMetricsPausedHostsAndHeals(t *testing.T) {
 	require.Contains(t, f, "taskd_queue_paused")
 	require.Len(t, f["taskd_queue_paused"].GetMetric(), 2)
 	require.Len(t, series(f, "taskd_process_heartbeat_age_seconds", "process", n.ID, "host", host), 1, "the process's series names its host")
+	start := series(f, "taskd_process_start_time_seconds", "process", n.ID, "host", host)
+	require.Len(t, start, 1)
+	require.InDelta(t, float64(time.Now().Unix()), start[0].GetGauge().GetValue(), 600, "a Unix time")
 	heals := series(f, "taskd_watchdog_last_heal_timestamp_seconds")
 	require.Len(t, heals, 1, "only workers healed in the last hour")
 	require.Equal(t, float64(healed.UnixMilli())/1000, heals[0].GetGauge().GetValue(), "the newest heal")
