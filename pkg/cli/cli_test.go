@@ -481,6 +481,11 @@ func TestCron(t *testing.T) {
 	text := b.ok(t, "cron", "list")
 	require.Contains(t, text, "hourly-report")
 	require.Contains(t, text, "Asia/Shanghai")
+	b.okJSON(t, &list, "cron", "list", "report")
+	require.Len(t, list, 1, "one code's periodic tasks")
+	require.Equal(t, "report", list[0].Code)
+	require.Equal(t, "[]\n", b.ok(t, "cron", "list", "no-such-code", "-o", "json"))
+	requireOneLineError(t, b.run(t, "cron", "list", "bad code"), cli.ExitUsage)
 
 	// A disabled periodic task reads disabled, with no next run (enable
 	// sets one from then), in every listing; JSON keeps its status.

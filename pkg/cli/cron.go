@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -73,10 +74,16 @@ same CODE and --name updates the task in place.`,
 
 func (a *App) cronListCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "list",
-		Short: "List periodic tasks",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:     "list [CODE]",
+		Short:   "List periodic tasks, or those of one task code",
+		Example: "  taskd cron list\n  taskd cron list report:daily -o json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if err := task.ValidateName("task code", args[0]); err != nil {
+					return err
+				}
+			}
 			cl, closeFn, err := a.client(cmd, false)
 			if err != nil {
 				return err
@@ -85,6 +92,11 @@ func (a *App) cronListCmd() *cobra.Command {
 			ts, err := cl.CronList(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if len(args) == 1 {
+				// A code with no periodic task lists nothing, as a filter
+				// does; a script tells it by the empty list.
+				ts = slices.DeleteFunc(ts, func(t *task.Task) bool { return t.Code != args[0] })
 			}
 			if a.json() {
 				return a.printJSON(nonNil(ts))
