@@ -93,6 +93,10 @@ func (k Keys) Epoch() string { return k.Prefix + "epoch" }
 // Kill is the channel operators publish kill requests to.
 func (k Keys) Kill() string { return k.Prefix + "kill" }
 
+// Killed keeps the kill requests of the last KillKeep ("id:attempt",
+// scored by when, ms) for workers that did not hear them.
+func (k Keys) Killed() string { return k.Prefix + "killed" }
+
 // Throughput is worker w's per-minute counters.
 func (k Keys) Throughput(w string) string { return k.Prefix + "throughput:" + w }
 

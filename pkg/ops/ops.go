@@ -7,6 +7,7 @@ package ops
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -339,11 +340,12 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 
 // killDispatched tells the workers about the cancelled tasks that were
 // dispatched: their messages are queued (or held by a claim ahead), and a
-// worker that takes one drops it instead of running it. Best effort: a
-// worker that misses the notice (not subscribed at that moment) runs the
-// attempt once, and the fence rejects its result. It returns a warning
-// for the operator when the notice could not be sent at all ("" when
-// sent, or when no cancelled task was dispatched).
+// worker that takes one drops it instead of running it. The notice is
+// kept in Redis for a day, for workers that start later or did not
+// listen. It returns a warning for the operator when the notice could
+// not be sent, or not kept ("" when it was, or when no cancelled task was
+// dispatched): a worker that misses it runs the attempt once, and the
+// fence rejects its result.
 func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[int64]int) string {
 	var rs []broker.KillRequest
 	var held []int64
@@ -361,6 +363,10 @@ func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[i
 		err := o.broker.Kill(ctx, rs...)
 		if err == nil {
 			return ""
+		}
+		if errors.Is(err, broker.ErrKillNotKept) {
+			return fmt.Sprintf("workers running now were told of %s killed while dispatched (%s), but it was not kept for workers that start later (%v): such a worker that takes one runs it once, and its result is rejected",
+				Plural(len(held), "task"), joinIDs(held, 10), err)
 		}
 		why = err.Error()
 	}
@@ -391,7 +397,9 @@ func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]
 	for id, t := range running {
 		rs = append(rs, broker.KillRequest{ID: id, Attempt: t.Attempt})
 	}
-	if err := o.broker.Kill(ctx, rs...); err != nil {
+	// Their workers listen now: a request not kept for later ones is
+	// still heard.
+	if err := o.broker.Kill(ctx, rs...); err != nil && !errors.Is(err, broker.ErrKillNotKept) {
 		return nil, err
 	}
 	var done []int64

@@ -399,6 +399,42 @@ func TestKillDispatchedIsNotRun(t *testing.T) {
 	require.Equal(t, task.Cancelled, b.get(t, victim).Status)
 }
 
+// A task killed while its message waited for a worker that was not
+// running (all of them down or restarting during an incident) is not run
+// by the worker that starts afterwards: the kill is kept in Redis, and a
+// starting worker reads it. Before, the new worker ran it once.
+func TestKillDispatchedBeforeTheWorkerStarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ran atomic.Int32
+	reg := handler.NewRegistry()
+	reg.Register("victim", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		ran.Add(1)
+		return "", nil
+	}))
+	s := scheduler.New(scheduler.Config{}, b.env.Store, b.env.Broker)
+	r, err := b.prod.Submit(context.Background(), producer.Submission{Code: "victim", Queue: "q"})
+	require.NoError(t, err)
+	victim := r.ID
+	require.Eventually(t, func() bool {
+		s.RunOnce(context.Background())
+		return b.get(t, victim).Status == task.Dispatched
+	}, 10*time.Second, 20*time.Millisecond)
+
+	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{victim}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{victim}, c.IDs)
+	require.Empty(t, c.Warning)
+
+	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{"q": 1}, Handlers: reg}, b.env.Store, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	require.Eventually(t, func() bool { return w.Stats().Stale >= 1 }, 10*time.Second, 20*time.Millisecond,
+		"the victim's message is taken and dropped")
+	require.Zero(t, ran.Load(), "a task killed before its worker started is not run")
+	require.Equal(t, task.Cancelled, b.get(t, victim).Status)
+}
+
 // A kill of a dispatched task whose notice to the workers cannot be sent
 // (Redis gone, or never connected) still cancels it, and says that a
 // worker may run it once.

@@ -35,6 +35,9 @@ type Broker interface {
 	AckEnded(ctx context.Context, w string, msgs map[string][]string, at time.Time, ended map[string]broker.Ended) error
 	Quarantine(ctx context.Context, q, w, raw string) error
 	Kills(ctx context.Context) (<-chan broker.KillRequest, func() error)
+	// Killed reads the kill requests kept since since, for the attempts
+	// killed while this worker did not listen.
+	Killed(ctx context.Context, since time.Time) ([]broker.Killed, error)
 	BeatCounts(ctx context.Context, hb *broker.Heartbeat, ttl time.Duration, at time.Time, c broker.Counts) error
 	// Withdraw deletes the worker's heartbeat: recovery takes its tasks
 	// without waiting for the TTL.

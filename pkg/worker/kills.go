@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/startstop"
 )
 
@@ -13,7 +14,10 @@ import (
 // every request; the one running that attempt acts, and every other one
 // remembers it in early, so that an attempt killed while its message
 // waited (dispatched, or held by a claim ahead) is dropped when it is
-// taken instead of run.
+// taken instead of run. The requests of the last broker.KillKeep are
+// also read from Redis when the worker starts and every killedReread, so
+// a worker started after the kill (a restart during an incident), or
+// whose subscription was down meanwhile, drops them too.
 type killListener struct {
 	broker Broker
 	log    *slog.Logger
@@ -21,43 +25,82 @@ type killListener struct {
 	kill   func(id int64, attempt int) *job
 	early  *killedSet
 	runner startstop.Runner
+	// read is when the kept requests were last read (local clock).
+	read time.Time
 }
 
-// Start subscribes until Stop.
+const (
+	// killedReread is how often the kept requests are read again: a
+	// request published while the subscription was down is heard then.
+	killedReread = 30 * time.Second
+	// killedSkew is how far back a read reaches before the last one: the
+	// requests are scored by the clocks of the hosts that killed.
+	killedSkew = 5 * time.Minute
+)
+
+// Start subscribes, reads the kept requests, then listens until Stop.
 func (k *killListener) Start(ctx context.Context) error {
-	return k.runner.Start(ctx, k.loop)
+	kills, closeKills := k.broker.Kills(ctx)
+	k.reread(ctx, time.Now().Add(-broker.KillKeep))
+	return k.runner.Start(ctx, func(ctx context.Context) { k.loop(ctx, kills, closeKills) })
 }
 
 // Stop unsubscribes.
 func (k *killListener) Stop() { k.runner.Stop() }
 
-func (k *killListener) loop(ctx context.Context) {
-	kills, closeKills := k.broker.Kills(ctx)
+func (k *killListener) loop(ctx context.Context, kills <-chan broker.KillRequest, closeKills func() error) {
 	stop := context.AfterFunc(ctx, func() { closeKills() })
 	defer func() {
 		if stop() { // the subscription ended by itself
 			closeKills()
 		}
 	}()
-	for r := range kills {
-		if j := k.kill(r.ID, r.Attempt); j != nil {
-			k.log.Warn("killing task on operator request", "task_id", r.ID, "task_code", j.msg.Code, "attempt", r.Attempt)
-		} else {
-			k.early.add(r.ID, r.Attempt)
+	tick := time.NewTicker(killedReread)
+	defer tick.Stop()
+	for {
+		select {
+		case r, ok := <-kills:
+			if !ok {
+				return
+			}
+			k.heard(r.ID, r.Attempt, k.early.now())
+		case <-tick.C:
+			k.reread(ctx, k.read.Add(-killedSkew))
 		}
 	}
 }
 
-// Bounds of the attempts a worker remembers as killed before they started.
-// Past them a killed attempt whose message was still queued may run once;
-// its result is rejected by the fence all the same.
-const (
-	killedKeep = 10 * time.Minute
-	killedMax  = 10000
-)
+// heard acts on a kill request: cancels the attempt if a slot runs it,
+// else remembers it.
+func (k *killListener) heard(id int64, attempt int, at time.Time) {
+	if j := k.kill(id, attempt); j != nil {
+		k.log.Warn("killing task on operator request", "task_id", id, "task_code", j.msg.Code, "attempt", attempt)
+		return
+	}
+	k.early.add(id, attempt, at)
+}
+
+// reread remembers the kept requests since since. A request heard before
+// is remembered again (an attempt already dropped is not taken again).
+func (k *killListener) reread(ctx context.Context, since time.Time) {
+	now := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rs, err := k.broker.Killed(rctx, since)
+	if err != nil {
+		k.log.Warn("kill requests not read; attempts killed while this worker did not listen may run once", "err", err)
+		return
+	}
+	k.read = now
+	for _, r := range rs {
+		if k.kill(r.ID, r.Attempt) == nil {
+			k.early.add(r.ID, r.Attempt, r.At)
+		}
+	}
+}
 
 // killedSet holds the attempts killed before a slot of this worker took
-// them, each for killedKeep, at most killedMax of them.
+// them, each for broker.KillKeep, at most broker.KillMax of them.
 type killedSet struct {
 	mu  sync.Mutex
 	now func() time.Time
@@ -73,28 +116,31 @@ func newKilledSet(now func() time.Time) *killedSet {
 	return &killedSet{now: now, at: map[killedAttempt]time.Time{}}
 }
 
-func (k *killedSet) add(id int64, attempt int) {
+// add remembers an attempt killed at at.
+func (k *killedSet) add(id int64, attempt int, at time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	now := k.now()
-	if len(k.at) >= killedMax {
+	if len(k.at) >= broker.KillMax {
+		now := k.now()
 		for a, t := range k.at {
-			if now.Sub(t) > killedKeep {
+			if now.Sub(t) > broker.KillKeep {
 				delete(k.at, a)
 			}
 		}
-		for a := range k.at { // still full: forget any one
-			if len(k.at) < killedMax {
+		// Still full: forget a tenth, any of them, so that the scan
+		// above runs once per tenth of adds, not once per add.
+		for a := range k.at {
+			if len(k.at) < broker.KillMax*9/10 {
 				break
 			}
 			delete(k.at, a)
 		}
 	}
-	k.at[killedAttempt{id, attempt}] = now
+	k.at[killedAttempt{id, attempt}] = at
 }
 
-// take reports whether the attempt was killed (within killedKeep), and
-// forgets it.
+// take reports whether the attempt was killed (within broker.KillKeep),
+// and forgets it.
 func (k *killedSet) take(id int64, attempt int) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -104,5 +150,5 @@ func (k *killedSet) take(id int64, attempt int) bool {
 		return false
 	}
 	delete(k.at, a)
-	return k.now().Sub(t) <= killedKeep
+	return k.now().Sub(t) <= broker.KillKeep
 }
