@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -22,8 +23,9 @@ import (
 // of the attempt's span when tracing is on. A 2xx status is success;
 // the output is the response body, truncated as by Truncate. Otherwise the
 // error is "http 503: <first line of body>"; a redirect other than 307 and
-// 308 is not followed and fails, naming where it pointed. When ctx is done
-// the error wraps ctx.Err().
+// 308, or one that leaves URL's host or goes from https to http, is not
+// followed and fails, naming where it pointed. When ctx is done the error
+// wraps ctx.Err().
 type HTTP struct {
 	URL         string
 	Header      map[string]string
@@ -37,12 +39,15 @@ type HTTP struct {
 // redirects that repeat the POST with its body (307, 308): net/http would
 // follow a 301, 302 or 303 as a GET without the payload, and a login page
 // answering that GET (an endpoint behind an authenticating proxy) would
-// count as the task's success.
+// count as the task's success. Nor does it follow one to another host, or
+// from https to http: net/http would hand that host the payload and the
+// handler's Header but Authorization (an X-Api-Key, say), or send them in
+// clear.
 var defaultClient = func() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
 	return &http.Client{Transport: t, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if req.Method != via[0].Method {
+		if req.Method != via[0].Method || leaves(via[0].URL, req.URL) {
 			return http.ErrUseLastResponse
 		}
 		if len(via) >= 10 {
@@ -51,6 +56,13 @@ var defaultClient = func() *http.Client {
 		return nil
 	}}
 }()
+
+// leaves reports whether a redirect from the handler's URL to "to" takes
+// the payload to another host, or from https to http. Another port of the
+// same host is followed: that is how http is upgraded to https.
+func leaves(from, to *url.URL) bool {
+	return !strings.EqualFold(from.Hostname(), to.Hostname()) || (from.Scheme == "https" && to.Scheme != "https")
+}
 
 // errorLineLimit bounds the body line quoted in an error.
 const errorLineLimit = 512
@@ -99,7 +111,11 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	}
 	msg := fmt.Sprintf("http %d", resp.StatusCode)
 	if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
-		msg += " to " + loc + " (not followed: the POST would arrive there as a GET without its payload; point the handler at the final URL)"
+		why := "the POST would arrive there as a GET without its payload"
+		if resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect {
+			why = "it leaves " + req.URL.Scheme + "://" + req.URL.Host + ", and the payload and headers go only there"
+		}
+		msg += " to " + loc + " (not followed: " + why + "; point the handler at the final URL)"
 	}
 	if line, _, _ := strings.Cut(strings.TrimSpace(string(head)), "\n"); line != "" {
 		msg += ": " + strings.ToValidUTF8(strings.TrimSpace(line), "")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,51 @@ func TestHTTPRedirects(t *testing.T) {
 	out, err := (&HTTP{URL: srv.URL + "/moved"}).Handle(context.Background(), testRequest())
 	require.NoError(t, err)
 	require.Equal(t, `POST {"a":1}`, out)
+}
+
+// A 307 or 308 to another host is not followed: that host would get the
+// payload and the handler's headers (net/http drops only Authorization
+// and cookies).
+func TestHTTPRedirectToAnotherHost(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- r.Header.Get("X-Api-Key") + " " + string(body)
+	}))
+	t.Cleanup(other.Close)
+	elsewhere := strings.Replace(other.URL, "127.0.0.1", "localhost", 1) + "/steal"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+
+	_, err := (&HTTP{URL: srv.URL + "/hook", Header: map[string]string{"X-Api-Key": "s3cret"}}).Handle(context.Background(), testRequest())
+	require.ErrorContains(t, err, "http 307 to "+elsewhere+" (not followed: it leaves "+srv.URL+", and the payload and headers go only there")
+	select {
+	case g := <-got:
+		t.Fatalf("the other host got %q", g)
+	default:
+	}
+}
+
+func TestHTTPRedirectLeaves(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		from, to string
+		leaves   bool
+	}{
+		{"http://app/hook", "http://app/v2/hook", false},
+		{"http://app/hook", "https://app:8443/hook", false}, // an upgrade
+		{"http://app/hook", "http://APP/hook", false},
+		{"https://app/hook", "http://app/hook", true}, // in clear
+		{"http://app/hook", "http://other/hook", true},
+		{"http://app/hook", "http://app.evil.example/hook", true},
+	} {
+		from, _ := url.Parse(c.from)
+		to, _ := url.Parse(c.to)
+		require.Equal(t, c.leaves, leaves(from, to), "%s -> %s", c.from, c.to)
+	}
 }
 
 func TestHTTPTruncatesOutput(t *testing.T) {
