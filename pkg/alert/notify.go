@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 )
@@ -29,7 +31,7 @@ func postJSON(ctx context.Context, client *http.Client, url string, body any, ch
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
 	if err != nil {
-		return fmt.Errorf("notification request: %w", err)
+		return fmt.Errorf("notification request: %w", hideURL(err, nil))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if client == nil {
@@ -37,7 +39,7 @@ func postJSON(ctx context.Context, client *http.Client, url string, body any, ch
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("post notification: %w", err)
+		return fmt.Errorf("post notification: %w", hideURL(err, req.URL))
 	}
 	defer resp.Body.Close()
 	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -49,6 +51,21 @@ func postJSON(ctx context.Context, client *http.Client, url string, body any, ch
 		return check(reply)
 	}
 	return nil
+}
+
+// hideURL keeps a receiver's URL out of err, which is logged: the URL is
+// the secret (a Slack hook's path, a WeCom robot's key), and net/http
+// quotes it whole. Only u's scheme and host are left (nil: none).
+func hideURL(err error, u *neturl.URL) error {
+	var ue *neturl.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	ue.URL = "(hidden)"
+	if u != nil && u.Host != "" {
+		ue.URL = u.Scheme + "://" + u.Host + "/…"
+	}
+	return err
 }
 
 // Webhook posts Alertmanager's webhook JSON (version 4), so receivers

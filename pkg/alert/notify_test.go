@@ -129,6 +129,26 @@ func TestNotifierErrors(t *testing.T) {
 	require.Len(t, r.received(), 1, "nothing left to retry inside the notifier")
 }
 
+// A receiver that cannot be reached is an error that names its host, not
+// its URL: the URL is the secret, and the error is logged.
+func TestNotifierErrorsHideTheURL(t *testing.T) {
+	t.Parallel()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for _, n := range []alert.Notifier{
+		&alert.Slack{URL: closed.URL + "/services/T0/B0/s3cret"},
+		&alert.Webhook{URL: closed.URL + "/alerts?token=s3cret"},
+		&alert.WeCom{URL: closed.URL + "/cgi-bin/webhook/send?key=s3cret"},
+		&alert.Slack{URL: "http://hooks example/s3cret"}, // not a URL
+	} {
+		err := n.Notify(context.Background(), []alert.Alert{sample(alert.StatusFiring, alert.RuleBacklog, "q")})
+		require.Error(t, err, n.Name())
+		require.NotContains(t, err.Error(), "s3cret", n.Name())
+	}
+	err := (&alert.Slack{URL: closed.URL + "/services/T0/B0/s3cret"}).Notify(context.Background(), []alert.Alert{sample(alert.StatusFiring, alert.RuleBacklog, "q")})
+	require.ErrorContains(t, err, `post notification: Post "`+closed.URL+`/…": dial tcp`)
+}
+
 // wecomMessages decodes the robot messages received, checking their shape.
 func wecomMessages(t *testing.T, r *receiver) []string {
 	var out []string
