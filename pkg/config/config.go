@@ -556,7 +556,9 @@ func (c *Config) Validate() error {
 		if dsn == "" && key == "mysql.read_dsn" {
 			continue
 		}
-		if _, err := mysql.ParseDSN(dsn); err != nil || dsn == "" {
+		// A network name with a ':' is user:password that lost its '@':
+		// the driver's "unknown network" error would quote it whole.
+		if m, err := mysql.ParseDSN(dsn); err != nil || dsn == "" || strings.Contains(m.Net, ":") {
 			return invalid(key, dsn, "a DSN such as user:password@tcp(host:3306)/taskd")
 		}
 	}

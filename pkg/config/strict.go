@@ -292,6 +292,8 @@ func Want(t reflect.Type) string {
 		return "a number"
 	case t.Kind() == reflect.Slice:
 		return "a list"
+	case t == reflect.TypeFor[map[string]string]():
+		return "a map of names to strings" // a map of lists is also "a map"
 	case t.Kind() == reflect.Map:
 		return "a map"
 	}
@@ -312,7 +314,7 @@ func quoteValue(key string, val any) string {
 	switch v := val.(type) {
 	case string:
 		if strings.HasSuffix(key, "dsn") {
-			v = dsnPassword.ReplaceAllString(v, "$1:***@")
+			v = hideDSNPassword(v)
 		}
 		return fmt.Sprintf("%q", v)
 	case nil:
@@ -423,12 +425,31 @@ func withSource(err error, v *viper.Viper, file string) error {
 	return badValue(ke.key, ke.val, ke.want, source(v, ke.key, file))
 }
 
-// dsnPassword matches the password of a go-sql-driver DSN.
-var dsnPassword = regexp.MustCompile(`^([^:@/]*):[^@]*@`)
+// hideDSNPassword replaces the password of a go-sql-driver DSN with ***.
+// The driver reads it from the first ':' to the last '@' before the
+// database; hiding up to the DSN's last '@' hides more when a parameter
+// holds one, never less (a password may hold an '@'). A DSN that lost its
+// '@' (user:password/db, user:passwordtcp(host)/db) is hidden from the ':'
+// up to the address or the database.
+func hideDSNPassword(dsn string) string {
+	end := strings.LastIndexByte(dsn, '@')
+	if end < 0 {
+		if end = strings.IndexAny(dsn, "(/"); end < 0 {
+			end = len(dsn)
+		}
+	}
+	i := strings.IndexByte(dsn[:end], ':')
+	if i < 0 {
+		return dsn
+	}
+	return dsn[:i+1] + "***" + dsn[end:]
+}
 
-// secret reports whether key holds a credential that errors must not print.
+// secret reports whether key holds a credential that errors must not print:
+// an http handler's header carries its Authorization or API key.
 func secret(key string) bool {
-	return strings.HasSuffix(key, "password") || strings.HasSuffix(key, "_url")
+	return strings.HasSuffix(key, "password") || strings.HasSuffix(key, "_url") ||
+		strings.HasPrefix(key, "handlers.") && (strings.HasSuffix(key, ".header") || strings.Contains(key, ".header."))
 }
 
 // negativeNumber matches what follows the dash of a negative number.
