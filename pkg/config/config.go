@@ -60,6 +60,10 @@ type Config struct {
 
 	// File is the configuration file that was read ("" when none).
 	File string `mapstructure:"-"`
+	// FileSecrets are the keys whose credential File itself holds
+	// (mysql.dsn with a password, redis.password, ...), for taskd doctor
+	// to warn when others may read it.
+	FileSecrets []string `mapstructure:"-"`
 }
 
 // NodeConfig identifies this process.
@@ -489,6 +493,7 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 	}
 	restoreKeyCase(raw, &c)
 	c.File = file
+	c.FileSecrets = secretsIn(raw)
 	if err := c.Validate(); err != nil {
 		return nil, withSource(err, v, file)
 	}

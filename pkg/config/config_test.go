@@ -446,3 +446,19 @@ func TestRedisAddressesAccepted(t *testing.T) {
 		require.NoError(t, err, body)
 	}
 }
+
+// FileSecrets names the keys whose credential the file itself holds, for
+// taskd doctor to warn when others may read it; one from the environment
+// is not the file's.
+func TestFileSecrets(t *testing.T) {
+	c, err := load(t, "mysql: { dsn: \"u:s3cret@tcp(db:3306)/tc\", read_dsn: \"u:@tcp(replica:3306)/tc\" }\n"+
+		"Redis: { Password: s3cret }\nalerts: { slack_url: \"https://hooks/s3cret\" }\n"+
+		"handlers:\n  web: { http: \"http://app/x\", header: { X-Api-Key: s3cret } }\n  plain: { http: \"http://app/y\" }\n")
+	require.NoError(t, err)
+	require.Equal(t, []string{"mysql.dsn", "redis.password", "alerts.slack_url", "handlers.web.header"}, c.FileSecrets)
+
+	t.Setenv("TASKD_REDIS_PASSWORD", "s3cret")
+	c, err = load(t, "mysql: { dsn: \"u:@tcp(db:3306)/tc\" }\n")
+	require.NoError(t, err)
+	require.Empty(t, c.FileSecrets)
+}

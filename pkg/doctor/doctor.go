@@ -11,6 +11,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
@@ -164,4 +166,26 @@ func checkConfig(r *Report, cfg *config.Config) {
 	}
 	r.ok("config", "%s: no unknown keys, every value valid; %s, %s", cfg.File,
 		ops.Plural(len(cfg.Handlers), "handler"), ops.Plural(len(cfg.WorkerQueues()), "queue"))
+	checkFileSecrets(r, cfg)
+}
+
+// checkFileSecrets warns when the configuration file holds credentials and
+// every user of the host may read it, as the packages install it (0644):
+// the database password of every node is then one cat away. Checked only
+// for a file that holds some; group-readable is fine (root:taskd 0640).
+func checkFileSecrets(r *Report, cfg *config.Config) {
+	if len(cfg.FileSecrets) == 0 {
+		return
+	}
+	fi, err := os.Stat(cfg.File)
+	if err != nil {
+		return // it was read a moment ago; nothing to say
+	}
+	what := strings.Join(cfg.FileSecrets, ", ")
+	if mode := fi.Mode().Perm(); mode&0o004 != 0 {
+		r.add("config.secrets", Warn, fmt.Sprintf("chmod o-r %s (0640, group of the user taskd runs as), or move them to the environment (TASKD_MYSQL_DSN, TASKD_REDIS_PASSWORD, ...)", cfg.File),
+			"%s holds credentials (%s) and every user of this host may read it (mode %04o)", cfg.File, what, mode)
+		return
+	}
+	r.ok("config.secrets", "%s holds credentials (%s); others may not read it", cfg.File, what)
 }

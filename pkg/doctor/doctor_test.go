@@ -101,6 +101,30 @@ func TestHealthy(t *testing.T) {
 	requireStatus(t, r, "config", doctor.OK, "; 1 handler, 1 queue")
 }
 
+// A configuration file that holds credentials and that every user may read
+// is warned about; one that holds none is not checked.
+func TestConfigFileSecrets(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	run := func(extra string, mode os.FileMode) *doctor.Report {
+		require.NoError(t, os.WriteFile(path, []byte(env.ConfigYAML(extra)), mode))
+		require.NoError(t, os.Chmod(path, mode)) // whatever the umask
+		c, err := config.Load(config.NewViper(), path)
+		require.NoError(t, err)
+		b := &testBundle{env: env, cfg: c}
+		return b.run(t, doctor.Options{})
+	}
+	secret := "handlers:\n  web: { http: \"http://127.0.0.1:1/x\", header: { X-Api-Key: s3cret } }\n"
+	r := run(secret, 0o644)
+	requireStatus(t, r, "config.secrets", doctor.Warn, path+" holds credentials (handlers.web.header) and every user of this host may read it (mode 0644)")
+	require.Contains(t, check(t, r, "config.secrets").Fix, "chmod o-r "+path)
+	requireStatus(t, run(secret, 0o640), "config.secrets", doctor.OK, "others may not read it")
+	for _, c := range run("", 0o644).Checks {
+		require.NotEqual(t, "config.secrets", c.Name)
+	}
+}
+
 // Each problem is found, by the check that names it, with a fix.
 func TestProblems(t *testing.T) {
 	t.Parallel()
