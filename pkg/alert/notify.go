@@ -35,7 +35,7 @@ func postJSON(ctx context.Context, client *http.Client, url string, body any, ch
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if client == nil {
-		client = http.DefaultClient
+		client = defaultClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -45,6 +45,11 @@ func postJSON(ctx context.Context, client *http.Client, url string, body any, ch
 	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode/100 != 2 {
 		line, _, _ := strings.Cut(string(reply), "\n")
+		if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 {
+			// Its host only: a redirect to https of the same hook repeats
+			// the secret path.
+			line = "redirect to " + loc.Scheme + "://" + loc.Host + "/… not followed: point the URL at the final receiver"
+		}
 		return fmt.Errorf("post notification: http %d: %s", resp.StatusCode, line)
 	}
 	if check != nil {
@@ -52,6 +57,23 @@ func postJSON(ctx context.Context, client *http.Client, url string, body any, ch
 	}
 	return nil
 }
+
+// defaultClient follows only the redirects that repeat the POST with its
+// body (307, 308) on the receiver's host: net/http would follow a 301, 302
+// or 303 as a GET without the alerts, and count whatever answered that as
+// delivered; and a redirect to another host would hand it the alerts and,
+// as the Referer, the receiver's secret URL.
+var defaultClient = &http.Client{CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	from := via[0].URL
+	if req.Method != via[0].Method || !strings.EqualFold(req.URL.Hostname(), from.Hostname()) ||
+		from.Scheme == "https" && req.URL.Scheme != "https" {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}}
 
 // hideURL keeps a receiver's URL out of err, which is logged: the URL is
 // the secret (a Slack hook's path, a WeCom robot's key), and net/http

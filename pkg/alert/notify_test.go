@@ -149,6 +149,48 @@ func TestNotifierErrorsHideTheURL(t *testing.T) {
 	require.ErrorContains(t, err, `post notification: Post "`+closed.URL+`/…": dial tcp`)
 }
 
+// A receiver's redirect to another host, or one that would turn the POST
+// into a GET, is not followed: the alerts are not delivered (and are sent
+// again), rather than lost to whatever answered, and the other host never
+// sees the receiver's secret URL. A 308 on the same host is followed.
+func TestNotifierRedirects(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 10)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Method + " referer " + r.Header.Get("Referer")
+	}))
+	defer other.Close()
+	elsewhere := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+	r := newReceiver(t, "ok")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/found/", func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, elsewhere+"/x", http.StatusFound)
+	})
+	mux.HandleFunc("/away/", func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, elsewhere+"/x", http.StatusPermanentRedirect)
+	})
+	mux.HandleFunc("/moved/", func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, r.URL+"/final", http.StatusPermanentRedirect)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	alerts := []alert.Alert{sample(alert.StatusFiring, alert.RuleBacklog, "q")}
+
+	for _, path := range []string{"/found/s3cret", "/away/s3cret"} {
+		err := (&alert.Slack{URL: srv.URL + path}).Notify(context.Background(), alerts)
+		require.Error(t, err, path)
+		require.ErrorContains(t, err, "redirect to "+elsewhere+"/… not followed", path)
+		require.NotContains(t, err.Error(), "s3cret")
+	}
+	select {
+	case g := <-got:
+		t.Fatalf("the other host got %s", g)
+	default:
+	}
+	require.NoError(t, (&alert.Slack{URL: srv.URL + "/moved/s3cret"}).Notify(context.Background(), alerts))
+	require.Len(t, r.received(), 1)
+}
+
 // wecomMessages decodes the robot messages received, checking their shape.
 func wecomMessages(t *testing.T, r *receiver) []string {
 	var out []string
