@@ -129,7 +129,7 @@ func TestConfigFileSecrets(t *testing.T) {
 func TestProblems(t *testing.T) {
 	t.Parallel()
 	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	b := setup(t, "handlers:\n  gone: { exec: [\"/no/such/program\"] }\n  down: { http: \"http://"+closed+"/task\" }\n"+
+	b := setup(t, "handlers:\n  gone: { exec: [\"/no/such/program\"] }\n  down: { http: \"http://"+closed+"/task?key=s3cret\" }\n"+
 		"  nowhere: { http: \"http://no-such-host.invalid/task\" }\n  indir: { exec: [\"true\"], dir: /no/such/dir }\n"+
 		"submit: { max_payload: 104857600 }\n")
 	ctx := context.Background()
@@ -151,7 +151,8 @@ func TestProblems(t *testing.T) {
 	require.False(t, r.OK)
 	requireStatus(t, r, "handlers.gone", doctor.Fail, `exec "/no/such/program" cannot start`)
 	requireStatus(t, r, "handlers.indir", doctor.Fail, "dir /no/such/dir")
-	requireStatus(t, r, "handlers.down", doctor.Fail, "refuses")
+	requireStatus(t, r, "handlers.down", doctor.Fail, "http://"+closed+"/task?…: 127.0.0.1 resolves (127.0.0.1) but port")
+	require.NotContains(t, check(t, r, "handlers.down").Detail, "s3cret", "the endpoint's key is not shown")
 	requireStatus(t, r, "handlers.nowhere", doctor.Fail, "does not resolve")
 	requireStatus(t, r, "tasks.handlers", doctor.Warn, "ghost (1 task), spook (1 task)")
 	require.Contains(t, check(t, r, "tasks.handlers").Fix, "taskd kill --code ghost --yes")

@@ -44,7 +44,7 @@ func checkHandlers(ctx context.Context, r *Report, cfg *config.Config, br *broke
 				r.ok(name, "%s %s is executable", kind, argv[0])
 			}
 		case h.HTTP != "":
-			checkEndpoint(ctx, r, name, h.HTTP, h.HTTP, "the handler's", o)
+			checkEndpoint(ctx, r, name, h.HTTP, handler.ShownURL(h.HTTP), "the handler's", o)
 		}
 	}
 	if br == nil {

@@ -88,7 +88,7 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 
 	resp, err := cmp.Or(h.Client, defaultClient).Do(req)
 	if err != nil {
-		return "", httpErr(ctx, err)
+		return "", httpErr(ctx, withoutQuery(err))
 	}
 	defer resp.Body.Close()
 	// Read the head separately for the error line; the output keeps the tail.
@@ -121,6 +121,29 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 		msg += ": " + strings.ToValidUTF8(strings.TrimSpace(line), "")
 	}
 	return out.String(), errors.New(msg)
+}
+
+// withoutQuery drops the query of the URL net/http quotes in err: an
+// endpoint's token is often there (?key=...), and the error becomes the
+// task's result, which listings and tasktop's viewers read.
+func withoutQuery(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = ShownURL(ue.URL)
+	}
+	return err
+}
+
+// ShownURL is an http handler's URL as errors and taskd doctor show it:
+// without a password or query, which often hold the endpoint's
+// credentials.
+func ShownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.RawQuery == "" && u.User == nil) {
+		return raw
+	}
+	u.RawQuery, u.User = "", nil
+	return u.String() + "?…"
 }
 
 // httpErr prefers the context's error, so the caller can tell a timeout or

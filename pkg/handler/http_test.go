@@ -165,4 +165,11 @@ func TestHTTPConnectionRefused(t *testing.T) {
 	_, err := (&HTTP{URL: url}).Handle(context.Background(), testRequest())
 	require.Error(t, err)
 	require.NotErrorIs(t, err, context.DeadlineExceeded)
+
+	// The error becomes the task's result: an endpoint's token in the
+	// query, or a password in the URL, stays out of it.
+	withToken := strings.Replace(url, "http://", "http://u:pw-s3cret@", 1) + "/run?key=s3cret"
+	_, err = (&HTTP{URL: withToken}).Handle(context.Background(), testRequest())
+	require.ErrorContains(t, err, `Post "`+url+`/run?…": dial tcp`)
+	require.NotContains(t, err.Error(), "s3cret")
 }
