@@ -246,7 +246,11 @@ func (f *keyFile) reload(log *slog.Logger, first bool) (bool, error) {
 	for _, p := range problems {
 		log.Warn("authorized keys: line left out", "file", f.path, "problem", p)
 	}
-	if !first {
+	if set.len() == 0 {
+		// Safe, but a server nobody can log in to looks like a broken
+		// client from the other end.
+		log.Warn("authorized keys: no key, so every login is refused until one is added (the file is read again when it changes)", "file", f.path)
+	} else if !first {
 		log.Info("authorized keys reloaded", "file", f.path, "keys", set.len())
 	}
 	return true, nil

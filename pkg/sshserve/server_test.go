@@ -265,3 +265,24 @@ func (s *Server) sessionInput(k gossh.PublicKey) time.Time {
 	}
 	return time.Time{}
 }
+
+// A keys file without a key is served, every login refused, and the log
+// says so, at the start and when a change empties it.
+func TestNoKeyIsSaid(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(path, []byte("# nobody yet\n"), 0o644))
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	f := &keyFile{path: path}
+	_, err := f.reload(log, true)
+	require.NoError(t, err)
+	require.Contains(t, logs.String(), "authorized keys: no key, so every login is refused")
+
+	_, line := testKey(t)
+	require.NoError(t, os.WriteFile(path, []byte(line+" alice\n"), 0o644))
+	logs.Reset()
+	_, err = f.reload(log, false)
+	require.NoError(t, err)
+	require.NotContains(t, logs.String(), "no key")
+}
