@@ -44,7 +44,8 @@ type Options struct {
 	MaxOpenConns int
 	// LockWaitTimeout is the session's innodb_lock_wait_timeout: a row lock
 	// held by someone else's long transaction fails the statement instead
-	// of hanging a worker (the seed's "alive but idle" night). Default 5s.
+	// of hanging a worker (the seed's "alive but idle" night); it is also
+	// the session's lock_wait_timeout, for metadata locks. Default 5s.
 	LockWaitTimeout time.Duration
 	// DialTimeout bounds opening a connection; ReadTimeout and
 	// WriteTimeout each network read and write on one (defaults above).
@@ -161,6 +162,16 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 	}
 	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
 		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(max(1, int(lw.Seconds())))
+	}
+	// The same bound on metadata locks: an ALTER or OPTIMIZE TABLE
+	// waiting behind someone's open transaction, or a backup's FLUSH
+	// TABLES WITH READ LOCK, queues every statement on the table for the
+	// server's lock_wait_timeout (a day by default). Without it each
+	// statement hung to the read timeout, silently, and came back as
+	// "invalid connection"; now it fails "Lock wait timeout exceeded" and
+	// is retried like a row lock wait.
+	if _, ok := cfg.Params["lock_wait_timeout"]; !ok {
+		cfg.Params["lock_wait_timeout"] = strconv.Itoa(max(1, int(lw.Seconds())))
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = cmp.Or(o.DialTimeout, DialTimeoutDefault)
