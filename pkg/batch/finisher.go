@@ -42,6 +42,7 @@ type Finisher struct {
 	cfg    Config
 	store  Store
 	log    *slog.Logger
+	fails  *startstop.FailLog
 	runner startstop.Runner
 }
 
@@ -52,7 +53,9 @@ func New(cfg Config, s Store) *Finisher {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Finisher{cfg: cfg, store: s, log: cfg.Logger.With("component", "batch")}
+	log := cfg.Logger.With("component", "batch")
+	return &Finisher{cfg: cfg, store: s, log: log,
+		fails: &startstop.FailLog{Log: log, Level: slog.LevelError, Failed: "batch pass failed", Again: "batch pass works again"}}
 }
 
 // Start runs passes every Interval until Stop.
@@ -60,10 +63,14 @@ func (f *Finisher) Start(ctx context.Context) error {
 	return f.runner.Start(ctx, func(ctx context.Context) {
 		startstop.Every(ctx, f.cfg.Interval, func(ctx context.Context) {
 			n, err := f.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				f.log.Error("batch pass failed", "err", err)
-			} else if n > 0 {
-				f.log.Info("finished batches", "batches", n)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				f.fails.Fail(err)
+			case err == nil:
+				f.fails.OK()
+				if n > 0 {
+					f.log.Info("finished batches", "batches", n)
+				}
 			}
 		})
 	})

@@ -41,6 +41,7 @@ type Cache struct {
 	store  *store.Store
 	broker *broker.Broker
 	log    *slog.Logger
+	fails  *startstop.FailLog
 	runner startstop.Runner
 
 	mu      sync.RWMutex
@@ -56,8 +57,10 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Cache {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Cache{cfg: cfg, store: s, broker: b, log: cfg.Logger.With("component", "queues"),
-		rows: map[string]store.Queue{}, changed: make(chan struct{})}
+	log := cfg.Logger.With("component", "queues")
+	return &Cache{cfg: cfg, store: s, broker: b, log: log,
+		fails: &startstop.FailLog{Log: log, Level: slog.LevelWarn, Failed: "read queue state", Again: "read queue state works again"},
+		rows:  map[string]store.Queue{}, changed: make(chan struct{})}
 }
 
 // Start loads the state and keeps it fresh until Stop.
@@ -85,7 +88,9 @@ func (c *Cache) Start(ctx context.Context) error {
 			}
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := c.Refresh(rctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("read queue state", "err", err)
+				c.fails.Fail(err)
+			} else if err == nil {
+				c.fails.OK()
 			}
 			cancel()
 		}

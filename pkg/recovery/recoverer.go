@@ -105,6 +105,7 @@ type Recoverer struct {
 	clock  *store.Clock // the database clock, synced each pass
 	log    *slog.Logger
 	runner startstop.Runner
+	fails  startstop.FailLog
 	// lostAt is when this node was told Redis lost its data (the database
 	// clock), until it handed back what was dispatched before; passes run
 	// one at a time.
@@ -123,7 +124,9 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Recoverer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Recoverer{cfg: cfg, store: s, broker: b, clock: store.NewClock(s, nil), log: cfg.Logger.With("component", "recovery")}
+	log := cfg.Logger.With("component", "recovery")
+	return &Recoverer{cfg: cfg, store: s, broker: b, clock: store.NewClock(s, nil), log: log,
+		fails: startstop.FailLog{Log: log, Level: slog.LevelError, Failed: "recovery pass failed", Again: "recovery pass works again"}}
 }
 
 // Start runs passes every Interval until Stop.
@@ -132,8 +135,13 @@ func (r *Recoverer) Start(ctx context.Context) error {
 		startstop.Every(ctx, r.cfg.Interval, func(ctx context.Context) {
 			res, err := r.RunOnce(ctx)
 			if err != nil && ctx.Err() == nil {
-				r.log.Error("recovery pass failed", "err", err)
-			} else if res != (Result{}) {
+				r.fails.Fail(err)
+				return
+			}
+			if err == nil {
+				r.fails.OK()
+			}
+			if res != (Result{}) {
 				r.log.Warn("recovered lost work", "redispatched", res.Redispatched, "recovered", res.Recovered,
 					"poisoned", res.Poisoned, "orphans", res.Orphans, "dead_workers", res.DeadWorkers, "redis_reset", res.RedisReset)
 			}
