@@ -114,7 +114,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mysql dsn: %w", err)
 	}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(retiringConnector{Connector: conn, epoch: new(atomic.Uint64)})
 	n := o.MaxOpenConns
 	if n <= 0 {
 		n = MaxOpenConnsDefault
