@@ -100,6 +100,9 @@ type Slots interface {
 	// ResultsWaiting is how long the oldest result being written has
 	// waited for the task center.
 	ResultsWaiting() time.Duration
+	// ResultsRefused is the server's error when it refused the last try
+	// of a waiting result instead of not answering.
+	ResultsRefused() error
 }
 
 // Watchdog watches one worker.
@@ -182,16 +185,24 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 	}
 	// Results the task center does not take: the worker may keep its
 	// slots busy taking work, but none of it ends. A slow link writes
-	// within seconds, not an idle window.
+	// within seconds, not an idle window. A task center that answers
+	// with a refusal (read-only for a maintenance or a failover) refuses
+	// every node alike: a restart would not write the results, only run
+	// their tasks again, so the worker keeps them and waits.
 	if waited := d.w.ResultsWaiting(); waited > d.cfg.IdleWindow {
+		refused := d.w.ResultsRefused()
 		if !d.unwritten {
 			d.unwritten = true
 			res.Idle++
 			d.cfg.Metrics.Heal(KindIdle)
-			d.log.Error("worker alive but its results unwritten", "waited", waited.Round(time.Second).String())
-			d.record(ctx, &broker.Event{Kind: KindIdle, Detail: fmt.Sprintf("results unwritten for %s: the task center does not answer this worker's writes", waited.Round(time.Second))})
+			why := "the task center does not answer this worker's writes"
+			if refused != nil {
+				why = fmt.Sprintf("the task center refuses writes (%v); waiting for it", refused)
+			}
+			d.log.Error("worker alive but its results unwritten", "waited", waited.Round(time.Second).String(), "why", why)
+			d.record(ctx, &broker.Event{Kind: KindIdle, Detail: fmt.Sprintf("results unwritten for %s: %s", waited.Round(time.Second), why)})
 		}
-		if waited > d.cfg.IdleWindow+d.cfg.Grace {
+		if waited > d.cfg.IdleWindow+d.cfg.Grace && refused == nil {
 			d.exit(ctx, &res, fmt.Sprintf("results unwritten for %s", waited.Round(time.Second)))
 		}
 	} else {

@@ -236,3 +236,55 @@ func (slowQueue) Limit(q string) limit.Limit {
 	}
 	return limit.Limit{}
 }
+
+// A worker whose results the task center refuses (read-only during a
+// maintenance or a failover) is not exited: the server answers, refuses
+// every node alike, and a restart would only run the tasks again. The
+// watchdog reports it with the server's reason, and the results are
+// written once the server takes writes.
+func TestRefusedResultsWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	reg := handler.NewRegistry()
+	reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	// The task center refuses a success as a read-only server does.
+	env.Exec(t, `CREATE TRIGGER read_only_results BEFORE UPDATE ON task_center FOR EACH ROW
+		IF NEW.status = 3 THEN SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
+			MESSAGE_TEXT = 'The MariaDB server is running with the --read-only option so it cannot execute this statement';
+		END IF`)
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"quick": 2}, Handlers: reg, Logger: quiet}, env.Store, env.Broker)
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	id, err := producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
+	require.NoError(t, err)
+	_, err = scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return w.ResultsRefused() != nil }, 10*time.Second, 10*time.Millisecond)
+
+	const window = 300 * time.Millisecond
+	exits := make(chan string, 1)
+	wd := watchdog.New(watchdog.Config{IdleWindow: window, Grace: window, Node: "n1", Logger: quiet,
+		Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
+	require.Eventually(t, func() bool {
+		res, err := wd.RunOnce(ctx)
+		require.NoError(t, err)
+		return res.Idle == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	time.Sleep(3 * window)
+	res, err := wd.RunOnce(ctx)
+	require.NoError(t, err)
+	require.False(t, res.Exit, "no exit while the task center refuses")
+	require.Empty(t, exits)
+	events, err := env.Broker.Events(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, watchdog.KindIdle, events[0].Kind)
+	require.Contains(t, events[0].Detail, "read-only")
+
+	env.Exec(t, `DROP TRIGGER read_only_results`)
+	require.Eventually(t, func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 3`, id.ID) == 1
+	}, 20*time.Second, 20*time.Millisecond, "the result is written once the server takes writes")
+	require.Eventually(t, func() bool { return w.ResultsWaiting() == 0 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, w.ResultsRefused())
+}

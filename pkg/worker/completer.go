@@ -2,11 +2,14 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/handler"
@@ -67,6 +70,10 @@ type completer struct {
 	// it writes was queued, plus one (0: it writes none). Times are since
 	// epoch, on the monotonic clock.
 	writing [completerWriters]atomic.Int64
+	// refused is the server's refusal of the last try of a write being
+	// retried (read-only, too many connections), nil when the last try
+	// got no answer or a write succeeded since.
+	refused atomic.Pointer[mysql.MySQLError]
 	// wrote wakes the writer gathering a batch when a write ended.
 	wrote  chan struct{}
 	epoch  time.Time
@@ -320,8 +327,14 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 			}
 		}
 		if err == nil {
+			c.refused.Store(nil)
 			break
 		}
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) {
+			me = nil
+		}
+		c.refused.Store(me)
 		if store.IsRejected(err) {
 			c.rejected(ctx, batch, err)
 			return held

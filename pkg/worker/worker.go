@@ -389,6 +389,18 @@ func (w *Worker) sweep() {
 // not answer, and the watchdog takes the worker for stuck.
 func (w *Worker) ResultsWaiting() time.Duration { return w.comp.waiting() }
 
+// ResultsRefused is the server's error when the task center answered the
+// last try of a waiting result with a refusal (read-only during a
+// failover or maintenance, too many connections): it is up, and a
+// restart of this process would not get the result written. Nil when it
+// did not answer, or no result waits.
+func (w *Worker) ResultsRefused() error {
+	if me := w.comp.refused.Load(); me != nil && w.comp.waiting() > 0 {
+		return me
+	}
+	return nil
+}
+
 // Capacity is the number of slots over all queues.
 func (w *Worker) Capacity() int { return w.slots.capacity() }
 
