@@ -16,6 +16,8 @@
 -- set only by the running mark, and emptied when the attempt ends, which
 -- changes nothing where it is empty already (pkg/store/queries.go).
 --
--- On a task center that has rows, this rebuilds the table, online (reads
--- and writes go on): 17 s for a million rows here (docs/upgrading.md).
+-- On a task center that has rows, this rebuilds the table: 17 s for a
+-- million rows here. MariaDB cannot rebuild a table with indexed virtual
+-- columns online, so there reads go on and writes wait until it ends
+-- (docs/upgrading.md).
 ALTER TABLE task_center ROW_FORMAT=REDUNDANT;
