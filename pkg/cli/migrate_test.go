@@ -190,6 +190,40 @@ func TestMigrateWaitsForALongStep(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("applied migrations [%d]; schema version %d", step.Version, step.Version), lines[2])
 }
 
+// A long step that holds the writes to its table (a rebuild MariaDB
+// cannot do online: task_center's migration 12) says so while it runs,
+// with how many wait, so that the operator can stop it: nothing but the
+// elapsed time told that every claim and result had stopped.
+func TestMigrateSaysALongStepHoldsWrites(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	migs, step := slowRelease(t, "LOCK TABLES task_queue WRITE;\nDO SLEEP(4);\nUNLOCK TABLES;\n")
+	ctx := context.Background()
+
+	done := make(chan result, 1)
+	go func() { done <- migrateWith(t, b.cfgPath, migs) }()
+	require.Eventually(t, func() bool {
+		return b.env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND INFO LIKE 'DO SLEEP(4)%'`) > 0
+	}, 30*time.Second, 20*time.Millisecond)
+	// A node's write, held behind the step until it ends.
+	other, err := b.env.Store.DB().Conn(ctx)
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.ExecContext(ctx, `SET SESSION lock_wait_timeout = 10`)
+	require.NoError(t, err)
+	_, err = other.ExecContext(ctx, `UPDATE task_queue SET paused = paused WHERE name = 'none'`)
+	require.NoError(t, err)
+
+	r := <-done
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3, r.stdout)
+	require.Equal(t, "applying "+step.Name+" (running for 3s; a table rebuild takes about 17 s a million rows); "+
+		"writes to its table wait until it ends, 1 held now (Ctrl-C stops it, changing nothing)", lines[0])
+	require.True(t, strings.HasPrefix(lines[1], "applied "+step.Name+" in "), lines[1])
+}
+
 // A step whose table another transaction holds gives way after a short
 // wait, so that the statements of the nodes queued behind its metadata
 // lock go on, names the transaction, and runs once it ends. Waiting on,

@@ -559,7 +559,11 @@ func (s *Store) applyStep(ctx context.Context, conn *sql.Conn, m Migration, say 
 	var slow atomic.Bool
 	announce := time.AfterFunc(migrateSlow, func() {
 		slow.Store(true)
-		say(fmt.Sprintf("applying %s (running for %s; a table rebuild takes about 17 s a million rows)", m.Name, migrateSlow))
+		msg := fmt.Sprintf("applying %s (running for %s; a table rebuild takes about 17 s a million rows)", m.Name, migrateSlow)
+		if n := s.heldBehind(ctx, connID); n > 0 {
+			msg += fmt.Sprintf("; writes to its table wait until it ends, %d held now (Ctrl-C stops it, changing nothing)", n)
+		}
+		say(msg)
 	})
 	defer announce.Stop()
 	for _, stmt := range splitStatements(m.SQL) {
@@ -592,6 +596,23 @@ func (s *Store) applyStep(ctx context.Context, conn *sql.Conn, m Migration, say 
 	}
 	say(fmt.Sprintf("applied %s in %s", m.Name, time.Since(start).Round(100*time.Millisecond)))
 	return nil
+}
+
+// heldBehind counts the statements of other sessions of this database
+// that wait for a table's metadata lock while connection self runs a
+// step: the writes a rebuild that is not online holds (MariaDB rebuilds a
+// table with indexed virtual columns under a shared lock, so the nodes'
+// claims and results stop until it ends). Zero when it cannot tell: an
+// account without the PROCESS privilege sees only its own sessions.
+func (s *Store) heldBehind(ctx context.Context, self int64) int {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var n int
+	if err := s.db.QueryRowContext(qctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE DB = DATABASE() AND ID <> ? AND STATE = 'Waiting for table metadata lock'`, self).Scan(&n); err != nil {
+		return 0
+	}
+	return n
 }
 
 // killQuery stops the statement connection id runs on the server.
