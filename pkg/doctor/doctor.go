@@ -46,6 +46,8 @@ type Report struct {
 	// OK is true when no check failed (warnings allowed).
 	OK     bool           `json:"ok"`
 	Counts map[Status]int `json:"counts"`
+
+	pending pendingContract // of the mysql.schema check, for explainPending
 }
 
 func (r *Report) add(name string, st Status, fix, format string, args ...any) {
@@ -134,6 +136,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 		defer br.Close()
 		d.Broker = br
 		checkRedis(ctx, r, cfg, br, o)
+		explainPending(ctx, r, cfg, br, o)
 	}
 	checkHandlers(ctx, r, cfg, br, o)
 	checkNotifiers(ctx, r, cfg, o)

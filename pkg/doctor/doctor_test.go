@@ -254,6 +254,24 @@ func TestPendingContractStep(t *testing.T) {
 	require.Contains(t, check(t, r, "mysql.schema").Fix, "taskd migrate --contract")
 	require.True(t, r.OK, "a pending contract step fails nothing: %+v", r.Checks)
 	check(t, r, "tasks.handlers") // the checks that need the schema still ran
+
+	// While a node of the previous release runs, the warning names it;
+	// once only nodes that know the step run, it says migrate may run it.
+	ctx := context.Background()
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "old", Node: "web-3", PID: 4242, Version: "1.4.0",
+		Schema: step.Version - 1}, time.Minute))
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "new", Node: "web-1", PID: 4343, Version: "1.5.0",
+		Schema: store.LatestVersion()}, time.Minute))
+	r = b.run(t, doctor.Options{})
+	requireStatus(t, r, "mysql.schema", doctor.Warn, "contract step "+step.Name+
+		" not applied yet: 1 live process of an older release: node web-3 on ")
+	require.Contains(t, check(t, r, "mysql.schema").Detail, "pid 4242 (taskd 1.4.0)")
+
+	require.NoError(t, b.env.Broker.EndProcess(ctx, "old"))
+	r = b.run(t, doctor.Options{})
+	requireStatus(t, r, "mysql.schema", doctor.Warn, "contract step "+step.Name+
+		" not applied yet, and every live process runs a release that knows it")
+	require.Equal(t, "run `taskd migrate`", check(t, r, "mysql.schema").Fix)
 }
 
 // A newer taskd's ordinary migration is a warning (this binary runs on

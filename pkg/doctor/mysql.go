@@ -11,7 +11,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -58,6 +60,7 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 		// Not a failure: this binary works before and after the step.
 		r.add("mysql.schema", Warn, "run `taskd migrate` again once every node runs this release, or `taskd migrate --contract` once no older node is running",
 			"contract step %s not applied yet: it waits for every node to run this release", pending[0].Name)
+		r.pending = pendingContract{check: len(r.Checks) - 1, step: pending[0]}
 	} else {
 		r.ok("mysql.schema", "version %d, this taskd's", store.LatestVersion())
 	}
@@ -273,4 +276,35 @@ func matchDB(pattern, db string) bool {
 	re.WriteString("$")
 	ok, _ := regexp.MatchString(re.String(), db)
 	return ok
+}
+
+// pendingContract is the contract step the mysql.schema check found
+// waiting, and that check's index in the report.
+type pendingContract struct {
+	check int
+	step  store.Migration
+}
+
+// explainPending completes the mysql.schema warning of a pending contract
+// step from the process registry: which live processes of an older
+// release hold it back, or that none does and `taskd migrate` may run it
+// now. Without it the warning said the same while the old nodes ran and
+// after the last had gone.
+func explainPending(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
+	if r.pending.step.Version == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	procs, err := br.Processes(ctx, cfg.Worker.HeartbeatTTL)
+	if err != nil {
+		return // the Redis checks say why
+	}
+	c := &r.Checks[r.pending.check]
+	if why := node.MayContract(r.pending.step.Version, procs, nil, false); why != "" {
+		c.Detail = fmt.Sprintf("contract step %s not applied yet: %s", r.pending.step.Name, why)
+		return
+	}
+	c.Detail = fmt.Sprintf("contract step %s not applied yet, and every live process runs a release that knows it", r.pending.step.Name)
+	c.Fix = "run `taskd migrate`"
 }
