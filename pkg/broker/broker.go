@@ -80,6 +80,10 @@ type Broker struct {
 	scriptFlags bool
 	// limitNow, when set, stands in for Redis's clock in limited takes.
 	limitNow func() time.Time
+	// answerWait bounds waiting for a reply that has no read deadline of
+	// its own (a subscription's confirmation): a new connection's dial
+	// and handshake, then a reply.
+	answerWait time.Duration
 }
 
 // SetLimitClock makes limited takes read c instead of Redis's clock, so a
@@ -160,9 +164,9 @@ func open(ctx context.Context, o Options, mustAnswer bool) (*Broker, error) {
 	} else {
 		rdb = redis.NewUniversalClient(uo)
 	}
-	b := &Broker{rdb: rdb, Keys: keys}
+	b := &Broker{rdb: rdb, Keys: keys, answerWait: uo.DialTimeout + 2*uo.ReadTimeout}
 	// A new connection: dial, HELLO and its settings, then the PING.
-	pctx, cancel := context.WithTimeout(ctx, uo.DialTimeout+2*uo.ReadTimeout)
+	pctx, cancel := context.WithTimeout(ctx, b.answerWait)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		cerr := configError(err, strings.Join(seeds, ","), o.DB)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,11 +107,11 @@ func (b *Broker) Killed(ctx context.Context, since time.Time) ([]Killed, error) 
 
 // Kills subscribes to kill requests until the returned close function is
 // called. It returns once Redis confirmed the subscription, so that a read
-// of Killed after it misses nothing, or after at most 3 s (Redis down or
-// slow: the subscription is made when it answers). Malformed requests are
-// skipped.
+// of Killed after it misses nothing, or when Redis did not answer within
+// a dial and two reads (down or hanging: the subscription is made when it
+// answers). Malformed requests are skipped.
 func (b *Broker) Kills(ctx context.Context) (<-chan KillRequest, func() error) {
-	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(b.answerWait, 3*time.Second))
 	sub := b.rdb.Subscribe(cctx, b.Keys.Kill())
 	_, _ = sub.Receive(cctx) // the confirmation; a failure is retried by the channel
 	cancel()

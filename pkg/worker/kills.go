@@ -27,6 +27,9 @@ type killListener struct {
 	runner startstop.Runner
 	// read is when the kept requests were last read (local clock).
 	read time.Time
+	// readFails logs failed reads without a line each 30 s while Redis is
+	// down.
+	readFails *startstop.FailLog
 }
 
 const (
@@ -82,15 +85,23 @@ func (k *killListener) heard(id int64, attempt int, at time.Time) {
 
 // reread remembers the kept requests since since. A request heard before
 // is remembered again (an attempt already dropped is not taken again).
+// The read is bounded by the Redis client's timeouts, which a slow link
+// is configured to survive, and by ctx.
 func (k *killListener) reread(ctx context.Context, since time.Time) {
+	if k.readFails == nil {
+		k.readFails = &startstop.FailLog{Log: k.log, Level: slog.LevelWarn,
+			Failed: "kill requests not read; attempts killed while this worker did not listen may run once",
+			Again:  "kill requests read again"}
+	}
 	now := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	rs, err := k.broker.Killed(rctx, since)
+	rs, err := k.broker.Killed(ctx, since)
 	if err != nil {
-		k.log.Warn("kill requests not read; attempts killed while this worker did not listen may run once", "err", err)
+		if ctx.Err() == nil {
+			k.readFails.Fail(err)
+		}
 		return
 	}
+	k.readFails.OK()
 	k.read = now
 	for _, r := range rs {
 		if k.kill(r.ID, r.Attempt) == nil {
