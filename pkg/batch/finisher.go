@@ -63,14 +63,9 @@ func (f *Finisher) Start(ctx context.Context) error {
 	return f.runner.Start(ctx, func(ctx context.Context) {
 		startstop.Every(ctx, f.cfg.Interval, func(ctx context.Context) {
 			n, err := f.RunOnce(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				f.fails.Fail(err)
-			case err == nil:
-				f.fails.OK()
-				if n > 0 {
-					f.log.Info("finished batches", "batches", n)
-				}
+			f.fails.Pass(ctx, err)
+			if err == nil && n > 0 {
+				f.log.Info("finished batches", "batches", n)
 			}
 		})
 	})

@@ -87,11 +87,7 @@ func (c *Cache) Start(ctx context.Context) error {
 				}
 			}
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if err := c.Refresh(rctx); err != nil && ctx.Err() == nil {
-				c.fails.Fail(err)
-			} else if err == nil {
-				c.fails.OK()
-			}
+			c.fails.Pass(ctx, c.Refresh(rctx))
 			cancel()
 		}
 	})

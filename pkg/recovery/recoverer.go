@@ -134,12 +134,9 @@ func (r *Recoverer) Start(ctx context.Context) error {
 	return r.runner.Start(ctx, func(ctx context.Context) {
 		startstop.Every(ctx, r.cfg.Interval, func(ctx context.Context) {
 			res, err := r.RunOnce(ctx)
+			r.fails.Pass(ctx, err)
 			if err != nil && ctx.Err() == nil {
-				r.fails.Fail(err)
 				return
-			}
-			if err == nil {
-				r.fails.OK()
 			}
 			if res != (Result{}) {
 				r.log.Warn("recovered lost work", "redispatched", res.Redispatched, "recovered", res.Recovered,

@@ -58,6 +58,17 @@ func (f *FailLog) Fail(err error) {
 		"failed_passes", n, "failing_for", now.Sub(first).Round(time.Second))
 }
 
+// Pass records a pass's outcome: a failure, unless ctx ended (a stop is
+// no failure), or a pass that worked.
+func (f *FailLog) Pass(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		f.OK()
+	case ctx.Err() == nil:
+		f.Fail(err)
+	}
+}
+
 // OK records a pass that worked, and logs it when passes failed before it.
 func (f *FailLog) OK() {
 	f.mu.Lock()

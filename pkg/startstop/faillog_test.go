@@ -2,6 +2,7 @@ package startstop_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -36,4 +37,21 @@ func TestFailLog(t *testing.T) {
 	require.Equal(t, 1, strings.Count(buf.String(), `msg="pass works again" failed_passes=11`), buf.String())
 	f.Fail(down)
 	require.Equal(t, 3, strings.Count(buf.String(), `msg="pass failed"`), "a new outage is logged at once:\n%s", buf.String())
+}
+
+// Pass counts a pass cut short by a stop as neither a failure nor a pass
+// that worked.
+func TestFailLogPass(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	f := &startstop.FailLog{Log: slog.New(slog.NewTextHandler(&buf, nil)), Level: slog.LevelError,
+		Failed: "pass failed", Again: "pass works again"}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.Pass(stopped, context.Canceled)
+	require.Empty(t, buf.String(), "a stop is no failure")
+	f.Pass(context.Background(), errors.New("connection refused"))
+	require.Contains(t, buf.String(), `msg="pass failed"`)
+	f.Pass(context.Background(), nil)
+	require.Contains(t, buf.String(), `msg="pass works again" failed_passes=1`)
 }

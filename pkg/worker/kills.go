@@ -29,7 +29,7 @@ type killListener struct {
 	read time.Time
 	// readFails logs failed reads without a line each 30 s while Redis is
 	// down.
-	readFails *startstop.FailLog
+	readFails startstop.FailLog
 }
 
 const (
@@ -83,30 +83,21 @@ func (k *killListener) heard(id int64, attempt int, at time.Time) {
 	k.early.add(id, attempt, at)
 }
 
-// reread remembers the kept requests since since. A request heard before
-// is remembered again (an attempt already dropped is not taken again).
+// reread acts on the kept requests since since, as on those heard: one
+// whose attempt runs here is killed (its publish was missed), the others
+// are remembered (an attempt already dropped is not taken again).
 // The read is bounded by the Redis client's timeouts, which a slow link
 // is configured to survive, and by ctx.
 func (k *killListener) reread(ctx context.Context, since time.Time) {
-	if k.readFails == nil {
-		k.readFails = &startstop.FailLog{Log: k.log, Level: slog.LevelWarn,
-			Failed: "kill requests not read; attempts killed while this worker did not listen may run once",
-			Again:  "kill requests read again"}
-	}
 	now := time.Now()
 	rs, err := k.broker.Killed(ctx, since)
+	k.readFails.Pass(ctx, err)
 	if err != nil {
-		if ctx.Err() == nil {
-			k.readFails.Fail(err)
-		}
 		return
 	}
-	k.readFails.OK()
 	k.read = now
 	for _, r := range rs {
-		if k.kill(r.ID, r.Attempt) == nil {
-			k.early.add(r.ID, r.Attempt, r.At)
-		}
+		k.heard(r.ID, r.Attempt, r.At)
 	}
 }
 

@@ -211,7 +211,10 @@ func New(cfg Config, s Store, b Broker) *Worker {
 	w.slots = newSlotTable(cfg.Queues, w.clock)
 	w.held = newHeld()
 	w.beat = &heartbeater{w: w}
-	w.kills = &killListener{broker: b, log: w.log, kill: w.slots.kill, early: newKilledSet(w.clock.Now)}
+	w.kills = &killListener{broker: b, log: w.log, kill: w.slots.kill, early: newKilledSet(w.clock.Now),
+		readFails: startstop.FailLog{Log: w.log, Level: slog.LevelWarn,
+			Failed: "kill requests not read; attempts killed while this worker did not listen may run once",
+			Again:  "kill requests read again"}}
 	w.comp = newCompleter(s, b, cfg.ID, w.log, &w.count.stale)
 	w.comp.written = w.written
 	w.comp.now = w.db.Latest
