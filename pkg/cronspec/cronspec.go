@@ -30,6 +30,9 @@ type Spec struct {
 	// loc is the zone to evaluate in; robfig evaluates a schedule bound to
 	// time.Local in the zone of the time it is given, so Next converts.
 	loc *time.Location
+	// wall checks each occurrence against the wall clock across a change
+	// of daylight saving time (dst.go); nil for an @every interval.
+	wall *wallClock
 }
 
 // Parse parses expr in time zone tz (an IANA name; "" means the process's
@@ -79,6 +82,9 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 		return nil, task.Invalidf("malformed cron expression %q: %v", expr, perr)
 	}
 	spec = &Spec{expr: expr, schedule: s, loc: loc}
+	if ss, ok := s.(*cron.SpecSchedule); ok {
+		spec.wall = newWallClock(ss, fixedTime(fields))
+	}
 	// An expression such as "0 0 30 2 *" parses but never fires.
 	if spec.Next(time.Now()).IsZero() {
 		return nil, task.Invalidf("cron expression %q never fires", expr)
@@ -179,7 +185,12 @@ func (s *Spec) Next(t time.Time) time.Time {
 	if s.loc != nil {
 		t = t.In(s.loc)
 	}
-	n := s.schedule.Next(t)
+	var n time.Time
+	if s.wall != nil {
+		n = s.wall.next(t)
+	} else {
+		n = s.schedule.Next(t)
+	}
 	if n.IsZero() || n.Sub(t) > horizon {
 		return time.Time{}
 	}
@@ -191,28 +202,15 @@ func (s *Spec) Next(t time.Time) time.Time {
 // both: occurrences missed while the system was down are skipped, so a
 // daemon that was down for an hour fires a missed minutely task once, not
 // sixty times.
-//
-// On the day clocks go back, an occurrence in the repeated hour exists
-// twice; like classic cron, taskd fires it once: an occurrence with the same
-// wall-clock time as the planned one is skipped.
 func (s *Spec) NextAfterRun(planned, now time.Time) time.Time {
-	from := now
-	if planned.After(from) {
-		from = planned
-	}
-	n := s.Next(from)
-	if !n.IsZero() && !n.Equal(planned) && n.Sub(planned) <= 2*time.Hour && sameWallClock(n, planned) {
-		n = s.Next(n)
-	}
-	return n
+	return s.Next(later(planned, now))
 }
 
-// sameWallClock compares the local date and time of two instants in the
-// zone of a.
-func sameWallClock(a, b time.Time) bool {
-	b = b.In(a.Location())
-	return a.Year() == b.Year() && a.YearDay() == b.YearDay() && a.Hour() == b.Hour() &&
-		a.Minute() == b.Minute() && a.Second() == b.Second()
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // String returns the expression as given.

@@ -250,19 +250,18 @@ func TestNextAcrossDST(t *testing.T) {
 		})
 	}
 
-	t.Run("02:30 on spring-forward day is skipped", func(t *testing.T) {
+	t.Run("02:30 on spring-forward day runs at the jump", func(t *testing.T) {
 		t.Parallel()
 		s := mustParse(t, "30 2 * * *", "America/New_York")
 		got := s.Next(time.Date(2026, 3, 7, 3, 0, 0, 0, ny))
-		// robfig finds no 02:30 on March 8th and moves on to March 9th.
-		require.True(t, time.Date(2026, 3, 9, 2, 30, 0, 0, ny).Equal(got), "got %s", got)
-		require.Equal(t, time.Date(2026, 3, 9, 6, 30, 0, 0, time.UTC), got.UTC())
-		for _, x := range occurrences(s, spring[0], spring[1]) {
-			require.NotEqual(t, 8, x.In(ny).Day(), "no run can be at 02:30 on March 8th: %s", x)
-			require.Equal(t, 2, x.In(ny).Hour())
-			require.Equal(t, 30, x.In(ny).Minute())
-		}
-		require.Len(t, occurrences(s, spring[0], spring[1]), 13) // 14 days, one of them without 02:30
+		// There is no 02:30 on March 8th: cronie runs it at 03:00 EDT.
+		require.Equal(t, time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC), got.UTC())
+		require.Equal(t, time.Date(2026, 3, 9, 6, 30, 0, 0, time.UTC), s.Next(got).UTC())
+		require.Len(t, occurrences(s, spring[0], spring[1]), 14, "a run every day")
+		// Several times in the skipped hour run once, at the jump.
+		two := mustParse(t, "0,30 2 * * *", "America/New_York")
+		ts := occurrences(two, time.Date(2026, 3, 7, 12, 0, 0, 0, ny), time.Date(2026, 3, 9, 0, 0, 0, 0, ny))
+		require.Equal(t, []time.Time{time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}, utc(ts))
 	})
 
 	t.Run("hourly loses no real hour on spring-forward day", func(t *testing.T) {
@@ -283,19 +282,122 @@ func TestNextAcrossDST(t *testing.T) {
 		}
 	})
 
-	t.Run("01:30 on fall-back day fires at two distinct instants", func(t *testing.T) {
+	t.Run("01:30 on fall-back day runs once", func(t *testing.T) {
 		t.Parallel()
-		// What robfig does: the wall clock shows 01:30 twice (EDT, then EST),
-		// and each is an occurrence. They are an hour apart, never the same
-		// instant.
+		// The wall clock shows 01:30 twice (EDT, then EST): a job at a
+		// fixed time runs on the first pass only, as in cronie.
 		s := mustParse(t, "30 1 * * *", "America/New_York")
 		first := s.Next(time.Date(2026, 10, 31, 12, 0, 0, 0, ny))
-		second := s.Next(first)
-		third := s.Next(second)
 		require.Equal(t, time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), first.UTC())
-		require.Equal(t, time.Date(2026, 11, 1, 6, 30, 0, 0, time.UTC), second.UTC())
-		require.Equal(t, time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC), third.UTC())
+		require.Equal(t, time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC), s.Next(first).UTC())
+		// Started during the second pass, it waits for the next day.
+		require.Equal(t, time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC),
+			s.Next(time.Date(2026, 11, 1, 6, 10, 0, 0, time.UTC)).UTC())
+		two := mustParse(t, "0,30 1 * * *", "America/New_York")
+		ts := occurrences(two, time.Date(2026, 10, 31, 12, 0, 0, 0, ny), time.Date(2026, 11, 1, 12, 0, 0, 0, ny))
+		require.Equal(t, []time.Time{time.Date(2026, 11, 1, 5, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC)}, utc(ts))
 	})
+
+	t.Run("an hourly run on fall-back day plans the next real hour", func(t *testing.T) {
+		t.Parallel()
+		s := mustParse(t, "0 * * * *", "America/New_York")
+		planned := time.Date(2026, 11, 1, 5, 0, 0, 0, time.UTC) // 01:00 EDT
+		got := s.NextAfterRun(planned, planned.Add(5*time.Second))
+		require.Equal(t, time.Date(2026, 11, 1, 6, 0, 0, 0, time.UTC), got.UTC(), "01:00 EST, not 02:00 EST")
+	})
+
+	t.Run("a job by elapsed time runs as the wall clock shows its times", func(t *testing.T) {
+		t.Parallel()
+		// Minute or hour a wildcard: each pass of the repeated hour runs,
+		// and the skipped hour has nothing to run.
+		s := mustParse(t, "*/30 1 * * *", "America/New_York")
+		require.Len(t, occurrences(s, time.Date(2026, 10, 31, 12, 0, 0, 0, ny), time.Date(2026, 11, 1, 12, 0, 0, 0, ny)), 4)
+		s = mustParse(t, "*/30 2 * * *", "America/New_York")
+		for _, x := range occurrences(s, spring[0], spring[1]) {
+			require.NotEqual(t, 8, x.In(ny).Day(), "no 02:xx on March 8th: %s", x)
+		}
+	})
+}
+
+func utc(ts []time.Time) []time.Time {
+	out := make([]time.Time, len(ts))
+	for i, x := range ts {
+		out[i] = x.UTC()
+	}
+	return out
+}
+
+// TestNextAgainstTheWallClock compares Next, over weeks around each change
+// of daylight saving time in zones with one- and half-hour changes, with
+// what a classic cron daemon does minute by minute: a job at fixed times
+// runs at the first instant whose wall clock matches and has not shown
+// that time before, or at a jump forward whose skipped interval held one
+// of its times; any other job at every instant whose wall clock matches.
+func TestNextAgainstTheWallClock(t *testing.T) {
+	t.Parallel()
+	exprs := map[string]bool{ // expression: at fixed times
+		"30 2 * * *": true, "0 2 * * *": true, "0,30 1 * * *": true, "15 0-3 * * *": true, "0 3 * * *": true,
+		"45 1 * * 0": true, "@daily": true, "0 30 2 * * *": true,
+		"*/20 * * * *": false, "0 * * * *": false, "* 2 * * *": false, "*/30 1 * * *": false,
+	}
+	zones := []string{"America/New_York", "Europe/London", "Australia/Lord_Howe", "America/Santiago", "America/Havana", "Europe/Dublin"}
+	for _, zone := range zones {
+		loc := mustLoad(t, zone)
+		// The changes of 2026, found by the zone's own bounds.
+		var changes []time.Time
+		for at := time.Date(2026, 1, 1, 0, 0, 0, 0, loc); at.Year() == 2026; {
+			_, end := at.ZoneBounds()
+			if end.IsZero() || end.Year() != 2026 {
+				break
+			}
+			changes = append(changes, end)
+			at = end
+		}
+		require.Len(t, changes, 2, zone)
+		for expr, fixed := range exprs {
+			s := mustParse(t, expr, zone)
+			match := matcher(t, expr)
+			for _, c := range changes {
+				from, until := c.Add(-3*24*time.Hour), c.Add(3*24*time.Hour)
+				var want []time.Time
+				seen := map[time.Time]bool{} // wall clocks shown so far
+				for at := from.Truncate(time.Minute).Add(time.Minute); !at.After(until); at = at.Add(time.Minute) {
+					wall := wallOf(at)
+					prev := wallOf(at.Add(-time.Minute))
+					if fixed && wall.Sub(prev) > time.Minute { // a jump forward
+						skipped := false
+						for w := prev.Add(time.Minute); w.Before(wall); w = w.Add(time.Minute) {
+							skipped = skipped || match(w)
+						}
+						if skipped || match(wall) {
+							want = append(want, at)
+						}
+						seen[wall] = true
+						continue
+					}
+					if match(wall) && !(fixed && seen[wall]) {
+						want = append(want, at)
+					}
+					seen[wall] = true
+				}
+				got := occurrences(s, from, until)
+				require.Equal(t, utc(want), utc(got), "%s in %s around %s", expr, zone, c)
+			}
+		}
+	}
+}
+
+// wallOf is the date and time the wall clock shows at t, as a UTC time.
+func wallOf(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
+}
+
+// matcher reports whether a wall clock time (as from wallOf) is one of
+// expr's times, asking the expression in UTC, where no time is skipped or
+// repeated.
+func matcher(t *testing.T, expr string) func(time.Time) bool {
+	s := mustParse(t, expr, "UTC")
+	return func(w time.Time) bool { return s.Next(w.Add(-time.Second)).Equal(w) }
 }
 
 func TestNextAfterRunMisfire(t *testing.T) {
@@ -529,5 +631,17 @@ func TestStoredLocalZoneStillRuns(t *testing.T) {
 		next, err := cronspec.NextRun(c[0], c[1], now, now)
 		require.NoError(t, err, "%q in %q", c[0], c[1])
 		require.True(t, next.After(now))
+	}
+}
+
+func BenchmarkNext(b *testing.B) {
+	for _, expr := range []string{"* * * * * *", "*/5 * * * *", "30 2 * * *", "0 0 29 2 *"} {
+		s := mustParse(b, expr, "America/New_York")
+		b.Run(expr, func(b *testing.B) {
+			at := time.Date(2026, 3, 8, 1, 59, 0, 0, time.UTC)
+			for b.Loop() {
+				s.Next(at)
+			}
+		})
 	}
 }
