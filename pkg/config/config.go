@@ -233,6 +233,9 @@ type HandlerSpec struct {
 	Env    []string          `mapstructure:"env"`
 	Dir    string            `mapstructure:"dir"`
 	Header map[string]string `mapstructure:"header"`
+	// PermanentExitCodes are an exec handler's exit statuses that fail
+	// its task at once, without the retries it has left.
+	PermanentExitCodes []int `mapstructure:"permanent_exit_codes"`
 	// Queue the code's tasks go to when the producer names none.
 	Queue string `mapstructure:"queue"`
 	// Size is a pool's number of processes on this node (default
@@ -748,6 +751,14 @@ func (h *HandlerSpec) validate() error {
 		u, err := url.Parse(h.HTTP)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("http %q: want an http:// or https:// URL with a host", h.HTTP)
+		}
+	}
+	if len(h.PermanentExitCodes) > 0 && len(h.Exec) == 0 {
+		return errors.New("permanent_exit_codes applies to exec handlers only (a pool handler answers \"permanent\": true)")
+	}
+	for _, c := range h.PermanentExitCodes {
+		if c < 1 || c > 255 {
+			return fmt.Errorf("permanent_exit_codes: %d is not an exit status that fails (1-255)", c)
 		}
 	}
 	if len(h.Pool) == 0 {

@@ -383,6 +383,7 @@ func TestBadValues(t *testing.T) {
 			"handlers:\n  x: { exec: \"echo hi\" }\n":                                                    `bad value "echo hi" for handlers.x.exec in %s: want a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
 			"handlers:\n  x: { pool: \"php artisan taskd:work\" }\n":                                     `bad value "php artisan taskd:work" for handlers.x.pool in %s: want a list of argv strings`,
 			"handlers:\n  x: { exec: [\"true\"], env: \"A=1,B=2\" }\n":                                   `bad value "A=1,B=2" for handlers.x.env in %s: want a list of NAME=value strings`,
+			"handlers:\n  x: { exec: [\"true\"], permanent_exit_codes: 65 }\n":                           `bad value 65 for handlers.x.permanent_exit_codes in %s: want a list of exit statuses, e.g. [65, 78]`,
 			"log: { level: verbose }\n":                                                                  `bad value "verbose" for log.level in %s: want debug, info, warn or error`,
 			"log: { format: pretty }\n":                                                                  `bad value "pretty" for log.format in %s: want auto, json or text`,
 			"submit: { max_payload: 1 meg }\n":                                                           `bad value "1 meg" for submit.max_payload in %s: want a size such as 1048576, 64KiB or 32MiB`,
@@ -461,4 +462,22 @@ func TestFileSecrets(t *testing.T) {
 	c, err = load(t, "mysql: { dsn: \"u:@tcp(db:3306)/tc\" }\n")
 	require.NoError(t, err)
 	require.Empty(t, c.FileSecrets)
+}
+
+// permanent_exit_codes: exit statuses that fail, on exec handlers only.
+func TestPermanentExitCodes(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		"handlers:\n  x: { pool: [\"true\"], permanent_exit_codes: [65] }\n":     "config handlers.x: permanent_exit_codes applies to exec handlers only",
+		"handlers:\n  x: { http: \"http://a/b\", permanent_exit_codes: [65] }\n": "config handlers.x: permanent_exit_codes applies to exec handlers only",
+		"handlers:\n  x: { exec: [\"true\"], permanent_exit_codes: [0] }\n":      "config handlers.x: permanent_exit_codes: 0 is not an exit status that fails (1-255)",
+		"handlers:\n  x: { exec: [\"true\"], permanent_exit_codes: [256] }\n":    "config handlers.x: permanent_exit_codes: 256 is not an exit status that fails (1-255)",
+	} {
+		_, err := config.Load(config.NewViper(), writeConfig(t, body))
+		requireInvalid(t, err)
+		require.ErrorContains(t, err, want, body)
+	}
+	c, err := config.Load(config.NewViper(), writeConfig(t, "handlers:\n  x: { exec: [\"true\"], permanent_exit_codes: [65, 78] }\n"))
+	require.NoError(t, err)
+	require.Equal(t, []int{65, 78}, c.Handlers["x"].PermanentExitCodes)
 }

@@ -152,9 +152,10 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 // listFields are the handler fields that hold a list that one string must
 // not stand for, with what the list looks like.
 var listFields = map[string]string{
-	"exec": `a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
-	"pool": `a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
-	"env":  `a list of NAME=value strings, e.g. ["APP_ENV=production", "LANG=C"]`,
+	"exec":                 `a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
+	"pool":                 `a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
+	"env":                  `a list of NAME=value strings, e.g. ["APP_ENV=production", "LANG=C"]`,
+	"permanent_exit_codes": `a list of exit statuses, e.g. [65, 78]`,
 }
 
 // checkArgv rejects a list written as one string: decoding would take

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,8 @@ const KillGraceDefault = 5 * time.Second
 // TASK_QUEUE and TASK_GROUP added to the
 // daemon's environment (plus Env, and TRACEPARENT, the attempt's span, when
 // tracing is on). Exit 0 is success; otherwise the error is
-// "exit status N: <last line of stderr>". The output is stdout and stderr
+// "exit status N: <last line of stderr>", permanent (no retry) for an
+// exit status in PermanentExit. The output is stdout and stderr
 // combined (their interleaving is approximate: they are separate pipes),
 // truncated as by Truncate.
 //
@@ -41,6 +43,9 @@ type Exec struct {
 	Dir         string
 	KillGrace   time.Duration // 0: KillGraceDefault
 	OutputLimit int           // 0: OutputLimitDefault
+	// PermanentExit are exit statuses that say no retry can mend the
+	// failure (a payload the command refuses): the task is dead at once.
+	PermanentExit []int
 }
 
 // stderrLineLimit bounds the stderr line quoted in an error.
@@ -128,6 +133,9 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	msg := exitString(ws)
 	if line := whyLine(stderr.raw()); line != "" {
 		msg += ": " + line
+	}
+	if ws.Exited() && slices.Contains(e.PermanentExit, ws.ExitStatus()) {
+		return out.String(), Permanent(errors.New(msg))
 	}
 	return out.String(), errors.New(msg)
 }

@@ -63,6 +63,21 @@ func TestExecExitError(t *testing.T) {
 	require.Error(t, err)
 }
 
+// An exit status the handler names as permanent fails the task without its
+// retries; any other stays a failure to retry.
+func TestExecPermanentExit(t *testing.T) {
+	t.Parallel()
+	e := &Exec{Argv: sh(`echo "order $1 is gone" >&2; exit $1`, "sh", "65"), PermanentExit: []int{65, 78}}
+	_, err := e.Handle(context.Background(), testRequest())
+	require.ErrorIs(t, err, ErrPermanent)
+	require.ErrorContains(t, err, "exit status 65: order 65 is gone")
+
+	e.Argv[len(e.Argv)-1] = "66"
+	_, err = e.Handle(context.Background(), testRequest())
+	require.EqualError(t, err, "exit status 66: order 66 is gone")
+	require.NotErrorIs(t, err, ErrPermanent)
+}
+
 // A PHP job that dies of an uncaught exception ends its stderr with the
 // place it was thrown; the summary is the line that says what was thrown.
 func TestExecPHPUncaughtSaysWhat(t *testing.T) {

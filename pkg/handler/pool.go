@@ -616,6 +616,9 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 				rep.out = joinOutput(rep.out, resultText(a.Result))
 			} else {
 				rep.err = errors.New(cmp.Or(strings.TrimSpace(a.Error), "the handler failed without a message"))
+				if a.Permanent {
+					rep.err = Permanent(rep.err)
+				}
 			}
 			c.reply <- rep
 			select {

@@ -55,6 +55,8 @@ type poolAnswer struct {
 	OK       *bool           `json:"ok"`
 	Result   json.RawMessage `json:"result"`
 	Error    string          `json:"error"`
+	// Permanent, with "ok": false, says no retry can mend the failure.
+	Permanent bool `json:"permanent"`
 }
 
 // encodeRequest is the request line of r, newline included. A payload that

@@ -88,6 +88,8 @@ func poolHelper(mode string) int {
 			hog = append(hog, b)
 		case "fail":
 			answer = map[string]any{"ok": false, "error": do.Error}
+		case "refuse":
+			answer = map[string]any{"ok": false, "error": do.Error, "permanent": true}
 		case "result":
 			answer["result"] = do.Result
 		}
@@ -182,7 +184,13 @@ func TestPoolServesTasks(t *testing.T) {
 	// A failure is the handler's message; the process stays.
 	_, err = handle(t, p, `{"do":"fail","error":"no mailbox for a@example.com"}`)
 	require.EqualError(t, err, "no mailbox for a@example.com")
+	require.NotErrorIs(t, err, ErrPermanent)
 	require.Equal(t, r.PID, served(t, p, `{}`).PID)
+
+	// "permanent": true fails the task without its retries.
+	_, err = handle(t, p, `{"do":"refuse","error":"no such order"}`)
+	require.ErrorIs(t, err, ErrPermanent)
+	require.ErrorContains(t, err, "no such order")
 
 	// A string result is kept as its text, null as nothing.
 	out, err := handle(t, p, `{"do":"result","result":"resized 3 images"}`)

@@ -276,7 +276,7 @@ func Handlers(cfg *config.Config, extra *handler.Registry, log *slog.Logger) *ha
 	for code, h := range cfg.Handlers {
 		switch {
 		case len(h.Exec) > 0:
-			reg.Register(code, &handler.Exec{Argv: h.Exec, Env: h.Env, Dir: h.Dir,
+			reg.Register(code, &handler.Exec{Argv: h.Exec, Env: h.Env, Dir: h.Dir, PermanentExit: h.PermanentExitCodes,
 				KillGrace: cfg.Worker.KillGrace, OutputLimit: int(cfg.Worker.OutputLimit)})
 		case len(h.Pool) > 0:
 			mem, _ := h.MaxMemoryBytes() // checked by Validate

@@ -6,7 +6,8 @@
 //     send_email: { pool: ["php", "clients/php/examples/worker.php"] }
 //
 // The payload decides what it does, so the tests and the benchmarks can
-// drive it: {"fail": "why"} throws, {"sleep_ms": N} works N ms,
+// drive it: {"fail": "why"} throws, {"refuse": "why"} throws a
+// PermanentFailure (no retry), {"sleep_ms": N} works N ms,
 // {"echo": "text"} prints (stdout noise that must not break the protocol),
 // {"exit": N} dies mid-task (on attempts up to "exit_until_attempt" when
 // given), {"grow_mb": N} keeps N MB more memory.
@@ -45,6 +46,9 @@ exit(Worker::run(static function (Task $task) use (&$kept, $runLog): mixed {
     if (isset($p['exit']) && $task->attempt <= (int) ($p['exit_until_attempt'] ?? PHP_INT_MAX)) {
         fwrite(STDERR, "exiting mid-task\n");
         exit((int) $p['exit']);
+    }
+    if (isset($p['refuse'])) {
+        throw new Taskd\PermanentFailure((string) $p['refuse']);
     }
     if (isset($p['fail'])) {
         throw new RuntimeException((string) $p['fail']);

@@ -78,7 +78,12 @@ final class Worker
             self::flushOutput($level);
             fwrite(STDERR, sprintf("task %d attempt %d failed: %s\n", $task->id, $task->attempt, $e));
 
-            return ['ok' => false, 'error' => self::describe($e)];
+            $answer = ['ok' => false, 'error' => self::describe($e)];
+            if ($e instanceof PermanentFailure) {
+                $answer['permanent'] = true;
+            }
+
+            return $answer;
         }
     }
 

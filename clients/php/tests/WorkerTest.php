@@ -69,6 +69,8 @@ final class WorkerTest extends TestCase
 
         self::assertSame(['ok' => false, 'error' => 'RuntimeException: no mailbox'], $this->task(8, ['fail' => 'no mailbox']));
         self::assertStringContainsString('task 8 attempt 2 failed: RuntimeException: no mailbox', $this->stderr());
+        self::assertSame(['ok' => false, 'error' => 'Taskd\\PermanentFailure: no such order', 'permanent' => true],
+            $this->task(10, ['refuse' => 'no such order']));
         // The process goes on after a failure.
         self::assertSame($pid, $this->task(9, [])['result']['pid']);
     }
