@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/clock"
@@ -824,4 +825,39 @@ func TestKillIsNoFailure(t *testing.T) {
 		10*time.Second, 10*time.Millisecond)
 	require.NotContains(t, logs.String(), "task attempt failed")
 	require.Zero(t, w.Stats().Failed)
+}
+
+// A kill whose publish this worker missed (its subscription was down) is
+// read from the kept requests and kills the attempt it runs, as a heard
+// one does.
+func TestKeptKillKillsARunningAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan struct{})
+	b.reg.Register("slow", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		close(started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	var logs testenv.LogBuffer
+	w := b.startWorker(t, func(c *worker.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	id := b.submit(t, producer.Submission{Code: "slow"})
+	b.dispatchUntil(t, "the start", func() bool {
+		select {
+		case <-started:
+			return true
+		default:
+			return false
+		}
+	})
+	// Kept, not published: what a worker whose subscription was down finds.
+	ctx := context.Background()
+	require.NoError(t, b.env.Broker.Client().ZAdd(ctx, b.env.Broker.Keys.Killed(),
+		redis.Z{Score: float64(time.Now().UnixMilli()), Member: fmt.Sprintf("%d:1", id)}).Err())
+	worker.RereadKills(ctx, w)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "task attempt killed by operator") },
+		10*time.Second, 10*time.Millisecond)
+	require.Contains(t, logs.String(), "killing task on operator request")
 }
