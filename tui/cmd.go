@@ -55,7 +55,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd.SetErr(stderr)
 	// Persistent: tasktop serve takes them too.
 	fl := cmd.PersistentFlags()
-	fl.StringVar(&configPath, "config", "", "configuration file (default ./taskd.yaml, then /etc/taskd/taskd.yaml)")
+	fl.StringVar(&configPath, "config", "", "configuration file (default $TASKD_CONFIG, then ./taskd.yaml, then /etc/taskd/taskd.yaml)")
 	fl.String("mysql-dsn", "", "task center DSN (overrides mysql.dsn)")
 	fl.String("redis-addr", "", "Redis address (overrides redis.addr)")
 	fl.String("redis-prefix", "", "Redis key prefix (overrides redis.prefix)")

@@ -160,7 +160,7 @@ func (a *App) Root() *cobra.Command {
 	root.SetIn(a.Stdin)
 	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.configPath, "config", "", "configuration file (default ./taskd.yaml, then /etc/taskd/taskd.yaml)")
+	pf.StringVar(&a.configPath, "config", "", "configuration file (default $TASKD_CONFIG, then ./taskd.yaml, then /etc/taskd/taskd.yaml)")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
 	pf.String("mysql-dsn", "", "task center DSN (overrides mysql.dsn)")
 	pf.String("redis-addr", "", "Redis address (overrides redis.addr)")

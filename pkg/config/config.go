@@ -446,13 +446,14 @@ func Default() *Config {
 	return &c
 }
 
-// Load reads the configuration file (path, else the search path) into v and
-// decodes it. A missing file is fine unless path was given explicitly. An
+// Load reads the configuration file (path, else TASKD_CONFIG, else the
+// search path) into v and decodes it. A missing file is fine unless path
+// or TASKD_CONFIG named it. An
 // unknown key in the file, a TASKD_* variable that names no key, or a value
 // its key cannot take is an error naming the key, where it came from and,
 // for a typo, the nearest known key.
 func Load(v *viper.Viper, path string) (*Config, error) {
-	file := path
+	file := cmp.Or(path, os.Getenv(EnvConfig))
 	if file == "" {
 		for _, p := range []string{"taskd.yaml", "/etc/taskd/taskd.yaml"} {
 			if _, err := os.Stat(p); err == nil {
@@ -472,6 +473,9 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 		if err := v.ReadInConfig(); err != nil {
 			var nf viper.ConfigFileNotFoundError
 			if errors.As(err, &nf) || os.IsNotExist(err) {
+				if path == "" && file == os.Getenv(EnvConfig) {
+					return nil, task.Invalidf("config file %s (named by %s) not found", file, EnvConfig)
+				}
 				return nil, task.Invalidf("config file %s not found", file)
 			}
 			return nil, task.Invalidf("config file %s: %v", file, err)

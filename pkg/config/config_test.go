@@ -481,3 +481,26 @@ func TestPermanentExitCodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{65, 78}, c.Handlers["x"].PermanentExitCodes)
 }
+
+// TASKD_CONFIG names the file when --config does not, and must exist.
+func TestConfigFileFromTheEnvironment(t *testing.T) {
+	named := filepath.Join(t.TempDir(), "node-a")
+	require.NoError(t, os.WriteFile(named, []byte("worker: { concurrency: 7 }\n"), 0o600))
+	given := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(given, []byte("worker: { concurrency: 9 }\n"), 0o600))
+	t.Setenv(config.EnvConfig, named)
+
+	c, err := config.Load(config.NewViper(), "")
+	require.NoError(t, err)
+	require.Equal(t, 7, c.Worker.Concurrency)
+	require.Equal(t, named, c.File)
+
+	c, err = config.Load(config.NewViper(), given)
+	require.NoError(t, err)
+	require.Equal(t, 9, c.Worker.Concurrency, "--config wins")
+
+	t.Setenv(config.EnvConfig, filepath.Join(t.TempDir(), "missing"))
+	_, err = config.Load(config.NewViper(), "")
+	requireInvalid(t, err)
+	require.ErrorContains(t, err, "missing (named by TASKD_CONFIG) not found")
+}

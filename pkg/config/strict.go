@@ -37,6 +37,11 @@ const (
 	EnvLockToken = "TASKD_LOCK_TOKEN"
 )
 
+// EnvConfig names the configuration file when --config does not: a
+// service's environment (a systemd unit, a container) says it once for
+// every command.
+const EnvConfig = "TASKD_CONFIG"
+
 // leafTypes maps every scalar key (mysql.dsn) to the Go type it decodes
 // into, from the mapstructure tags of Config.
 var leafTypes = func() map[string]reflect.Type {
@@ -221,7 +226,7 @@ func checkEnv(environ []string) error {
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "TASKD_") || strings.HasPrefix(name, reservedEnvPrefix) || known[name] ||
-			name == EnvLockName || name == EnvLockToken {
+			name == EnvLockName || name == EnvLockToken || name == EnvConfig {
 			continue
 		}
 		return task.Invalidf("unknown variable %s in the environment%s", name, didYouMean(name, names))
