@@ -356,9 +356,9 @@ func TestNextAgainstTheWallClock(t *testing.T) {
 		require.Len(t, changes, 2, zone)
 		for expr, fixed := range exprs {
 			s := mustParse(t, expr, zone)
-			match := matcher(t, expr)
 			for _, c := range changes {
 				from, until := c.Add(-3*24*time.Hour), c.Add(3*24*time.Hour)
+				match := matcher(t, expr, from, until)
 				var want []time.Time
 				seen := map[time.Time]bool{} // wall clocks shown so far
 				for at := from.Truncate(time.Minute).Add(time.Minute); !at.After(until); at = at.Add(time.Minute) {
@@ -392,12 +392,16 @@ func wallOf(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
 }
 
-// matcher reports whether a wall clock time (as from wallOf) is one of
-// expr's times, asking the expression in UTC, where no time is skipped or
-// repeated.
-func matcher(t *testing.T, expr string) func(time.Time) bool {
+// matcher reports whether a wall clock time (as from wallOf) within a day
+// of [from, until] is one of expr's times, from expr's occurrences in UTC,
+// where no time is skipped or repeated.
+func matcher(t *testing.T, expr string, from, until time.Time) func(time.Time) bool {
 	s := mustParse(t, expr, "UTC")
-	return func(w time.Time) bool { return s.Next(w.Add(-time.Second)).Equal(w) }
+	times := map[time.Time]bool{}
+	for _, w := range occurrences(s, wallOf(from).Add(-24*time.Hour), wallOf(until).Add(24*time.Hour)) {
+		times[w] = true
+	}
+	return func(w time.Time) bool { return times[w] }
 }
 
 func TestNextAfterRunMisfire(t *testing.T) {
