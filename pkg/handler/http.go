@@ -24,8 +24,8 @@ import (
 // the output is the response body, truncated as by Truncate. Otherwise the
 // error is "http 503: <first line of body>"; a redirect other than 307 and
 // 308, or one that leaves URL's host or goes from https to http, is not
-// followed and fails, naming where it pointed. When ctx is done the error
-// wraps ctx.Err().
+// followed and fails, naming where it pointed. A 4xx other than 408, 425
+// and 429 is ErrPermanent. When ctx is done the error wraps ctx.Err().
 type HTTP struct {
 	URL         string
 	Header      map[string]string
@@ -109,7 +109,11 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	if resp.StatusCode/100 == 2 {
 		return out.String(), nil
 	}
+	se := &statusError{permanent: final(resp.StatusCode)}
 	msg := fmt.Sprintf("http %d", resp.StatusCode)
+	if se.permanent {
+		msg += " (not retried)"
+	}
 	if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
 		why := "the POST would arrive there as a GET without its payload"
 		if resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect {
@@ -120,7 +124,33 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	if line, _, _ := strings.Cut(strings.TrimSpace(string(head)), "\n"); line != "" {
 		msg += ": " + strings.ToValidUTF8(strings.TrimSpace(line), "")
 	}
-	return out.String(), errors.New(msg)
+	se.msg = msg
+	return out.String(), se
+}
+
+// statusError is an answer other than 2xx.
+type statusError struct {
+	msg string
+	// permanent: a 4xx that the same request cannot turn into a success.
+	permanent bool
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// Is makes a final status ErrPermanent: the task is dead at once.
+func (e *statusError) Is(target error) bool { return e.permanent && target == ErrPermanent }
+
+// final reports whether status is a client error that repeating the same
+// request cannot mend (a 400, 401, 404, 409, 422...): retrying would only
+// hammer the endpoint and delay the dead task an operator must look at.
+// 408 Request Timeout, 425 Too Early and 429 Too Many Requests say to try
+// again later, and are retried.
+func final(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status/100 == 4
 }
 
 // withoutQuery drops the query of the URL net/http quotes in err: an

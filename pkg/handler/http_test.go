@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +173,29 @@ func TestHTTPConnectionRefused(t *testing.T) {
 	_, err = (&HTTP{URL: withToken}).Handle(context.Background(), testRequest())
 	require.ErrorContains(t, err, `Post "`+url+`/run?…": dial tcp`)
 	require.NotContains(t, err.Error(), "s3cret")
+}
+
+// A 4xx other than 408, 425 and 429 is final: the same request cannot
+// succeed, so the task is dead at once instead of retried. 5xx and those
+// three are retried.
+func TestHTTPClientErrorsAreFinal(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, `{"error":"order exists"}`)
+	}))
+	t.Cleanup(srv.Close)
+
+	for _, code := range []int{400, 401, 403, 404, 409, 410, 422} {
+		_, err := (&HTTP{URL: srv.URL + "/" + strconv.Itoa(code)}).Handle(context.Background(), testRequest())
+		require.ErrorIs(t, err, ErrPermanent, "%d", code)
+		require.EqualError(t, err, "http "+strconv.Itoa(code)+` (not retried): {"error":"order exists"}`)
+	}
+	for _, code := range []int{408, 425, 429, 500, 502, 503} {
+		_, err := (&HTTP{URL: srv.URL + "/" + strconv.Itoa(code)}).Handle(context.Background(), testRequest())
+		require.Error(t, err)
+		require.NotErrorIs(t, err, ErrPermanent, "%d", code)
+		require.EqualError(t, err, "http "+strconv.Itoa(code)+`: {"error":"order exists"}`)
+	}
 }
