@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Request is one attempt of a task as a handler sees it.
@@ -142,4 +143,15 @@ func Permanent(err error) error {
 		return nil
 	}
 	return fmt.Errorf("%w (%w: not retried)", err, ErrPermanent)
+}
+
+// RetryAfter is how long the task must wait before its retry, as err asks
+// (an http endpoint's Retry-After); 0 when err does not say. The retry
+// waits the longer of this and its backoff.
+func RetryAfter(err error) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return ra.RetryAfter()
+	}
+	return 0
 }

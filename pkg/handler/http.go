@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -25,7 +26,8 @@ import (
 // error is "http 503: <first line of body>"; a redirect other than 307 and
 // 308, or one that leaves URL's host or goes from https to http, is not
 // followed and fails, naming where it pointed. A 4xx other than 408, 425
-// and 429 is ErrPermanent. When ctx is done the error wraps ctx.Err().
+// and 429 is ErrPermanent; the error's RetryAfter is the answer's
+// Retry-After (see RetryAfter). When ctx is done the error wraps ctx.Err().
 type HTTP struct {
 	URL         string
 	Header      map[string]string
@@ -109,7 +111,7 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	if resp.StatusCode/100 == 2 {
 		return out.String(), nil
 	}
-	se := &statusError{permanent: final(resp.StatusCode)}
+	se := &statusError{permanent: final(resp.StatusCode), retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	msg := fmt.Sprintf("http %d", resp.StatusCode)
 	if se.permanent {
 		msg += " (not retried)"
@@ -132,13 +134,17 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 type statusError struct {
 	msg string
 	// permanent: a 4xx that the same request cannot turn into a success.
-	permanent bool
+	permanent  bool
+	retryAfter time.Duration
 }
 
 func (e *statusError) Error() string { return e.msg }
 
 // Is makes a final status ErrPermanent: the task is dead at once.
 func (e *statusError) Is(target error) bool { return e.permanent && target == ErrPermanent }
+
+// RetryAfter is the endpoint's Retry-After (0: none).
+func (e *statusError) RetryAfter() time.Duration { return e.retryAfter }
 
 // final reports whether status is a client error that repeating the same
 // request cannot mend (a 400, 401, 404, 409, 422...): retrying would only
@@ -151,6 +157,32 @@ func final(status int) bool {
 		return false
 	}
 	return status/100 == 4
+}
+
+// retryAfterMax bounds a Retry-After: a wrong date must not park a task
+// for years.
+const retryAfterMax = 24 * time.Hour
+
+// parseRetryAfter reads a Retry-After header, delay-seconds or an HTTP
+// date, as a delay from now; 0 when absent, invalid or past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		d = retryAfterMax
+		if n < int64(retryAfterMax/time.Second) {
+			d = time.Duration(n) * time.Second
+		}
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), retryAfterMax)
 }
 
 // withoutQuery drops the query of the URL net/http quotes in err: an

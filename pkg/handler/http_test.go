@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -198,4 +199,34 @@ func TestHTTPClientErrorsAreFinal(t *testing.T) {
 		require.NotErrorIs(t, err, ErrPermanent, "%d", code)
 		require.EqualError(t, err, "http "+strconv.Itoa(code)+`: {"error":"order exists"}`)
 	}
+}
+
+// Retry-After, in seconds or as an HTTP date, is the error's RetryAfter,
+// bounded by a day; an absent, invalid or past one is 0.
+func TestHTTPRetryAfter(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", r.URL.Query().Get("ra"))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	_, err := (&HTTP{URL: srv.URL + "/?ra=120"}).Handle(context.Background(), testRequest())
+	require.EqualError(t, err, "http 429")
+	require.Equal(t, 2*time.Minute, RetryAfter(err))
+
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":                              0,
+		"0":                             0,
+		"-5":                            0,
+		"soon":                          0,
+		" 30 ":                          30 * time.Second,
+		"999999999999":                  24 * time.Hour,
+		"Tue, 01 Dec 2026 10:05:00 GMT": 5 * time.Minute,
+		"Tue, 01 Dec 2026 09:00:00 GMT": 0,
+		"Sat, 01 Dec 2029 10:00:00 GMT": 24 * time.Hour,
+	} {
+		require.Equal(t, want, parseRetryAfter(v, now), "%q", v)
+	}
+	require.Zero(t, RetryAfter(errors.New("plain")))
 }

@@ -37,7 +37,10 @@ type attemptEnd struct {
 	killed bool
 	// permanent: the handler said no retry can mend it (ErrPermanent).
 	permanent bool
-	duration  time.Duration
+	// retryAfter: the handler asked the retry to wait at least this long
+	// (an http endpoint's Retry-After).
+	retryAfter time.Duration
+	duration   time.Duration
 }
 
 // policy turns the end of an attempt into the task's next state.
@@ -115,7 +118,7 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 		run.Outcome = task.OutcomeTimeout
 	}
 	if m.RetryCount < m.MaxRetry && !e.permanent {
-		d := p.backoff(m.RetryCount)
+		d := max(p.backoff(m.RetryCount), e.retryAfter)
 		t.To, t.Retry, t.NextIn = task.Failed, store.RetryInc, &d
 		return t
 	}

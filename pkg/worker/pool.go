@@ -586,6 +586,8 @@ func (p *pool) run(j *job) {
 			e.err = fmt.Errorf("timed out after %s: %w", timeout, e.err)
 		case errors.Is(e.err, handler.ErrPermanent):
 			e.permanent = true
+		default:
+			e.retryAfter = handler.RetryAfter(e.err)
 		}
 	}
 	if !e.interrupted {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -860,4 +862,26 @@ func TestKeptKillKillsARunningAttempt(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "task attempt killed by operator") },
 		10*time.Second, 10*time.Millisecond)
 	require.Contains(t, logs.String(), "killing task on operator request")
+}
+
+// An http endpoint's Retry-After holds the retry back that long, beyond
+// the backoff (20-40ms here): retrying a rate-limited endpoint sooner only
+// spends the retries.
+func TestRetryAfterDelaysTheRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	b.reg.Register("limited", &handler.HTTP{URL: srv.URL})
+	b.startWorker(t, nil)
+	before := time.Now()
+	id := b.submit(t, producer.Submission{Code: "limited", MaxRetry: intp(3)})
+	b.dispatchUntil(t, "the failure", func() bool { return b.task(t, id).Status == task.Failed })
+	tk := b.task(t, id)
+	require.Equal(t, 1, tk.Attempt)
+	require.Equal(t, "http 429: slow down", tk.LastResult)
+	require.True(t, tk.PlanNextRun.After(before.Add(59*time.Minute)), "retry at %v, not an hour after %v", tk.PlanNextRun, before)
 }
