@@ -22,6 +22,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/clock"
@@ -755,6 +756,19 @@ func (h *HandlerSpec) validate() error {
 		u, err := url.Parse(h.HTTP)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("http %q: want an http:// or https:// URL with a host", h.HTTP)
+		}
+		if p := u.Port(); p != "" && !hostPort(u.Host) {
+			return fmt.Errorf("http %q: port %s is not 1-65535", h.HTTP, p)
+		}
+	}
+	// net/http refuses such a header on every request: said at start, not
+	// task by task. A value may be a credential, and is not quoted.
+	for _, k := range sortedKeys(h.Header) {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("header %q: not a valid header name", k)
+		}
+		if !httpguts.ValidHeaderFieldValue(h.Header[k]) {
+			return fmt.Errorf("header %q: its value holds a line break or another control character", k)
 		}
 	}
 	if len(h.PermanentExitCodes) > 0 && len(h.Exec) == 0 {

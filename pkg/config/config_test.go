@@ -184,6 +184,9 @@ func TestInvalid(t *testing.T) {
 		"tracing endpoint not a URL":  "tracing: { endpoint: \"otel:4318\" }\n",
 		"http handler not http":       "handlers:\n  h: { http: \"ftp://files/x\" }\n",
 		"http handler without scheme": "handlers:\n  h: { http: \"127.0.0.1:8080/x\" }\n",
+		"http handler port too high":  "handlers:\n  h: { http: \"http://127.0.0.1:99999/x\" }\n",
+		"http header name with space": "handlers:\n  h: { http: \"http://a/x\", header: { \"X Api Key\": k } }\n",
+		"http header value two lines": "handlers:\n  h: { http: \"http://a/x\", header: { Authorization: \"Bearer a\\nb\" } }\n",
 		"not YAML":                    "mysql: [unclosed\n",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -503,4 +506,21 @@ func TestConfigFileFromTheEnvironment(t *testing.T) {
 	_, err = config.Load(config.NewViper(), "")
 	requireInvalid(t, err)
 	require.ErrorContains(t, err, "missing (named by TASKD_CONFIG) not found")
+}
+
+// An http handler's header or port that net/http would refuse on every
+// request is refused at start, in one line that does not quote the
+// header's value (a credential).
+func TestHTTPHandlerRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		"handlers:\n  x: { http: \"http://a/b\", header: { Authorization: \"Bearer s3cret\\r\\nX: y\" } }\n": `config handlers.x: header "authorization": its value holds a line break or another control character`,
+		"handlers:\n  x: { http: \"http://a/b\", header: { \"X Api Key\": s3cret } }\n":                      `config handlers.x: header "x api key": not a valid header name`,
+		"handlers:\n  x: { http: \"http://a:80800/b\" }\n":                                                   `config handlers.x: http "http://a:80800/b": port 80800 is not 1-65535`,
+	} {
+		_, err := load(t, body)
+		requireInvalid(t, err)
+		require.EqualError(t, err, want)
+		require.NotContains(t, err.Error(), "s3cret")
+	}
 }
