@@ -1,8 +1,11 @@
 <?php
 // An http handler, as a plain PHP endpoint (a Laravel route does the same,
 // see docs/php.md): taskd POSTs the payload as the JSON body with the
-// headers X-Task-Id, X-Task-Code, X-Task-Attempt, X-Task-Unique-Key and
-// X-Task-Queue. A 2xx status is success and the body is kept as the result.
+// headers X-Task-Id, X-Task-Code, X-Task-Attempt, X-Task-Retry,
+// X-Task-Max-Retry, X-Task-Deadline, X-Task-Unique-Key, X-Task-Queue and
+// X-Task-Group. A 2xx status is success and the body is kept as the result;
+// a 4xx (but 408, 425, 429) makes the task dead at once, anything else is
+// retried.
 //
 //   php -S 127.0.0.1:8080 http_handler.php
 //   handlers:

@@ -230,3 +230,27 @@ func TestHTTPRetryAfter(t *testing.T) {
 	}
 	require.Zero(t, RetryAfter(errors.New("plain")))
 }
+
+// The endpoint learns what an exec or pool handler learns: which try of
+// the retry budget this is (its last: report, don't just fail) and when
+// the attempt times out.
+func TestHTTPRetryAndDeadlineHeaders(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	t.Cleanup(srv.Close)
+	// Header cannot override them.
+	h := &HTTP{URL: srv.URL, Header: map[string]string{"X-Task-Retry": "0", "X-Task-Max-Retry": "0", "X-Task-Deadline": "x"}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := h.Handle(ctx, testRequest())
+	require.NoError(t, err)
+	hd := <-got
+	require.Equal(t, "2", hd.Get("X-Task-Retry"))
+	require.Equal(t, "3", hd.Get("X-Task-Max-Retry"))
+	d, err := time.Parse(time.RFC3339, hd.Get("X-Task-Deadline"))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(time.Minute), d, 10*time.Second)
+}
