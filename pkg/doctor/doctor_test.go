@@ -403,3 +403,17 @@ func TestNotifiers(t *testing.T) {
 		require.NotContains(t, c.Detail, "s3cret", c.Name)
 	}
 }
+
+// An https handler whose certificate this host does not trust (here
+// httptest's self-signed one) fails every task though its port opens:
+// doctor says so, and how to make the host trust it.
+func TestHTTPSHandlerUntrustedCertificate(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	b := setup(t, "handlers:\n  web: { http: \""+srv.URL+"/task?key=s3cret\" }\n")
+	r := b.run(t, doctor.Options{Timeout: 2 * time.Second})
+	requireStatus(t, r, "handlers.web", doctor.Fail, srv.URL+"/task?… accepts connections but TLS fails: tls: failed to verify certificate: x509:")
+	require.Contains(t, check(t, r, "handlers.web").Fix, "SSL_CERT_FILE")
+	require.NotContains(t, check(t, r, "handlers.web").Detail, "s3cret")
+}

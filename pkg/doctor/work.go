@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"net"
@@ -21,7 +22,8 @@ import (
 
 // checkHandlers checks every configured handler from this host: an exec or
 // pool handler's program exists and is executable (and its dir exists), an
-// http handler's host resolves and its port accepts connections. Pools
+// http handler's host resolves, its port accepts connections and, for
+// https, its certificate is trusted. Pools
 // also report what live nodes say of them (crash-looping).
 func checkHandlers(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
 	codes := make([]string, 0, len(cfg.Handlers))
@@ -116,7 +118,21 @@ func checkEndpoint(ctx context.Context, r *Report, name, raw, shown, whose strin
 			shown, u.Hostname(), strings.Join(addrs, ", "), port, err)
 		return
 	}
-	conn.Close()
+	defer conn.Close()
+	if u.Scheme == "https" {
+		// A certificate this host does not trust (self-signed, an internal
+		// CA, a missing intermediate) fails every request as the port
+		// opens fine. The handler verifies against the system's roots, as
+		// this does.
+		tc := tls.Client(conn, &tls.Config{ServerName: u.Hostname()})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			r.add(name, Fail, "serve a certificate for that name from a CA this host trusts, or add the CA to the system's (update-ca-certificates), or point SSL_CERT_FILE at it in taskd's environment",
+				"http %s accepts connections but TLS fails: %v", shown, err)
+			return
+		}
+		r.ok(name, "http %s accepts connections, its certificate is trusted", shown)
+		return
+	}
 	r.ok(name, "http %s accepts connections", shown)
 }
 
