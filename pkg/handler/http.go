@@ -131,7 +131,7 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 		msg += " to " + loc + " (not followed: " + why + "; point the handler at the final URL)"
 	}
 	if line, _, _ := strings.Cut(strings.TrimSpace(string(head)), "\n"); line != "" {
-		msg += ": " + strings.ToValidUTF8(strings.TrimSpace(line), "")
+		msg += ": " + strings.ToValidUTF8(strings.TrimSpace(line), "\uFFFD")
 	}
 	se.msg = msg
 	return out.String(), se

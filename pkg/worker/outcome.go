@@ -65,8 +65,9 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 		// <first line of body>", exec's last stderr line when it is the
 		// only one) keeps it, as the summary lists show, and the output
 		// goes on after it.
+		// The error quotes it as valid UTF-8, as the result is kept.
 		line, rest, _ := strings.Cut(strings.TrimSpace(out), "\n")
-		if line = strings.TrimSpace(line); line != "" && strings.HasSuffix(e.err.Error(), ": "+line) {
+		if line = strings.ToValidUTF8(strings.TrimSpace(line), "\uFFFD"); line != "" && strings.HasSuffix(e.err.Error(), ": "+line) {
 			out = rest
 		}
 	}

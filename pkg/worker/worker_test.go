@@ -885,3 +885,21 @@ func TestRetryAfterDelaysTheRetry(t *testing.T) {
 	require.Equal(t, "http 429: slow down", tk.LastResult)
 	require.True(t, tk.PlanNextRun.After(before.Add(59*time.Minute)), "retry at %v, not an hour after %v", tk.PlanNextRun, before)
 }
+
+// A failing endpoint's body that is not UTF-8 (a Latin-1 error page) is
+// quoted in the error as stored, invalid bytes as U+FFFD rather than
+// dropped, and its first line is not repeated after the error.
+func TestFailureQuotingNonUTF8Body(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte("Fehler: M\xfcller\nstack trace\n"))
+	}))
+	t.Cleanup(srv.Close)
+	b.reg.Register("latin1", &handler.HTTP{URL: srv.URL})
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "latin1", MaxRetry: intp(0)})
+	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
+	require.Equal(t, "http 500: Fehler: M\uFFFDller\nstack trace", b.task(t, id).LastResult)
+}
