@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -131,10 +133,22 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 		msg += " to " + loc + " (not followed: " + why + "; point the handler at the final URL)"
 	}
 	if line, _, _ := strings.Cut(strings.TrimSpace(string(head)), "\n"); line != "" {
-		msg += ": " + strings.ToValidUTF8(strings.TrimSpace(line), "\uFFFD")
+		msg += ": " + errorLine(line)
 	}
 	se.msg = msg
 	return out.String(), se
+}
+
+// errorLine is a body's line as an error quotes it: valid UTF-8 without
+// control characters, since the error is the line that listings, logs and
+// alerts print, and a binary body's NULs and escapes would garble them.
+func errorLine(line string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\t' && unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(strings.TrimSpace(line), "\uFFFD"))
 }
 
 // statusError is an answer other than 2xx.

@@ -254,3 +254,17 @@ func TestHTTPRetryAndDeadlineHeaders(t *testing.T) {
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now().Add(time.Minute), d, 10*time.Second)
 }
+
+// A binary error body's first line is quoted without its control bytes:
+// the error is what listings, logs and alerts print.
+func TestHTTPErrorLineOfBinaryBody(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("\x89PNG\x00\x00\x1b[2J\tx\xff\nrest"))
+	}))
+	t.Cleanup(srv.Close)
+	out, err := (&HTTP{URL: srv.URL}).Handle(context.Background(), testRequest())
+	require.EqualError(t, err, "http 502: \uFFFDPNG\uFFFD\uFFFD\uFFFD[2J\tx\uFFFD")
+	require.Equal(t, "\x89PNG\x00\x00\x1b[2J\tx\xff\nrest", out, "the output keeps the body as it came")
+}
