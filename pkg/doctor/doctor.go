@@ -97,7 +97,9 @@ const (
 // nothing else can be checked.
 func ConfigFailed(err error) *Report {
 	r := &Report{}
-	r.add("config", Fail, "fix the key or value named", "%v", err)
+	// The check's name says "config" already: "config handlers.x: ..."
+	// would read "config config handlers.x".
+	r.add("config", Fail, "fix the key or value named", "%s", strings.TrimPrefix(err.Error(), "config "))
 	return r.finish()
 }
 

@@ -2,6 +2,7 @@ package doctor_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -77,6 +78,14 @@ func requireStatus(t *testing.T, r *doctor.Report, name string, want doctor.Stat
 	if want != doctor.OK {
 		require.NotEmpty(t, c.Fix, "%s says what to do", name)
 	}
+}
+
+// A configuration that does not load is the one check, said once.
+func TestConfigFailed(t *testing.T) {
+	t.Parallel()
+	r := doctor.ConfigFailed(errors.New(`config handlers.x: http "http://a:80800/b": port 80800 is not 1-65535`))
+	requireStatus(t, r, "config", doctor.Fail, `handlers.x: http "http://a:80800/b"`)
+	require.NotContains(t, check(t, r, "config").Detail, "config handlers.x")
 }
 
 // A deployment that works passes every check, warnings aside.
