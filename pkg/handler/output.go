@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // OutputLimitDefault is the number of output bytes kept per attempt.
@@ -18,13 +20,9 @@ const OutputLimitDefault = 64 << 10
 // already keeps counting from its prefix, which is not cut as if it were
 // output.
 func Truncate(s string, limit int) string {
-	dropped := 0
-	if head, rest, ok := strings.Cut(s, "\n"); ok && strings.HasPrefix(head, "…(truncated ") {
-		if _, err := fmt.Sscanf(head, "…(truncated %d bytes)", &dropped); err == nil && dropped > 0 {
-			s = rest
-		} else {
-			dropped = 0
-		}
+	dropped := task.TruncatedBytes(s)
+	if dropped > 0 {
+		_, s, _ = strings.Cut(s, "\n")
 	}
 	return truncate(s, limit, dropped)
 }

@@ -13,14 +13,21 @@ import (
 // place among the parent's children, so the task center itself refuses a
 // second copy (ON DUPLICATE KEY: nothing happens), whatever wrote it.
 const qChildHead = `INSERT INTO task_center (task_code, task_type, queue, payload, priority, timeout, max_retry,
-	unique_key, parent_id, then_spec, plan_next_run_at) VALUES `
+	unique_key, parent_id, then_spec, plan_next_run_at, status, last_result, finished_at) VALUES `
 
-const qChildRow = `(?, 0, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? MICROSECOND)`
+const qChildRow = `(?, 0, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? MICROSECOND, ?, ?, IF(? = 0, NULL, NOW(3)))`
 
 const qChildTail = ` ON DUPLICATE KEY UPDATE id = id`
 
-// childRowsMax bounds one insert of children (10 arguments a row).
+// childRowsMax bounds one insert of children (13 arguments a row).
 const childRowsMax = 1000
+
+// cutParent is why a child is dead from the start: its payload would be
+// its parent's result, which was cut to the output limit.
+func cutParent(parent int64, dropped int) string {
+	return fmt.Sprintf("not run: the result of parent task %d, which is this task's payload, lost its first %d bytes to "+
+		"worker.output_limit; raise the limit or make the parent's result smaller, and submit the parent again", parent, dropped)
+}
 
 // ChildUniqueKey is the unique key of the k-th child (from 0) created by
 // attempt of task parent.
@@ -66,6 +73,12 @@ func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []
 			continue
 		}
 		payload := string(task.ChildPayload(t.Result))
+		// A cut result is no payload: the child is dead from the start,
+		// saying why, rather than run with the result's tail.
+		status, why := task.Pending, ""
+		if dropped := task.TruncatedBytes(t.Result); dropped > 0 {
+			status, why = task.Dead, cutParent(t.ID, dropped)
+		}
 		for k := range cs {
 			c := &cs[k]
 			then, err := task.EncodeChildren(c.Then)
@@ -80,7 +93,8 @@ func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []
 			}
 			size += n
 			args = append(args, c.Code, c.Queue, payload, c.Priority, c.Timeout, c.MaxRetry,
-				ChildUniqueKey(t.ID, t.Attempt, k), t.ID, nullString(string(then)), c.DelayMS*1000)
+				ChildUniqueKey(t.ID, t.Attempt, k), t.ID, nullString(string(then)), c.DelayMS*1000,
+				int(status), nullString(why), int(status))
 			if rows++; rows == childRowsMax {
 				if err := flush(); err != nil {
 					return err

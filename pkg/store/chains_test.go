@@ -114,6 +114,34 @@ func TestChildPayload(t *testing.T) {
 	}
 }
 
+// TestChildOfACutResult: a parent's result cut to the output limit is no
+// payload: its child is dead from the start, saying why, and its own
+// children are never made.
+func TestChildOfACutResult(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	then, err := task.EncodeChildren([]task.Child{{Code: "load", Priority: 5, Timeout: 60, MaxRetry: 3,
+		Then: []task.Child{{Code: "report", Priority: 5, Timeout: 60, MaxRetry: 3}}}})
+	require.NoError(t, err)
+	p := oneOff("extract")
+	p.Then = then
+	m := b.running(t, st, p)
+	applied, err := st.TaskTransition(b.ctx, []store.Transition{succeed(m, "…(truncated 5177361 bytes)\n\"rows\": [3, 4]}")})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, applied, "the parent's success stands")
+	kids, err := st.TaskList(b.ctx, &store.TaskListParams{ParentID: m.ID})
+	require.NoError(t, err)
+	require.Len(t, kids, 1)
+	k, err := st.TaskGet(b.ctx, kids[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Dead, k.Status)
+	require.Contains(t, k.LastResult, "lost its first 5177361 bytes to worker.output_limit")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND finished_at IS NOT NULL`, k.ID))
+	claimed, err := st.TaskClaimDue(b.ctx, 100)
+	require.NoError(t, err)
+	require.Empty(t, claimed, "a dead child is not run")
+}
+
 // TestChildrenOfAPeriodicTask: each successful occurrence has its own
 // children; the next attempt's success adds the next set.
 func TestChildrenOfAPeriodicTask(t *testing.T) {

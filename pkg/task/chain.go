@@ -90,6 +90,21 @@ func DecodeChildren(b []byte) ([]Child, error) {
 	return cs, nil
 }
 
+// TruncatedBytes is how many bytes of an output were dropped to keep it
+// within the output limit: what its "…(truncated N bytes)" first line
+// says, 0 for an output kept whole.
+func TruncatedBytes(output string) int {
+	head, _, ok := strings.Cut(output, "\n")
+	if !ok || !strings.HasPrefix(head, "…(truncated ") {
+		return 0
+	}
+	var dropped int
+	if _, err := fmt.Sscanf(head, "…(truncated %d bytes)", &dropped); err != nil || dropped < 0 {
+		return 0
+	}
+	return dropped
+}
+
 // ChildPayload is the payload a child gets from its parent's result: the
 // result itself when it is one JSON value (a handler that prints
 // {"report": 7}), {} when it is empty, else the result as a JSON string.
