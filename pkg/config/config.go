@@ -234,6 +234,9 @@ type HandlerSpec struct {
 	Env    []string          `mapstructure:"env"`
 	Dir    string            `mapstructure:"dir"`
 	Header map[string]string `mapstructure:"header"`
+	// Timeout caps each attempt of the code, whatever its task's timeout
+	// (the shorter wins; 0: the task's alone).
+	Timeout time.Duration `mapstructure:"timeout"`
 	// PermanentExitCodes are an exec handler's exit statuses that fail
 	// its task at once, without the retries it has left.
 	PermanentExitCodes []int `mapstructure:"permanent_exit_codes"`
@@ -770,6 +773,9 @@ func (h *HandlerSpec) validate() error {
 		if !httpguts.ValidHeaderFieldValue(h.Header[k]) {
 			return fmt.Errorf("header %q: its value holds a line break or another control character", k)
 		}
+	}
+	if h.Timeout < 0 {
+		return fmt.Errorf("timeout %s is negative (0: the task's timeout alone)", h.Timeout)
 	}
 	if len(h.PermanentExitCodes) > 0 && len(h.Exec) == 0 {
 		return errors.New("permanent_exit_codes applies to exec handlers only (a pool handler answers \"permanent\": true)")

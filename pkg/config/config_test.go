@@ -524,3 +524,14 @@ func TestHTTPHandlerRefusedAtStart(t *testing.T) {
 		require.NotContains(t, err.Error(), "s3cret")
 	}
 }
+
+// handlers.CODE.timeout: a duration, not negative.
+func TestHandlerTimeout(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, "handlers:\n  x: { http: \"http://a/b\", timeout: 30s }\n")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, c.Handlers["x"].Timeout)
+	_, err = load(t, "handlers:\n  x: { http: \"http://a/b\", timeout: -1s }\n")
+	requireInvalid(t, err)
+	require.ErrorContains(t, err, "config handlers.x: timeout -1s is negative")
+}

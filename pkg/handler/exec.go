@@ -46,7 +46,12 @@ type Exec struct {
 	// PermanentExit are exit statuses that say no retry can mend the
 	// failure (a payload the command refuses): the task is dead at once.
 	PermanentExit []int
+	// Timeout caps each attempt (0: the task's timeout alone).
+	Timeout time.Duration
 }
+
+// AttemptTimeout implements Capped.
+func (e *Exec) AttemptTimeout() time.Duration { return e.Timeout }
 
 // stderrLineLimit bounds the stderr line quoted in an error.
 const stderrLineLimit = 1024

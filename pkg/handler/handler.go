@@ -145,6 +145,22 @@ func Permanent(err error) error {
 	return fmt.Errorf("%w (%w: not retried)", err, ErrPermanent)
 }
 
+// Capped is a handler whose attempts have a time limit of their own
+// (handlers.CODE.timeout): an attempt runs for the shorter of that and
+// its task's timeout.
+type Capped interface {
+	AttemptTimeout() time.Duration // 0: the task's timeout alone
+}
+
+// AttemptTimeout is the time an attempt of h may run, given its task's
+// timeout.
+func AttemptTimeout(h Handler, task time.Duration) time.Duration {
+	if c, ok := h.(Capped); ok && c.AttemptTimeout() > 0 {
+		return min(task, c.AttemptTimeout())
+	}
+	return task
+}
+
 // RetryAfter is how long the task must wait before its retry, as err asks
 // (an http endpoint's Retry-After); 0 when err does not say. The retry
 // waits the longer of this and its backoff.

@@ -36,7 +36,12 @@ type HTTP struct {
 	Header      map[string]string
 	Client      *http.Client // nil: defaultClient
 	OutputLimit int          // 0: OutputLimitDefault
+	// Timeout caps each request (0: the task's timeout alone).
+	Timeout time.Duration
 }
+
+// AttemptTimeout implements Capped.
+func (h *HTTP) AttemptTimeout() time.Duration { return h.Timeout }
 
 // defaultClient has no Timeout: each request's ctx carries the task's
 // timeout. Workers post many tasks to one endpoint at once, so keep more

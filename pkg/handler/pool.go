@@ -76,8 +76,13 @@ type PoolConfig struct {
 	OutputLimit int
 	// BackoffMax caps the wait between failed starts.
 	BackoffMax time.Duration
-	Logger     *slog.Logger
+	// Timeout caps each attempt (0: the task's timeout alone).
+	Timeout time.Duration
+	Logger  *slog.Logger
 }
+
+// AttemptTimeout implements Capped.
+func (p *Pool) AttemptTimeout() time.Duration { return p.cfg.Timeout }
 
 // Why pool processes end, as counted in PoolStats.Ended.
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,5 +27,22 @@ func TestHandlersPermanentExit(t *testing.T) {
 		_, err := h.Handle(context.Background(), &handler.Request{ID: 1, Code: code, Attempt: 1})
 		require.ErrorContains(t, err, "exit status 65")
 		require.Equal(t, permanent, errors.Is(err, handler.ErrPermanent), code)
+	}
+}
+
+// handlers.CODE.timeout reaches each kind of handler the node runs.
+func TestHandlersTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{Handlers: map[string]config.HandlerSpec{
+		"a": {Exec: []string{"true"}, Timeout: time.Second},
+		"b": {Pool: []string{"true"}, Timeout: 2 * time.Second},
+		"c": {HTTP: "http://127.0.0.1:1/x", Timeout: 3 * time.Second},
+		"d": {HTTP: "http://127.0.0.1:1/x"},
+	}}
+	reg := node.Handlers(cfg, nil, nil)
+	for code, want := range map[string]time.Duration{"a": time.Second, "b": 2 * time.Second, "c": 3 * time.Second, "d": time.Minute} {
+		h, ok := reg.Lookup(code)
+		require.True(t, ok)
+		require.Equal(t, want, handler.AttemptTimeout(h, time.Minute), code)
 	}
 }

@@ -276,17 +276,17 @@ func Handlers(cfg *config.Config, extra *handler.Registry, log *slog.Logger) *ha
 	for code, h := range cfg.Handlers {
 		switch {
 		case len(h.Exec) > 0:
-			reg.Register(code, &handler.Exec{Argv: h.Exec, Env: h.Env, Dir: h.Dir, PermanentExit: h.PermanentExitCodes,
+			reg.Register(code, &handler.Exec{Argv: h.Exec, Env: h.Env, Dir: h.Dir, PermanentExit: h.PermanentExitCodes, Timeout: h.Timeout,
 				KillGrace: cfg.Worker.KillGrace, OutputLimit: int(cfg.Worker.OutputLimit)})
 		case len(h.Pool) > 0:
 			mem, _ := h.MaxMemoryBytes() // checked by Validate
 			reg.Register(code, handler.NewPool(handler.PoolConfig{
 				Code: code, Argv: h.Pool, Env: h.Env, Dir: h.Dir, Size: h.PoolSize(),
-				MaxJobs: h.MaxJobs, MaxMemory: mem, Idle: h.Idle, StartTimeout: h.StartTimeout,
+				MaxJobs: h.MaxJobs, MaxMemory: mem, Idle: h.Idle, StartTimeout: h.StartTimeout, Timeout: h.Timeout,
 				KillGrace: cfg.Worker.KillGrace, OutputLimit: int(cfg.Worker.OutputLimit), Logger: log,
 			}))
 		case h.HTTP != "":
-			reg.Register(code, &handler.HTTP{URL: h.HTTP, Header: h.Header, OutputLimit: int(cfg.Worker.OutputLimit)})
+			reg.Register(code, &handler.HTTP{URL: h.HTTP, Header: h.Header, OutputLimit: int(cfg.Worker.OutputLimit), Timeout: h.Timeout})
 		}
 	}
 	if extra != nil {

@@ -548,13 +548,16 @@ func (p *pool) run(j *job) {
 		j.kill(nil)
 		return
 	}
+	h, ok := w.cfg.Handlers.Lookup(m.Code)
 	timeout := task.EffectiveTimeout(m.Timeout)
+	if ok {
+		timeout = handler.AttemptTimeout(h, timeout)
+	}
 	ctx, cancel := context.WithTimeout(w.startAttempt(j, p.untraced), timeout)
 	defer cancel()
 	defer j.kill(nil)
 
 	e := &attemptEnd{}
-	h, ok := w.cfg.Handlers.Lookup(m.Code)
 	if !ok {
 		e.err = fmt.Errorf("no handler for task code %q on worker %s", m.Code, w.cfg.ID)
 	} else {

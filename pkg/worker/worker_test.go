@@ -903,3 +903,27 @@ func TestFailureQuotingNonUTF8Body(t *testing.T) {
 	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
 	require.Equal(t, "http 500: Fehler: M\uFFFDller\nstack trace", b.task(t, id).LastResult)
 }
+
+// A handler's own timeout (handlers.CODE.timeout) ends an attempt before
+// its task's, as a timeout: an endpoint that hangs holds the slot that
+// long, not the task's five minutes.
+func TestHandlerTimeoutCapsTheAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for the handler
+	b.reg.Register("hangs", &handler.HTTP{URL: srv.URL, Timeout: 300 * time.Millisecond})
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "hangs", MaxRetry: intp(0), Timeout: 5 * time.Minute})
+	b.dispatchUntil(t, "the timeout", func() bool { return b.task(t, id).Status == task.Dead })
+	tk := b.task(t, id)
+	require.True(t, strings.HasPrefix(tk.LastResult, "timed out after 300ms"), tk.LastResult)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_run WHERE task_id = ? AND outcome = ?`, id, string(task.OutcomeTimeout)))
+}
