@@ -585,8 +585,25 @@ func CronName(uniqueKey string) string { return strings.TrimPrefix(uniqueKey, "c
 // CronList lists periodic tasks.
 func (c *Client) CronList(ctx context.Context) ([]*task.Task, error) {
 	typ := task.Periodic
-	return c.store.TaskList(ctx, &store.TaskListParams{Type: &typ, Limit: 10000})
+	var all []*task.Task
+	// Every periodic task, a page at a time: one page of 10,000 left the
+	// oldest out of a longer list, unsaid, and `taskd cron list CODE`
+	// (which filters this) showed none of a code whose tasks were among them.
+	for before := int64(0); ; {
+		ts, err := c.store.TaskList(ctx, &store.TaskListParams{Type: &typ, Limit: cronPage, BeforeID: before})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ts...)
+		if len(ts) < cronPage {
+			return all, nil
+		}
+		before = ts[len(ts)-1].ID
+	}
 }
+
+// cronPage is the number of periodic tasks CronList reads per statement.
+const cronPage = 10000
 
 // CronGet returns the periodic task of code named name ("": the code).
 func (c *Client) CronGet(ctx context.Context, code, name string) (*task.Task, error) {

@@ -455,3 +455,28 @@ func TestCronAddRecordsItsZone(t *testing.T) {
 	_, err := plain.CronAdd(ctx, producer.Cron{Code: "e", Expr: "CRON_TZ=UTC 0 2 * * *", Timezone: "Asia/Tokyo"})
 	require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%v", err)
 }
+
+// TestCronListAll lists every periodic task however many there are: a
+// cluster with more than 10,000 lost its oldest from the list, and a code
+// whose tasks were among them listed none.
+func TestCronListAll(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+
+	first, err := cl.CronAdd(ctx, producer.Cron{Code: "report", Name: "daily", Expr: "0 3 * * *", Timezone: "UTC"})
+	require.NoError(t, err)
+	// 10,000 more, INSERTed as a producer of the seed design does.
+	b.env.Exec(t, `INSERT INTO task_center (task_code, task_type, payload, cron_expr, unique_key)
+		SELECT 'sync', 1, '{}', '0 4 * * *', CONCAT('cron:sync-', seq) FROM seq_1_to_10000`)
+
+	ts, err := cl.CronList(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 10001, len(ts))
+	require.Equal(t, first.ID, ts[len(ts)-1].ID)
+	seen := map[int64]bool{}
+	for _, tk := range ts {
+		require.False(t, seen[tk.ID], "task %d listed twice", tk.ID)
+		seen[tk.ID] = true
+	}
+}
