@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/task"
@@ -352,7 +353,12 @@ func SerialString(m int) string {
 // ValidateGroup checks a group key: at most MaxGroupLen characters, none
 // of them control characters ("" is no group).
 func ValidateGroup(g string) error {
-	if len(g) > MaxGroupLen {
+	// Characters, as the column counts them: a group of 30 Chinese
+	// characters (90 bytes) was refused as longer than 64.
+	if !utf8.ValidString(g) {
+		return task.Invalidf("group %q is not valid UTF-8", g)
+	}
+	if utf8.RuneCountInString(g) > MaxGroupLen {
 		return task.Invalidf("group %q is longer than %d characters", g, MaxGroupLen)
 	}
 	for _, r := range g {

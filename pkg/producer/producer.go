@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -286,7 +287,13 @@ func (c *Client) params(s *Submission) (store.TaskInsertParams, error) {
 	if s.Delay > 0 && !s.At.IsZero() {
 		return p, task.Invalidf("give either a delay or a time, not both")
 	}
-	if len(s.UniqueKey) > task.MaxUniqueKeyLen {
+	// Characters, as the column counts them: a key of 100 Chinese
+	// characters was refused as longer than 191; bytes that are not
+	// UTF-8 came back as the server's "Incorrect string value".
+	if !utf8.ValidString(s.UniqueKey) {
+		return p, task.Invalidf("unique key %q is not valid UTF-8", s.UniqueKey)
+	}
+	if utf8.RuneCountInString(s.UniqueKey) > task.MaxUniqueKeyLen {
 		return p, task.Invalidf("unique key is longer than %d characters", task.MaxUniqueKeyLen)
 	}
 	if err := checkConflict(s); err != nil {

@@ -480,3 +480,36 @@ func TestCronListAll(t *testing.T) {
 		seen[tk.ID] = true
 	}
 }
+
+// TestSubmitUnicodeLimits counts a group's and a unique key's length in
+// characters, as their columns do, and refuses bytes that are not UTF-8
+// as invalid input before the task center sees them.
+func TestSubmitUnicodeLimits(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+
+	group := strings.Repeat("租", 64)
+	key := strings.Repeat("😀", 191)
+	res, err := cl.Submit(ctx, producer.Submission{Code: "send_sms", Group: group, UniqueKey: key,
+		Payload: json.RawMessage(`{"内容":"你好 😀"}`)})
+	require.NoError(t, err)
+	tk, err := b.env.Store.TaskGet(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, group, tk.Group)
+	require.Equal(t, key, tk.UniqueKey)
+	require.JSONEq(t, `{"内容":"你好 😀"}`, string(tk.Payload))
+
+	before := b.rows(t)
+	for _, s := range []producer.Submission{
+		{Code: "send_sms", Group: group + "租"},
+		{Code: "send_sms", UniqueKey: key + "😀"},
+		{Code: "send_sms", Group: "\xc4\xe3\xba\xc3"}, // 你好 in GBK
+		{Code: "send_sms", UniqueKey: "order-\xff"},
+		{Code: "send_sms", Payload: json.RawMessage("{\"msg\":\"\xc4\xe3\xba\xc3\"}")},
+	} {
+		_, err := cl.Submit(ctx, s)
+		require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%+v: %v", s, err)
+	}
+	require.Equal(t, before, b.rows(t))
+}

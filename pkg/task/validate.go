@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits applied to every submission, whichever front end it comes from.
@@ -48,6 +49,12 @@ func ValidatePayload(p []byte, max int) error {
 	}
 	if !json.Valid(p) {
 		return Invalidf("payload is not valid JSON")
+	}
+	// json.Valid takes any bytes inside a string; the task center's
+	// utf8mb4 column does not, and a GBK file came back as the server's
+	// "Incorrect string value" instead of a refused submit.
+	if !utf8.Valid(p) {
+		return Invalidf("payload is not valid UTF-8 (convert it first, e.g. from GBK with iconv -f GBK -t UTF-8)")
 	}
 	return nil
 }
