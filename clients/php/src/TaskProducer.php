@@ -385,8 +385,8 @@ final class TaskProducer
         }
         $key = (string) ($options['unique_key'] ?? '');
         if ($key !== '') {
-            if (strlen($key) > self::MAX_UNIQUE_KEY) {
-                throw new InvalidArgumentException(sprintf('unique key is longer than %d characters', self::MAX_UNIQUE_KEY));
+            if (self::chars($key) > self::MAX_UNIQUE_KEY) {
+                throw new InvalidArgumentException(sprintf('unique key is longer than %d characters, or not UTF-8', self::MAX_UNIQUE_KEY));
             }
             $row['unique_key'] = $key;
         }
@@ -397,8 +397,8 @@ final class TaskProducer
         }
         $group = (string) ($options['group'] ?? '');
         if ($group !== '') {
-            if (strlen($group) > self::MAX_GROUP || preg_match('/[\x00-\x1f\x7f]/', $group) || trim($group) !== $group) {
-                throw new InvalidArgumentException(sprintf('group %s: want at most %d characters, no control characters, no spaces at either end', json_encode($group), self::MAX_GROUP));
+            if (self::chars($group) > self::MAX_GROUP || preg_match('/[\x00-\x1f\x7f]/', $group) || trim($group) !== $group) {
+                throw new InvalidArgumentException(sprintf('group %s: want at most %d characters of UTF-8, no control characters, no spaces at either end', json_encode($group, JSON_UNESCAPED_UNICODE | JSON_INVALID_UTF8_SUBSTITUTE), self::MAX_GROUP));
             }
             $row['group_key'] = $group;
         }
@@ -520,6 +520,18 @@ final class TaskProducer
         }
 
         return $json;
+    }
+
+    /**
+     * The characters of $s, as the task center's columns count them (a
+     * group of 30 Chinese characters is 90 bytes); PHP_INT_MAX when $s is
+     * not UTF-8, which the columns refuse.
+     */
+    private static function chars(string $s): int
+    {
+        $n = preg_match_all('/./su', $s);
+
+        return $n === false ? PHP_INT_MAX : $n;
     }
 
     /** Publishes a wakeup: the schedulers look for due tasks in $in seconds. */

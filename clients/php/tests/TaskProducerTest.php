@@ -89,10 +89,16 @@ final class TaskProducerTest extends TestCase
     {
         $id = $this->producer->submit($this->code('php_lib_group'), [], ['group' => 'tenant-7 (eu)']);
         self::assertSame('tenant-7 (eu)', Env::task($this->pdo, $id)['group_key']);
-        foreach (["tab\there", ' lead', str_repeat('g', 65)] as $bad) {
+        // Lengths in characters, as the columns count them.
+        $zh = str_repeat('租', 64);
+        $key = str_repeat('订', 191);
+        $id = $this->producer->submit($this->code('php_lib_group'), [], ['group' => $zh, 'unique_key' => $key]);
+        self::assertSame($zh, Env::task($this->pdo, $id)['group_key']);
+        self::assertSame($key, Env::task($this->pdo, $id)['unique_key']);
+        foreach (["tab\there", ' lead', str_repeat('g', 65), $zh . '租', "\xc4\xe3\xba\xc3"] as $bad) {
             try {
                 $this->producer->submit($this->code('php_lib_group'), [], ['group' => $bad]);
-                self::fail('group ' . json_encode($bad) . ' accepted');
+                self::fail('group ' . bin2hex($bad) . ' accepted');
             } catch (InvalidArgumentException $e) {
                 self::assertStringContainsString('group', $e->getMessage());
             }
