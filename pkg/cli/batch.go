@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -156,7 +155,7 @@ func (a *App) showBatch(cmd *cobra.Command, s *store.Store, id int64) error {
 		v.Failed = nonNil(v.Failed)
 		return a.printJSON(v)
 	}
-	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	w := newTable(a.Stdout, 2)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("batch", fmt.Sprint(b.ID))
 	row("progress", batchProgress(b))
@@ -172,7 +171,7 @@ func (a *App) showBatch(cmd *cobra.Command, s *store.Store, id int64) error {
 	w.Flush()
 	if len(v.Failed) > 0 {
 		fmt.Fprintf(a.Stdout, "\nfailed members (taskd retry ID... sends them back):\n")
-		w = tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+		w = newTable(a.Stdout, 2)
 		fmt.Fprintln(w, "ID\tSTATUS\tATTEMPT\tLAST RESULT")
 		for _, t := range v.Failed {
 			fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", t.ID, t.Status, t.Attempt, oneLine(t.LastResult, 50))

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"slices"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -101,7 +100,7 @@ func (a *App) cronListCmd() *cobra.Command {
 			if a.json() {
 				return a.printJSON(nonNil(ts))
 			}
-			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+			w := newTable(a.Stdout, 2)
 			fmt.Fprintln(w, "ID\tCODE\tNAME\tEXPR\tTZ\tSTATUS\tNEXT RUN\tLAST RESULT")
 			for _, t := range ts {
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Code, producer.CronName(t.UniqueKey),

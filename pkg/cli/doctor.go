@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +37,7 @@ run it after every configuration change and in deploy pipelines.`,
 					return err
 				}
 			} else {
-				w := tabwriter.NewWriter(a.Stdout, 0, 0, 1, ' ', 0)
+				w := newTable(a.Stdout, 1)
 				for _, ch := range rep.Checks {
 					line := ch.Detail
 					if ch.Fix != "" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,7 +51,7 @@ func (a *App) listCmd() *cobra.Command {
 			if a.json() {
 				return a.printJSON(nonNil(ts))
 			}
-			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+			w := newTable(a.Stdout, 2)
 			fmt.Fprintln(w, "ID\tCODE\tQUEUE\tTYPE\tSTATUS\tPRI\tATTEMPT\tRETRY\tNEXT RUN\tLAST RESULT")
 			for _, t := range ts {
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", t.ID, t.Code, t.QueueName(), t.Type, t.StatusText(),
@@ -170,7 +169,7 @@ func nextRun(t *task.Task) string {
 }
 
 func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Steps) {
-	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	w := newTable(a.Stdout, 2)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("id", strconv.FormatInt(t.ID, 10))
 	row("code", t.Code)
@@ -244,7 +243,7 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 		fmt.Fprintf(a.Stdout, "\nlast result:\n%s\n", t.LastResult)
 	}
 	fmt.Fprintf(a.Stdout, "\nruns (newest first):\n")
-	w = tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	w = newTable(a.Stdout, 2)
 	fmt.Fprintln(w, "ATTEMPT\tOUTCOME\tSTARTED\tDURATION\tNODE\tWORKER\tRESULT")
 	for _, r := range rs {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Attempt, r.Outcome, fmtTime(&r.StartedAt),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,7 +45,7 @@ the server's clock.`,
 					fmt.Fprintf(a.Stderr, "taskd: warning: %v; only the other backend's locks are listed\n", err)
 				}
 			}()
-			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+			w := newTable(a.Stdout, 2)
 			fmt.Fprintln(w, "NAME\tBACKEND\tHOST\tPID\tSINCE\tTTL LEFT\tTOKEN")
 			for _, h := range held {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", h.Name, h.Backend, dash(h.Host), pidText(h.PID),

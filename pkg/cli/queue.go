@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -103,7 +102,7 @@ func (a *App) auditCmd() *cobra.Command {
 			if a.json() {
 				return a.printJSON(nonNil(es))
 			}
-			w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+			w := newTable(a.Stdout, 2)
 			fmt.Fprintln(w, "ID\tTIME\tWHO\tFROM\tACTION\tTARGET\tAFFECTED\tDETAIL")
 			for _, e := range es {
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, fmtTime(&e.CreatedAt), e.Actor,

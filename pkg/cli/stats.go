@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -68,7 +67,7 @@ func (a *App) printStats(s *stats.Stats) error {
 		return a.printJSON(s)
 	}
 	unknown := s.RedisError != ""
-	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	w := newTable(a.Stdout, 2)
 	fmt.Fprintln(w, "QUEUE\tPENDING\tDISP\tRUN\tFAILED\tDEAD\tCANC\tBACKLOG\tDONE/MIN\tFAIL/MIN\tOK 10M\tOLDEST DUE\tSTATE\tWORKERS")
 	for _, q := range s.Queues {
 		rate := "-"

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rivo/uniseg"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTableAlignsWideText lines columns up by the width a terminal shows:
+// a queue named in Chinese (INSERTed by a PHP producer) or a cell with
+// emoji moved every column after it one place right per character.
+func TestTableAlignsWideText(t *testing.T) {
+	var out bytes.Buffer
+	w := newTable(&out, 2)
+	rows := [][2]string{{"QUEUE", "PENDING"}, {"send_sms", "1"}, {"发送短信", "2"}, {"队列😀", "3"}, {"ok\xfe", "4"}}
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t|end\n", r[0], r[1])
+	}
+	// A character split between two writes is kept whole.
+	b := []byte("中文\t5\t|end\n")
+	w.Write(b[:1])
+	w.Write(b[1:])
+	require.NoError(t, w.Flush())
+
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Len(t, lines, 6)
+	col := func(line, cell string) int {
+		i := strings.Index(line, cell)
+		require.GreaterOrEqual(t, i, 0, "%q in %q", cell, line)
+		return uniseg.StringWidth(line[:i])
+	}
+	want := col(lines[0], "PENDING")
+	for i, cell := range []string{"1", "2", "3", "4", "5"} {
+		line := lines[i+1]
+		require.Equal(t, want, col(line, cell), "line %q", line)
+		require.Equal(t, want+len("PENDING")+2, col(line, "|end"), "line %q", line)
+	}
+	require.Contains(t, out.String(), "中文")
+	require.NotContains(t, out.String(), "\xfe")
+}
