@@ -10,6 +10,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
@@ -36,7 +37,26 @@ func (m *Model) openDetail(id int64) tea.Cmd {
 
 func (d *detailView) set(m *Model, t *task.Task, runs []*task.Run, steps *store.Steps) {
 	d.task, d.runs, d.steps = t, runs, steps
-	d.vp.SetContent(m.detailText(t, runs) + m.stepsText(t, steps))
+	d.show(m)
+}
+
+// show fills the viewport with the task, wrapped to its width: a line
+// longer than the screen (a payload's string, an error message, two
+// columns a character in Chinese) was cut at the edge, and what was
+// past it could not be seen.
+func (d *detailView) show(m *Model) {
+	if d.task != nil {
+		d.vp.SetContent(wrap(m.detailText(d.task, d.runs)+m.stepsText(d.task, d.steps), d.vp.Width()))
+	}
+}
+
+// wrap breaks s's lines at width columns, never inside a character: a
+// wide one that does not fit starts the next line.
+func wrap(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	return ansi.Hardwrap(s, width, true)
 }
 
 func (m *Model) detailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -933,4 +934,39 @@ func TestQueueLimited(t *testing.T) {
 	require.Regexp(t, `(?m)^  reports_low .* ≤2/g +LIMITED 3 groups 40s$`, screen(m))
 	m.w, m.h = 80, 24
 	require.Regexp(t, `(?m)^  reports_low .*LIMITED 3 groups 40s$`, screen(m))
+}
+
+// TestDetailWrapsWideText wraps the detail's long lines at the screen's
+// edge, never inside a character: a payload and an error message in
+// Chinese, two columns a character, were cut at 80 columns and the rest
+// could not be seen.
+func TestDetailWrapsWideText(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	msg := "a" + strings.Repeat("中文😀", 40) + "尾"
+	b.src.mu.Lock()
+	tk := b.src.tasks[2] // 1008, dead
+	tk.Payload = json.RawMessage(`{"k":"` + msg + `"}`)
+	tk.LastResult = "错误：" + msg
+	b.src.mu.Unlock()
+	b.press(t, m, "3", "down", "down", "enter")
+	require.Contains(t, screen(m), "Task 1008  dead")
+	b.press(t, m, "G")
+	s := screen(m)
+	lines := strings.Split(s, "\n")
+	require.Len(t, lines, 24)
+	for _, l := range lines {
+		require.LessOrEqual(t, ansi.StringWidth(l), 80, "%q", l)
+	}
+	// The result's lines, joined, are the whole message.
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "错误：") })
+	require.GreaterOrEqual(t, i, 0, s)
+	var joined strings.Builder
+	for _, l := range lines[i:] {
+		if strings.TrimSpace(l) == "" || strings.Contains(l, "esc back") {
+			break
+		}
+		joined.WriteString(strings.TrimRight(l, " "))
+	}
+	require.Equal(t, "错误："+msg, joined.String())
 }

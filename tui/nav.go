@@ -106,12 +106,11 @@ func (m *Model) resizePages() {
 	if t := m.cur.tail; t != nil {
 		t.vp.SetWidth(m.w)
 		t.vp.SetHeight(max(1, h-1)) // less the line that names the task
+		t.show()
 	}
 	if d := m.cur.detail; d != nil {
 		d.vp.SetWidth(m.w)
 		d.vp.SetHeight(h)
-		if d.task != nil {
-			d.vp.SetContent(m.detailText(d.task, d.runs))
-		}
+		d.show(m)
 	}
 }

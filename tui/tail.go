@@ -32,13 +32,18 @@ func (m *Model) openTail(id int64) tea.Cmd {
 func (v *tailView) set(t *broker.TaskTail) {
 	follow := !v.loaded || v.vp.AtBottom()
 	v.t, v.loaded = t, true
-	if t != nil {
-		v.vp.SetContent(strings.TrimRight(clean(t.Output), "\n"))
-	} else {
-		v.vp.SetContent("")
-	}
+	v.show()
 	if follow {
 		v.vp.GotoBottom()
+	}
+}
+
+// show fills the viewport with the output, wrapped to its width.
+func (v *tailView) show() {
+	if v.t != nil {
+		v.vp.SetContent(wrap(strings.TrimRight(clean(v.t.Output), "\n"), v.vp.Width()))
+	} else {
+		v.vp.SetContent("")
 	}
 }
 
