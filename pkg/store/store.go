@@ -16,6 +16,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -156,6 +157,20 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
+	// taskd's text is UTF-8 and the tables utf8mb4, so the connection is
+	// too, whatever charset the DSN names (one copied from a PHP
+	// application's config): with charset=utf8 an emoji was refused
+	// ("Incorrect string value"), with latin1 Chinese was stored as
+	// mojibake, and with gbk the client-side interpolation taskd uses
+	// would not escape safely.
+	if cs, coll := dsnCharset(cfg); (cs != "" && cs != "utf8mb4") || (coll != "" && !strings.HasPrefix(coll, "utf8mb4_")) {
+		if !strings.HasPrefix(coll, "utf8mb4_") {
+			coll = ""
+		}
+		if err := cfg.Apply(mysql.Charset("utf8mb4", coll)); err != nil {
+			return nil, fmt.Errorf("mysql dsn: %w", err)
+		}
+	}
 	lw := o.LockWaitTimeout
 	if lw <= 0 {
 		lw = LockWaitTimeoutDefault
@@ -190,6 +205,20 @@ func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
 	cfg.InterpolateParams = true
 	cfg.MultiStatements = false
 	return cfg, nil
+}
+
+// dsnCharset is the first charset cfg's DSN names ("" none) and its
+// collation.
+func dsnCharset(cfg *mysql.Config) (charset, collation string) {
+	c := cfg.Clone()
+	c.User, c.Passwd, c.Net, c.Addr, c.DBName = "", "", "", "", ""
+	dsn := c.FormatDSN()
+	if i := strings.IndexByte(dsn, '?'); i >= 0 {
+		if q, err := url.ParseQuery(dsn[i+1:]); err == nil {
+			charset, _, _ = strings.Cut(q.Get("charset"), ",")
+		}
+	}
+	return strings.ToLower(strings.TrimSpace(charset)), strings.ToLower(cfg.Collation)
 }
 
 // quietDriver drops the driver's log lines.

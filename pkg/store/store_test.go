@@ -472,3 +472,34 @@ func handlerReads(t *testing.T, db *sql.DB) int64 {
 	require.NoError(t, rows.Err())
 	return sum
 }
+
+// A DSN naming another charset (one copied from a PHP application's
+// config) still talks utf8mb4: with charset=utf8 an emoji was refused
+// with "Incorrect string value", with latin1 Chinese was stored as
+// mojibake.
+func TestOpenTalksUTF8MB4(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(env.DSN, "?") {
+		sep = "&"
+	}
+	const payload = `{"m":"中文😀"}`
+	for _, param := range []string{"charset=utf8", "charset=latin1", "charset=gbk", "charset=utf8,latin1",
+		"collation=latin1_swedish_ci", "charset=utf8mb4&collation=utf8mb4_unicode_ci"} {
+		st, err := store.Open(ctx, env.DSN+sep+param, store.Options{})
+		require.NoError(t, err, param)
+		res, err := st.DB().ExecContext(ctx, `INSERT INTO task_center (task_code, payload) VALUES (?, ?)`, "zh", payload)
+		require.NoError(t, err, param)
+		id, err := res.LastInsertId()
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT payload FROM task_center WHERE id = ?`, id).Scan(&got))
+		require.Equal(t, payload, got, param)
+		st.Close()
+		tk, err := env.Store.TaskGet(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, payload, string(tk.Payload), param)
+	}
+}
