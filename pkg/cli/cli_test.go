@@ -449,7 +449,7 @@ func TestCron(t *testing.T) {
 
 	r := b.run(t, "cron", "add", "report", "@hourly", "--name", "hourly report")
 	requireOneLineError(t, r, cli.ExitUsage)
-	require.Contains(t, r.stderr, `periodic task name "hourly report" may only contain letters, digits and _ . : -`)
+	require.Contains(t, r.stderr, `periodic task name "hourly report" may only contain ASCII letters, digits and _ . : -`)
 
 	var res change
 	b.okJSON(t, &res, "cron", "add", "report", "@hourly", "--name", "hourly-report")

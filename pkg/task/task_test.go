@@ -304,6 +304,8 @@ func TestValidateOthers(t *testing.T) {
 		requireInvalid(t, task.ValidateName("task code", bad), "name %q", bad)
 	}
 	require.NoError(t, task.ValidateName("task code", strings.Repeat("a", task.MaxCodeLen)))
+	// Chinese is refused for its alphabet, however short in characters.
+	require.ErrorContains(t, task.ValidateName("task code", strings.Repeat("发送短信", 6)), "may only contain ASCII letters")
 
 	for p := 0; p <= 9; p++ {
 		require.NoError(t, task.ValidatePriority(p))

@@ -29,11 +29,13 @@ func ValidateName(kind, s string) error {
 	if s == "" {
 		return Invalidf("%s must not be empty", kind)
 	}
+	// The alphabet first: 25 Chinese characters were refused as longer
+	// than 64 characters (75 bytes), and "letters" read as any letter.
+	if !nameRE.MatchString(s) {
+		return Invalidf("%s %q may only contain ASCII letters, digits and _ . : - (Chinese and other text can go in the payload, a group or a unique key)", kind, s)
+	}
 	if len(s) > MaxCodeLen {
 		return Invalidf("%s %q is longer than %d characters", kind, s, MaxCodeLen)
-	}
-	if !nameRE.MatchString(s) {
-		return Invalidf("%s %q may only contain letters, digits and _ . : -", kind, s)
 	}
 	return nil
 }

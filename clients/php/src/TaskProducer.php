@@ -551,7 +551,7 @@ final class TaskProducer
     private static function name(string $kind, string $s): void
     {
         if ($s === '' || strlen($s) > 64 || !preg_match('/^[A-Za-z0-9_.:\-]+$/', $s)) {
-            throw new InvalidArgumentException(sprintf('%s %s: want 1-64 of A-Z a-z 0-9 _ . : -', $kind, json_encode($s)));
+            throw new InvalidArgumentException(sprintf('%s %s: want 1-64 of A-Z a-z 0-9 _ . : -', $kind, json_encode($s, JSON_UNESCAPED_UNICODE | JSON_INVALID_UTF8_SUBSTITUTE)));
         }
     }
 
