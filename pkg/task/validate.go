@@ -47,7 +47,7 @@ func ValidatePayload(p []byte, max int) error {
 		max = DefaultMaxPayload
 	}
 	if len(p) > max {
-		return Invalidf("payload is %d bytes, over the limit of %d", len(p), max)
+		return Invalidf("payload is %d bytes, over the limit of %d (submit.max_payload)", len(p), max)
 	}
 	if !json.Valid(p) {
 		return Invalidf("payload is not valid JSON")
