@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -240,7 +239,7 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 	}
 	fmt.Fprintf(a.Stdout, "\npayload:\n%s\n", pretty.String())
 	if t.LastResult != "" {
-		fmt.Fprintf(a.Stdout, "\nlast result:\n%s\n", t.LastResult)
+		fmt.Fprintf(a.Stdout, "\nlast result:\n%s\n", printable(t.LastResult))
 	}
 	fmt.Fprintf(a.Stdout, "\nruns (newest first):\n")
 	w = newTable(a.Stdout, 2)
@@ -266,15 +265,6 @@ func fmtTime(t *time.Time) string {
 func dash(s string) string {
 	if s == "" {
 		return "-"
-	}
-	return s
-}
-
-// oneLine shortens s to its first line, at most n characters.
-func oneLine(s string, n int) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
 	}
 	return s
 }
