@@ -247,9 +247,14 @@ func TestSearchFilter(t *testing.T) {
 	byKey := b.submit(t, "mail")
 	b.env.Exec(t, `UPDATE task_center SET unique_key = 'order_42%' WHERE id = ?`, byKey)
 	b.submit(t, "other")
+	// utf8mb4_general_ci, the table's, takes every emoji for every other
+	// one: a bulk kill --search 😱 would have taken this task too.
+	byEmoji := b.submit(t, "notify")
+	b.env.Exec(t, `UPDATE task_center SET last_result = '错误：超时 😱' WHERE id = ?`, byEmoji)
 
 	for search, want := range map[string][]int64{
 		"fail": {byCode}, "SMTP 5": {byResult}, "smtp": {byResult}, "42%": {byKey}, "_4": {byKey}, "%": {byKey}, "zzz": nil,
+		"😱": {byEmoji}, "🐶": nil, "超时": {byEmoji},
 	} {
 		f := ops.Filter{Search: search}
 		ids, err := b.ops.Select(ctx, f)

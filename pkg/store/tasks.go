@@ -393,8 +393,8 @@ type TaskListParams struct {
 	Queue  string
 	Type   *task.Type
 	// Search keeps tasks whose code, queue, unique key or last result
-	// contains it (a substring, case-insensitive under the table's
-	// collation). It reads rows until a page is full: no index serves it.
+	// contains it (a substring, case-insensitive; one emoji matches
+	// itself only). It reads rows until a page is full: no index serves it.
 	Search string
 	// Group keeps the tasks of one group (limit.ValidateGroup; its case
 	// matters, as it does to the schedulers).
@@ -456,7 +456,12 @@ func (p *TaskListParams) where() (string, []any) {
 	}
 	if p.Search != "" {
 		like := "%" + likeEscaper.Replace(p.Search) + "%"
-		q += ` AND (task_code LIKE ? OR queue LIKE ? OR unique_key LIKE ? OR last_result LIKE ?)`
+		// utf8mb4_unicode_520_ci: case-insensitive as the table's
+		// utf8mb4_general_ci, which weighs every character outside the
+		// BMP alike, so a search for one emoji matched any other (and a
+		// bulk action on it took their tasks).
+		q += ` AND (task_code LIKE ? COLLATE utf8mb4_unicode_520_ci OR queue LIKE ? COLLATE utf8mb4_unicode_520_ci
+			OR unique_key LIKE ? COLLATE utf8mb4_unicode_520_ci OR last_result LIKE ? COLLATE utf8mb4_unicode_520_ci)`
 		args = append(args, like, like, like, like)
 	}
 	if p.BeforeID > 0 {
