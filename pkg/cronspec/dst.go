@@ -67,8 +67,8 @@ func (w *wallClock) next(t time.Time) time.Time {
 	lo, hi := wallOf(t), wallOf(t)
 	_, change := t.ZoneBounds()
 	if !change.IsZero() {
-		if w := wallOf(change); w.Before(lo) {
-			lo = w
+		if after := wallOf(change); after.Before(lo) {
+			lo = after
 		}
 	}
 	var best time.Time
@@ -82,8 +82,8 @@ func (w *wallClock) next(t time.Time) time.Time {
 			best = at
 			hi = wallOf(best)
 			if !change.IsZero() && !change.After(best) {
-				if w := wallOf(change.Add(-time.Second)).Add(time.Second); w.After(hi) {
-					hi = w
+				if before := wallOf(change.Add(-time.Second)).Add(time.Second); before.After(hi) {
+					hi = before
 				}
 			}
 		}
@@ -103,8 +103,7 @@ func (w *wallClock) runAt(c, t time.Time) (time.Time, bool) {
 		}
 		// c is in a gap: read in the offset before the jump, it is an
 		// instant after the jump.
-		_, before := time.Unix(c.Unix(), 0).Add(-24 * time.Hour).In(t.Location()).Zone()
-		jump, _ := time.Unix(c.Unix()-int64(before), 0).In(t.Location()).ZoneBounds()
+		jump, _ := showing(c, offsetNear(c, -24*time.Hour, t.Location()), t.Location()).ZoneBounds()
 		return jump, jump.After(t)
 	}
 	if w.fixed {
@@ -125,8 +124,8 @@ func (w *wallClock) runAt(c, t time.Time) (time.Time, bool) {
 func (w *wallClock) instants(c time.Time, zone *time.Location) []time.Time {
 	var out []time.Time
 	for _, probe := range []time.Duration{-24 * time.Hour, 24 * time.Hour} {
-		_, off := time.Unix(c.Unix(), 0).Add(probe).In(zone).Zone()
-		at := time.Unix(c.Unix()-int64(off), 0).In(zone)
+		off := offsetNear(c, probe, zone)
+		at := showing(c, off, zone)
 		if _, o := at.Zone(); o == off && (len(out) == 0 || !out[0].Equal(at)) {
 			out = append(out, at)
 		}
@@ -135,6 +134,19 @@ func (w *wallClock) instants(c time.Time, zone *time.Location) []time.Time {
 		out[0], out[1] = out[1], out[0]
 	}
 	return out
+}
+
+// offsetNear is zone's offset (seconds east of UTC) at d from the wall
+// clock time c read as UTC.
+func offsetNear(c time.Time, d time.Duration, zone *time.Location) int {
+	_, off := c.Add(d).In(zone).Zone()
+	return off
+}
+
+// showing is the instant whose clock in zone shows the wall clock time c
+// (a UTC time) if its offset there is off.
+func showing(c time.Time, off int, zone *time.Location) time.Time {
+	return c.Add(-time.Duration(off) * time.Second).In(zone)
 }
 
 // wallOf is the date and time t's clock shows, as a UTC time, to the

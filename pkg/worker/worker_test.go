@@ -795,21 +795,20 @@ func TestAttemptsReuseRunners(t *testing.T) {
 	require.LessOrEqual(t, len(goroutines), 4, "goroutines that ran %d attempts in one slot", n)
 }
 
-// An attempt an operator kills is the operator's doing: logged as a kill,
-// not as the handler's failure, and not counted among the worker's
-// failures (its per-minute failed series).
-func TestKillIsNoFailure(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+// runningUntilCancelled starts a worker whose handler runs until its
+// attempt is cancelled, submits a task to it, and returns once the task
+// runs, with the worker's log.
+func (b *testBundle) runningUntilCancelled(t *testing.T) (*worker.Worker, int64, *testenv.LogBuffer) {
+	t.Helper()
 	started := make(chan struct{})
 	b.reg.Register("slow", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
 		close(started)
 		<-ctx.Done()
 		return "", ctx.Err()
 	}))
-	var logs testenv.LogBuffer
+	logs := &testenv.LogBuffer{}
 	w := b.startWorker(t, func(c *worker.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	id := b.submit(t, producer.Submission{Code: "slow"})
 	b.dispatchUntil(t, "the start", func() bool {
@@ -820,6 +819,16 @@ func TestKillIsNoFailure(t *testing.T) {
 			return false
 		}
 	})
+	return w, id, logs
+}
+
+// An attempt an operator kills is the operator's doing: logged as a kill,
+// not as the handler's failure, and not counted among the worker's
+// failures (its per-minute failed series).
+func TestKillIsNoFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w, id, logs := b.runningUntilCancelled(t)
 	o := ops.New(b.env.Store, b.env.Broker)
 	_, err := o.Kill(context.Background(), ops.Target{IDs: []int64{id}})
 	require.NoError(t, err)
@@ -835,25 +844,7 @@ func TestKillIsNoFailure(t *testing.T) {
 func TestKeptKillKillsARunningAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	started := make(chan struct{})
-	b.reg.Register("slow", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
-		close(started)
-		<-ctx.Done()
-		return "", ctx.Err()
-	}))
-	var logs testenv.LogBuffer
-	w := b.startWorker(t, func(c *worker.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
-	id := b.submit(t, producer.Submission{Code: "slow"})
-	b.dispatchUntil(t, "the start", func() bool {
-		select {
-		case <-started:
-			return true
-		default:
-			return false
-		}
-	})
+	w, id, logs := b.runningUntilCancelled(t)
 	// Kept, not published: what a worker whose subscription was down finds.
 	ctx := context.Background()
 	require.NoError(t, b.env.Broker.Client().ZAdd(ctx, b.env.Broker.Keys.Killed(),
