@@ -377,7 +377,7 @@ func (s *Scheduler) holdLater(msgs []*task.Message) []*task.Message {
 // push pushes claimed messages and hands back those it could not push; the
 // error says that none was pushed.
 func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
-	msgs = s.dropCodeless(ctx, msgs)
+	msgs = s.dropUnrunnable(ctx, msgs)
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -397,34 +397,49 @@ func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
 	return nil
 }
 
-// dropCodeless ends the tasks of msgs without a task code, dead, and
-// returns the others. Only an INSERT from outside writes one; no handler
-// can run it, and its message, in a queue named after nothing, would be
-// found lost and pushed again at every recovery pass.
-func (s *Scheduler) dropCodeless(ctx context.Context, msgs []*task.Message) []*task.Message {
-	// Every push comes here: no copy unless a task has no code.
-	if !slices.ContainsFunc(msgs, func(m *task.Message) bool { return m.Code == "" }) {
+// dropUnrunnable ends dead, with why, the tasks of msgs whose task code
+// or queue is not a name taskd accepts, and returns the others. Only an
+// INSERT from outside writes one (every front end of taskd refuses such
+// names): no handler can be configured for it, and its message, in a queue
+// no worker takes from, would wait for ever and be found lost and pushed
+// again at every recovery pass.
+func (s *Scheduler) dropUnrunnable(ctx context.Context, msgs []*task.Message) []*task.Message {
+	// Every push comes here: no copy unless a task is unrunnable.
+	if !slices.ContainsFunc(msgs, unrunnable) {
 		return msgs
 	}
 	var ts []store.Transition
 	kept := make([]*task.Message, 0, len(msgs))
 	for _, m := range msgs {
-		if m.Code != "" {
+		if !unrunnable(m) {
 			kept = append(kept, m)
 			continue
 		}
-		const why = "task_code is empty: no handler can run it"
+		why := unrunnableWhy(m)
 		ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Dead, SetResult: true, Result: why,
 			Run: &store.RunRecord{Queue: m.Queue, Outcome: task.OutcomeDead, Result: why}})
 	}
 	if _, err := s.store.TaskTransition(ctx, ts); err != nil {
 		// Still dispatched: recovery hands them back, and the next claim
 		// comes here again.
-		s.log.Error("end tasks without a task code", "tasks", len(ts), "err", err)
+		s.log.Error("end tasks with an invalid task code or queue", "tasks", len(ts), "err", err)
 		return kept
 	}
-	s.log.Warn("tasks without a task code are dead", "tasks", len(ts))
+	s.log.Warn("tasks with an invalid task code or queue are dead", "tasks", len(ts))
 	return kept
+}
+
+func unrunnable(m *task.Message) bool {
+	return !task.NameOK(m.Code) || !task.NameOK(m.Queue)
+}
+
+// unrunnableWhy is the result of an unrunnable task: what is wrong and
+// what to do.
+func unrunnableWhy(m *task.Message) string {
+	if err := task.ValidateName("task_code", m.Code); err != nil {
+		return err.Error() + ": no handler can run it; submit it again with a valid code"
+	}
+	return task.ValidateName("queue", m.Queue).Error() + ": no worker takes from it; submit it again with a valid queue"
 }
 
 // release is the releaser: it pushes each held message when the database

@@ -420,22 +420,36 @@ func TestCancelDuringClaimStrandsNothing(t *testing.T) {
 	}
 }
 
-// A row INSERTed without a task code is dead at its claim, with why; the
-// others of the claim are pushed.
-func TestCodelessTaskIsDead(t *testing.T) {
+// A row INSERTed with a task code or queue that is not a name (none, or
+// Chinese text) is dead at its claim, with why; the others of the claim
+// are pushed.
+func TestUnrunnableTaskIsDead(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, scheduler.Config{})
-	b.env.Exec(t, `INSERT INTO task_center (task_code, payload) VALUES ('', '{}'), ('hello', '{}')`)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, queue, payload) VALUES
+		('', '', '{}'), ('发送短信', '', '{}'), ('hello', '短信 队列', '{}'), ('hello', '', '{}')`)
 	n, err := s.RunOnce(b.ctx)
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
+	require.Equal(t, 4, n)
 	require.Equal(t, int64(1), s.Dispatched())
-	var status int
-	var result string
-	require.NoError(t, b.env.Store.DB().QueryRow(`SELECT status, last_result FROM task_center WHERE task_code = ''`).Scan(&status, &result))
-	require.Equal(t, int(task.Dead), status)
-	require.Equal(t, "task_code is empty: no handler can run it", result)
-	lens, err := b.env.Broker.QueueLens(b.ctx, []string{"", "hello"})
+	results := map[string]string{}
+	rows, err := b.env.Store.DB().Query(`SELECT CONCAT(task_code, '/', queue), status, last_result FROM task_center WHERE status <> 1 ORDER BY id`)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"": 0, "hello": 1}, lens, "nothing pushed for it")
+	defer rows.Close()
+	for rows.Next() {
+		var key, result string
+		var status int
+		require.NoError(t, rows.Scan(&key, &status, &result))
+		require.Equal(t, int(task.Dead), status, key)
+		results[key] = result
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]string{
+		"/":           "task_code must not be empty: no handler can run it; submit it again with a valid code",
+		"发送短信/":       `task_code "发送短信" may only contain ASCII letters, digits and _ . : - (Chinese and other text can go in the payload, a group or a unique key): no handler can run it; submit it again with a valid code`,
+		"hello/短信 队列": `queue "短信 队列" may only contain ASCII letters, digits and _ . : - (Chinese and other text can go in the payload, a group or a unique key): no worker takes from it; submit it again with a valid queue`,
+	}, results)
+	lens, err := b.env.Broker.QueueLens(b.ctx, []string{"", "发送短信", "短信 队列", "hello"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"": 0, "发送短信": 0, "短信 队列": 0, "hello": 1}, lens, "nothing pushed for them")
 }

@@ -299,9 +299,11 @@ func TestValidateOthers(t *testing.T) {
 
 	for _, ok := range []string{"send_email", "report:daily", "a.b-c", "X9"} {
 		require.NoError(t, task.ValidateName("task code", ok), ok)
+		require.True(t, task.NameOK(ok), ok)
 	}
 	for _, bad := range []string{"", "has space", "a/b", "{tag}", "名字", strings.Repeat("a", task.MaxCodeLen+1)} {
 		requireInvalid(t, task.ValidateName("task code", bad), "name %q", bad)
+		require.False(t, task.NameOK(bad), bad)
 	}
 	require.NoError(t, task.ValidateName("task code", strings.Repeat("a", task.MaxCodeLen)))
 	// Chinese is refused for its alphabet, however short in characters.

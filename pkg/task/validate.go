@@ -3,7 +3,6 @@ package task
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -21,8 +20,6 @@ const (
 	DefaultMaxPayload = 1 << 20
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:\-]+$`)
-
 // ValidateName checks a task code or queue name: it becomes part of Redis
 // keys, so it is restricted to a safe alphabet.
 func ValidateName(kind, s string) error {
@@ -31,13 +28,32 @@ func ValidateName(kind, s string) error {
 	}
 	// The alphabet first: 25 Chinese characters were refused as longer
 	// than 64 characters (75 bytes), and "letters" read as any letter.
-	if !nameRE.MatchString(s) {
+	if !nameChars(s) {
 		return Invalidf("%s %q may only contain ASCII letters, digits and _ . : - (Chinese and other text can go in the payload, a group or a unique key)", kind, s)
 	}
 	if len(s) > MaxCodeLen {
 		return Invalidf("%s %q is longer than %d characters", kind, s, MaxCodeLen)
 	}
 	return nil
+}
+
+// NameOK reports whether s is a name ValidateName accepts. The scheduler
+// asks it of every task it pushes (a row INSERTed from outside is checked
+// by nothing else), so it is a loop, not a regular expression.
+func NameOK(s string) bool {
+	return s != "" && len(s) <= MaxCodeLen && nameChars(s)
+}
+
+// nameChars reports whether every byte of s is in the names' alphabet:
+// A-Z a-z 0-9 _ . : -
+func nameChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidatePayload checks that p is one JSON value no larger than max bytes
