@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -151,6 +152,33 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 		require.Contains(t, tk.LastResult, "not retried")
 	}
 	require.Len(t, calls, 1)
+}
+
+type limited struct{}
+
+func (limited) Kind() string { return "limited" }
+
+// A handler's RetryAfter error plans its retry that far out, beyond the
+// backoff, and the retry counts.
+func TestRetryAfterPlansTheRetry(t *testing.T) {
+	ctx := context.Background()
+	mux := taskd.NewMux()
+	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[limited]) error {
+		return taskd.RetryAfter(errors.New("rate limited until the next hour"), time.Hour)
+	})
+	client, st := serve(t, mux)
+	before := time.Now()
+	sub, err := client.Submit(ctx, limited{}, taskd.MaxRetry(3))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		tk, err := st.TaskGet(ctx, sub.ID)
+		return err == nil && tk.Status == task.Failed
+	}, 20*time.Second, 50*time.Millisecond, "task %d failed, waiting for its retry", sub.ID)
+	tk, err := st.TaskGet(ctx, sub.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, tk.RetryCount)
+	require.Equal(t, "rate limited until the next hour", tk.LastResult)
+	require.True(t, tk.PlanNextRun.After(before.Add(59*time.Minute)), "retry at %v, not an hour after %v", tk.PlanNextRun, before)
 }
 
 type stubborn struct{}

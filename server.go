@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
@@ -96,6 +97,12 @@ var ErrShutdown = worker.ErrShutdown
 // longer exists, a request the far side refuses for good): returned by a
 // handler, it makes the task dead at once, whatever retries it has left.
 func Permanent(err error) error { return handler.Permanent(err) }
+
+// RetryAfter wraps err as a failure whose retry waits at least d, for a
+// handler that knows when to come back (an API's rate limit said so): the
+// retry waits the longer of d and the backoff, at most a day, and counts
+// as a retry like any other.
+func RetryAfter(err error, d time.Duration) error { return handler.RetryLater(err, d) }
 
 // HandleFunc registers f for the tasks of code with the payload as JSON
 // text and the output f returns. Like Handle, it panics on a code that is

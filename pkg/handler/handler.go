@@ -161,8 +161,28 @@ func AttemptTimeout(h Handler, task time.Duration) time.Duration {
 	return task
 }
 
+// RetryLater wraps err as a failure whose retry must wait at least d (a
+// rate-limited API that said when to come back); the retry waits the
+// longer of d and its backoff, and still counts as a retry. d is capped at
+// a day: a wrong figure must not park a task for years.
+func RetryLater(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &retryLater{err: err, after: min(max(d, 0), retryAfterMax)}
+}
+
+type retryLater struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryLater) Error() string             { return e.err.Error() }
+func (e *retryLater) Unwrap() error             { return e.err }
+func (e *retryLater) RetryAfter() time.Duration { return e.after }
+
 // RetryAfter is how long the task must wait before its retry, as err asks
-// (an http endpoint's Retry-After); 0 when err does not say. The retry
+// (an http endpoint's Retry-After, RetryLater); 0 when err does not say. The retry
 // waits the longer of this and its backoff.
 func RetryAfter(err error) time.Duration {
 	var ra interface{ RetryAfter() time.Duration }

@@ -623,6 +623,8 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 				rep.err = errors.New(cmp.Or(strings.TrimSpace(a.Error), "the handler failed without a message"))
 				if a.Permanent {
 					rep.err = Permanent(rep.err)
+				} else if a.RetryAfter > 0 {
+					rep.err = RetryLater(rep.err, time.Duration(min(a.RetryAfter, retryAfterMax.Seconds())*float64(time.Second)))
 				}
 			}
 			c.reply <- rep

@@ -57,6 +57,9 @@ type poolAnswer struct {
 	Error    string          `json:"error"`
 	// Permanent, with "ok": false, says no retry can mend the failure.
 	Permanent bool `json:"permanent"`
+	// RetryAfter, with "ok": false, is how many seconds the retry must
+	// wait at least (RetryLater).
+	RetryAfter float64 `json:"retry_after"`
 }
 
 // encodeRequest is the request line of r, newline included. A payload that

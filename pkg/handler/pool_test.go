@@ -90,6 +90,8 @@ func poolHelper(mode string) int {
 			answer = map[string]any{"ok": false, "error": do.Error}
 		case "refuse":
 			answer = map[string]any{"ok": false, "error": do.Error, "permanent": true}
+		case "later":
+			answer = map[string]any{"ok": false, "error": do.Error, "retry_after": do.MS / 1000}
 		case "result":
 			answer["result"] = do.Result
 		}
@@ -191,6 +193,14 @@ func TestPoolServesTasks(t *testing.T) {
 	_, err = handle(t, p, `{"do":"refuse","error":"no such order"}`)
 	require.ErrorIs(t, err, ErrPermanent)
 	require.ErrorContains(t, err, "no such order")
+
+	// "retry_after": N asks the retry to wait N seconds at least (capped).
+	_, err = handle(t, p, `{"do":"later","error":"quota used up","ms":30000}`)
+	require.EqualError(t, err, "quota used up")
+	require.NotErrorIs(t, err, ErrPermanent)
+	require.Equal(t, 30*time.Second, RetryAfter(err))
+	_, err = handle(t, p, `{"do":"later","error":"quota used up","ms":99999999000}`)
+	require.Equal(t, 24*time.Hour, RetryAfter(err))
 
 	// A string result is kept as its text, null as nothing.
 	out, err := handle(t, p, `{"do":"result","result":"resized 3 images"}`)

@@ -7,7 +7,8 @@
 //
 // The payload decides what it does, so the tests and the benchmarks can
 // drive it: {"fail": "why"} throws, {"refuse": "why"} throws a
-// PermanentFailure (no retry), {"sleep_ms": N} works N ms,
+// PermanentFailure (no retry), {"later": "why", "after_s": N} throws a
+// RetryLater (the retry waits N s), {"sleep_ms": N} works N ms,
 // {"echo": "text"} prints (stdout noise that must not break the protocol),
 // {"exit": N} dies mid-task (on attempts up to "exit_until_attempt" when
 // given), {"grow_mb": N} keeps N MB more memory.
@@ -49,6 +50,9 @@ exit(Worker::run(static function (Task $task) use (&$kept, $runLog): mixed {
     }
     if (isset($p['refuse'])) {
         throw new Taskd\PermanentFailure((string) $p['refuse']);
+    }
+    if (isset($p['later'])) {
+        throw new Taskd\RetryLater((string) $p['later'], (int) ($p['after_s'] ?? 0));
     }
     if (isset($p['fail'])) {
         throw new RuntimeException((string) $p['fail']);

@@ -81,6 +81,8 @@ final class Worker
             $answer = ['ok' => false, 'error' => self::describe($e)];
             if ($e instanceof PermanentFailure) {
                 $answer['permanent'] = true;
+            } elseif ($e instanceof RetryLater && $e->seconds > 0) {
+                $answer['retry_after'] = $e->seconds;
             }
 
             return $answer;

@@ -71,6 +71,8 @@ final class WorkerTest extends TestCase
         self::assertStringContainsString('task 8 attempt 2 failed: RuntimeException: no mailbox', $this->stderr());
         self::assertSame(['ok' => false, 'error' => 'Taskd\\PermanentFailure: no such order', 'permanent' => true],
             $this->task(10, ['refuse' => 'no such order']));
+        self::assertSame(['ok' => false, 'error' => 'Taskd\\RetryLater: quota used up', 'retry_after' => 60],
+            $this->task(11, ['later' => 'quota used up', 'after_s' => 60]));
         // The process goes on after a failure.
         self::assertSame($pid, $this->task(9, [])['result']['pid']);
     }
