@@ -59,6 +59,9 @@ final class TaskProducer
 
     private bool $lastChanged = false;
 
+    /** The connection's character set, read at the first text that needs it. */
+    private ?string $charset = null;
+
     /**
      * @param PDO         $pdo         the task center (for Laravel: DB::connection()->getPdo())
      * @param \Redis|null $redis       a phpredis client, to wake the schedulers
@@ -402,6 +405,7 @@ final class TaskProducer
             }
             $row['group_key'] = $group;
         }
+        $this->checkCharset($json . ($row['then_spec'] ?? '') . $key . $group);
 
         return $row;
     }
@@ -532,6 +536,23 @@ final class TaskProducer
         $n = preg_match_all('/./su', $s);
 
         return $n === false ? PHP_INT_MAX : $n;
+    }
+
+    /**
+     * Refuses text beyond ASCII on a connection that does not talk utf8mb4:
+     * with charset=latin1 in the PDO DSN, MySQL stores Chinese garbled
+     * without an error; with charset=utf8 it refuses every emoji. One
+     * query per producer, and only once such text comes.
+     */
+    private function checkCharset(string $text): void
+    {
+        if (!preg_match('/[\x80-\xff]/', $text)) {
+            return;
+        }
+        $this->charset ??= (string) $this->pdo->query('SELECT @@character_set_client')->fetchColumn();
+        if ($this->charset !== 'utf8mb4') {
+            throw new \LogicException(sprintf('the PDO connection talks %s: Chinese and other text beyond ASCII would be stored garbled or refused; add charset=utf8mb4 to its DSN', $this->charset));
+        }
     }
 
     /** Publishes a wakeup: the schedulers look for due tasks in $in seconds. */

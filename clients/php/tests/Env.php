@@ -13,14 +13,14 @@ use PDO;
  */
 final class Env
 {
-    public static function pdo(): ?PDO
+    public static function pdo(string $charset = 'utf8mb4'): ?PDO
     {
         $db = getenv('DB_DATABASE');
         if ($db === false || $db === '') {
             return null;
         }
-        $dsn = sprintf('mysql:host=%s;port=%s;dbname=%s;charset=utf8mb4',
-            getenv('DB_HOST') ?: '127.0.0.1', getenv('DB_PORT') ?: '3306', $db);
+        $dsn = sprintf('mysql:host=%s;port=%s;dbname=%s;charset=%s',
+            getenv('DB_HOST') ?: '127.0.0.1', getenv('DB_PORT') ?: '3306', $db, $charset);
 
         return new PDO($dsn, getenv('DB_USERNAME') ?: 'root', getenv('DB_PASSWORD') ?: '',
             [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);

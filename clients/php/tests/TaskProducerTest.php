@@ -105,6 +105,26 @@ final class TaskProducerTest extends TestCase
         }
     }
 
+    /** A connection that is not utf8mb4 gets ASCII through, and is told about anything else. */
+    public function testConnectionCharset(): void
+    {
+        foreach (['latin1', 'utf8'] as $charset) {
+            $producer = new TaskProducer(Env::pdo($charset));
+            $id = $producer->submit($this->code('php_lib_charset'), ['to' => 'a@example.com']);
+            self::assertSame(['to' => 'a@example.com'], json_decode(Env::task($this->pdo, $id)['payload'], true));
+            foreach ([[['text' => '发送短信'], []], [[], ['group' => '租户']], [[], ['unique_key' => 'gift-😀']]] as [$payload, $options]) {
+                try {
+                    $producer->submit($this->code('php_lib_charset'), $payload, $options);
+                    self::fail("$charset: text beyond ASCII accepted");
+                } catch (\LogicException $e) {
+                    self::assertStringContainsString("the PDO connection talks $charset", $e->getMessage());
+                }
+            }
+        }
+        $id = $this->producer->submit($this->code('php_lib_charset'), ['text' => '发送短信 😀']);
+        self::assertSame('发送短信 😀', json_decode(Env::task($this->pdo, $id)['payload'], true)['text']);
+    }
+
     public function testOnConflict(): void
     {
         $code = $this->code('php_lib_conflict');
