@@ -16,6 +16,7 @@ import (
 
 func (a *App) listCmd() *cobra.Command {
 	var status, code, queue, search, group string
+	var changed changedWindow
 	var limit int
 	var before, parent, batchID int64
 	cmd := &cobra.Command{
@@ -34,6 +35,10 @@ func (a *App) listCmd() *cobra.Command {
 					return err
 				}
 				p.Status = &st
+			}
+			var err error
+			if p.ChangedSince, p.ChangedBefore, err = changed.bounds(time.Now()); err != nil {
+				return err
 			}
 			if limit < 1 || limit > 10000 {
 				return task.Invalidf("--limit %d is out of range 1-10000", limit)
@@ -65,6 +70,7 @@ func (a *App) listCmd() *cobra.Command {
 	fl.StringVar(&queue, "queue", "", "only this queue")
 	fl.StringVar(&search, "search", "", "only tasks whose code, queue, unique key or last result contains this text")
 	fl.StringVar(&group, "group", "", "only tasks of this group")
+	changed.register(cmd, "only")
 	fl.IntVar(&limit, "limit", 50, "number of tasks")
 	fl.Int64Var(&before, "before", 0, "only tasks with an id below this (next page)")
 	fl.Int64Var(&parent, "parent", 0, "only the children of this task (submitted when it succeeded)")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ import (
 // selection is the "IDs or a filter" part of bulk actions.
 type selection struct {
 	status, queue, code, search, group string
+	changed                            changedWindow
 	yes                                bool
 }
 
@@ -30,17 +32,18 @@ func (s *selection) register(cmd *cobra.Command) {
 	fl.StringVar(&s.code, "code", "", "select tasks with this code")
 	fl.StringVar(&s.search, "search", "", "select tasks whose code, queue, unique key or last result contains this text")
 	fl.StringVar(&s.group, "group", "", "select tasks of this group")
+	s.changed.register(cmd, "select")
 	yesFlag(cmd, &s.yes)
 }
 
 // target resolves the arguments or the filter to what an action applies to.
 func (s *selection) target(args []string) (ops.Target, error) {
-	filtered := s.status != "" || s.queue != "" || s.code != "" || s.search != "" || s.group != ""
+	filtered := s.status != "" || s.queue != "" || s.code != "" || s.search != "" || s.group != "" || s.changed.set()
 	if len(args) > 0 && filtered {
-		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --group, --search), not both")
+		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --group, --search, --since, --until), not both")
 	}
 	if len(args) == 0 && !filtered {
-		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --group, --search)")
+		return ops.Target{}, task.Invalidf("give task ids or a filter (--status, --queue, --code, --group, --search, --since, --until)")
 	}
 	if err := limit.ValidateGroup(s.group); err != nil {
 		return ops.Target{}, err
@@ -57,6 +60,10 @@ func (s *selection) target(args []string) (ops.Target, error) {
 		return ops.Target{IDs: ids}, nil
 	}
 	f := ops.Filter{Queue: s.queue, Code: s.code, Search: s.search, Group: s.group}
+	var err error
+	if f.ChangedSince, f.ChangedBefore, err = s.changed.bounds(time.Now()); err != nil {
+		return ops.Target{}, err
+	}
 	if s.status != "" {
 		st, err := task.ParseStatus(s.status)
 		if err != nil {

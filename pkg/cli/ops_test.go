@@ -445,3 +445,47 @@ func TestSubmitIntoFullRedis(t *testing.T) {
 	require.Regexp(t, `^taskd: warning: redis is at maxmemory: push refused, tasks handed back to the schedulers, which dispatch them as workers make room \(tasks=1, err=push 1 messages: OOM .*\)\n$`, r.stderr)
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, m[1]), "pending, for a scheduler")
 }
+
+// --since and --until select by the time a task's row last changed: the
+// tasks that died in an incident are retried, those that died days before
+// are not.
+func TestSelectByTimeChanged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var old, recent []int64
+	for i := range 4 {
+		id := b.submitID(t, "hello", "--delay", "1h")
+		if i < 2 {
+			old = append(old, id)
+		} else {
+			recent = append(recent, id)
+		}
+	}
+	b.env.Exec(t, `UPDATE task_center SET status = 5, last_result = 'connection refused'`)
+	b.env.Exec(t, fmt.Sprintf(`UPDATE task_center SET updated_at = NOW(3) - INTERVAL 3 DAY WHERE id IN (%d, %d)`, old[0], old[1]))
+
+	var ts []listed
+	b.okJSON(t, &ts, "list", "--status", "dead", "--since", "2h")
+	require.ElementsMatch(t, recent, ids(ts))
+	b.okJSON(t, &ts, "list", "--until", "1d")
+	require.ElementsMatch(t, old, ids(ts))
+	day := time.Now().Add(-3 * 24 * time.Hour)
+	b.okJSON(t, &ts, "list", "--since", day.Add(-time.Hour).Format("2006-01-02 15:04"), "--until", day.Add(time.Hour).Format(time.RFC3339))
+	require.ElementsMatch(t, old, ids(ts))
+
+	var c change
+	b.okJSON(t, &c, "retry", "--status", "dead", "--since", "2h", "--yes")
+	require.ElementsMatch(t, recent, c.IDs)
+	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 5`), "the old ones stay dead")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE target LIKE '%since=%'`), "the audit log names the window")
+
+	for _, args := range [][]string{
+		{"list", "--since", "yesterday"},
+		{"list", "--since", "-2h"},
+		{"list", "--since", "1h", "--until", "2h"},
+		{"retry", "--since", "2x", "--yes"},
+		{"retry", "1", "--since", "2h", "--yes"},
+	} {
+		requireOneLineError(t, b.run(t, args...), cli.ExitUsage, "%v", args)
+	}
+}

@@ -100,11 +100,15 @@ type Filter struct {
 	Search string
 	// Group is a group key (exact).
 	Group string
+	// ChangedSince and ChangedBefore bound the time the task's row last
+	// changed (store.TaskListParams); zero: no bound.
+	ChangedSince, ChangedBefore time.Time
 }
 
 // params is the store listing of f.
 func (f Filter) params() store.TaskListParams {
-	return store.TaskListParams{Status: f.Status, Queue: f.Queue, Code: f.Code, Search: f.Search, Group: f.Group}
+	return store.TaskListParams{Status: f.Status, Queue: f.Queue, Code: f.Code, Search: f.Search, Group: f.Group,
+		ChangedSince: f.ChangedSince, ChangedBefore: f.ChangedBefore}
 }
 
 // Target is what a task action applies to: the tasks IDs, or when Filter
@@ -140,6 +144,12 @@ func (t Target) String() string {
 	}
 	if t.Filter.Search != "" {
 		parts = append(parts, "search="+strconv.Quote(t.Filter.Search))
+	}
+	if !t.Filter.ChangedSince.IsZero() {
+		parts = append(parts, "since="+t.Filter.ChangedSince.UTC().Format(time.RFC3339))
+	}
+	if !t.Filter.ChangedBefore.IsZero() {
+		parts = append(parts, "until="+t.Filter.ChangedBefore.UTC().Format(time.RFC3339))
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "all")

@@ -403,8 +403,14 @@ type TaskListParams struct {
 	// batch.
 	ParentID int64
 	BatchID  int64
-	BeforeID int64
-	Limit    int
+	// ChangedSince and ChangedBefore keep the tasks whose row last changed
+	// (updated_at) in [ChangedSince, ChangedBefore); zero: no bound. The
+	// tasks that died during an incident, say: a dead task's row changes
+	// when it dies, and only an operator's action changes it after.
+	ChangedSince  time.Time
+	ChangedBefore time.Time
+	BeforeID      int64
+	Limit         int
 }
 
 // where is the filter of p as SQL conditions and their arguments.
@@ -463,6 +469,16 @@ func (p *TaskListParams) where() (string, []any) {
 		q += ` AND (task_code LIKE ? COLLATE utf8mb4_unicode_520_ci OR queue LIKE ? COLLATE utf8mb4_unicode_520_ci
 			OR unique_key LIKE ? COLLATE utf8mb4_unicode_520_ci OR last_result LIKE ? COLLATE utf8mb4_unicode_520_ci)`
 		args = append(args, like, like, like, like)
+	}
+	// FROM_UNIXTIME: the bound in the session's zone, as updated_at is
+	// written, whatever the zones of the client and the server.
+	if !p.ChangedSince.IsZero() {
+		q += ` AND updated_at >= FROM_UNIXTIME(?)`
+		args = append(args, unixArg(p.ChangedSince))
+	}
+	if !p.ChangedBefore.IsZero() {
+		q += ` AND updated_at < FROM_UNIXTIME(?)`
+		args = append(args, unixArg(p.ChangedBefore))
 	}
 	if p.BeforeID > 0 {
 		q += ` AND id < ?`
