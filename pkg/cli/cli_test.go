@@ -145,6 +145,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"max retry out of range", []string{"submit", "hello", "--max-retry", "1000"}, "max-retry"},
 		{"bad queue name", []string{"submit", "hello", "--queue", "a b"}, "queue"},
 		{"unique key too long", []string{"submit", "hello", "--unique-key", strings.Repeat("k", 192)}, "unique key"},
+		{"unique key with a trailing space", []string{"submit", "hello", "--unique-key", "order-42 "}, `unique key "order-42 " starts or ends with whitespace`},
+		{"unique key with a leading tab", []string{"submit", "hello", "--unique-key", "\torder-42"}, "starts or ends with whitespace"},
 		{"unknown task code", []string{"submit", "nosuch"}, "nosuch"},
 		{"invalid task code", []string{"submit", "no/such", "--any-code"}, "no/such"},
 		{"unknown flag", []string{"submit", "hello", "--bogus"}, "bogus"},
@@ -330,6 +332,12 @@ func TestSubmit(t *testing.T) {
 		out := b.ok(t, "submit", "hello", "--unique-key", "order-42")
 		require.Equal(t, fmt.Sprintf("task %d already exists with unique key \"order-42\"; nothing submitted\n", first.IDs[0]), out)
 		require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE unique_key = 'order-42'`))
+
+		// Keys compare exactly: another case is another key.
+		var upper change
+		b.okJSON(t, &upper, "submit", "hello", "--unique-key", "ORDER-42")
+		require.Equal(t, 1, upper.Changed)
+		require.NotEqual(t, first.IDs[0], upper.IDs[0])
 	})
 
 	t.Run("delay is measured by the database clock", func(t *testing.T) {

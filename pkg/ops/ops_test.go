@@ -251,10 +251,13 @@ func TestSearchFilter(t *testing.T) {
 	// one: a bulk kill --search 😱 would have taken this task too.
 	byEmoji := b.submit(t, "notify")
 	b.env.Exec(t, `UPDATE task_center SET last_result = '错误：超时 😱' WHERE id = ?`, byEmoji)
+	// unique_key compares exactly (utf8mb4_bin); a search still ignores case.
+	byExactKey := b.submit(t, "notify")
+	b.env.Exec(t, `UPDATE task_center SET unique_key = 'Gift-🐶' WHERE id = ?`, byExactKey)
 
 	for search, want := range map[string][]int64{
 		"fail": {byCode}, "SMTP 5": {byResult}, "smtp": {byResult}, "42%": {byKey}, "_4": {byKey}, "%": {byKey}, "zzz": nil,
-		"😱": {byEmoji}, "🐶": nil, "超时": {byEmoji},
+		"😱": {byEmoji}, "🐶": {byExactKey}, "😀": nil, "超时": {byEmoji}, "gift-🐶": {byExactKey}, "GIFT": {byExactKey},
 	} {
 		f := ops.Filter{Search: search}
 		ids, err := b.ops.Select(ctx, f)

@@ -296,6 +296,12 @@ func (c *Client) params(s *Submission) (store.TaskInsertParams, error) {
 	if utf8.RuneCountInString(s.UniqueKey) > task.MaxUniqueKeyLen {
 		return p, task.Invalidf("unique key is longer than %d characters", task.MaxUniqueKeyLen)
 	}
+	// The column compares exactly but pads with spaces (utf8mb4_bin):
+	// "k " would be the key of "k"'s task, and a key that only looks
+	// like another one is better refused than silently shared.
+	if strings.TrimSpace(s.UniqueKey) != s.UniqueKey {
+		return p, task.Invalidf("unique key %q starts or ends with whitespace", s.UniqueKey)
+	}
 	if err := checkConflict(s); err != nil {
 		return p, err
 	}

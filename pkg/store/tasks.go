@@ -462,10 +462,11 @@ func (p *TaskListParams) where() (string, []any) {
 	}
 	if p.Search != "" {
 		like := "%" + likeEscaper.Replace(p.Search) + "%"
-		// utf8mb4_unicode_520_ci: case-insensitive as the table's
-		// utf8mb4_general_ci, which weighs every character outside the
-		// BMP alike, so a search for one emoji matched any other (and a
-		// bulk action on it took their tasks).
+		// utf8mb4_unicode_520_ci: case-insensitive, also on unique_key,
+		// which compares exactly (utf8mb4_bin, migration 13); not the
+		// table's utf8mb4_general_ci, which weighs every character
+		// outside the BMP alike, so a search for one emoji matched any
+		// other (and a bulk action on it took their tasks).
 		q += ` AND (task_code LIKE ? COLLATE utf8mb4_unicode_520_ci OR queue LIKE ? COLLATE utf8mb4_unicode_520_ci
 			OR unique_key LIKE ? COLLATE utf8mb4_unicode_520_ci OR last_result LIKE ? COLLATE utf8mb4_unicode_520_ci)`
 		args = append(args, like, like, like, like)

@@ -391,6 +391,11 @@ final class TaskProducer
             if (self::chars($key) > self::MAX_UNIQUE_KEY) {
                 throw new InvalidArgumentException(sprintf('unique key is longer than %d characters, or not UTF-8', self::MAX_UNIQUE_KEY));
             }
+            // Keys compare exactly but pad with spaces (utf8mb4_bin): 'k '
+            // would be the key of 'k'. Whitespace as Go's unicode.IsSpace.
+            if (preg_match('/^[\s\x{85}]|[\s\x{85}]\z/u', $key)) {
+                throw new InvalidArgumentException(sprintf('unique key %s starts or ends with whitespace', json_encode($key, JSON_UNESCAPED_UNICODE)));
+            }
             $row['unique_key'] = $key;
         }
         $queue = (string) ($options['queue'] ?? '');

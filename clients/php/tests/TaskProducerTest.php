@@ -174,6 +174,41 @@ final class TaskProducerTest extends TestCase
         }
     }
 
+    public function testUniqueKeysCompareExactly(): void
+    {
+        // Look-alikes the old collation took for one key: case, and any
+        // two characters outside the Basic Multilingual Plane.
+        $pairs = [['order-abc', 'order-ABC'], ['gift-🐶', 'gift-😀'], ['名-𠮷', '名-𩸽']];
+        foreach (['reject', 'replace', 'debounce', 'until-done'] as $mode) {
+            $code = $this->code('php_lib_exact_' . str_replace('-', '_', $mode));
+            $options = ['on_conflict' => $mode, 'delay' => 3600] + ($mode === 'debounce' ? ['debounce' => 60] : []);
+            foreach ($pairs as $pair) {
+                $ids = [];
+                foreach ($pair as $key) {
+                    $ids[$key] = $this->producer->submit($code, [], ['unique_key' => $key] + $options);
+                    self::assertFalse($this->producer->lastExisted(), "$mode: $key");
+                }
+                self::assertNotSame($ids[$pair[0]], $ids[$pair[1]], "$mode: $pair[0] and $pair[1]");
+                foreach ($ids as $key => $id) {
+                    self::assertSame($id, $this->producer->submit($code, [], ['unique_key' => $key] + $options), "$mode: $key again");
+                    self::assertTrue($this->producer->lastExisted(), "$mode: $key again");
+                    self::assertSame((string) $key, Env::task($this->pdo, $id)['unique_key']);
+                }
+            }
+        }
+
+        // until-done hands over exactly the ended task's key.
+        $code = $this->code('php_lib_exact_handover');
+        $dog = $this->producer->submit($code, [], ['unique_key' => 'gift-🐶', 'on_conflict' => 'until-done']);
+        $smile = $this->producer->submit($code, [], ['unique_key' => 'gift-😀', 'on_conflict' => 'until-done']);
+        $this->pdo->prepare('UPDATE task_center SET status = 3 WHERE id = ?')->execute([$dog]);
+        $next = $this->producer->submit($code, [], ['unique_key' => 'gift-🐶', 'on_conflict' => 'until-done']);
+        self::assertNotSame($dog, $next);
+        self::assertNotSame($smile, $next);
+        self::assertSame('gift-🐶', Env::task($this->pdo, $dog)['released_key']);
+        self::assertSame('gift-😀', Env::task($this->pdo, $smile)['unique_key']);
+    }
+
     public function testAt(): void
     {
         $at = (new \DateTimeImmutable('@' . (int) $this->dbNow()))->modify('+1 hour');
@@ -261,6 +296,9 @@ final class TaskProducerTest extends TestCase
             fn () => $this->producer->submit('ok', [], ['uniq_key' => 'typo']),
             fn () => $this->producer->submit('ok', [], ['queue' => 'a/b']),
             fn () => $this->producer->submit('ok', [], ['unique_key' => str_repeat('k', 192)]),
+            fn () => $this->producer->submit('ok', [], ['unique_key' => 'order-42 ']),
+            fn () => $this->producer->submit('ok', [], ['unique_key' => "\torder-42"]),
+            fn () => $this->producer->submit('ok', [], ['unique_key' => "订单\u{3000}"]),
             fn () => $this->producer->submit('ok', ['bad' => "\xB1\x31"]),
             fn () => $this->producer->submit('ok', [], ['delay' => 5, 'at' => new \DateTimeImmutable()]),
             fn () => $this->producer->delay('ok', -1, []),
