@@ -43,7 +43,9 @@ type Submission struct {
 	// MaxRetry; nil means 3.
 	MaxRetry *int
 	// UniqueKey deduplicates: a second submission with the same code and
-	// key returns the first task, or does what OnConflict says.
+	// key returns the first task, or does what OnConflict says. Keys
+	// compare exactly (case and every character count); one that starts
+	// or ends with whitespace is refused.
 	UniqueKey string
 	// OnConflict is what a submission does when a task of its code holds
 	// its unique key (default: reject, return that task). Debounce moves
