@@ -42,6 +42,10 @@ func NewFreezeProxy(t testing.TB, target string) *FreezeProxy {
 // Addr is the proxy's address.
 func (p *FreezeProxy) Addr() string { return p.ln.Addr().String() }
 
+// Down closes the proxy and every connection through it: from then on a
+// connection to Addr is refused, like one to a server that went down.
+func (p *FreezeProxy) Down() { p.close() }
+
 // Freeze stops forwarding, for good.
 func (p *FreezeProxy) Freeze() { p.frozen.Store(true) }
 

@@ -186,9 +186,10 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 	// Results the task center does not take: the worker may keep its
 	// slots busy taking work, but none of it ends. A slow link writes
 	// within seconds, not an idle window. A task center that answers
-	// with a refusal (read-only for a maintenance or a failover) refuses
-	// every node alike: a restart would not write the results, only run
-	// their tasks again, so the worker keeps them and waits.
+	// with a refusal (read-only for a maintenance or a failover), or that
+	// no connection reaches (down, restarting, cut off), fails every node
+	// alike: a restart would not write the results, only run their tasks
+	// again, so the worker keeps them and waits.
 	if waited := d.w.ResultsWaiting(); waited > d.cfg.IdleWindow {
 		refused := d.w.ResultsRefused()
 		if !d.unwritten {

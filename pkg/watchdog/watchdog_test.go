@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/clock"
@@ -14,6 +15,7 @@ import (
 	"github.com/taskd/taskd/pkg/metrics"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
 	"github.com/taskd/taskd/pkg/watchdog"
@@ -262,6 +264,62 @@ func TestRefusedResultsWait(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return w.ResultsRefused() != nil }, 10*time.Second, 10*time.Millisecond)
 
+	requireWaits(t, env, w, "read-only")
+
+	env.Exec(t, `DROP TRIGGER read_only_results`)
+	require.Eventually(t, func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 3`, id.ID) == 1
+	}, 20*time.Second, 20*time.Millisecond, "the result is written once the server takes writes")
+	require.Eventually(t, func() bool { return w.ResultsWaiting() == 0 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, w.ResultsRefused())
+}
+
+// A task center that cannot be reached at all (down, restarting, cut off:
+// every connection refused) is no reason to exit either: every node sees
+// it alike, a restart would not write the results, and the restarted
+// process would leave their tasks to recovery, which runs them again.
+// The watchdog reports it, and the worker keeps its results and waits.
+func TestUnreachableTaskCenterWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	dsn, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	proxy := testenv.NewFreezeProxy(t, dsn.Addr)
+	dsn.Addr = proxy.Addr()
+	st, err := store.Open(ctx, dsn.FormatDSN(), store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	reg := handler.NewRegistry()
+	reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		started <- struct{}{}
+		<-release
+		return "ok", nil
+	}))
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"quick": 2}, Handlers: reg, Logger: quiet}, st, env.Broker)
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	_, err = producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
+	require.NoError(t, err)
+	_, err = scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
+	require.NoError(t, err)
+	<-started
+	proxy.Down() // the task center goes away while the task runs
+	close(release)
+	require.Eventually(t, func() bool { return w.ResultsRefused() != nil }, 20*time.Second, 10*time.Millisecond,
+		"a refused connection is told apart from a server that does not answer")
+	require.ErrorContains(t, w.ResultsRefused(), "unreachable")
+
+	requireWaits(t, env, w, "connection refused")
+}
+
+// requireWaits checks that a watchdog of w, whose results the task center
+// turns down, reports them unwritten (its event saying why) and does not
+// exit the process past the idle window and the grace.
+func requireWaits(t *testing.T, env *testenv.Env, w *worker.Worker, why string) {
+	t.Helper()
+	ctx := context.Background()
 	const window = 300 * time.Millisecond
 	exits := make(chan string, 1)
 	wd := watchdog.New(watchdog.Config{IdleWindow: window, Grace: window, Node: "n1", Logger: quiet,
@@ -274,17 +332,10 @@ func TestRefusedResultsWait(t *testing.T) {
 	time.Sleep(3 * window)
 	res, err := wd.RunOnce(ctx)
 	require.NoError(t, err)
-	require.False(t, res.Exit, "no exit while the task center refuses")
+	require.False(t, res.Exit, "no exit while the task center turns the results down")
 	require.Empty(t, exits)
 	events, err := env.Broker.Events(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, watchdog.KindIdle, events[0].Kind)
-	require.Contains(t, events[0].Detail, "read-only")
-
-	env.Exec(t, `DROP TRIGGER read_only_results`)
-	require.Eventually(t, func() bool {
-		return env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 3`, id.ID) == 1
-	}, 20*time.Second, 20*time.Millisecond, "the result is written once the server takes writes")
-	require.Eventually(t, func() bool { return w.ResultsWaiting() == 0 }, 10*time.Second, 10*time.Millisecond)
-	require.NoError(t, w.ResultsRefused())
+	require.Contains(t, events[0].Detail, why)
 }

@@ -3,10 +3,13 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -70,10 +73,11 @@ type completer struct {
 	// it writes was queued, plus one (0: it writes none). Times are since
 	// epoch, on the monotonic clock.
 	writing [completerWriters]atomic.Int64
-	// refused is the server's refusal of the last try of a write being
-	// retried (read-only, too many connections), nil when the last try
-	// got no answer or a write succeeded since.
-	refused atomic.Pointer[mysql.MySQLError]
+	// refused is why the task center turned down the last try of a write
+	// being retried: the server's refusal (read-only, too many
+	// connections) or no server to connect to (unreachable). Nil when the
+	// last try got no answer on a connection, or a write succeeded since.
+	refused atomic.Pointer[refusal]
 	// wrote wakes the writer gathering a batch when a write ended.
 	wrote  chan struct{}
 	epoch  time.Time
@@ -295,6 +299,29 @@ func (c *completer) drain(batch []completion) []completion {
 	return batch
 }
 
+// refusal is why the task center turned a write down (see refused).
+type refusal struct{ err error }
+
+// refusalOf is err as a refusal: the server's own error, or a connection
+// that could not be opened because nothing listens or no route leads to
+// the server (down, restarting, cut off). Those hold for every node
+// alike, and a restart would not get past them. A connection that was
+// open and stopped answering is no refusal: a fresh process may get
+// through, and so may one that ran out of descriptors.
+func refusalOf(err error) *refusal {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return &refusal{me}
+	}
+	var dns *net.DNSError
+	var op *net.OpError
+	if errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || errors.As(err, &op) && op.Op == "dial" && op.Timeout() {
+		return &refusal{fmt.Errorf("unreachable: %w", err)}
+	}
+	return nil
+}
+
 // givingUp reports whether a failed write is to be given up: the completer
 // stops (ctx is done) and its flush deadline passed, or it aborts.
 func (c *completer) givingUp(ctx context.Context) bool {
@@ -330,11 +357,7 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 			c.refused.Store(nil)
 			break
 		}
-		var me *mysql.MySQLError
-		if !errors.As(err, &me) {
-			me = nil
-		}
-		c.refused.Store(me)
+		c.refused.Store(refusalOf(err))
 		if store.IsRejected(err) {
 			c.rejected(ctx, batch, err)
 			return held

@@ -392,14 +392,16 @@ func (w *Worker) sweep() {
 // not answer, and the watchdog takes the worker for stuck.
 func (w *Worker) ResultsWaiting() time.Duration { return w.comp.waiting() }
 
-// ResultsRefused is the server's error when the task center answered the
-// last try of a waiting result with a refusal (read-only during a
-// failover or maintenance, too many connections): it is up, and a
-// restart of this process would not get the result written. Nil when it
-// did not answer, or no result waits.
+// ResultsRefused is why the task center turned down the last try of a
+// waiting result: the server's refusal (read-only during a failover or
+// maintenance, too many connections), or no server to connect to (down,
+// restarting, cut off: "unreachable: dial tcp ..."). Either holds for
+// every node alike, and a restart of this process would not get the
+// result written. Nil when it did not answer on an open connection, or
+// no result waits.
 func (w *Worker) ResultsRefused() error {
-	if me := w.comp.refused.Load(); me != nil && w.comp.waiting() > 0 {
-		return me
+	if r := w.comp.refused.Load(); r != nil && w.comp.waiting() > 0 {
+		return r.err
 	}
 	return nil
 }
