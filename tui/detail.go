@@ -25,6 +25,9 @@ type detailView struct {
 	steps *store.Steps // nil: the Source reads none
 	hop   int          // the child or failed member c or f opens next
 	vp    viewport.Model
+	// payload and result are the long texts, made once per content and
+	// width (see textBlock).
+	payload, result textBlock
 }
 
 // openDetail opens task id's detail over what is shown.
@@ -36,6 +39,12 @@ func (m *Model) openDetail(id int64) tea.Cmd {
 }
 
 func (d *detailView) set(m *Model, t *task.Task, runs []*task.Run, steps *store.Steps) {
+	if was := d.task; was == nil || was.ID != t.ID || !bytes.Equal(was.Payload, t.Payload) {
+		d.payload.reset()
+	}
+	if was := d.task; was == nil || was.ID != t.ID || was.LastResult != t.LastResult {
+		d.result.reset()
+	}
 	d.task, d.runs, d.steps = t, runs, steps
 	d.show(m)
 }
@@ -43,11 +52,29 @@ func (d *detailView) set(m *Model, t *task.Task, runs []*task.Run, steps *store.
 // show fills the viewport with the task, wrapped to its width: a line
 // longer than the screen (a payload's string, an error message, two
 // columns a character in Chinese) was cut at the edge, and what was
-// past it could not be seen.
+// past it could not be seen. The payload and the last result are made
+// again only when they or the width changed.
 func (d *detailView) show(m *Model) {
-	if d.task != nil {
-		d.vp.SetContent(wrap(m.detailText(d.task, d.runs)+m.stepsText(d.task, d.steps), d.vp.Width()))
+	t := d.task
+	if t == nil {
+		return
 	}
+	w := d.vp.Width()
+	note := func(what string, n int) string {
+		return fmt.Sprintf("the %s is %s, more than is shown here; taskd show %d -o json prints all of it", what, byteSize(n), t.ID)
+	}
+	payload := d.payload.text(w, func() string {
+		return cutText(indentJSON(t.Payload), w, note("payload", len(t.Payload)))
+	})
+	result := d.result.text(w, func() string {
+		if t.LastResult == "" {
+			return "-"
+		}
+		return cutText(strings.TrimRight(clean(t.LastResult), "\n"), w, note("result", len(t.LastResult)))
+	})
+	head, runs := m.detailText(t, d.runs)
+	d.vp.SetContent(wrap(head, w) + "\n" + payload + "\n" + wrap(runs, w) + "\n" + result + "\n" +
+		wrap(m.stepsText(t, d.steps), w))
 }
 
 // wrap breaks s's lines at width columns, never inside a character: a
@@ -85,7 +112,10 @@ func indentJSON(raw []byte) string {
 	return clean(b.String())
 }
 
-func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
+// detailText is the detail but for the payload and the last result: what
+// comes before the payload (ending with its title), and what comes
+// between it and the result (ending with the result's title).
+func (m *Model) detailText(t *task.Task, runs []*task.Run) (head, mid string) {
 	now := m.opt.Now()
 	var b strings.Builder
 	kv := func(k, v string) {
@@ -121,9 +151,10 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
 	kv("created", at(&t.CreatedAt))
 	kv("updated", at(&t.UpdatedAt))
 
-	b.WriteString("\n" + m.st.Title.Render("Payload") + "\n")
-	b.WriteString(indentJSON(t.Payload) + "\n")
+	b.WriteString("\n" + m.st.Title.Render("Payload"))
+	head = b.String()
 
+	b.Reset()
 	b.WriteString("\n" + m.st.Title.Render(fmt.Sprintf("Runs (%d, newest first)", len(runs))) + "\n")
 	if len(runs) == 0 {
 		b.WriteString("none yet\n")
@@ -140,13 +171,8 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) string {
 			b.WriteString("     " + res + "\n")
 		}
 	}
-	b.WriteString("\n" + m.st.Title.Render("Last result") + "\n")
-	if t.LastResult == "" {
-		b.WriteString("-\n")
-	} else {
-		b.WriteString(strings.TrimRight(clean(t.LastResult), "\n") + "\n")
-	}
-	return b.String()
+	b.WriteString("\n" + m.st.Title.Render("Last result"))
+	return head, b.String()
 }
 
 // workerNode names the node of worker id, from the task's runs or else

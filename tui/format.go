@@ -94,11 +94,20 @@ func stamp(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05")
 }
 
-// oneLine keeps the first line of s.
+// oneLineMax is how much of a text oneLine reads: a listing or a run's
+// line shows no more, and a result can be megabytes, cleaned at every
+// refresh.
+const oneLineMax = 1024
+
+// oneLine keeps the first line of s, marking with " …" that more follows.
 func oneLine(s string) string {
-	s = strings.TrimSpace(clean(s))
+	more := len(s) > oneLineMax
+	s = strings.TrimSpace(clean(cutBytes(s, oneLineMax)))
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i] + " …"
+	}
+	if more && s != "" {
+		return s + " …"
 	}
 	return s
 }

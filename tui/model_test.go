@@ -3,6 +3,8 @@ package tui
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -689,6 +691,10 @@ func TestHandlerOutputCannotEscape(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "red bell", clean("\x1b[31mred\x1b[0m\t\abell"))
 	require.Equal(t, "a …", oneLine("a\n\x1b[2Jb"))
+	// A run's result of megabytes on one line: its first KiB, marked cut
+	// (the detail shows 50 runs, cleaned at every refresh).
+	long := oneLine(strings.Repeat("错", 1<<20))
+	require.Equal(t, strings.Repeat("错", 341)+" …", long)
 }
 
 func TestSparkline(t *testing.T) {
@@ -969,4 +975,48 @@ func TestDetailWrapsWideText(t *testing.T) {
 		joined.WriteString(strings.TrimRight(l, " "))
 	}
 	require.Equal(t, "错误："+msg, joined.String())
+}
+
+// TestDetailLongTextsMadeOnce: a payload and a result of megabytes are
+// indented, cleaned and wrapped once per content and width, not at each
+// refresh (which kept tasktop at a third of a CPU), and cut to what can
+// be scrolled, saying where all of it is.
+func TestDetailLongTextsMadeOnce(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	items := make([]string, 40000)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"id":%d,"name":"第%d项"}`, i, i)
+	}
+	b.src.mu.Lock()
+	tk := b.src.tasks[2] // 1008, dead
+	tk.Payload = json.RawMessage(`{"items":[` + strings.Join(items, ",") + `]}`)
+	tk.LastResult = strings.Repeat("exit status 1: 错误 output line\n", 100000)
+	b.src.mu.Unlock()
+	b.press(t, m, "3", "down", "down", "enter")
+	d := m.cur.detail
+	require.Contains(t, screen(m), "Task 1008  dead")
+	for range 5 {
+		b.press(t, m, "ctrl+r")
+	}
+	require.Equal(t, 1, d.payload.renders, "the payload is made once")
+	require.Equal(t, 1, d.result.renders, "the result is made once")
+	require.Less(t, d.vp.TotalLineCount(), 2500, "the view holds what can be scrolled: 1,000 lines of each long text")
+	cut := regexp.MustCompile(`✂ cut: the (\w+) is ([0-9.]+ MiB), more than is shown here; taskd show 1008 -o json\nprints all of it`)
+	found := cut.FindAllStringSubmatch(plain(d.vp.GetContent()), -1)
+	require.Len(t, found, 2, "the payload and the result each say they were cut")
+	require.Equal(t, [][]string{{"payload", "1.3 MiB"}, {"result", "3.2 MiB"}}, [][]string{found[0][1:], found[1][1:]})
+	b.press(t, m, "G")
+	require.Contains(t, screen(m), "taskd show 1008 -o json\nprints all of it", "the end of the view says where the rest is")
+
+	m.Update(tea.WindowSizeMsg{Width: 60, Height: 20})
+	require.Equal(t, 2, d.payload.renders, "a new width makes it again")
+	b.src.mu.Lock()
+	done := *tk // each read is a new task, as from the task center
+	done.LastResult = "ok"
+	b.src.tasks[2] = &done
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	require.Equal(t, []int{2, 3}, []int{d.payload.renders, d.result.renders}, "a new result makes the result only")
+	require.Contains(t, screen(m), "ok")
 }

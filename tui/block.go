@@ -1,0 +1,92 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+// A payload can be megabytes (submit.max_payload), and so can a result
+// (worker.output_limit). Indenting, cleaning and wrapping all of it at
+// every refresh kept tasktop at a third of a CPU while such a task's
+// detail was open, to show a screen of it. The detail holds each as a
+// textBlock: made once per (content, width), reused by every refresh, and
+// cut to what can usefully be scrolled, saying where the rest is.
+
+// What a block shows at most: the first blockMaxBytes of its text, and
+// of those the first blockMaxLines lines of the screen's width (about 50
+// pages of an 80×24 terminal).
+const (
+	blockMaxBytes = 64 << 10
+	blockMaxLines = 1000
+)
+
+// textBlock is one long text of the detail as shown: formatted, cut and
+// wrapped.
+type textBlock struct {
+	valid bool // out is of the current content, at width
+	width int
+	out   string
+	// renders counts the times out was made: a refresh that finds the
+	// content unchanged makes none.
+	renders int
+}
+
+// reset marks the content changed: the next text makes the block again.
+func (b *textBlock) reset() { b.valid = false }
+
+// text returns the block at width, made by make when the content or the
+// width changed since it was last made.
+func (b *textBlock) text(width int, make func() string) string {
+	if !b.valid || b.width != width {
+		b.out, b.width, b.valid = make(), width, true
+		b.renders++
+	}
+	return b.out
+}
+
+// cutText wraps s at width, cut to blockMaxBytes and blockMaxLines; when
+// it cuts, a last line says so: note, which names the whole text's size
+// and where to read all of it.
+func cutText(s string, width int, note string) string {
+	kept := cutBytes(s, blockMaxBytes)
+	cut := len(kept) < len(s)
+	lines := strings.Split(wrap(kept, width), "\n")
+	if len(lines) > blockMaxLines {
+		lines, cut = lines[:blockMaxLines], true
+	}
+	out := strings.Join(lines, "\n")
+	if cut {
+		out += "\n" + ansi.Wrap("✂ cut: "+note, width, "")
+	}
+	return out
+}
+
+// cutBytes returns at most n bytes of s: whole lines when there is a line
+// break in the last quarter, else whole characters.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if i := strings.LastIndexByte(s[:n], '\n'); i >= n*3/4 {
+		return s[:i]
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// byteSize writes a size in bytes short: 900 bytes, 64.0 KiB, 7.9 MiB.
+func byteSize(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+}
