@@ -56,10 +56,13 @@ func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.Chang
 	}
 }
 
-// taskAction is one of the task actions on ids.
-func (m *Model) taskAction(fn func(Actions, context.Context, ops.Target) (ops.Change, error), ids []int64) actionFn {
+// taskAction is one of the task actions on ids, fenced by the attempts
+// shown: a task that ran again or was retried since the operator saw it
+// (between a key and its confirmation, or a refresh) is left alone, and
+// the status line says so.
+func (m *Model) taskAction(fn func(Actions, context.Context, ops.Target) (ops.Change, error), ids []int64, attempts map[int64]int) actionFn {
 	return func(ctx context.Context) (string, error) {
-		return outcome(fn(m.opt.Actions, ctx, ops.Target{IDs: ids, Lenient: true}))
+		return outcome(fn(m.opt.Actions, ctx, ops.Target{IDs: ids, Lenient: true, Attempts: attempts}))
 	}
 }
 
@@ -81,15 +84,19 @@ type taskActionKey struct {
 	destructive bool
 	fn          func(Actions, context.Context, ops.Target) (ops.Change, error)
 	explain     string
+	// fenced: the action is about the run shown, and leaves a task that
+	// ran again since. Enable and disable are about a periodic task's
+	// schedule, whatever run it is at.
+	fenced bool
 }
 
 var taskActions = []taskActionKey{
-	{actionKeys.Retry, "Retry", false, Actions.Retry, ""},
-	{actionKeys.RunNow, "Run now", false, Actions.RunNow, ""},
-	{actionKeys.Enable, "Enable", false, Actions.Enable, ""},
-	{actionKeys.Kill, "Kill", true, Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled. A periodic task not running is disabled until enabled (e); a running one goes on to its next run."},
-	{actionKeys.Delete, "Delete", true, Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone."},
-	{actionKeys.Disable, "Disable", true, Actions.Disable, "Periodic tasks stop running until enabled."},
+	{actionKeys.Retry, "Retry", false, Actions.Retry, "", true},
+	{actionKeys.RunNow, "Run now", false, Actions.RunNow, "", true},
+	{actionKeys.Enable, "Enable", false, Actions.Enable, "", false},
+	{actionKeys.Kill, "Kill", true, Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled. A periodic task not running is disabled until enabled (e); a running one goes on to its next run.", true},
+	{actionKeys.Delete, "Delete", true, Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone.", true},
+	{actionKeys.Disable, "Disable", true, Actions.Disable, "Periodic tasks stop running until enabled.", false},
 }
 
 // actionOf returns the task action of key k.
@@ -106,7 +113,7 @@ func actionOf(k tea.KeyPressMsg) (taskActionKey, bool) {
 // one. An action on a selection always asks first, naming how many tasks
 // and the first of them, so a key never acts on more than the operator
 // meant.
-func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, selected bool) (tea.Cmd, bool) {
+func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, attempts map[int64]int, selected bool) (tea.Cmd, bool) {
 	a, ok := actionOf(k)
 	if !ok {
 		return nil, false
@@ -114,7 +121,10 @@ func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, selected bool) (tea.Cmd,
 	if len(ids) == 0 || !m.canAct() {
 		return nil, true
 	}
-	fn := m.taskAction(a.fn, ids)
+	if !a.fenced {
+		attempts = nil
+	}
+	fn := m.taskAction(a.fn, ids, attempts)
 	if !a.destructive && !selected {
 		return m.act(fn), true
 	}

@@ -100,7 +100,11 @@ func (m *Model) detailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	if cmd, ok := m.stepKey(k); ok {
 		return cmd, true
 	}
-	return m.taskKey(k, []int64{d.id}, false)
+	var attempts map[int64]int
+	if d.task != nil {
+		attempts = map[int64]int{d.id: d.task.Attempt}
+	}
+	return m.taskKey(k, []int64{d.id}, attempts, false)
 }
 
 // indentJSON indents a payload; what is not JSON is shown as it is.

@@ -118,8 +118,9 @@ type fakeActions struct {
 	src   *fakeSource // resolves filter targets (IDs); nil: none match
 	// partial: a task action changes only the first id, then fails with
 	// this error (a kill whose worker Redis cannot reach).
-	partial error
-	lenient []bool // each id target's Lenient, in order
+	partial  error
+	lenient  []bool          // each id target's Lenient, in order
+	attempts []map[int64]int // and its Attempts
 }
 
 func (a *fakeActions) IDs(_ context.Context, t ops.Target) ([]int64, error) {
@@ -158,6 +159,7 @@ func (a *fakeActions) task(name string, t ops.Target) (ops.Change, error) {
 	a.record(name, t.IDs)
 	a.mu.Lock()
 	a.lenient = append(a.lenient, t.Lenient)
+	a.attempts = append(a.attempts, t.Attempts)
 	partial := a.partial
 	a.mu.Unlock()
 	if partial != nil {

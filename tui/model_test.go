@@ -344,6 +344,35 @@ func TestConfirmDefaultsToCancel(t *testing.T) {
 	require.Equal(t, []string{"kill [1010]", "delete [1009]"}, b.acts.Calls())
 }
 
+// TestActionOnTheTaskShown: the list refreshes under an open dialog (a
+// new task on top, the task retried meanwhile): the action confirmed
+// goes to the task the dialog named, fenced by the attempt shown then,
+// not to the run begun since.
+func TestActionOnTheTaskShown(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "x") // task 1010, running
+	shown := m.tasks.rows[0].Attempt
+	require.Contains(t, screen(m), "Kill task 1010?")
+	b.src.mu.Lock()
+	again := *b.src.tasks[0]
+	again.Attempt++
+	newer := again
+	newer.ID = 1011
+	b.src.tasks = append([]*task.Task{&newer, &again}, b.src.tasks[1:]...)
+	b.src.mu.Unlock()
+	b.settle(t, m, m.refresh())
+	require.Equal(t, int64(1010), m.tasks.rows[m.tasks.cur.pos].ID, "the cursor stays on its task")
+	b.press(t, m, "right", "enter")
+	require.Equal(t, []string{"kill [1010]"}, b.acts.Calls())
+	require.Equal(t, []map[int64]int{{1010: shown}}, b.acts.attempts, "fenced by the attempt the dialog was opened on")
+
+	b.press(t, m, "r") // 1010 now shown at its new attempt: a retry of what is shown
+	require.Equal(t, map[int64]int{1010: shown + 1}, b.acts.attempts[1])
+	b.press(t, m, "d", "y") // a periodic task's schedule, whatever its run
+	require.Nil(t, b.acts.attempts[2], "disable is not fenced")
+}
+
 func TestMultiSelectBulkRetry(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
@@ -877,7 +906,7 @@ func TestTaskColumns(t *testing.T) {
 	}
 	require.Contains(t, screen(m), "STATUS▲")
 	require.Equal(t, task.Pending, m.tasks.rows[0].Status)
-	ids, _ := m.tasks.targets()
+	ids, _, _ := m.tasks.targets()
 	require.Equal(t, []int64{1010}, ids, "the cursor stays on its task, wherever the sort put it")
 	require.Equal(t, int64(1010), m.tasks.rows[m.tasks.cur.pos].ID)
 }

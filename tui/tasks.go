@@ -139,22 +139,25 @@ func (m *Model) applyTaskFilter(s string) tea.Cmd {
 }
 
 // targets are the selected tasks shown on the page, else the one under
-// the cursor; selected reports which. A selection that is not on the
+// the cursor, with the attempt of each shown; selected reports which. A selection that is not on the
 // screen never counts: what a key acts on is always what the operator
 // sees marked.
-func (v *tasksView) targets() (ids []int64, selected bool) {
+func (v *tasksView) targets() (ids []int64, attempts map[int64]int, selected bool) {
+	attempts = map[int64]int{}
 	for _, t := range v.rows {
 		if v.selected[t.ID] {
 			ids = append(ids, t.ID)
+			attempts[t.ID] = t.Attempt
 		}
 	}
 	if len(ids) > 0 {
-		return ids, true
+		return ids, attempts, true
 	}
 	if v.cur.pos < len(v.rows) {
-		return []int64{v.rows[v.cur.pos].ID}, false
+		t := v.rows[v.cur.pos]
+		return []int64{t.ID}, map[int64]int{t.ID: t.Attempt}, false
 	}
-	return nil, false
+	return nil, nil, false
 }
 
 // setRows shows a newly read page. The cursor stays on the task it was
@@ -234,8 +237,8 @@ func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 			return cmd, true
 		}
 	}
-	ids, selected := v.targets()
-	if cmd, ok := m.taskKey(k, ids, selected); ok {
+	ids, attempts, selected := v.targets()
+	if cmd, ok := m.taskKey(k, ids, attempts, selected); ok {
 		// Whatever the outcome (done, asked and cancelled, refused), the
 		// selection was used: the next key starts from the cursor.
 		v.unselect()

@@ -387,3 +387,32 @@ func TestCronReAddKeepsState(t *testing.T) {
 	}
 	require.Equal(t, 6, got.PlanNextRun.In(zone).Hour(), "the new schedule's next run")
 }
+
+// TestActionFencedByAttemptShown: an action confirmed on what the
+// operator saw (task dead at attempt 3) does not act on the task once it
+// ran again meanwhile (retried by someone else, dead again at attempt 4):
+// the retry would run it once more than anyone meant. It says why.
+func TestActionFencedByAttemptShown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	stale, fresh, running := b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x")
+	b.env.Exec(t, `UPDATE task_center SET status = 5, attempt = 4 WHERE id = ?`, stale)
+	b.env.Exec(t, `UPDATE task_center SET status = 5, attempt = 3 WHERE id = ?`, fresh)
+	b.env.Exec(t, `UPDATE task_center SET status = 0, attempt = 2 WHERE id = ?`, running)
+
+	c, err := b.ops.Retry(ctx, ops.Target{IDs: []int64{stale, fresh}, Lenient: true, Attempts: map[int64]int{stale: 3, fresh: 3}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{fresh}, c.IDs)
+	require.Equal(t, []ops.Skipped{{ID: stale, Status: "dead",
+		Reason: "attempt 4 now, not the attempt 3 shown: it ran or was retried meanwhile"}}, c.Unchanged)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 5`, stale))
+	require.Equal(t, []int64{fresh}, detailOf(t, b.auditOne(t, "retry")).IDs, "the audit row names what changed")
+
+	// A kill confirmed on attempt 1 leaves attempt 2 alone.
+	c, err = b.ops.Kill(ctx, ops.Target{IDs: []int64{running}, Lenient: true, Attempts: map[int64]int{running: 1}})
+	require.NoError(t, err)
+	require.Zero(t, c.Changed)
+	require.Contains(t, c.Sentence(), "not changed, pending: attempt 2 now, not the attempt 1 shown")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, running))
+}

@@ -122,6 +122,10 @@ type Target struct {
 	// hold tasks deleted since they were shown; a script's ids are
 	// checked.
 	Lenient bool
+	// Attempts are the attempts the operator saw of some of IDs (tasktop
+	// shows them): a task that ran again or was retried meanwhile is left
+	// alone and reported so, instead of acting on a run nobody saw.
+	Attempts map[int64]int
 }
 
 // String names the target for the audit log.
@@ -155,6 +159,13 @@ func (t Target) String() string {
 		parts = append(parts, "all")
 	}
 	return "filter " + strings.Join(parts, " ")
+}
+
+// saw reports whether attempt is the attempt of task id the operator saw
+// (true when they saw none).
+func (t Target) saw(id int64, attempt int) bool {
+	want, ok := t.Attempts[id]
+	return !ok || want == attempt
 }
 
 // IDs resolves a target to task ids.
@@ -193,7 +204,7 @@ func (o *Ops) Select(ctx context.Context, f Filter) ([]int64, error) {
 }
 
 func (o *Ops) action(name string, t Target) store.TaskAction {
-	return store.TaskAction{Actor: o.actor, Action: name, Target: t.String()}
+	return store.TaskAction{Actor: o.actor, Action: name, Target: t.String(), Attempts: t.Attempts}
 }
 
 // taskAction resolves t and applies one store action to it.
@@ -213,7 +224,7 @@ func (o *Ops) taskAction(ctx context.Context, name string, t Target, wake bool,
 	if wake && len(done) > 0 && o.broker != nil {
 		o.broker.Wake(ctx, 0) // best effort: the next poll finds them anyway
 	}
-	return o.newChange(ctx, name, ids, done)
+	return o.newChange(ctx, name, t, ids, done)
 }
 
 // Retry moves dead, failed or cancelled tasks back to pending, due now,
@@ -297,7 +308,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 	dispatched := map[int64]int{} // their attempts
 	for _, id := range ids {
 		st, ok := states[id]
-		if !ok {
+		if !ok || !t.saw(id, st.Attempt) {
 			continue
 		}
 		if st.Status != task.Running {
@@ -314,7 +325,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		if err != nil {
 			return failed("kill"), err
 		}
-		if tk.Status == task.Running {
+		if tk.Status == task.Running && t.saw(id, tk.Attempt) {
 			running[id] = tk
 		} else {
 			idle = append(idle, id)
@@ -343,7 +354,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		c.Requested, c.Changed, c.IDs, c.Warning = len(ids), len(done), nonNil(done), warning
 		return c, err
 	}
-	c, err := o.newChange(ctx, "kill", ids, done)
+	c, err := o.newChange(ctx, "kill", t, ids, done)
 	c.Warning = warning
 	return c, err
 }

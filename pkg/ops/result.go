@@ -218,7 +218,7 @@ func reason(action string, st store.TaskState) string {
 
 // newChange is the Change of a task action asked for requested that
 // changed changed; the others get their reason from their state now.
-func (o *Ops) newChange(ctx context.Context, action string, requested, changed []int64) (Change, error) {
+func (o *Ops) newChange(ctx context.Context, action string, t Target, requested, changed []int64) (Change, error) {
 	done := make(map[int64]bool, len(changed))
 	for _, id := range changed {
 		done[id] = true
@@ -243,7 +243,11 @@ func (o *Ops) newChange(ctx context.Context, action string, requested, changed [
 			c.Unchanged = append(c.Unchanged, Skipped{ID: id, Reason: "not found (deleted meanwhile)"})
 			continue
 		}
-		c.Unchanged = append(c.Unchanged, Skipped{ID: id, Status: st.Status.String(), Reason: reason(action, st)})
+		why := reason(action, st)
+		if !t.saw(id, st.Attempt) {
+			why = fmt.Sprintf("attempt %d now, not the attempt %d shown: it ran or was retried meanwhile", st.Attempt, t.Attempts[id])
+		}
+		c.Unchanged = append(c.Unchanged, Skipped{ID: id, Status: st.Status.String(), Reason: why})
 	}
 	return c, nil
 }

@@ -58,6 +58,11 @@ type TaskAction struct {
 	// Requested is the number of tasks the operator asked for (0: the ids
 	// of this call).
 	Requested int
+	// Attempts, when set, are the attempts the operator saw: a task whose
+	// attempt is another now (it was retried, or ran again, meanwhile) is
+	// left alone, as one in the wrong state is. A task absent from it is
+	// not fenced.
+	Attempts map[int64]int
 }
 
 // TaskRetry moves dead, failed or cancelled tasks back to pending, due now.
@@ -186,13 +191,13 @@ func (s *Store) taskAction(ctx context.Context, a TaskAction, after string, ids 
 		chunk := ids[:min(len(ids), 1000)]
 		ids = ids[len(chunk):]
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			was, err := lockStatus(ctx, tx, chunk)
+			was, attempts, err := lockStatus(ctx, tx, chunk)
 			if err != nil {
 				return err
 			}
 			var done []int64
-			if len(chunk) > 0 {
-				if done, err = act(ctx, tx, newToken(), chunk, was); err != nil {
+			if fenced := a.fence(chunk, attempts); len(fenced) > 0 {
+				if done, err = act(ctx, tx, newToken(), fenced, was); err != nil {
 					return err
 				}
 			}
@@ -228,11 +233,26 @@ func (s *Store) taskAction(ctx context.Context, a TaskAction, after string, ids 
 	return changed, nil
 }
 
-// lockStatus locks tasks and returns their status by id.
-func lockStatus(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]int, error) {
-	out := make(map[int64]int, len(ids))
+// fence returns the ids whose attempt now (attempts) is the one the
+// operator saw, or who saw none.
+func (a TaskAction) fence(ids []int64, attempts map[int64]int) []int64 {
+	if len(a.Attempts) == 0 {
+		return ids
+	}
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if want, ok := a.Attempts[id]; !ok || attempts[id] == want {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// lockStatus locks tasks and returns their status and attempt by id.
+func lockStatus(ctx context.Context, tx *sql.Tx, ids []int64) (status, attempt map[int64]int, err error) {
+	status, attempt = make(map[int64]int, len(ids)), make(map[int64]int, len(ids))
 	if len(ids) == 0 {
-		return out, nil
+		return status, attempt, nil
 	}
 	args := make([]any, len(ids))
 	for i, id := range ids {
@@ -240,18 +260,18 @@ func lockStatus(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]int, er
 	}
 	rows, err := tx.QueryContext(ctx, fmt.Sprintf(qActionLock, placeholders(len(ids))), args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var st int
-		if err := rows.Scan(&id, &st); err != nil {
-			return nil, err
+		var st, at int
+		if err := rows.Scan(&id, &st, &at); err != nil {
+			return nil, nil, err
 		}
-		out[id] = st
+		status[id], attempt[id] = st, at
 	}
-	return out, rows.Err()
+	return status, attempt, rows.Err()
 }
 
 func truncate(s string, n int) string {

@@ -678,7 +678,7 @@ const qGroupsOf = `SELECT id, group_key FROM task_center WHERE id IN (%s) AND gr
 
 // qActionLock locks the tasks of an operator action and reads their state
 // before it.
-const qActionLock = `SELECT id, status FROM task_center WHERE id IN (%s) FOR UPDATE`
+const qActionLock = `SELECT id, status, attempt FROM task_center WHERE id IN (%s) FOR UPDATE`
 
 // qRunNow makes pending or failed tasks due now; one overdue already
 // keeps its due time, and so its place in the backlog.
