@@ -1049,3 +1049,40 @@ func TestDetailLongTextsMadeOnce(t *testing.T) {
 	require.Equal(t, []int{2, 3}, []int{d.payload.renders, d.result.renders}, "a new result makes the result only")
 	require.Contains(t, screen(m), "ok")
 }
+
+// TestLongNamesKeepTheirEnds: at 80 columns queue names that share a long
+// prefix were all cut to the same "queue_with_…": the cut takes out the
+// middle, so each row still names its queue.
+func TestLongNamesKeepTheirEnds(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "queue…mber_4", cutMiddle("queue_with_a_rather_long_name_number_4", 12))
+	require.Equal(t, "队列_…名称_3", cutMiddle("队列_中文名字_很长很长的队列名称_3", 12))
+	require.Equal(t, "short", cutMiddle("short", 12))
+	require.Equal(t, "队列_…称_30", cutMiddle("队列_中文名字_很长很长的队列名称_30", 12), "a wide character across the cut is left out")
+	m, b := setup(t, false)
+	b.src.mu.Lock()
+	for _, n := range []string{"4", "5"} {
+		b.src.ov.Stats.Queues = append(b.src.ov.Stats.Queues, stats.Queue{Name: "queue_with_a_rather_long_name_number_" + n})
+	}
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	s := screen(m)
+	require.Regexp(t, `(?m)^  queue…mber_4 `, s)
+	require.Regexp(t, `(?m)^  queue…mber_5 `, s)
+}
+
+// TestNarrowTableEndsInItsLastColumn: at 60 columns the queues' STATE
+// column kept its 24 cells and every line ended cut, in "…"; it now
+// gives up what it must, and the header names it whole.
+func TestNarrowTableEndsInItsLastColumn(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	m.Update(tea.WindowSizeMsg{Width: 60, Height: 20})
+	b.press(t, m, "1")
+	lines := strings.Split(screen(m), "\n")
+	require.Regexp(t, `STATE *$`, lines[2])
+	for _, l := range lines[3 : len(lines)-1] {
+		require.LessOrEqual(t, ansi.StringWidth(l), 60)
+		require.NotRegexp(t, ` ok +…$`, l, "a short state, and the line cut at the screen's edge")
+	}
+}

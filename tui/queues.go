@@ -199,7 +199,7 @@ func (m *Model) selectedQueue() (stats.Queue, bool) {
 // queueColumns: at 80 columns STATE keeps its room, the sparkline and
 // the finer figures go first.
 var queueColumns = []column{
-	{title: "QUEUE", width: 12, flex: 24},
+	{title: "QUEUE", width: 12, flex: 24, middle: true},
 	{title: "SH", width: 2, right: true, drop: 7},
 	{title: "PEND", width: 6, right: true},
 	{title: "BACKLOG", width: 7, right: true},

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -21,6 +22,10 @@ type column struct {
 	right bool
 	drop  int // 0: never dropped
 	flex  int // >0: grows up to this width
+	// middle: a name too long is cut in its middle, keeping its end:
+	// queue_mail_high and queue_mail_low differ there, and cut at the
+	// end both read queue_mail_….
+	middle bool
 }
 
 // row is one table row: its cells and its style (problem rows stand out).
@@ -61,6 +66,15 @@ func fit(cols []column, width int) ([]int, []int) {
 			widths = append(widths, c.width)
 		}
 	}
+	// Still too wide (60 columns): the rightmost flex column gives up
+	// what it must, so its cells end in "…" rather than every line.
+	for k := len(idx) - 1; k >= 0 && total > width; k-- {
+		if cols[idx[k]].flex > 0 {
+			give := min(total-width, widths[k]-4)
+			widths[k] -= give
+			total -= give
+		}
+	}
 	// The rightmost flex columns (state, detail, result) grow first.
 	spare := max(0, width-total)
 	for k := len(idx) - 1; k >= 0 && spare > 0; k-- {
@@ -83,6 +97,20 @@ func cell(s string, w int, right bool) string {
 	return s + pad
 }
 
+// cutMiddle cuts s to w cells by taking out its middle, marked "…".
+func cutMiddle(s string, w int) string {
+	n := ansi.StringWidth(s)
+	if n <= w || w < 5 {
+		return s
+	}
+	tail := ansi.TruncateLeft(s, n-(w-1-(w-1)/2), "")
+	for ansi.StringWidth(tail) > w-1-(w-1)/2 {
+		_, size := utf8.DecodeRuneInString(tail) // a wide character across the cut
+		tail = tail[size:]
+	}
+	return ansi.Truncate(s, w-1-ansi.StringWidth(tail), "") + "…" + tail
+}
+
 // renderTable draws a header and the rows that fit in height, scrolled so
 // that the cursor row is visible; the cursor row is shown reversed.
 func renderTable(st *Styles, cols []column, rows []row, cur *cursor, width, height int) string {
@@ -95,6 +123,9 @@ func renderTable(st *Styles, cols []column, rows []row, cur *cursor, width, heig
 			c := ""
 			if i < len(cells) {
 				c = cells[i]
+			}
+			if cols[i].middle {
+				c = cutMiddle(c, widths[k])
 			}
 			b.WriteString(cell(c, widths[k], cols[i].right))
 		}

@@ -341,8 +341,8 @@ func (m *Model) turned() {
 var taskColumns = []column{
 	{title: "ID", width: 8, right: true},
 	{title: "STATUS", width: 10},
-	{title: "CODE", width: 12, flex: 24},
-	{title: "QUEUE", width: 10, flex: 20, drop: 5},
+	{title: "CODE", width: 12, flex: 24, middle: true},
+	{title: "QUEUE", width: 10, flex: 20, drop: 5, middle: true},
 	{title: "TYPE", width: 8, drop: 6},
 	{title: "TRY", width: 5, right: true, drop: 3},
 	{title: "DUE", width: 10, right: true, drop: 4},

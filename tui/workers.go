@@ -210,8 +210,8 @@ func (m *Model) workerDetailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 
 var slotColumns = []column{
 	{title: "TASK", width: 8, right: true},
-	{title: "CODE", width: 12, flex: 30},
-	{title: "QUEUE", width: 10, flex: 24, drop: 2},
+	{title: "CODE", width: 12, flex: 30, middle: true},
+	{title: "QUEUE", width: 10, flex: 24, drop: 2, middle: true},
 	{title: "ATT", width: 3, right: true, drop: 1}, // the attempt: the fencing token, not the retry budget of TRY in Tasks
 	{title: "FOR", width: 7, right: true},
 	{title: "STATE", width: 9},
