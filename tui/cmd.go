@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/term"
@@ -16,6 +17,7 @@ import (
 	"github.com/taskd/taskd/pkg/cli"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -43,7 +45,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if err != nil {
 				return err
 			}
-			return run(cmd.Context(), cfg)
+			return run(cmd.Context(), cfg, stderr)
 		},
 	}
 	if len(args) == 1 && args[0] == "version" {
@@ -87,9 +89,21 @@ func (e runError) Unwrap() error { return e.error }
 // `ssh host tasktop` without -t, cron, a pipe.
 var errNoTerminal = errors.New("no terminal to draw on: run tasktop in one (over SSH: ssh -t HOST tasktop); scripts read taskd stats and taskd list")
 
+// waitNotice is how long a start may wait on MySQL or Redis before it
+// says so.
+var waitNotice = time.Second
+
 // run connects and runs the UI until the operator quits.
-func run(ctx context.Context, cfg *config.Config) error {
+func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
+	// A server that takes the connection and never answers holds the
+	// start for up to mysql.read_timeout before any screen is drawn: a
+	// blank terminal at 2 a.m. should say what it waits for.
+	notice := time.AfterFunc(waitNotice, func() {
+		fmt.Fprintf(stderr, "tasktop: waiting for MySQL (%s) and Redis (%s) to answer; ctrl+c gives up\n",
+			dsnAddr(cfg.MySQL.DSN), cfg.Redis.Addr)
+	})
 	be, err := openBackend(ctx, cfg)
+	notice.Stop()
 	if err != nil {
 		return runError{err}
 	}
@@ -117,4 +131,13 @@ func run(ctx context.Context, cfg *config.Config) error {
 		return runError{fmt.Errorf("terminal: %w", err)}
 	}
 	return nil
+}
+
+// dsnAddr is the address a DSN connects to, for messages.
+func dsnAddr(dsn string) string {
+	c, err := store.ParseDSN(dsn, store.Options{})
+	if err != nil {
+		return "?"
+	}
+	return c.Addr
 }

@@ -3,7 +3,9 @@ package tui
 import (
 	"bytes"
 	"context"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -16,4 +18,28 @@ func TestBadFlagValue(t *testing.T) {
 		require.Equal(t, 2, Main(context.Background(), args, &stdout, &stderr), args)
 		require.Equal(t, "tasktop: bad value \"5\" for --refresh: want a duration such as 500ms, 30s or 5m\n", stderr.String(), args)
 	}
+}
+
+// A task center that takes the connection and never answers held the
+// start, on a blank terminal, for up to mysql.read_timeout: it says what
+// it waits for, and ctrl+c (the context) gives up at once.
+func TestStartSaysWhatItWaitsFor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := Main(ctx, []string{"--config", "/dev/null", "--mysql-dsn", "root:@tcp(" + ln.Addr().String() + ")/taskd"}, &stdout, &stderr)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr.String(), "tasktop: waiting for MySQL ("+ln.Addr().String()+") and Redis (127.0.0.1:6379) to answer; ctrl+c gives up\n")
 }
