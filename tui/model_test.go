@@ -1086,3 +1086,20 @@ func TestNarrowTableEndsInItsLastColumn(t *testing.T) {
 		require.NotRegexp(t, ` ok +…$`, l, "a short state, and the line cut at the screen's edge")
 	}
 }
+
+// TestLongStatusTakesTwoLines: an action's outcome that says why a task
+// was left alone was cut at 80 columns before the why; it takes two
+// lines while it shows, and the screen stays 24 lines.
+func TestLongStatusTakesTwoLines(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3")
+	m.setStatus("retry: 0 of 1 task changed; 1010 not changed, dead: attempt 4 now, not the attempt 3 shown: it ran or was retried meanwhile", nil)
+	lines := strings.Split(screen(m), "\n")
+	require.Len(t, lines, 24)
+	require.Equal(t, "10:00:00 retry: 0 of 1 task changed; 1010 not changed, dead: attempt 4 now, not", strings.TrimRight(lines[22], " "))
+	require.Regexp(t, `^the attempt 3 shown: it ran or was retried meanwhile +updated 10:00:00$`, lines[23])
+	for _, l := range lines {
+		require.LessOrEqual(t, ansi.StringWidth(l), 80)
+	}
+}

@@ -43,7 +43,10 @@ func (m *Model) errorLines() []string {
 func (m *Model) render() string {
 	lines := []string{m.header(), m.tabs()}
 	lines = append(lines, m.errorLines()...)
-	h := m.tableHeight()
+	foot := m.footer()
+	// A status of two lines takes the body's last line while it shows;
+	// the pages read stay as long as the screen.
+	h := max(1, m.tableHeight()-(len(foot)-1))
 	var body string
 	d := m.cur.detail
 	switch {
@@ -68,7 +71,7 @@ func (m *Model) render() string {
 		body = lipgloss.Place(m.w, h, lipgloss.Center, lipgloss.Center, m.dialogView(m.w))
 	}
 	lines = append(lines, fitLines(body, m.w, h)...)
-	lines = append(lines, m.footer())
+	lines = append(lines, foot...)
 	return strings.Join(lines, "\n")
 }
 
@@ -227,22 +230,33 @@ func (m *Model) tabs() string {
 }
 
 // footer is the prompt when one is open, else the status line: what the
-// last action changed, or the keys of the view.
-func (m *Model) footer() string {
+// last action changed, or the keys of the view. A status too long for
+// one line takes two (an action's outcome says why each task it left
+// alone was left, and cut at 80 columns it said nothing).
+func (m *Model) footer() []string {
 	if m.input != nil {
-		return cell(m.input.ti.View(), m.w, false)
+		return []string{cell(m.input.ti.View(), m.w, false)}
 	}
 	right := ""
 	if !m.ovAt.IsZero() {
 		right = "updated " + clock(m.ovAt)
 	}
 	room := m.w - ansi.StringWidth(right) - 1
-	left := m.st.Dim.Render(m.shortHelp(room))
-	if text, isErr := m.statusText(); text != "" {
-		left = m.st.Status.Render(text)
-		if isErr {
-			left = m.st.StatusErr.Render(text)
-		}
+	text, isErr := m.statusText()
+	if text == "" {
+		return []string{cell(m.st.Dim.Render(m.shortHelp(room)), room, false) + " " + right}
 	}
-	return cell(left, room, false) + " " + right
+	style := m.st.Status
+	if isErr {
+		style = m.st.StatusErr
+	}
+	if ansi.StringWidth(text) <= room {
+		return []string{cell(style.Render(text), room, false) + " " + right}
+	}
+	first := ansi.Truncate(text, m.w, "")
+	if i := strings.LastIndexByte(first, ' '); i > len(first)/2 {
+		first = first[:i] // at a word's end
+	}
+	rest := strings.TrimLeft(text[len(first):], " ")
+	return []string{cell(style.Render(first), m.w, false), cell(style.Render(rest), room, false) + " " + right}
 }
