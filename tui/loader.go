@@ -181,7 +181,7 @@ func (l *Loader) readSeries(ctx context.Context, now time.Time) (map[string][]in
 // Tasks implements Source.
 func (l *Loader) Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error) {
 	ts, err := l.Store.TaskList(ctx, &store.TaskListParams{Status: q.Status, Queue: q.Queue, Code: q.Code,
-		Search: q.Search, BeforeID: q.BeforeID, Limit: q.Limit})
+		Search: q.Search, BeforeID: q.BeforeID, Limit: q.Limit, Brief: true})
 	if err != nil {
 		return nil, fmt.Errorf("MySQL: %w", err)
 	}

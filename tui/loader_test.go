@@ -87,6 +87,13 @@ func TestLoaderReadsTheServices(t *testing.T) {
 	page, err = l.Tasks(ctx, TaskQuery{Code: "mail", Limit: 2, BeforeID: page[1].ID})
 	require.NoError(t, err)
 	require.Equal(t, []int64{first + 2, first + 1}, []int64{page[0].ID, page[1].ID})
+	// A page reads no payload, and a result's first KiB only: megabytes
+	// a row, at each refresh, cost more than the rest of tasktop's reads.
+	env.Exec(t, `UPDATE task_center SET last_result = REPEAT('错', 100000) WHERE id = ?`, first+2)
+	page, err = l.Tasks(ctx, TaskQuery{Code: "mail", Limit: 1, BeforeID: first + 3})
+	require.NoError(t, err)
+	require.Empty(t, page[0].Payload)
+	require.Equal(t, strings.Repeat("错", 1024), page[0].LastResult)
 
 	tk, runs, err := l.Task(ctx, first)
 	require.NoError(t, err)

@@ -411,7 +411,20 @@ type TaskListParams struct {
 	ChangedBefore time.Time
 	BeforeID      int64
 	Limit         int
+	// Brief leaves out the payload and keeps the first listBriefChars of
+	// the last result: what a listing shows. A page of tasks with
+	// payloads of megabytes, read at each of tasktop's refreshes, cost
+	// more than everything else it reads.
+	Brief bool
 }
+
+// listBriefChars is how much of a last result a brief listing reads.
+const listBriefChars = 1024
+
+// briefTaskColumns are taskColumns without the payload, and with the
+// first listBriefChars of the last result.
+var briefTaskColumns = strings.NewReplacer(", payload,", ", '',",
+	"COALESCE(last_result, '')", fmt.Sprintf("COALESCE(LEFT(last_result, %d), '')", listBriefChars)).Replace(taskColumns)
 
 // where is the filter of p as SQL conditions and their arguments.
 //
@@ -587,7 +600,11 @@ func isStatementTime(err error) bool {
 // TaskList lists tasks, newest first.
 func (s *Store) TaskList(ctx context.Context, p *TaskListParams) ([]*task.Task, error) {
 	where, args := p.where()
-	q := `SELECT ` + taskColumns + ` FROM task_center` + where
+	cols := taskColumns
+	if p.Brief {
+		cols = briefTaskColumns
+	}
+	q := `SELECT ` + cols + ` FROM task_center` + where
 	limit := p.Limit
 	if limit <= 0 || limit > 10000 {
 		limit = 50
