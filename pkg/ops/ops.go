@@ -187,7 +187,8 @@ func (o *Ops) Select(ctx context.Context, f Filter) ([]int64, error) {
 	var ids []int64
 	params := f.params()
 	p := &params
-	p.Limit = 10000
+	// Ids only: a page of 10,000 whole rows could be gigabytes of payloads.
+	p.Limit, p.Brief = 10000, true
 	for {
 		ts, err := o.store.TaskList(ctx, p)
 		if err != nil {
