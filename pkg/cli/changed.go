@@ -16,7 +16,7 @@ import (
 type changedWindow struct{ since, until string }
 
 func (w *changedWindow) register(cmd *cobra.Command, verb string) {
-	const what = "a duration back from now (90m, 2h, 3d) or a time (RFC 3339 or 'YYYY-MM-DD HH:MM[:SS]' in the local zone)"
+	const what = "a duration back from now (90m, 2h, 3d), a time of day (HH:MM, its last occurrence) or a time ('YYYY-MM-DD HH:MM[:SS]' in the local zone, or RFC 3339)"
 	cmd.Flags().StringVar(&w.since, "since", "", verb+" tasks whose row last changed at or after this: "+what)
 	cmd.Flags().StringVar(&w.until, "until", "", verb+" tasks whose row last changed before this: "+what)
 }
@@ -51,11 +51,33 @@ func whenArg(flag, s string, now time.Time) (time.Time, error) {
 		}
 		return now.Add(-d), nil
 	}
+	if t, ok := clockArg(s, now); ok {
+		return t, nil
+	}
 	t, err := parseTime(s)
 	if err != nil {
-		return time.Time{}, task.Invalidf("%s: cannot read %q as a duration (90m, 2h, 3d) or a time (RFC 3339 or 'YYYY-MM-DD HH:MM[:SS]')", flag, s)
+		return time.Time{}, task.Invalidf("%s: cannot read %q as a duration (90m, 2h, 3d) or a time (HH:MM, 'YYYY-MM-DD HH:MM[:SS]' or RFC 3339)", flag, s)
 	}
 	return t, nil
+}
+
+// clockArg reads a time of day, HH:MM[:SS] in the local zone, as its last
+// occurrence at or before now: what an operator types at 02:40 about an
+// outage that began at 02:10, or at 00:20 about one at 23:50.
+func clockArg(s string, now time.Time) (time.Time, bool) {
+	for _, layout := range []string{"15:04", "15:04:05"} {
+		c, err := time.Parse(layout, s)
+		if err != nil {
+			continue
+		}
+		now = now.Local()
+		t := time.Date(now.Year(), now.Month(), now.Day(), c.Hour(), c.Minute(), c.Second(), 0, time.Local)
+		if t.After(now) {
+			t = t.AddDate(0, 0, -1)
+		}
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 // agoArg parses a duration, with d as 24 h ("3d", "1d12h").
