@@ -15,6 +15,12 @@
 // recovery elsewhere takes its tasks at once, as it withdraws its
 // heartbeat first. Every step is logged, counted and recorded as an event
 // that the watchdog-heal alert reports.
+//
+// A worker whose results the task center turns down (it refuses writes,
+// or no connection reaches it) is not stuck but waiting, as every node
+// is: neither its unwritten results nor the backlog its queues keep
+// meanwhile make it exit, and its queues' idle windows start over once
+// the task center takes writes again.
 package watchdog
 
 import (
@@ -100,8 +106,9 @@ type Slots interface {
 	// ResultsWaiting is how long the oldest result being written has
 	// waited for the task center.
 	ResultsWaiting() time.Duration
-	// ResultsRefused is the server's error when it refused the last try
-	// of a waiting result instead of not answering.
+	// ResultsRefused is why the task center turned down the last try of
+	// a waiting result (a refusal, or no connection reaches it) instead
+	// of not answering; nil otherwise.
 	ResultsRefused() error
 }
 
@@ -119,7 +126,11 @@ type Watchdog struct {
 	abandoned map[fence]time.Time // abandoned attempt -> exit deadline
 	idle      map[string]bool     // queues reported idle
 	unwritten bool                // results unwritten, reported
-	exitOnce  sync.Once
+	// waiting are the queues reported waiting on the task center, and
+	// waitedAt the last check that found the worker's results turned down.
+	waiting  map[string]bool
+	waitedAt time.Time
+	exitOnce sync.Once
 }
 
 type fence struct {
@@ -140,7 +151,7 @@ func New(cfg Config, w Slots, s *store.Store, b *broker.Broker) *Watchdog {
 	return &Watchdog{
 		cfg: cfg, w: w, store: s, broker: b, clock: store.NewClock(s, nil),
 		log:       cfg.Logger.With("component", "watchdog", "worker_id", w.ID()),
-		abandoned: map[fence]time.Time{}, idle: map[string]bool{},
+		abandoned: map[fence]time.Time{}, idle: map[string]bool{}, waiting: map[string]bool{},
 	}
 }
 
@@ -190,8 +201,11 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 	// no connection reaches (down, restarting, cut off), fails every node
 	// alike: a restart would not write the results, only run their tasks
 	// again, so the worker keeps them and waits.
+	refused := d.w.ResultsRefused()
+	if refused != nil {
+		d.waitedAt = now
+	}
 	if waited := d.w.ResultsWaiting(); waited > d.cfg.IdleWindow {
-		refused := d.w.ResultsRefused()
 		if !d.unwritten {
 			d.unwritten = true
 			res.Idle++
@@ -214,7 +228,7 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 		quiet := now.Sub(qs.Progress)
 		// A paused queue keeps its backlog on purpose.
 		if quiet <= d.cfg.IdleWindow || busy[q] >= qs.Capacity || d.broker.Layout().Paused(q) {
-			delete(d.idle, q)
+			d.forget(q)
 			continue
 		}
 		backlog, err := d.broker.QueueLen(ctx, q)
@@ -222,7 +236,7 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("watchdog: %w", err)
 		}
 		if backlog == 0 {
-			delete(d.idle, q)
+			d.forget(q)
 			continue
 		}
 		// A queue whose limit holds its backlog back (a rate, a
@@ -232,6 +246,27 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("watchdog: %w", err)
 		}
 		if _, ok := held[q]; ok {
+			d.forget(q)
+			continue
+		}
+		// A worker whose results the task center turns down writes none,
+		// and once a batch of them waits it takes no more (worker's
+		// backedUp): its backlog waits on the task center, as every
+		// node's does, and a restart would only lose the results. Once
+		// the task center takes writes, the window starts over.
+		if refused != nil {
+			delete(d.idle, q)
+			if !d.waiting[q] {
+				d.waiting[q] = true
+				d.log.Warn("queue backlog waits for the task center to take this worker's results", "queue", q,
+					"backlog", backlog, "quiet", quiet.Round(time.Second).String(), "why", refused)
+			}
+			continue
+		}
+		// Idle since the later of its last result and the task center's
+		// last refusal.
+		idleFor := min(quiet, now.Sub(d.waitedAt))
+		if idleFor <= d.cfg.IdleWindow {
 			delete(d.idle, q)
 			continue
 		}
@@ -244,11 +279,17 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			d.log.Error("worker alive but idle", "queue", q, "backlog", backlog, "quiet", quiet)
 			d.record(ctx, &broker.Event{Kind: KindIdle, Queue: q, Detail: detail})
 		}
-		if quiet > d.cfg.IdleWindow+d.cfg.Grace {
-			d.exit(ctx, &res, fmt.Sprintf("queue %s idle with a backlog for %s", q, quiet.Round(time.Second)))
+		if idleFor > d.cfg.IdleWindow+d.cfg.Grace {
+			d.exit(ctx, &res, fmt.Sprintf("queue %s idle with a backlog for %s", q, idleFor.Round(time.Second)))
 		}
 	}
 	return res, nil
+}
+
+// forget drops what was reported of queue q: it is busy or drained.
+func (d *Watchdog) forget(q string) {
+	delete(d.idle, q)
+	delete(d.waiting, q)
 }
 
 func returned(r worker.Running) bool {

@@ -2,7 +2,10 @@ package watchdog_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,13 +286,7 @@ func TestUnreachableTaskCenterWaits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	dsn, err := mysql.ParseDSN(env.DSN)
-	require.NoError(t, err)
-	proxy := testenv.NewFreezeProxy(t, dsn.Addr)
-	dsn.Addr = proxy.Addr()
-	st, err := store.Open(ctx, dsn.FormatDSN(), store.Options{})
-	require.NoError(t, err)
-	defer st.Close()
+	st, proxy := proxiedStore(t, env)
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	reg := handler.NewRegistry()
 	reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) {
@@ -300,7 +297,7 @@ func TestUnreachableTaskCenterWaits(t *testing.T) {
 	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"quick": 2}, Handlers: reg, Logger: quiet}, st, env.Broker)
 	require.NoError(t, w.Start(ctx))
 	defer w.Stop()
-	_, err = producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
+	_, err := producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
 	require.NoError(t, err)
 	_, err = scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
 	require.NoError(t, err)
@@ -312,6 +309,20 @@ func TestUnreachableTaskCenterWaits(t *testing.T) {
 	require.ErrorContains(t, w.ResultsRefused(), "unreachable")
 
 	requireWaits(t, env, w, "connection refused")
+}
+
+// proxiedStore opens env's task center through a proxy that can be taken
+// down.
+func proxiedStore(t *testing.T, env *testenv.Env) (*store.Store, *testenv.FreezeProxy) {
+	t.Helper()
+	dsn, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	proxy := testenv.NewFreezeProxy(t, dsn.Addr)
+	dsn.Addr = proxy.Addr()
+	st, err := store.Open(context.Background(), dsn.FormatDSN(), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st, proxy
 }
 
 // requireWaits checks that a watchdog of w, whose results the task center
@@ -339,3 +350,144 @@ func requireWaits(t *testing.T, env *testenv.Env, w *worker.Worker, why string) 
 	require.Equal(t, watchdog.KindIdle, events[0].Kind)
 	require.Contains(t, events[0].Detail, why)
 }
+
+// A worker that holds a full batch of results the task center turns down
+// takes no more work: its queue keeps a backlog and writes no result. It
+// waits on the task center, as every node does, and is not idle: the
+// watchdog neither reports the queue idle nor exits the process, which
+// would lose the held results and, under a supervisor, restart into the
+// same outage.
+func TestUnreachableTaskCenterWithABacklogWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	st, proxy := proxiedStore(t, env)
+
+	// More messages wait in Redis than the worker holds results of
+	// before it stops taking (two batches being written, one queued).
+	const tasks = 1300
+	prod := producer.New(env.Store, env.Broker, producer.Options{})
+	for range tasks / 100 {
+		subs := make([]producer.Submission, 100)
+		for i := range subs {
+			subs[i] = producer.Submission{Code: "quick"}
+		}
+		_, err := prod.SubmitBatch(ctx, subs)
+		require.NoError(t, err)
+	}
+	sched := scheduler.New(scheduler.Config{Window: 2 * tasks, Logger: quiet}, env.Store, env.Broker)
+	require.Eventually(t, func() bool {
+		_, err := sched.RunOnce(ctx)
+		require.NoError(t, err)
+		return backlog(t, env) == tasks
+	}, 20*time.Second, 10*time.Millisecond)
+
+	proxy.Down() // the task center goes away before the worker starts
+	reg := handler.NewRegistry()
+	reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"quick": 4}, Handlers: reg, Logger: quiet,
+		FlushWait: time.Millisecond}, st, env.Broker)
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	// It runs what it takes, holds the results, and stops taking.
+	last := int64(-1)
+	require.Eventually(t, func() bool {
+		n := backlog(t, env)
+		stalled := n == last && len(w.Running()) == 0 && w.ResultsRefused() != nil
+		last = n
+		return stalled
+	}, 20*time.Second, 200*time.Millisecond)
+	require.Positive(t, last, "a backlog is left")
+
+	const window = 300 * time.Millisecond
+	exits := make(chan string, 1)
+	var logs testenv.LogBuffer
+	wd := watchdog.New(watchdog.Config{IdleWindow: window, Grace: window, Node: "n1", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
+	idle := 0
+	require.Never(t, func() bool {
+		res, err := wd.RunOnce(ctx)
+		require.NoError(t, err)
+		idle += res.Idle
+		return res.Exit
+	}, 10*window, 20*time.Millisecond, "no exit while the task center cannot be reached")
+	require.Empty(t, exits)
+	require.Equal(t, 1, idle, "the unwritten results are reported, the queue is not")
+	events, err := env.Broker.Events(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	require.Contains(t, events[0].Detail, "connection refused")
+	require.Equal(t, last, backlog(t, env), "the worker took nothing meanwhile")
+	require.Equal(t, 1, strings.Count(logs.String(), "queue backlog waits for the task center"), "said once, not every check")
+}
+
+// backlog is the number of messages waiting in queue quick.
+func backlog(t *testing.T, env *testenv.Env) int64 {
+	n, err := env.Broker.QueueLen(context.Background(), "quick")
+	require.NoError(t, err)
+	return n
+}
+
+// While the task center turns a worker's results down, its queues' quiet
+// is no idleness; once it takes writes again each queue gets a whole idle
+// window before it counts as idle (the worker resumes taking a moment
+// later), and a queue that still takes nothing then is reported and
+// exits the process as any stuck one.
+func TestIdleWindowStartsOverAfterTheTaskCenterWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	for range 2 {
+		_, err := producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
+		require.NoError(t, err)
+	}
+	_, err := scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, backlog(t, env))
+
+	clk := clock.NewManual(time.Now())
+	w := &waitingSlots{progress: clk.Now()}
+	w.setRefused(errors.New("unreachable: dial tcp 127.0.0.1:3306: connect: connection refused"))
+	exits := make(chan string, 1)
+	const window, grace = time.Minute, 30 * time.Second
+	wd := watchdog.New(watchdog.Config{IdleWindow: window, Grace: grace, Node: "n1", Clock: clk, Logger: quiet,
+		Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
+	check := func() watchdog.Result {
+		t.Helper()
+		res, err := wd.RunOnce(ctx)
+		require.NoError(t, err)
+		return res
+	}
+
+	clk.Advance(10 * time.Minute) // a long outage
+	require.Equal(t, watchdog.Result{}, check(), "waiting on the task center")
+	w.setRefused(nil) // it takes writes again; the worker has not taken yet
+	require.Equal(t, watchdog.Result{}, check(), "a whole window after the wait")
+	clk.Advance(window + time.Second)
+	require.Equal(t, watchdog.Result{Idle: 1}, check(), "a queue that takes nothing after the wait is idle")
+	clk.Advance(grace)
+	require.True(t, check().Exit)
+	require.Contains(t, <-exits, "queue quick idle with a backlog")
+}
+
+// waitingSlots is a worker of queue quick with two free slots that has
+// written no result since progress; its one waiting result is turned down
+// while refused is set.
+type waitingSlots struct {
+	progress time.Time
+	refused  atomic.Pointer[error]
+}
+
+func (w *waitingSlots) setRefused(err error) { w.refused.Store(&err) }
+
+func (*waitingSlots) ID() string                  { return "w1" }
+func (*waitingSlots) Running() []worker.Running   { return nil }
+func (*waitingSlots) Abandon(worker.Running) bool { return false }
+func (*waitingSlots) AckAbandoned(context.Context, worker.Running) error {
+	return nil
+}
+func (w *waitingSlots) QueueSlots() []worker.QueueSlots {
+	return []worker.QueueSlots{{Name: "quick", Capacity: 2, Progress: w.progress}}
+}
+func (*waitingSlots) ResultsWaiting() time.Duration { return time.Second }
+func (w *waitingSlots) ResultsRefused() error       { return *w.refused.Load() }
