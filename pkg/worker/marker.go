@@ -32,6 +32,9 @@ type marker struct {
 	delay    time.Duration
 	stale    func()
 	runner   startstop.Runner
+	// fails says a failing mark once, not on every pass: passes come
+	// several a second, and a task center that is down fails each.
+	fails startstop.FailLog
 }
 
 // Start marks until Stop.
@@ -91,7 +94,9 @@ func (m *marker) mark(ctx context.Context, batch []*job) int {
 		err = nil
 	}
 	if err != nil {
-		m.log.Error("mark running failed; retrying", "tasks", len(batch), "err", err)
+		m.fails.Fail(err)
+	} else {
+		m.fails.OK()
 	}
 	marked := 0
 	for i, j := range batch {

@@ -474,6 +474,36 @@ func TestMarkRunningRetried(t *testing.T) {
 	require.Equal(t, []string{"succeeded"}, b.outcomes(t, id))
 }
 
+// While the task center stays unreachable, a running attempt's mark is
+// tried again on every marker pass (several a second), but said once, then
+// once a minute, and once more when a mark lands: a MySQL outage of
+// minutes is a few lines in the log, not thousands.
+func TestMarkFailuresLoggedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st := &faultyStore{Store: b.env.Store}
+	st.failMark.Store(1 << 30)
+	release := make(chan struct{})
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		<-release
+		return "", nil
+	}))
+	var logs testenv.LogBuffer
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg, RunningMarkDelay: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, st, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	id := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "marks tried", func() bool { return st.marks.Load() >= 20 })
+	require.Equal(t, 1, strings.Count(logs.String(), "mark running failed"), "said once:\n%s", logs.String())
+
+	st.failMark.Store(0)
+	require.Eventually(t, func() bool { return b.task(t, id).Status == task.Running }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "running marks written again") }, 10*time.Second, 10*time.Millisecond)
+	close(release)
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+}
+
 // A result write that fails (here: a row lock held by someone else's long
 // transaction, the seed's "alive but idle" night) is retried until it
 // lands; the task is neither lost nor run again.
