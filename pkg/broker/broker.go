@@ -394,6 +394,11 @@ type Heartbeat struct {
 	Capacity   int            `json:"capacity,omitempty"`
 	QueueSlots map[string]int `json:"queue_slots,omitempty"`
 	Slots      []Slot         `json:"slots,omitempty"`
+	// ResultsWaitingMS is how long the oldest of the worker's ended
+	// attempts has waited for its result to be written (0: none waits):
+	// while the task center is down or refuses writes, attempts end on
+	// the worker and their rows still say running.
+	ResultsWaitingMS int64 `json:"results_waiting_ms,omitempty"`
 }
 
 // Beat publishes a heartbeat with a TTL and records the worker in the

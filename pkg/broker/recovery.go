@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -86,6 +87,32 @@ func (b *Broker) Alive(ctx context.Context, ids []string) (map[string]bool, erro
 	}
 	for i, id := range ids {
 		out[id] = cmds[i].Val() == 1
+	}
+	return out, nil
+}
+
+// HoldingResults reports which of the workers ids said in their last
+// heartbeat that results of theirs wait to be written (ResultsWaitingMS).
+func (b *Broker) HoldingResults(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.Get(ctx, b.Keys.Worker(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read heartbeats: %w", err)
+	}
+	for i, id := range ids {
+		var hb struct {
+			ResultsWaitingMS int64 `json:"results_waiting_ms"`
+		}
+		if raw, err := cmds[i].Bytes(); err == nil && json.Unmarshal(raw, &hb) == nil {
+			out[id] = hb.ResultsWaitingMS > 0
+		}
 	}
 	return out, nil
 }

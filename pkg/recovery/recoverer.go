@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -399,13 +400,17 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 				return err
 			}
 		}
+		holding, err := r.holdingResults(ctx, running, alive)
+		if err != nil {
+			return err
+		}
 		var ts []store.Transition
 		var taken []*store.RunningTask
 		nodes := map[string]string{} // worker -> node
 		for i := range running {
 			t := &running[i]
 			dead := trustHeartbeats && !alive[t.WorkerID]
-			if !dead && !t.Overdue {
+			if !dead && (!t.Overdue || holding[t.WorkerID]) {
 				continue
 			}
 			why := "its worker " + t.WorkerID + " died"
@@ -453,6 +458,22 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 			return nil
 		}
 	}
+}
+
+// holdingResults reports which live workers of the overdue tasks of
+// running hold results they could not write yet. Such a task's attempt may
+// have ended long ago, its result held on the worker while the task center
+// was down; taken as hung, it would run again and its result be refused.
+// The worker writes it once the task center takes writes, and a worker
+// whose writes hang is exited by its watchdog, which ends its heartbeat.
+func (r *Recoverer) holdingResults(ctx context.Context, running []store.RunningTask, alive map[string]bool) (map[string]bool, error) {
+	var ids []string
+	for _, t := range running {
+		if t.Overdue && alive[t.WorkerID] && !slices.Contains(ids, t.WorkerID) {
+			ids = append(ids, t.WorkerID)
+		}
+	}
+	return r.broker.HoldingResults(ctx, ids)
 }
 
 // record adds an event for operators; losing one is not worth failing the

@@ -377,6 +377,31 @@ func TestHungTaskPastTimeoutIsTaken(t *testing.T) {
 	require.Contains(t, tk.LastResult, "past its timeout")
 }
 
+// A live worker whose heartbeat says results of its wait to be written
+// (the task center was down) keeps its overdue tasks: their attempts may
+// have ended, and taken as hung they would run again and their results
+// be refused. Once it wrote them, what is still overdue is taken.
+func TestOverdueTaskOfAWorkerHoldingResultsIsLeft(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{RunningGrace: time.Second})
+	b.oldEpoch(t)
+	id := b.submit(t, 1, producer.Submission{Timeout: 10 * time.Second})[0]
+	holding := &broker.Heartbeat{ID: "w1", Queues: []string{"job"}, ResultsWaitingMS: 400_000}
+	require.NoError(t, b.env.Broker.Beat(context.Background(), holding, time.Minute))
+	b.run(t, "w1", b.claim(t))
+	b.env.Exec(t, `UPDATE task_center SET started_at = NOW(3) - INTERVAL 7 MINUTE WHERE id = ?`, id)
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Recovered)
+	require.Equal(t, task.Running, b.status(t, id).Status)
+
+	b.beat(t, "w1") // written: none waits
+	res, err = b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Recovered)
+	require.Contains(t, b.status(t, id).LastResult, "past its timeout")
+}
+
 func TestDeadWorkerOrphansHandedBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t, recovery.Config{DispatchWindow: time.Hour})

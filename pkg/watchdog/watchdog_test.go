@@ -307,6 +307,12 @@ func TestUnreachableTaskCenterWaits(t *testing.T) {
 	require.Eventually(t, func() bool { return w.ResultsRefused() != nil }, 20*time.Second, 10*time.Millisecond,
 		"a refused connection is told apart from a server that does not answer")
 	require.ErrorContains(t, w.ResultsRefused(), "unreachable")
+	// Its heartbeat says so, and recovery leaves its overdue tasks alone.
+	require.Eventually(t, func() bool {
+		h, err := env.Broker.HoldingResults(ctx, []string{w.ID()})
+		require.NoError(t, err)
+		return h[w.ID()]
+	}, 20*time.Second, 50*time.Millisecond, "the heartbeat tells that results wait")
 
 	requireWaits(t, env, w, "connection refused")
 }

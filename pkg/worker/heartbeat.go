@@ -91,6 +91,7 @@ func (h *heartbeater) runOnce(ctx context.Context) error {
 		ID: w.cfg.ID, Node: w.cfg.Node, Host: host, PID: os.Getpid(), Version: w.cfg.Version,
 		Queues: w.Queues(), StartedAt: w.startedAt, Busy: int(w.slots.busy.Load()),
 		Processed: processed, Failed: failed, Capacity: w.Capacity(), QueueSlots: w.cfg.Queues, Slots: w.busySlots(),
+		ResultsWaitingMS: w.comp.waiting().Milliseconds(),
 	}
 	bctx, cancel := context.WithTimeout(ctx, beatTimeout)
 	defer cancel()
