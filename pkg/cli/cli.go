@@ -421,17 +421,22 @@ func NewLogger(c *config.Config, w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	level.UnmarshalText([]byte(c.Log.Level))
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
-	format := c.Log.Format
-	if format == "auto" || format == "" {
-		format = "json"
-		if f, ok := w.(*os.File); ok && isTerminal(f) {
-			format = "text"
-		}
-	}
-	if format == "text" {
+	if logFormat(c, w) == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// logFormat is the log format on w: log.format, where auto is text on a
+// terminal and JSON elsewhere.
+func logFormat(c *config.Config, w io.Writer) string {
+	if c.Log.Format != "auto" && c.Log.Format != "" {
+		return c.Log.Format
+	}
+	if f, ok := w.(*os.File); ok && isTerminal(f) {
+		return "text"
+	}
+	return "json"
 }
 
 // warnings is the log of a command's library code (the producer): its

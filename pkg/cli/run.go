@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -34,6 +35,14 @@ func (a *App) runCmd() *cobra.Command {
 			if err := handler.StartReaper(ctx); err != nil {
 				log.Warn("cannot reap orphans of exec handlers; run under an init that does", "err", err)
 			}
+			// Deferred first, so stopped last: after the node's Close has
+			// ended the handlers, the guard has nothing left to kill.
+			stderr, _ := a.Stderr.(*os.File)
+			guard, err := handler.StartGuard(logFormat(c, a.Stderr), stderr, log)
+			if err != nil {
+				log.Warn("running without the handler guard: the children of an exec handler may outlive a SIGKILLed taskd", "err", err)
+			}
+			defer guard.Stop()
 			var starting *metrics.Server
 			if c.Metrics.Addr != "" {
 				// Seen while it waits for MySQL and Redis: /livez answers and

@@ -94,6 +94,10 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("exec %s: %w", e.Argv[0], err)
 	}
+	// Withdrawn once the attempt is over: the group is then empty, or
+	// SIGKILLed, or left to what the handler did not wait for (guard_linux.go).
+	groupStarted(p.pid)
+	defer groupEnded(p.pid)
 	grace := cmp.Or(e.KillGrace, KillGraceDefault)
 	out := &tailBuffer{limit: cmp.Or(e.OutputLimit, OutputLimitDefault)}
 	stderr := &tailBuffer{limit: stderrLineLimit}

@@ -193,6 +193,7 @@ func startProc(argv, env []string, dir string, log *slog.Logger) (*poolProc, err
 		errR.Close()
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
+	groupStarted(cmd.Process.Pid) // withdrawn by close and kill
 	p := &poolProc{
 		cmd: cmd, pid: cmd.Process.Pid, stdin: inW, lines: make(chan []byte), exited: make(chan struct{}),
 		done: make(chan struct{}), started: time.Now(),
@@ -303,6 +304,7 @@ func (p *poolProc) close(wait, grace time.Duration) {
 	case <-t.C:
 		stopGroup(p.pid, grace, p.exited)
 	}
+	groupEnded(p.pid)
 	p.once.Do(func() { close(p.done) })
 	p.tap.wait(grace)
 }
@@ -311,6 +313,7 @@ func (p *poolProc) close(wait, grace time.Duration) {
 func (p *poolProc) kill(grace time.Duration) {
 	p.stdin.Close()
 	stopGroup(p.pid, grace, p.exited)
+	groupEnded(p.pid)
 	p.once.Do(func() { close(p.done) })
 	p.tap.wait(grace)
 }
