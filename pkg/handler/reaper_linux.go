@@ -125,8 +125,8 @@ func readProc(name string) (proc, bool) {
 // spawns) that the kernel kills when taskd dies: a kill -9 of the node then
 // leaves no handler running on, sharing the capacity the kill gives back
 // (a lease, a serial group's turn, a lock) with the attempt recovery starts
-// elsewhere. Only the child gets the signal: what it started itself runs
-// on. The signal follows the thread
+// elsewhere. Only the child gets the signal: the rest of a handler's group
+// is the handler guard's to kill (guard_linux.go). The signal follows the thread
 // that started the child, and Go ends a thread only when a goroutine
 // locked to it exits, which taskd never does.
 func GroupAttr() *syscall.SysProcAttr {
