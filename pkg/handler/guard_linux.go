@@ -35,8 +35,11 @@ import (
 // unreaped or any member is alive. A group is unlisted when the attempt
 // ends (Handle returns: leader reaped, output closed, and after a kill the
 // group empty or SIGKILLed), or when a pool process was stopped, so a
-// listed id is still the handler's group but for the moments between its
-// last member's exit and that write. Members left behind by an attempt
+// listed id is still the handler's group but between its last member's
+// exit and that write: moments (up to the kill grace when a process
+// outside the group holds the output open), while the kernel hands out
+// pids in turn and reuses one only after going round all of pid_max.
+// Members left behind by an attempt
 // that ended normally (a `cmd &` the handler did not wait for) are not
 // killed, as before, and no longer guarded: the attempt is over, its
 // outcome decided, and at-least-once already allows a rerun of what a
