@@ -45,7 +45,15 @@ type Loader struct {
 	// reads only the last two minutes of task_run.
 	series     map[string]map[int64]int64
 	seriesLast int64 // the minute that was current at the last read (0: none)
+	// texts are still reads of the tasks whose detail is shown, by id: a
+	// refresh reads their payload and last result again only when the
+	// row changed (store.TaskGetStill).
+	texts map[int64]*task.Task
 }
+
+// textsKept bounds the tasks whose texts are kept (tasktop serve shows
+// several details at once).
+const textsKept = 8
 
 var _ Source = (*Loader)(nil)
 
@@ -202,7 +210,7 @@ const runsShown = 50
 
 // Task implements Source.
 func (l *Loader) Task(ctx context.Context, id int64) (*task.Task, []*task.Run, error) {
-	t, err := l.Store.TaskGet(ctx, id)
+	t, err := l.task(ctx, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("MySQL: %w", err)
 	}
@@ -211,6 +219,46 @@ func (l *Loader) Task(ctx context.Context, id int64) (*task.Task, []*task.Run, e
 		return nil, nil, fmt.Errorf("MySQL: %w", err)
 	}
 	return t, runs, nil
+}
+
+// task reads task id, its payload and last result only when its row
+// changed since a still read of them: a payload of 8 MB was read at each
+// refresh of the detail, and it changes only by a submit that replaces
+// it (--on-conflict replace, debounce) or a periodic task's update.
+func (l *Loader) task(ctx context.Context, id int64) (*task.Task, error) {
+	l.mu.Lock()
+	was := l.texts[id]
+	l.mu.Unlock()
+	if was != nil {
+		t, _, err := l.Store.TaskGetStill(ctx, id, true)
+		if err != nil {
+			return nil, err
+		}
+		if t.UpdatedAt.Equal(was.UpdatedAt) && t.CreatedAt.Equal(was.CreatedAt) {
+			t.Payload, t.LastResult = was.Payload, was.LastResult
+			return t, nil
+		}
+	}
+	t, still, err := l.Store.TaskGetStill(ctx, id, false)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.texts, id)
+	if still {
+		if l.texts == nil {
+			l.texts = map[int64]*task.Task{}
+		}
+		for other := range l.texts {
+			if len(l.texts) < textsKept {
+				break
+			}
+			delete(l.texts, other)
+		}
+		l.texts[id] = t
+	}
+	return t, nil
 }
 
 // Audit implements Source.

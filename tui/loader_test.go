@@ -179,3 +179,46 @@ func sum(ns []int64) int64 {
 	}
 	return t
 }
+
+// The detail's refresh reads a task's payload and last result again only
+// when its row changed: a payload of megabytes was read every 2 s. A
+// submit that replaces the payload shows at the next refresh.
+func TestLoaderTaskReadsTextsWhenTheRowChanged(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	submit := func(payload string, c store.ConflictMode) int64 {
+		res, err := env.Store.TaskInsert(ctx, []store.TaskInsertParams{{Code: "mail", Payload: json.RawMessage(payload),
+			UniqueKey: "k", Timeout: 60, MaxRetry: 3, Delay: time.Hour, OnConflict: store.Conflict{Mode: c}}})
+		require.NoError(t, err)
+		return res[0].ID
+	}
+	id := submit(`{"v":"a"}`, store.Reject)
+	env.Exec(t, `UPDATE task_center SET last_result = 'r1', updated_at = NOW(3) - INTERVAL 1 MINUTE WHERE id = ?`, id)
+	l := &Loader{Store: env.Store, Broker: env.Broker}
+	read := func() *task.Task {
+		tk, _, err := l.Task(ctx, id)
+		require.NoError(t, err)
+		return tk
+	}
+	require.JSONEq(t, `{"v":"a"}`, string(read().Payload))
+
+	// Texts changed behind a row that keeps its stamp are not read again:
+	// the refresh did not read them.
+	env.Exec(t, `UPDATE task_center SET payload = '{"v":"b"}', last_result = 'r2', updated_at = updated_at WHERE id = ?`, id)
+	for range 3 {
+		tk := read()
+		require.JSONEq(t, `{"v":"a"}`, string(tk.Payload))
+		require.Equal(t, "r1", tk.LastResult)
+	}
+
+	require.Equal(t, id, submit(`{"v":"c"}`, store.Replace))
+	require.JSONEq(t, `{"v":"c"}`, string(read().Payload))
+	// A row that changed a moment ago may change again under the same
+	// stamp (two writes within a millisecond): its texts are read again
+	// until it has been still a while.
+	env.Exec(t, `UPDATE task_center SET payload = '{"v":"d"}', last_result = 'r3', updated_at = updated_at WHERE id = ?`, id)
+	tk := read()
+	require.JSONEq(t, `{"v":"d"}`, string(tk.Payload))
+	require.Equal(t, "r3", tk.LastResult)
+}

@@ -83,6 +83,18 @@ var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, pay
 
 var qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
 
+// qTaskGetStill reads a task and whether its row has not changed for
+// stillFor (TaskGetStill); qTaskGetStillBrief leaves out the payload and
+// the last result.
+var (
+	qTaskGetStill      = `SELECT ` + taskColumns + `, ` + stillCol + ` FROM task_center WHERE id = ?`
+	qTaskGetStillBrief = `SELECT ` + strings.NewReplacer(", payload,", ", '',", "COALESCE(last_result, '')", "''").Replace(taskColumns) +
+		`, ` + stillCol + ` FROM task_center WHERE id = ?`
+	// stillCol compares in DATETIME, the session's zone, as updated_at is
+	// written: no conversion to tell apart.
+	stillCol = fmt.Sprintf(`updated_at <= NOW(3) - INTERVAL %d MICROSECOND`, stillFor.Microseconds())
+)
+
 // qByUniqueKeys finds the tasks of one code holding any of a set of unique
 // keys: one range of uk_code_unique.
 const qByUniqueKeys = `SELECT unique_key, id FROM task_center WHERE task_code = ? AND unique_key IN (%s)`

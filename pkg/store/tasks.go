@@ -347,6 +347,45 @@ func (s *Store) TaskGet(ctx context.Context, id int64) (*task.Task, error) {
 	return t, nil
 }
 
+// stillFor is how long a task's row must not have changed for a read of
+// it to be still (TaskGetStill).
+const stillFor = 5 * time.Second
+
+// TaskGetStill reads task id, and reports whether its row had not
+// changed for stillFor by the database clock when it was read. Brief
+// leaves out the payload and the last result, which can be megabytes.
+//
+// Every write that changes a row moves its updated_at (ON UPDATE
+// CURRENT_TIMESTAMP(3); none sets it), so a row with the updated_at of a
+// still read holds that read's payload and result: tasktop reads them
+// once, not at each refresh. A read that is not still proves less: two
+// writes whose statements start within one millisecond stamp the same
+// time (a burst of debounce submits), and a read between their commits
+// saw the first.
+func (s *Store) TaskGetStill(ctx context.Context, id int64, brief bool) (*task.Task, bool, error) {
+	q := qTaskGetStill
+	if brief {
+		q = qTaskGetStillBrief
+	}
+	var still bool
+	t, err := scanTask(andScan{s.db.QueryRowContext(ctx, q, id), &still})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, task.NotFoundf("task %d not found", id)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read task %d: %w", id, err)
+	}
+	return t, still, nil
+}
+
+// andScan scans a row of a task's columns followed by one more.
+type andScan struct {
+	r    rowScanner
+	more any
+}
+
+func (a andScan) Scan(dest ...any) error { return a.r.Scan(append(dest, a.more)...) }
+
 // TaskGetByUnique reads the task with a code and unique key.
 func (s *Store) TaskGetByUnique(ctx context.Context, code, key string) (*task.Task, error) {
 	t, err := scanTask(s.db.QueryRowContext(ctx, qTaskByUnique, code, key))
