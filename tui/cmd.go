@@ -98,12 +98,16 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// A server that takes the connection and never answers holds the
 	// start for up to mysql.read_timeout before any screen is drawn: a
 	// blank terminal at 2 a.m. should say what it waits for.
+	noticed := make(chan struct{})
 	notice := time.AfterFunc(waitNotice, func() {
+		defer close(noticed)
 		fmt.Fprintf(stderr, "tasktop: waiting for MySQL (%s) and Redis (%s) to answer; ctrl+c gives up\n",
 			dsnAddr(cfg.MySQL.DSN), cfg.Redis.Addr)
 	})
 	be, err := openBackend(ctx, cfg)
-	notice.Stop()
+	if !notice.Stop() {
+		<-noticed // it started: stderr is the caller's again once it wrote
+	}
 	if err != nil {
 		return runError{err}
 	}
