@@ -88,8 +88,7 @@ var qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
 // the last result.
 var (
 	qTaskGetStill      = `SELECT ` + taskColumns + `, ` + stillCol + ` FROM task_center WHERE id = ?`
-	qTaskGetStillBrief = `SELECT ` + strings.NewReplacer(", payload,", ", '',", "COALESCE(last_result, '')", "''").Replace(taskColumns) +
-		`, ` + stillCol + ` FROM task_center WHERE id = ?`
+	qTaskGetStillBrief = `SELECT ` + briefColumns("''") + `, ` + stillCol + ` FROM task_center WHERE id = ?`
 	// stillCol compares in DATETIME, the session's zone, as updated_at is
 	// written: no conversion to tell apart.
 	stillCol = fmt.Sprintf(`updated_at <= NOW(3) - INTERVAL %d MICROSECOND`, stillFor.Microseconds())

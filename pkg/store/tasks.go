@@ -462,8 +462,13 @@ const listBriefChars = 1024
 
 // briefTaskColumns are taskColumns without the payload, and with the
 // first listBriefChars of the last result.
-var briefTaskColumns = strings.NewReplacer(", payload,", ", '',",
-	"COALESCE(last_result, '')", fmt.Sprintf("COALESCE(LEFT(last_result, %d), '')", listBriefChars)).Replace(taskColumns)
+var briefTaskColumns = briefColumns(fmt.Sprintf("COALESCE(LEFT(last_result, %d), '')", listBriefChars))
+
+// briefColumns are taskColumns without the payload, and with result read
+// in place of the last result.
+func briefColumns(result string) string {
+	return strings.NewReplacer(", payload,", ", '',", "COALESCE(last_result, '')", result).Replace(taskColumns)
+}
 
 // where is the filter of p as SQL conditions and their arguments.
 //
