@@ -57,6 +57,12 @@ type ClaimFilter struct {
 	// passed: the last read from the cursors reached the end of every
 	// lane's due rows.
 	passed bool
+	// behind holds, per queue, a bit for each priority whose cursor
+	// passed rows of it that only its want of room left out. Until a read
+	// from the head takes them, the queue's rows of lower priorities are
+	// not taken either: a full queue that drains gets its priorities in
+	// order, not the rows its cursors happen to be at.
+	behind map[string]uint16
 	// span is the window each priority's next read from its cursor takes
 	// (0: the claim's size). It doubles, up to walkSpanMax, after a
 	// window whose every row was left out, so a walk past a backlog of N
@@ -68,6 +74,23 @@ type ClaimFilter struct {
 // walkSpanMax bounds a window of the walk: 8,192 index entries, about 7
 // ms of the server's CPU and 300 KB to the client.
 const walkSpanMax = 8192
+
+// pass records a row of queue q in lane p that the walk moved past. A
+// row left out only for want of room (free: its queue not paused, its
+// group not held) holds back the queue's lower priorities until a read
+// from the head takes it.
+func (f *ClaimFilter) pass(q string, p int, free bool) {
+	if f.left == nil {
+		f.left = map[string]bool{}
+	}
+	f.left[q] = true
+	if free {
+		if f.behind == nil {
+			f.behind = map[string]uint16{}
+		}
+		f.behind[q] |= 1 << p
+	}
+}
 
 // RoomLeft reports whether a queue the cursors left rows of behind them
 // may take some now.
@@ -128,7 +151,7 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, limit int, f *ClaimFil
 			return nil, false, fmt.Errorf("claim: select due tasks: %w", err)
 		}
 		c.queue = task.QueueOf(c.queue, c.code)
-		c.paused = f.Paused(c.queue) || (f.Room != nil && f.Room(c.queue) == 0)
+		c.paused = f.Paused(c.queue)
 		if f.Grouped != nil && f.Grouped(c.queue) {
 			grouped = append(grouped, c.id)
 			raws[c.id] = raw
@@ -177,8 +200,10 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, limit int, f *ClaimFil
 		if walked {
 			f.From[p] = ClaimCursor{Key: cs[len(cs)-1].key, ID: cs[len(cs)-1].id + 1}
 		}
+		waits := map[string]bool{} // queues a head read left rows of this lane of
 		for _, c := range cs {
-			claimable := !c.paused && !skip[c.id] && fits(c.queue)
+			free := !c.paused && !skip[c.id]
+			claimable := free && fits(c.queue) && f.behind[c.queue]&(1<<p-1) == 0
 			switch {
 			case claimable && len(ids) < limit:
 				ids = append(ids, c.id)
@@ -189,10 +214,18 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, limit int, f *ClaimFil
 				f.From[p] = ClaimCursor{Key: c.key, ID: c.id}
 				walked = false
 			case walked:
-				if f.left == nil {
-					f.left = map[string]bool{}
+				f.pass(c.queue, p, free)
+			case head && free:
+				waits[c.queue] = true
+			}
+		}
+		if head && len(cs) < span[p] {
+			// The head read saw the whole of the lane's due rows: a queue
+			// with none of them left has no rows of it behind the cursor.
+			for q, bits := range f.behind {
+				if bits&(1<<p) != 0 && !waits[q] {
+					f.behind[q] = bits &^ (1 << p)
 				}
-				f.left[c.queue] = true
 			}
 		}
 		switch {

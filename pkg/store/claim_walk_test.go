@@ -140,3 +140,41 @@ func helloRoom(room *int) *store.ClaimFilter {
 		},
 	}
 }
+
+// A full queue's priorities hold while it drains: once it has room, its
+// higher-priority rows go before its lower-priority ones, whether the
+// claim reads from the lanes' head or from the cursors that walked past
+// both backlogs while the queue had none.
+func TestFilteredClaimKeepsPriorityWhileAQueueDrains(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	prio := map[int64]int{}
+	for i := range 25 {
+		due := -time.Minute + time.Duration(i)*time.Millisecond
+		prio[insertRaw(t, b.env, "hello", 9, task.Pending, due)] = 9
+		prio[insertRaw(t, b.env, "hello", 5, task.Pending, due)] = 5
+	}
+	room := 0
+	f := helloRoom(&room)
+	claim := func() []int64 {
+		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
+		require.NoError(t, err)
+		return ids(msgs)
+	}
+	for range 3 {
+		require.Empty(t, claim(), "no room: the cursors walk past both backlogs")
+	}
+	room = 2
+	left5 := 25
+	for i := 0; i < 60 && left5 > 0; i++ {
+		for _, id := range claim() {
+			if prio[id] == 9 {
+				require.Zero(t, left5, "claim %d took priority-9 task %d while %d of priority 5 wait", i, id, left5)
+			}
+			if prio[id] == 5 {
+				left5--
+			}
+		}
+	}
+	require.Zero(t, left5, "every priority-5 task claimed")
+}
