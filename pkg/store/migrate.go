@@ -624,14 +624,16 @@ func (s *Store) killQuery(ctx context.Context, id int64) {
 }
 
 // oldestTransaction describes the oldest open InnoDB transaction of
-// another connection: most often what holds a table's metadata lock.
+// another connection, one whose session uses this database first (the
+// server's other databases' transactions hold no lock on its tables):
+// most often what holds a table's metadata lock.
 func (s *Store) oldestTransaction(ctx context.Context, self int64) string {
 	var id, secs int64
 	var user, host string
 	err := s.db.QueryRowContext(ctx, `SELECT t.trx_mysql_thread_id, TIMESTAMPDIFF(SECOND, t.trx_started, NOW()),
 		COALESCE(p.USER, ''), COALESCE(p.HOST, '')
 		FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-		WHERE t.trx_mysql_thread_id <> ? ORDER BY t.trx_started LIMIT 1`, self).Scan(&id, &secs, &user, &host)
+		WHERE t.trx_mysql_thread_id <> ? ORDER BY p.DB <=> DATABASE() DESC, t.trx_started LIMIT 1`, self).Scan(&id, &secs, &user, &host)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return "no open transaction seen; perhaps LOCK TABLES or a long query"
