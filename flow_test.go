@@ -249,17 +249,21 @@ func TestJobKnowsItsRetry(t *testing.T) {
 	ctx := context.Background()
 	mux := taskd.NewMux()
 	seen := make(chan [3]int, 4)
+	scheduled := make(chan time.Time, 4)
 	taskd.Handle(mux, func(ctx context.Context, job *taskd.Job[flaky]) error {
 		seen <- [3]int{job.Attempt, job.Retry, job.MaxRetry}
+		scheduled <- job.ScheduledAt
 		return fmt.Errorf("try %d failed", job.Retry)
 	})
 	client, _ := serve(t, mux)
-	_, err := client.Submit(ctx, flaky{}, taskd.MaxRetry(1))
+	at := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
+	_, err := client.Submit(ctx, flaky{}, taskd.MaxRetry(1), taskd.At(at))
 	require.NoError(t, err)
 	for _, want := range [][3]int{{1, 0, 1}, {2, 1, 1}} {
 		select {
 		case got := <-seen:
 			require.Equal(t, want, got, "attempt, retry, max retry")
+			require.Equal(t, at.UnixMilli(), (<-scheduled).UnixMilli(), "run %v: the time it was submitted for, its retry's too", want)
 		case <-time.After(20 * time.Second):
 			t.Fatalf("no run %v", want)
 		}

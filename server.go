@@ -33,8 +33,14 @@ type Job[A Args] struct {
 	Code            string
 	Queue           string
 	// Group is the task's group ("" none).
-	Group  string
-	result string
+	Group string
+	// ScheduledAt is the time the run's occurrence was planned for: a
+	// periodic task's cron time, a one-off task's due time. A retry, a run
+	// recovered from a dead worker and a run late after an outage keep the
+	// time of the run they repeat: which day a nightly report is for, and
+	// with ID a key per occurrence.
+	ScheduledAt time.Time
+	result      string
 }
 
 // SetResult sets the attempt's result, kept in the task center (truncated
@@ -77,7 +83,7 @@ func Handle[A Args](m *Mux, f func(ctx context.Context, job *Job[A]) error) {
 	code := zero.Kind()
 	m.HandleFunc(code, func(ctx context.Context, r *handler.Request) (string, error) {
 		job := &Job[A]{ID: r.ID, Attempt: r.Attempt, Retry: r.Retry, MaxRetry: r.MaxRetry, UniqueKey: r.UniqueKey,
-			Code: r.Code, Queue: r.Queue, Group: r.Group}
+			Code: r.Code, Queue: r.Queue, Group: r.Group, ScheduledAt: r.ScheduledAt}
 		if len(r.Payload) > 0 {
 			if err := json.Unmarshal(r.Payload, &job.Args); err != nil {
 				return "", handler.Permanent(fmt.Errorf("decode the payload of %s task %d: %w", code, r.ID, err))

@@ -24,7 +24,7 @@ const KillGraceDefault = 5 * time.Second
 
 // Exec runs a command: argv (no shell), payload on stdin, TASK_ID,
 // TASK_CODE, TASK_ATTEMPT, TASK_RETRY, TASK_MAX_RETRY, TASK_UNIQUE_KEY,
-// TASK_QUEUE and TASK_GROUP added to the
+// TASK_QUEUE, TASK_GROUP and TASK_SCHEDULED_AT added to the
 // daemon's environment (plus Env, and TRACEPARENT, the attempt's span, when
 // tracing is on). Exit 0 is success; otherwise the error is
 // "exit status N: <last line of stderr>", permanent (no retry) for an
@@ -85,6 +85,7 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 		"TASK_UNIQUE_KEY="+r.UniqueKey,
 		"TASK_QUEUE="+r.Queue,
 		"TASK_GROUP="+r.Group,
+		"TASK_SCHEDULED_AT="+formatTime(r.ScheduledAt),
 	)
 	if tp := tracing.TraceParent(ctx); tp != "" {
 		env = append(env, "TRACEPARENT="+tp) // the attempt's span, for the handler to continue

@@ -16,7 +16,8 @@ import (
 )
 
 func testRequest() *Request {
-	return &Request{ID: 42, Code: "send_email", Queue: "mail", Attempt: 3, Retry: 2, MaxRetry: 3, UniqueKey: "uk-1", Payload: []byte(`{"a":1}`)}
+	return &Request{ID: 42, Code: "send_email", Queue: "mail", Attempt: 3, Retry: 2, MaxRetry: 3, UniqueKey: "uk-1",
+		ScheduledAt: time.Date(2026, 12, 5, 10, 0, 0, 250e6, time.FixedZone("CST", 8*3600)), Payload: []byte(`{"a":1}`)}
 }
 
 func sh(script string, args ...string) []string {
@@ -27,7 +28,7 @@ func TestExecSuccess(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	h := &Exec{
-		Argv: sh(`cat; echo; echo "$TASK_ID $TASK_CODE $TASK_ATTEMPT $TASK_RETRY/$TASK_MAX_RETRY $TASK_UNIQUE_KEY $TASK_QUEUE $EXTRA"; pwd`),
+		Argv: sh(`cat; echo; echo "$TASK_ID $TASK_CODE $TASK_ATTEMPT $TASK_RETRY/$TASK_MAX_RETRY $TASK_UNIQUE_KEY $TASK_QUEUE $TASK_SCHEDULED_AT $EXTRA"; pwd`),
 		Env:  []string{"EXTRA=x", "TASK_ID=spoofed"},
 		Dir:  dir,
 	}
@@ -35,7 +36,7 @@ func TestExecSuccess(t *testing.T) {
 	require.NoError(t, err)
 	real, err := filepath.EvalSymlinks(dir)
 	require.NoError(t, err)
-	require.Equal(t, "{\"a\":1}\n42 send_email 3 2/3 uk-1 mail x\n"+real+"\n", out)
+	require.Equal(t, "{\"a\":1}\n42 send_email 3 2/3 uk-1 mail 2026-12-05T02:00:00.250Z x\n"+real+"\n", out)
 }
 
 func TestExecStderrInOutput(t *testing.T) {

@@ -28,8 +28,14 @@ type Request struct {
 	Retry, MaxRetry int
 	UniqueKey       string
 	// Group is the task's group ("" none).
-	Group   string
-	Payload []byte // JSON
+	Group string
+	// ScheduledAt is the time the run's occurrence was planned for: a
+	// periodic task's cron time, a one-off task's due time; a retry, a
+	// late run after an outage and a run recovered from a dead worker
+	// keep the time of the run they repeat. Which day's report to make,
+	// and with ID an idempotency key per occurrence. Zero: unknown.
+	ScheduledAt time.Time
+	Payload     []byte // JSON
 	// Tail, when set, receives the attempt's output as it comes (see
 	// Tail): Exec its stdout and stderr, HTTP the response body, Pool
 	// the process's stderr. A Go handler may write its progress to it.
@@ -190,4 +196,16 @@ func RetryAfter(err error) time.Duration {
 		return ra.RetryAfter()
 	}
 	return 0
+}
+
+// timeFormat is how handlers other than Go's get a time: UTC, to the
+// millisecond, as RFC 3339 (and PHP's DateTimeImmutable) reads it.
+const timeFormat = "2006-01-02T15:04:05.000Z"
+
+// formatTime is t in timeFormat ("" for the zero time).
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeFormat)
 }

@@ -23,7 +23,7 @@ import (
 // HTTP POSTs the payload as a JSON body to URL with the headers
 // Content-Type: application/json, X-Task-Id, X-Task-Code, X-Task-Attempt,
 // X-Task-Retry, X-Task-Max-Retry, X-Task-Deadline (when ctx has one),
-// X-Task-Unique-Key, X-Task-Queue and X-Task-Group, plus Header, and the W3C traceparent
+// X-Task-Scheduled-At (Request.ScheduledAt), X-Task-Unique-Key, X-Task-Queue and X-Task-Group, plus Header, and the W3C traceparent
 // of the attempt's span when tracing is on. A 2xx status is success;
 // the output is the response body, truncated as by Truncate. Otherwise the
 // error is "http 503: <first line of body>"; a redirect other than 307 and
@@ -95,7 +95,10 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	req.Header.Set("X-Task-Max-Retry", strconv.Itoa(r.MaxRetry))
 	if d, ok := ctx.Deadline(); ok {
 		// The endpoint can bound its own work (PHP's set_time_limit) by it.
-		req.Header.Set("X-Task-Deadline", d.UTC().Format("2006-01-02T15:04:05.000Z"))
+		req.Header.Set("X-Task-Deadline", formatTime(d))
+	}
+	if !r.ScheduledAt.IsZero() {
+		req.Header.Set("X-Task-Scheduled-At", formatTime(r.ScheduledAt))
 	}
 	req.Header.Set("X-Task-Unique-Key", r.UniqueKey)
 	req.Header.Set("X-Task-Queue", r.Queue)

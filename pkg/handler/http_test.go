@@ -23,7 +23,8 @@ func TestHTTPSuccess(t *testing.T) {
 			r.Header.Get("Content-Type") != "application/json" ||
 			r.Header.Get("X-Task-Id") != "42" || r.Header.Get("X-Task-Code") != "send_email" ||
 			r.Header.Get("X-Task-Attempt") != "3" || r.Header.Get("X-Task-Unique-Key") != "uk-1" ||
-			r.Header.Get("X-Task-Queue") != "mail" || r.Header.Get("Authorization") != "Bearer s3cret" {
+			r.Header.Get("X-Task-Queue") != "mail" || r.Header.Get("Authorization") != "Bearer s3cret" ||
+			r.Header.Get("X-Task-Scheduled-At") != "2026-12-05T02:00:00.250Z" {
 			http.Error(w, "bad request: "+r.Method+" "+string(body)+" "+r.Header.Get("X-Task-Id"), http.StatusBadRequest)
 			return
 		}

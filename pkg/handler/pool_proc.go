@@ -42,6 +42,8 @@ type poolRequest struct {
 	Group     string          `json:"group,omitempty"`
 	Payload   json.RawMessage `json:"payload"`
 	Deadline  string          `json:"deadline,omitempty"`
+	// ScheduledAt is Request.ScheduledAt.
+	ScheduledAt string `json:"scheduled_at,omitempty"`
 	// Traceparent is the attempt's span (W3C trace context), when traces
 	// are on: the handler's own spans can continue it.
 	Traceparent string `json:"traceparent,omitempty"`
@@ -79,10 +81,7 @@ func encodeRequest(r *Request, deadline time.Time, traceparent string) ([]byte, 
 		payload = s
 	}
 	req := poolRequest{ID: r.ID, Code: r.Code, Attempt: r.Attempt, Retry: r.Retry, MaxRetry: r.MaxRetry, UniqueKey: r.UniqueKey, Queue: r.Queue, Group: r.Group,
-		Payload: payload, Traceparent: traceparent}
-	if !deadline.IsZero() {
-		req.Deadline = deadline.UTC().Format("2006-01-02T15:04:05.000Z")
-	}
+		Payload: payload, Traceparent: traceparent, Deadline: formatTime(deadline), ScheduledAt: formatTime(r.ScheduledAt)}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b) // Encode appends the newline
 	enc.SetEscapeHTML(false)

@@ -46,6 +46,7 @@ func poolHelper(mode string) int {
 			UniqueKey string          `json:"unique_key"`
 			Queue     string          `json:"queue"`
 			Deadline  string          `json:"deadline"`
+			Scheduled string          `json:"scheduled_at"`
 			Payload   json.RawMessage `json:"payload"`
 			Trace     string          `json:"traceparent"`
 		}
@@ -67,7 +68,7 @@ func poolHelper(mode string) int {
 			"pid": os.Getpid(), "id": req.ID, "code": req.Code, "attempt": req.Attempt, "retry": req.Retry, "max_retry": req.MaxRetry,
 			"unique_key": req.UniqueKey,
 			"queue":      req.Queue, "deadline": req.Deadline, "payload": req.Payload, "slot": os.Getenv("TASK_POOL_SLOT"),
-			"traceparent": req.Trace,
+			"traceparent": req.Trace, "scheduled_at": req.Scheduled,
 		}}
 		switch do.Do {
 		case "sleep":
@@ -131,6 +132,7 @@ type helperResult struct {
 	UniqueKey string          `json:"unique_key"`
 	Queue     string          `json:"queue"`
 	Deadline  string          `json:"deadline"`
+	Scheduled string          `json:"scheduled_at"`
 	Payload   json.RawMessage `json:"payload"`
 	Slot      string          `json:"slot"`
 	Trace     string          `json:"traceparent"`
@@ -179,6 +181,7 @@ func TestPoolServesTasks(t *testing.T) {
 	deadline, err := time.Parse("2006-01-02T15:04:05.000Z", r.Deadline)
 	require.NoError(t, err, "deadline %q", r.Deadline)
 	require.WithinDuration(t, time.Now().Add(20*time.Second), deadline, 10*time.Second)
+	require.Equal(t, "2026-12-05T02:00:00.250Z", r.Scheduled, "the occurrence, in UTC to the millisecond")
 
 	// The same process serves the next task.
 	require.Equal(t, r.PID, served(t, p, `{}`).PID)

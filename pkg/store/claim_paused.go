@@ -308,10 +308,10 @@ func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64) ([]*task.
 		var m task.Message
 		var payload []byte
 		var due, disp string
-		var then []byte
+		var then, sched []byte
 		if err := rs.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
 			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &disp,
-			&then, &m.Batch, &m.Group); err != nil {
+			&then, &m.Batch, &m.Group, &sched); err != nil {
 			return nil, fmt.Errorf("read back: %w", err)
 		}
 		m.Payload = payload
@@ -319,6 +319,7 @@ func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64) ([]*task.
 		m.Queue = task.QueueOf(m.Queue, m.Code)
 		m.DueUnixMS = parseUnix(due).UnixMilli()
 		m.DispatchedUnixMS = parseUnix(disp).UnixMilli()
+		m.ScheduledUnixMS = scheduledMS(sched)
 		msgs = append(msgs, &m)
 	}
 	return msgs, rs.Err()

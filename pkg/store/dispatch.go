@@ -187,10 +187,10 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 		var m task.Message
 		var payload []byte
 		var due, now string
-		var then []byte
+		var then, sched []byte
 		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
 			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &now,
-			&then, &m.Batch, &m.Group); err != nil {
+			&then, &m.Batch, &m.Group, &sched); err != nil {
 			return nil, 0, false, err
 		}
 		size += len(payload)
@@ -199,6 +199,7 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 		m.Queue = task.QueueOf(m.Queue, m.Code)
 		m.DueUnixMS = parseUnix(due).UnixMilli()
 		m.DispatchedUnixMS = parseUnix(now).UnixMilli()
+		m.ScheduledUnixMS = scheduledMS(sched)
 		out = append(out, &m)
 	}
 	if err := rows.Err(); err != nil {

@@ -125,8 +125,8 @@ func claimCandidatesSQL(ahead time.Duration) string {
 	var b strings.Builder
 	b.WriteString(`SELECT t.id, t.attempt, t.task_code, t.task_type, ` + queueOf("t") + `, t.payload, COALESCE(t.cron_expr, ''),
 	` + zoneOf("t") + `, t.priority, t.timeout, t.max_retry, t.retry_count, COALESCE(t.unique_key, ''), t.trace_parent,
-	` + unixOf("t.plan_next_run_at", "0") + `, UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0), t.group_key
-	FROM (SELECT id FROM (`)
+	` + unixOf("t.plan_next_run_at", "0") + `, UNIX_TIMESTAMP(NOW(3)), COALESCE(t.then_spec, ''), COALESCE(t.batch_id, 0), t.group_key,
+	UNIX_TIMESTAMP(t.scheduled_at) FROM (SELECT id FROM (`)
 	for p := 0; p <= 9; p++ {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
@@ -459,8 +459,9 @@ func markRunningSQL(fences []Fence, workerID string, token uint64, perRow bool) 
 }
 
 // transitionSQL applies a batch of fenced transitions. Each assignment
-// reads only its own column, so the order MariaDB evaluates them in does
-// not matter.
+// reads only its own column, but scheduled_at's, which reads
+// plan_next_run_at before the assignment after it changes it (MySQL and
+// MariaDB assign left to right).
 func transitionSQL(ts []Transition, token uint64, perRow bool, bytes int) []stmt {
 	ids := make([]int64, len(ts))
 	for i := range ts {
@@ -494,6 +495,14 @@ func transitionSQL(ts []Transition, token uint64, perRow bool, bytes int) []stmt
 				return nil
 			}
 			return t.NextIn.Microseconds()
+		}
+		if slices.ContainsFunc(ts, func(t Transition) bool { return !t.NextAt.IsZero() || t.NextIn != nil }) {
+			// A new occurrence (NextAt: a periodic task's next time) has no
+			// scheduled time apart from its plan; a retry or a recovery
+			// (NextIn) keeps that of the run it repeats.
+			col(", scheduled_at = CASE WHEN ", nextAt)
+			col(" IS NOT NULL THEN NULL WHEN ", nextIn)
+			b.sql(" IS NOT NULL THEN COALESCE(scheduled_at, plan_next_run_at) ELSE scheduled_at END")
 		}
 		col(", plan_next_run_at = CASE WHEN ", nextAt)
 		col(" IS NOT NULL THEN FROM_UNIXTIME(", nextAt)
@@ -637,7 +646,8 @@ const qPurgeRuns = `DELETE FROM task_run WHERE finished_at < NOW(3) - INTERVAL ?
 
 // qRetry moves a dead, failed or cancelled task back to pending, due now,
 // with its retry and crash counts reset.
-const qRetry = `UPDATE task_center SET status = 0, retry_count = 0, crash_count = 0, plan_next_run_at = NOW(3),
+const qRetry = `UPDATE task_center SET status = 0, retry_count = 0, crash_count = 0,
+	scheduled_at = COALESCE(scheduled_at, plan_next_run_at), plan_next_run_at = NOW(3),
 	worker_id = '', finished_at = NULL, claim_token = ? WHERE id IN (%s) AND status IN (4, 5, 6)`
 
 // qCancel cancels a task that no worker holds yet. A periodic task gets
@@ -693,7 +703,9 @@ const qActionLock = `SELECT id, status, attempt FROM task_center WHERE id IN (%s
 
 // qRunNow makes pending or failed tasks due now; one overdue already
 // keeps its due time, and so its place in the backlog.
-const qRunNow = `UPDATE task_center SET status = 0, plan_next_run_at = LEAST(plan_next_run_at, NOW(3)), claim_token = ?
+const qRunNow = `UPDATE task_center SET status = 0,
+	scheduled_at = IF(status = 4, COALESCE(scheduled_at, plan_next_run_at), scheduled_at),
+	plan_next_run_at = LEAST(plan_next_run_at, NOW(3)), claim_token = ?
 	WHERE id IN (%s) AND status IN (0, 4)`
 
 // qDeletePending deletes pending tasks (their rows are locked by
@@ -709,7 +721,7 @@ const qDisable = `UPDATE task_center SET status = 6, worker_id = '', last_result
 // result no longer says it is disabled.
 const qEnable = `UPDATE task_center SET status = 0, retry_count = 0, crash_count = 0, finished_at = NULL,
 	last_result = IF(last_result = 'disabled by operator', 'enabled by operator', last_result),
-	plan_next_run_at = FROM_UNIXTIME(?), claim_token = ? WHERE id = ? AND task_type = 1 AND status = 6`
+	scheduled_at = NULL, plan_next_run_at = FROM_UNIXTIME(?), claim_token = ? WHERE id = ? AND task_type = 1 AND status = 6`
 
 const qAuditUpdate = `UPDATE task_audit SET affected = ?, detail = ? WHERE id = ?`
 
@@ -760,7 +772,7 @@ const qClaimIDs = `UPDATE task_center FORCE INDEX (PRIMARY) SET status = 1, atte
 // qClaimedRows reads back the messages a filtered claim won.
 var qClaimedRows = `SELECT id, attempt, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	priority, timeout, max_retry, retry_count, COALESCE(unique_key, ''), trace_parent, ` + unixOf("plan_next_run_at", "0") + `,
-	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0), group_key
+	UNIX_TIMESTAMP(dispatched_at), COALESCE(then_spec, ''), COALESCE(batch_id, 0), group_key, UNIX_TIMESTAMP(scheduled_at)
 	FROM task_center WHERE id IN (%s) AND status = 1 AND claim_token = ?
 	ORDER BY priority, plan_next_run_at, id`
 

@@ -275,6 +275,14 @@ func parseUnix(s string) time.Time {
 	return time.Unix(secs, nanos)
 }
 
+// scheduledMS is scheduled_at as UNIX_TIMESTAMP read it, in ms (0: NULL).
+func scheduledMS(b []byte) int64 {
+	if b == nil {
+		return 0
+	}
+	return parseUnix(string(b)).UnixMilli()
+}
+
 // unixArg formats t for FROM_UNIXTIME with millisecond precision.
 func unixArg(t time.Time) string {
 	ms := t.UnixMilli()

@@ -710,14 +710,18 @@ func (s *Store) RunList(ctx context.Context, taskID int64, limit int) ([]*task.R
 func (s *Store) CronUpdate(ctx context.Context, id int64, p *TaskInsertParams) error {
 	// MySQL assigns left to right, each assignment seeing the ones before:
 	// the time and status are decided on the old schedule and status.
+	// A run whose time moves is a new occurrence: no scheduled time of
+	// its own.
 	_, err := s.db.ExecContext(ctx, `UPDATE task_center SET
+		scheduled_at = IF(status IN (1, 2, 4, 6) OR (status = 0 AND cron_expr <=> ? AND timezone <=> ?),
+			scheduled_at, NULL),
 		plan_next_run_at = IF(status IN (1, 2, 4, 6) OR (status = 0 AND cron_expr <=> ? AND timezone <=> ?),
 			plan_next_run_at, FROM_UNIXTIME(?)),
 		status = IF(status IN (1, 2, 4, 6), status, 0),
 		cron_expr = ?, timezone = ?, payload = ?,
 		queue = ?, priority = ?, timeout = ?, max_retry = ?, then_spec = ?, task_type = 1
 		WHERE id = ?`,
-		p.CronExpr, p.Timezone, unixArg(p.RunAt),
+		p.CronExpr, p.Timezone, p.CronExpr, p.Timezone, unixArg(p.RunAt),
 		p.CronExpr, p.Timezone, string(p.Payload), p.Queue, p.Priority, p.Timeout, p.MaxRetry,
 		nullString(string(p.Then)), id)
 	if err != nil {

@@ -53,14 +53,14 @@ func (m ConflictMode) String() string {
 
 // qReplaceWaiting gives a waiting task a new payload and due time; a task
 // already dispatched or running is never changed (the fence on status).
-const qReplaceWaiting = `UPDATE task_center SET payload = ?,
+const qReplaceWaiting = `UPDATE task_center SET payload = ?, scheduled_at = NULL,
 	plan_next_run_at = COALESCE(FROM_UNIXTIME(?), NOW(3) + INTERVAL ? MICROSECOND)
 	WHERE id = ? AND status IN (0, 4)`
 
 // qDebounceWaiting moves a waiting task's due time out to now + the
 // debounce (never earlier than it was), up to its creation + the maximum
 // wait, and gives it the new payload.
-const qDebounceWaiting = `UPDATE task_center SET payload = ?,
+const qDebounceWaiting = `UPDATE task_center SET payload = ?, scheduled_at = NULL,
 	plan_next_run_at = GREATEST(plan_next_run_at, LEAST(NOW(3) + INTERVAL ? MICROSECOND, created_at + INTERVAL ? MICROSECOND))
 	WHERE id = ? AND status IN (0, 4)`
 

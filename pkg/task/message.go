@@ -3,6 +3,7 @@ package task
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Message is what a scheduler pushes to a Redis queue for one dispatch of a
@@ -25,6 +26,10 @@ type Message struct {
 	RetryCount int             `json:"retry_count"`
 	Priority   int             `json:"priority"`
 	DueUnixMS  int64           `json:"due_ms"` // plan_next_run_at, for the due-to-start latency
+	// ScheduledUnixMS is the time the run's occurrence was planned for
+	// when a retry or a recovery moved its due time past it
+	// (scheduled_at); 0: DueUnixMS is that time. See Scheduled.
+	ScheduledUnixMS int64 `json:"sched_ms,omitempty"`
 	// DispatchedUnixMS is dispatched_at: recovery compares it with the
 	// oldest message of a queue to tell a waiting message from a lost one.
 	DispatchedUnixMS int64 `json:"dispatched_ms"`
@@ -75,4 +80,13 @@ func DecodeMessage(b []byte) (*Message, error) {
 		return nil, fmt.Errorf("decode message: missing id, attempt or code")
 	}
 	return m, nil
+}
+
+// Scheduled is the time the run's occurrence was planned for: its due
+// time, or a retried or recovered run's first due time.
+func (m *Message) Scheduled() time.Time {
+	if m.ScheduledUnixMS != 0 {
+		return time.UnixMilli(m.ScheduledUnixMS)
+	}
+	return time.UnixMilli(m.DueUnixMS)
 }

@@ -59,6 +59,8 @@ func decodePlain(b []byte) (*Message, bool) {
 			m.DueUnixMS, ok = s.int(64)
 		case "dispatched_ms":
 			m.DispatchedUnixMS, ok = s.int(64)
+		case "sched_ms":
+			m.ScheduledUnixMS, ok = s.int(64)
 		case "then":
 			m.Then, ok = s.raw()
 		case "batch":

@@ -569,7 +569,7 @@ func (p *pool) run(j *job) {
 		}, 0, 0)
 		e.output, e.err = handler.Safe(ctx, h, &handler.Request{
 			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, Retry: m.RetryCount, MaxRetry: m.MaxRetry,
-			UniqueKey: m.UniqueKey, Group: m.Group, Payload: m.Payload, Tail: tail,
+			UniqueKey: m.UniqueKey, Group: m.Group, ScheduledAt: m.Scheduled(), Payload: m.Payload, Tail: tail,
 		})
 		tail.Close()
 	}

@@ -8,7 +8,10 @@ use DateTimeImmutable;
 /**
  * One attempt of a task, as a pool handler receives it. id and attempt
  * identify the run (a task can run more than once: make handlers
- * idempotent with them or with uniqueKey).
+ * idempotent with them or with uniqueKey). scheduledAt is the time the
+ * run's occurrence was planned for: a periodic task's cron time, a one-off
+ * task's due time, kept by its retries and by a run recovered from a dead
+ * worker or late after an outage; id and scheduledAt name an occurrence.
  */
 final class Task
 {
@@ -23,6 +26,7 @@ final class Task
         public readonly string $queue,
         public readonly mixed $payload,
         public readonly ?DateTimeImmutable $deadline,
+        public readonly ?DateTimeImmutable $scheduledAt = null,
     ) {
     }
 
@@ -33,6 +37,10 @@ final class Task
         if (!empty($request['deadline'])) {
             $deadline = new DateTimeImmutable((string) $request['deadline']);
         }
+        $scheduledAt = null;
+        if (!empty($request['scheduled_at'])) {
+            $scheduledAt = new DateTimeImmutable((string) $request['scheduled_at']);
+        }
 
         return new self(
             (int) ($request['id'] ?? 0),
@@ -42,6 +50,7 @@ final class Task
             (string) ($request['queue'] ?? ''),
             $request['payload'] ?? null,
             $deadline,
+            $scheduledAt,
         );
     }
 

@@ -62,6 +62,9 @@ final class TaskProducer
     /** The connection's character set, read at the first text that needs it. */
     private ?string $charset = null;
 
+    /** Whether task_center has scheduled_at (migration 14), read at the first write that moves a due time. */
+    private ?bool $scheduledAt = null;
+
     /**
      * @param PDO         $pdo         the task center (for Laravel: DB::connection()->getPdo())
      * @param \Redis|null $redis       a phpredis client, to wake the schedulers
@@ -110,6 +113,7 @@ final class TaskProducer
             . ' ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), cron_expr = VALUES(cron_expr),'
             . ' timezone = VALUES(timezone), payload = VALUES(payload), queue = VALUES(queue),'
             . ' priority = VALUES(priority), timeout = VALUES(timeout), max_retry = VALUES(max_retry), task_type = 1,'
+            . $this->newOccurrence('IF(status IN (1, 2), scheduled_at, NULL)')
             . ' plan_next_run_at = IF(status IN (1, 2), plan_next_run_at, VALUES(plan_next_run_at)),'
             . ' status = IF(status IN (1, 2), status, 0)',
             implode(', ', $columns),
@@ -316,12 +320,13 @@ final class TaskProducer
     private function changeWaiting(int $id, string $mode, int|string $payload, string $due, array $dueArgs, int $debounce, int $maxWait): bool
     {
         if ($mode === 'debounce') {
-            $stmt = $this->pdo->prepare('UPDATE task_center SET payload = ?,
+            $stmt = $this->pdo->prepare('UPDATE task_center SET payload = ?,' . $this->newOccurrence('NULL') . '
                 plan_next_run_at = GREATEST(plan_next_run_at, LEAST(NOW(3) + INTERVAL ? SECOND, created_at + INTERVAL ? SECOND))
                 WHERE id = ? AND status IN (0, 4)');
             $stmt->execute([$payload, $debounce, $maxWait, $id]);
         } else {
-            $stmt = $this->pdo->prepare("UPDATE task_center SET payload = ?, plan_next_run_at = $due WHERE id = ? AND status IN (0, 4)");
+            $stmt = $this->pdo->prepare('UPDATE task_center SET payload = ?,' . $this->newOccurrence('NULL')
+                . " plan_next_run_at = $due WHERE id = ? AND status IN (0, 4)");
             $stmt->execute([$payload, ...$dueArgs, $id]);
         }
 
@@ -558,6 +563,20 @@ final class TaskProducer
         if ($this->charset !== 'utf8mb4') {
             throw new \LogicException(sprintf('the PDO connection talks %s: Chinese and other text beyond ASCII would be stored garbled or refused; add charset=utf8mb4 to its DSN', $this->charset));
         }
+    }
+
+    /**
+     * The assignment that starts a new occurrence, for a write that gives a
+     * task a new due time: scheduled_at keeps a retried run's first due
+     * time, which a replaced or rescheduled task no longer has. Empty on a
+     * schema before migration 14, which has no such column.
+     */
+    private function newOccurrence(string $value): string
+    {
+        $this->scheduledAt ??= (int) $this->pdo->query("SELECT COUNT(*) FROM information_schema.COLUMNS
+            WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center' AND COLUMN_NAME = 'scheduled_at'")->fetchColumn() > 0;
+
+        return $this->scheduledAt ? " scheduled_at = $value," : '';
     }
 
     /** Publishes a wakeup: the schedulers look for due tasks in $in seconds. */

@@ -136,6 +136,11 @@ final class TaskProducerTest extends TestCase
         $row = Env::task($this->pdo, $id);
         self::assertSame(['v' => 2], json_decode($row['payload'], true));
         self::assertEqualsWithDelta(0.0, $this->dueIn($row), 5.0);
+        // A failed run's retry keeps its occurrence's time (scheduled_at);
+        // a replace makes a new occurrence, with no such time.
+        $this->pdo->prepare('UPDATE task_center SET status = 4, scheduled_at = NOW(3) - INTERVAL 1 DAY WHERE id = ?')->execute([$id]);
+        $this->producer->submit($code, ['v' => 2], ['unique_key' => 'k1', 'on_conflict' => 'replace']);
+        self::assertNull(Env::task($this->pdo, $id)['scheduled_at'], 'replace starts a new occurrence');
         // A running task is never changed.
         $this->pdo->prepare('UPDATE task_center SET status = 2 WHERE id = ?')->execute([$id]);
         $this->producer->submit($code, ['v' => 3], ['unique_key' => 'k1', 'on_conflict' => 'replace']);
@@ -146,12 +151,13 @@ final class TaskProducerTest extends TestCase
         // later one.
         $d = $this->producer->submit($code, ['n' => 1], ['unique_key' => 'k2', 'on_conflict' => 'debounce', 'debounce' => 60]);
         self::assertEqualsWithDelta(60.0, $this->dueIn(Env::task($this->pdo, $d)), 5.0);
-        $this->pdo->prepare('UPDATE task_center SET plan_next_run_at = NOW(3) + INTERVAL 10 SECOND WHERE id = ?')->execute([$d]);
+        $this->pdo->prepare('UPDATE task_center SET plan_next_run_at = NOW(3) + INTERVAL 10 SECOND, scheduled_at = NOW(3) WHERE id = ?')->execute([$d]);
         self::assertSame($d, $this->producer->submit($code, ['n' => 2], ['unique_key' => 'k2', 'on_conflict' => 'debounce', 'debounce' => 60]));
         self::assertTrue($this->producer->lastChanged());
         $row = Env::task($this->pdo, $d);
         self::assertSame(['n' => 2], json_decode($row['payload'], true));
         self::assertEqualsWithDelta(60.0, $this->dueIn($row), 5.0);
+        self::assertNull($row['scheduled_at'], 'debounce starts a new occurrence');
 
         // until-done: a new task once the holder has ended.
         $u = $this->producer->submit($code, [], ['unique_key' => 'k3', 'on_conflict' => 'until-done']);
@@ -232,7 +238,9 @@ final class TaskProducerTest extends TestCase
         self::assertTrue($due <= 86400.0, "due in $due s");
         self::assertSame(3, (int) (new \DateTimeImmutable('@' . (int) ($this->dbNow() + $due + 0.5)))->format('G'));
 
-        // A deploy running it again updates the one task.
+        // A deploy running it again updates the one task; a run waiting for
+        // its retry is dropped for the new schedule's next occurrence.
+        $this->pdo->prepare('UPDATE task_center SET status = 4, scheduled_at = NOW(3) WHERE id = ?')->execute([$id]);
         $again = $this->producer->cron($this->code('php_lib_cron'), '*/5 * * * *', ['report' => 'often'], 5, 300, 3, ['timezone' => 'UTC']);
         self::assertSame($id, $again);
         self::assertTrue($this->producer->lastExisted());
@@ -240,6 +248,7 @@ final class TaskProducerTest extends TestCase
         self::assertSame('*/5 * * * *', $row['cron_expr']);
         self::assertSame(['report' => 'often'], json_decode($row['payload'], true));
         self::assertTrue($this->dueIn($row) <= 300.0);
+        self::assertNull($row['scheduled_at'], 'a new occurrence');
         // Another name is another task.
         self::assertNotSame($id, $this->producer->cron($this->code('php_lib_cron'), '@hourly', [], 5, 300, 3, ['name' => 'second']));
     }

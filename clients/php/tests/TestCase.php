@@ -37,6 +37,11 @@ abstract class TestCase
         self::check($v === false, $msg ?: 'expected false, got ' . var_export($v, true));
     }
 
+    public static function assertNull(mixed $v, string $msg = ''): void
+    {
+        self::check($v === null, $msg ?: 'expected null, got ' . var_export($v, true));
+    }
+
     public static function assertSame(mixed $want, mixed $got, string $msg = ''): void
     {
         self::check($want === $got, $msg . ' expected ' . var_export($want, true) . ', got ' . var_export($got, true));
