@@ -148,6 +148,7 @@ func (m *Model) detailText(t *task.Task, runs []*task.Run) (head, mid string) {
 	}
 	if due(t, now) != "-" {
 		kv("due", at(&t.PlanNextRun))
+		kv("scheduled", at(t.ScheduledAt)) // the occurrence a retry repeats
 	}
 	kv("dispatched", at(t.Dispatched))
 	kv("started", at(t.StartedAt))

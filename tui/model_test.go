@@ -1103,3 +1103,17 @@ func TestLongStatusTakesTwoLines(t *testing.T) {
 		require.LessOrEqual(t, ansi.StringWidth(l), 80)
 	}
 }
+
+// A failed task waiting for its retry shows the occurrence that retry
+// repeats beside its due time.
+func TestDetailScheduledTime(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	at := b.src.tasks[4].PlanNextRun.Add(-time.Hour)
+	b.src.tasks[4].ScheduledAt = &at // 1006, failed
+	b.press(t, m, "3", "down", "down", "down", "down", "enter")
+	s := screen(m)
+	require.Contains(t, s, "Task 1006  failed")
+	require.Regexp(t, `(?m)^due +\S+`, s)
+	require.Regexp(t, `(?m)^scheduled +`+regexp.QuoteMeta(stamp(at)), s)
+}

@@ -699,6 +699,16 @@ func TestShow(t *testing.T) {
 	require.Contains(t, text, "boom")
 	require.Contains(t, text, "k1")
 	require.Regexp(t, `worker +w2 \(node n2\), its last run\n`, text, "a finished task's worker, from its newest run")
+	require.NotContains(t, text, "scheduled", "a task whose next run is its occurrence's")
+
+	// A failed run waiting for its retry: show says which occurrence.
+	b.env.Exec(t, `UPDATE task_center SET status = 4, scheduled_at = '2026-12-05 02:00:00.000', plan_next_run_at = NOW(3) + INTERVAL 1 HOUR WHERE id = ?`, third)
+	require.Regexp(t, `scheduled +2026-12-0[45] \d\d:\d\d:00 \(the occurrence the next run repeats`, b.ok(t, "show", strconv.FormatInt(third, 10)))
+	var sched struct {
+		At time.Time `json:"scheduled_at"`
+	}
+	b.okJSON(t, &sched, "show", strconv.FormatInt(third, 10))
+	require.False(t, sched.At.IsZero(), "scheduled_at in JSON")
 
 	r := b.run(t, "show", "999999")
 	requireOneLineError(t, r, cli.ExitFailure)

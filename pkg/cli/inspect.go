@@ -212,6 +212,11 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 		row("worker", task.WithNode(t.WorkerID, node))
 	}
 	row("next run", nextRun(t))
+	if t.ScheduledAt != nil {
+		// A retry or a recovery moved the next run: its handler still gets
+		// the time of the run it repeats.
+		row("scheduled", fmtTime(t.ScheduledAt)+" (the occurrence the next run repeats; its handler gets this time)")
+	}
 	row("dispatched", fmtTime(t.Dispatched))
 	row("started", fmtTime(t.StartedAt))
 	row("last run", fmtTime(t.LastRunAt))

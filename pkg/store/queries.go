@@ -79,7 +79,7 @@ var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, pay
 	crash_count, worker_id, ` + unixOf("plan_next_run_at", "''") + `, UNIX_TIMESTAMP(last_run_at),
 	UNIX_TIMESTAMP(dispatched_at), UNIX_TIMESTAMP(started_at), COALESCE(last_result, ''),
 	` + unixOf("created_at", "''") + `, ` + unixOf("updated_at", "''") + `, COALESCE(parent_id, 0), COALESCE(then_spec, ''),
-	COALESCE(batch_id, 0), group_key, COALESCE(released_key, '')`
+	COALESCE(batch_id, 0), group_key, COALESCE(released_key, ''), UNIX_TIMESTAMP(scheduled_at)`
 
 var qTaskGet = `SELECT ` + taskColumns + ` FROM task_center WHERE id = ?`
 

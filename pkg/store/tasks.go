@@ -404,12 +404,12 @@ func scanTask(r rowScanner) (*task.Task, error) {
 	var t task.Task
 	var payload []byte
 	var plan, created, updated string
-	var lastRun, disp, started sql.NullString
+	var lastRun, disp, started, sched sql.NullString
 	var then []byte
 	err := r.Scan(&t.ID, &t.Code, &t.Type, &t.Queue, &payload, &t.CronExpr, &t.Timezone,
 		&t.Priority, &t.Delay, &t.Timeout, &t.MaxRetry, &t.RetryCount, &t.Status, &t.UniqueKey,
 		&t.Attempt, &t.CrashCount, &t.WorkerID, &plan, &lastRun, &disp, &started, &t.LastResult,
-		&created, &updated, &t.ParentID, &then, &t.BatchID, &t.Group, &t.ReleasedKey)
+		&created, &updated, &t.ParentID, &then, &t.BatchID, &t.Group, &t.ReleasedKey, &sched)
 	if err != nil {
 		return nil, err
 	}
@@ -419,6 +419,7 @@ func scanTask(r rowScanner) (*task.Task, error) {
 	t.Payload = json.RawMessage(payload)
 	t.PlanNextRun = parseUnix(plan)
 	t.LastRunAt, t.Dispatched, t.StartedAt = nullUnix(lastRun), nullUnix(disp), nullUnix(started)
+	t.ScheduledAt = nullUnix(sched)
 	t.CreatedAt, t.UpdatedAt = parseUnix(created), parseUnix(updated)
 	return &t, nil
 }

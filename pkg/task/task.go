@@ -148,6 +148,10 @@ type Task struct {
 	// ReleasedKey is the unique key this ended task gave up to a later
 	// submit with --on-conflict until-done.
 	ReleasedKey string `json:"released_key,omitempty"`
+	// ScheduledAt is the time the occurrence of the task's next run was
+	// planned for, while a retry or a recovery has moved PlanNextRun past
+	// it (scheduled_at); nil: PlanNextRun is that time.
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 }
 
 // Disabled reports whether t is a periodic task an operator disabled (or
