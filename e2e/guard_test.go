@@ -54,6 +54,22 @@ scheduler:
 	}, 5*time.Second, 20*time.Millisecond)
 }
 
+// TestSigkilledLockLeavesNoCommandChild: a SIGKILLed taskd lock takes its
+// command's whole process group with it, not only its first process, so
+// the host that takes the expired lock does not run the job beside what
+// the killed one started (the php of `sh -c 'php a && php b'`).
+func TestSigkilledLockLeavesNoCommandChild(t *testing.T) {
+	t.Parallel()
+	marker := sleepMarker()
+	b := setup(t, "")
+	d := b.startBinary(t, "lock", taskdBin, "lock", "nightly", "--", "sh", "-c", "sleep "+marker+"; echo done")
+	pid := testenv.WaitArgs(t, 30*time.Second, "sleep", marker)
+	require.NoError(t, d.cmd.Process.Kill())
+	<-d.done
+	require.Eventually(t, func() bool { return !testenv.HasArgs(pid, "sleep", marker) }, 5*time.Second, 20*time.Millisecond,
+		"sleep %s (pid %d) outlived the SIGKILLed taskd lock", marker, pid)
+}
+
 // TestSigtermLeavesNoGuard: the handler guard runs in a session of its
 // own (a signal to taskd's process group does not reach it), and a
 // drained taskd stops and reaps it before it exits.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -216,6 +217,11 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 	// Only matters when a stream is not a file: a straggler holding a pipe
 	// must not keep taskd (and the lock) forever.
 	c.WaitDelay = lockKillGrace
+	// The kernel's parent-death signal reaches the group's first process
+	// only: the php that `sh -c 'php a && php b'` runs would go on beside
+	// the next holder. The guard kills the whole group when taskd dies.
+	guard := a.startLockGuard()
+	defer guard.Stop()
 	if err := c.Start(); err != nil {
 		code := ExitFailure
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
@@ -225,6 +231,7 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 		}
 		return exitError{code: code, msg: fmt.Sprintf("run %s: %v", r.argv[0], err)}
 	}
+	defer guard.Group(c.Process.Pid)() // withdrawn once the group ended: deferred after Stop, runs before it
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- c.Wait() }()
 	// A wrapper resumed after SIGSTOP checks its lease before anything else:
@@ -252,6 +259,21 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 		return exitError{code: code}
 	}
 	return nil
+}
+
+// startLockGuard starts the handler guard for the command of taskd lock;
+// nil when it cannot (a warning on stderr: the command runs unguarded, as
+// the kernel's parent-death signal still stops its first process). Its
+// one line, when it kills the command's group, goes to stderr: cron mails
+// it.
+func (a *App) startLockGuard() *handler.Guard {
+	stderr, _ := a.Stderr.(*os.File)
+	log := slog.New(slog.NewTextHandler(a.Stderr, nil))
+	g, err := handler.StartCommandGuard("text", stderr, log)
+	if err != nil {
+		fmt.Fprintf(a.Stderr, "taskd: warning: %v; what the command starts may outlive a killed taskd lock\n", err)
+	}
+	return g
 }
 
 // stopProcessGroup sends SIGTERM to process group pgid (and SIGCONT, so

@@ -141,6 +141,20 @@ var guard atomic.Pointer[Guard]
 // the guard outlives whatever would copy to a writer; nil drops it). Stop
 // it only after the handlers have ended.
 func StartGuard(logFormat string, stderr *os.File, log *slog.Logger) (*Guard, error) {
+	g, err := startGuard(logFormat, stderr, log)
+	if err == nil {
+		guard.Store(g)
+	}
+	return g, err
+}
+
+// StartCommandGuard starts a guard of its own for the groups announced to
+// it with Group (taskd lock's command), which Exec and Pool do not use.
+func StartCommandGuard(logFormat string, stderr *os.File, log *slog.Logger) (*Guard, error) {
+	return startGuard(logFormat, stderr, log)
+}
+
+func startGuard(logFormat string, stderr *os.File, log *slog.Logger) (*Guard, error) {
 	fds, err := cloexecPipe()
 	if err != nil {
 		return nil, fmt.Errorf("start handler guard: pipe: %w", err)
@@ -167,9 +181,7 @@ func StartGuard(logFormat string, stderr *os.File, log *slog.Logger) (*Guard, er
 		_ = syscall.Close(fds[1])
 		return nil, fmt.Errorf("start handler guard: %w", err)
 	}
-	g := &Guard{cmd: cmd, log: log, w: fds[1]}
-	guard.Store(g)
-	return g, nil
+	return &Guard{cmd: cmd, log: log, w: fds[1]}, nil
 }
 
 // Pid is the guard's process id.
@@ -223,6 +235,17 @@ func (g *Guard) send(op byte, pgid int) {
 		_ = g.cmd.Process.Kill()
 		g.log.Warn("handler guard stopped: the children of a handler may outlive a SIGKILLed taskd", "err", err)
 	}
+}
+
+// Group announces process group pgid, started with GroupAttr outside
+// Exec and Pool (taskd lock's command), to g; the func it returns
+// withdraws it once the group ended. Safe on nil.
+func (g *Guard) Group(pgid int) (ended func()) {
+	if g == nil {
+		return func() {}
+	}
+	g.send('+', pgid)
+	return func() { g.send('-', pgid) }
 }
 
 // groupStarted announces a handler's process group to the guard.
