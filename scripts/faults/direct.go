@@ -47,7 +47,9 @@ import (
 //   - cut: every connection reset for directCut; the submits that commit
 //     meanwhile cannot push, and hand their tasks back to pending;
 //   - held: every byte dropped, and the submitter SIGKILLed directHold
-//     later, while the submits that committed wait for their push; their
+//     later (a second: on a loaded machine the engine may see the insert
+//     too late for its own submit, and the window has to catch the next
+//     commits), while the submits that committed wait for their push; their
 //     tasks stay dispatched with no message until recovery re-dispatches
 //     them (recovery.dispatch_window). The submitter starts again a second
 //     later and submits what it had not.
@@ -57,7 +59,7 @@ import (
 const (
 	directLatency = 50 * time.Millisecond
 	directCut     = time.Second
-	directHold    = 500 * time.Millisecond
+	directHold    = time.Second
 	directTries   = 5
 	// directSlots submit side by side, each with a connection of its own:
 	// enough for the pace over the slow link (a submit takes four round
