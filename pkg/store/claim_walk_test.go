@@ -178,3 +178,36 @@ func TestFilteredClaimKeepsPriorityWhileAQueueDrains(t *testing.T) {
 	}
 	require.Zero(t, left5, "every priority-5 task claimed")
 }
+
+// Rows of a grouped queue that wait for their group's turn hold back
+// nothing: the queue's lower-priority rows outside any group are still
+// claimed while it drains, however often the cursors pass the grouped
+// rows.
+func TestFilteredClaimPriorityIgnoresGroupedRows(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	var loose []int64
+	for i := range 25 {
+		due := -time.Minute + time.Duration(i)*time.Millisecond
+		g := insertRaw(t, b.env, "hello", 1, task.Pending, due)
+		b.env.Exec(t, `UPDATE task_center SET group_key = 'tenant-1' WHERE id = ?`, g)
+		loose = append(loose, insertRaw(t, b.env, "hello", 5, task.Pending, due))
+	}
+	room := 0
+	f := helloRoom(&room)
+	f.Grouped = func(q string) bool { return q == "hello" }
+	claim := func() []int64 {
+		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
+		require.NoError(t, err)
+		return ids(msgs)
+	}
+	for range 3 {
+		require.Empty(t, claim())
+	}
+	room = 2
+	var claimed []int64
+	for i := 0; i < 60 && len(claimed) < len(loose); i++ {
+		claimed = append(claimed, claim()...)
+	}
+	require.ElementsMatch(t, loose, claimed, "every row outside a group, and none of the grouped ones (their groups claim them)")
+}
