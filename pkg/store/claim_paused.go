@@ -57,12 +57,18 @@ type ClaimFilter struct {
 	// passed: the last read from the cursors reached the end of every
 	// lane's due rows.
 	passed bool
-	// behind holds, per queue, a bit for each priority whose cursor
-	// passed rows of it that only its want of room left out. Until a read
-	// from the head takes them, the queue's rows of lower priorities are
-	// not taken either: a full queue that drains gets its priorities in
-	// order, not the rows its cursors happen to be at.
-	behind map[string]uint16
+	// behind holds, per queue and priority, when the priority's cursor
+	// last passed rows of the queue that only its want of room left out
+	// (zero: none). Until a read from the head takes them, the queue's
+	// rows of lower priorities are not taken either: a full queue that
+	// drains gets its priorities in order, not the rows its cursors happen
+	// to be at. For at most behindFor: rows deeper in their lane than a
+	// head read reaches (behind more than a claim's worth of other queues'
+	// left-out rows) wait for the windows' reset, and the queue's lower
+	// priorities must not wait with them.
+	behind map[string]*[10]time.Time
+	// Now is the clock of behindFor (nil: time.Now).
+	Now func() time.Time
 	// span is the window each priority's next read from its cursor takes
 	// (0: the claim's size). It doubles, up to walkSpanMax, after a
 	// window whose every row was left out, so a walk past a backlog of N
@@ -70,6 +76,10 @@ type ClaimFilter struct {
 	// the claim's size.
 	span [10]int
 }
+
+// behindFor is how long rows passed for want of room hold back their
+// queue's lower priorities.
+const behindFor = 2 * time.Second
 
 // walkSpanMax bounds a window of the walk: 8,192 index entries, about 7
 // ms of the server's CPU and 300 KB to the client.
@@ -86,10 +96,38 @@ func (f *ClaimFilter) pass(q string, p int, free bool) {
 	f.left[q] = true
 	if free {
 		if f.behind == nil {
-			f.behind = map[string]uint16{}
+			f.behind = map[string]*[10]time.Time{}
 		}
-		f.behind[q] |= 1 << p
+		if f.behind[q] == nil {
+			f.behind[q] = &[10]time.Time{}
+		}
+		f.behind[q][p] = f.now()
 	}
+}
+
+func (f *ClaimFilter) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// higherBehind reports whether queue q has rows of a priority higher than
+// p that the walk passed for want of room, within behindFor.
+func (f *ClaimFilter) higherBehind(q string, p int) bool {
+	at := f.behind[q]
+	if at == nil {
+		return false
+	}
+	for h := range p {
+		if !at[h].IsZero() {
+			if f.now().Sub(at[h]) <= behindFor {
+				return true
+			}
+			at[h] = time.Time{}
+		}
+	}
+	return false
 }
 
 // RoomLeft reports whether a queue the cursors left rows of behind them
@@ -203,7 +241,7 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, limit int, f *ClaimFil
 		waits := map[string]bool{} // queues a head read left rows of this lane of
 		for _, c := range cs {
 			free := !c.paused && !skip[c.id]
-			claimable := free && fits(c.queue) && f.behind[c.queue]&(1<<p-1) == 0
+			claimable := free && fits(c.queue) && !f.higherBehind(c.queue, p)
 			switch {
 			case claimable && len(ids) < limit:
 				ids = append(ids, c.id)
@@ -222,9 +260,9 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, limit int, f *ClaimFil
 		if head && len(cs) < span[p] {
 			// The head read saw the whole of the lane's due rows: a queue
 			// with none of them left has no rows of it behind the cursor.
-			for q, bits := range f.behind {
-				if bits&(1<<p) != 0 && !waits[q] {
-					f.behind[q] = bits &^ (1 << p)
+			for q, at := range f.behind {
+				if !waits[q] {
+					at[p] = time.Time{}
 				}
 			}
 		}

@@ -211,3 +211,61 @@ func TestFilteredClaimPriorityIgnoresGroupedRows(t *testing.T) {
 	}
 	require.ElementsMatch(t, loose, claimed, "every row outside a group, and none of the grouped ones (their groups claim them)")
 }
+
+// Rows the walk passed deeper in their lane than a head read reaches
+// (behind more than a claim's worth of another full queue's rows) hold
+// back their queue's lower priorities for a bounded time only: they wait
+// for the windows' reset, the lower priorities do not wait with them.
+func TestFilteredClaimPriorityHoldIsBounded(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	due := -time.Minute
+	next := func(code string, priority int) int64 {
+		due += time.Millisecond
+		return insertRaw(t, b.env, code, priority, task.Pending, due)
+	}
+	for range 30 {
+		next("other", 5)
+	}
+	for range 5 {
+		next("hello", 5)
+	}
+	for range 100 {
+		next("other", 5)
+	}
+	var low []int64
+	for range 5 {
+		low = append(low, next("hello", 9))
+	}
+	room := 0
+	now := time.Now()
+	f := &store.ClaimFilter{
+		Paused: func(string) bool { return false },
+		Room: func(q string) int {
+			if q == "hello" {
+				return room
+			}
+			return 0 // full for good
+		},
+		Now: func() time.Time { return now },
+	}
+	claim := func() []int64 {
+		msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
+		require.NoError(t, err)
+		return ids(msgs)
+	}
+	for range 5 {
+		require.Empty(t, claim(), "no room: the walk passes hello's priority-5 rows among other's")
+	}
+	room = 2
+	for range 6 {
+		require.Empty(t, claim(), "hello's priority 9 waits behind its priority-5 rows")
+	}
+	now = now.Add(3 * time.Second)
+	var got []int64
+	for range 2 {
+		got = append(got, claim()...)
+	}
+	require.Len(t, got, 4, "two claims with room for two each")
+	require.Subset(t, low, got, "after a while, hello's priority-9 rows run")
+}
