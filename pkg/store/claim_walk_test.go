@@ -47,11 +47,7 @@ func TestFilteredClaimWalksPastAFullQueue(t *testing.T) {
 func TestFilteredClaimResumesWhereTheBatchEnded(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
-	due := -time.Minute
-	next := func(code string, priority int) int64 {
-		due += time.Millisecond
-		return insertRaw(t, b.env, code, priority, task.Pending, due)
-	}
+	next := dueInTurn(t, b)
 	batchOfY := func() {
 		for range 10 {
 			next("y", 1)
@@ -219,11 +215,7 @@ func TestFilteredClaimPriorityIgnoresGroupedRows(t *testing.T) {
 func TestFilteredClaimPriorityHoldIsBounded(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
-	due := -time.Minute
-	next := func(code string, priority int) int64 {
-		due += time.Millisecond
-		return insertRaw(t, b.env, code, priority, task.Pending, due)
-	}
+	next := dueInTurn(t, b)
 	for range 30 {
 		next("other", 5)
 	}
@@ -268,4 +260,14 @@ func TestFilteredClaimPriorityHoldIsBounded(t *testing.T) {
 	}
 	require.Len(t, got, 4, "two claims with room for two each")
 	require.Subset(t, low, got, "after a while, hello's priority-9 rows run")
+}
+
+// dueInTurn inserts pending tasks each due a millisecond after the one
+// before, starting a minute ago.
+func dueInTurn(t *testing.T, b *testBundle) func(code string, priority int) int64 {
+	due := -time.Minute
+	return func(code string, priority int) int64 {
+		due += time.Millisecond
+		return insertRaw(t, b.env, code, priority, task.Pending, due)
+	}
 }
