@@ -75,23 +75,6 @@ func TestScheduledTimeKeptByRetries(t *testing.T) {
 	require.Equal(t, next.UnixMilli(), m.Scheduled().UnixMilli())
 }
 
-// The message carries the scheduled time only when it differs from the
-// due time, and a decoded message gives it back.
-func TestScheduledTimeInTheMessage(t *testing.T) {
-	t.Parallel()
-	m := &task.Message{ID: 1, Attempt: 2, Code: "c", Queue: "c", Payload: []byte(`{}`), DueUnixMS: 2000, ScheduledUnixMS: 1000}
-	b, err := m.Encode()
-	require.NoError(t, err)
-	require.Contains(t, string(b), `"sched_ms":1000`)
-	d, err := task.DecodeMessage(b)
-	require.NoError(t, err)
-	require.Equal(t, int64(1000), d.Scheduled().UnixMilli())
-	m.ScheduledUnixMS = 0
-	b, err = m.Encode()
-	require.NoError(t, err)
-	require.NotContains(t, string(b), "sched_ms")
-}
-
 // A replace gives a waiting task a new due time: a new occurrence, which
 // no longer has the scheduled time of the failed run it replaced.
 func TestScheduledTimeResetByReplace(t *testing.T) {

@@ -83,10 +83,14 @@ func DecodeMessage(b []byte) (*Message, error) {
 }
 
 // Scheduled is the time the run's occurrence was planned for: its due
-// time, or a retried or recovered run's first due time.
+// time, or a retried or recovered run's first due time (zero when the
+// message has neither).
 func (m *Message) Scheduled() time.Time {
-	if m.ScheduledUnixMS != 0 {
+	switch {
+	case m.ScheduledUnixMS != 0:
 		return time.UnixMilli(m.ScheduledUnixMS)
+	case m.DueUnixMS != 0:
+		return time.UnixMilli(m.DueUnixMS)
 	}
-	return time.UnixMilli(m.DueUnixMS)
+	return time.Time{}
 }

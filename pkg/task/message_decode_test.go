@@ -143,7 +143,7 @@ func randomMessage(r *rand.Rand, plain bool) *Message {
 	m := &Message{
 		ID: num(), Attempt: int(num()), Code: str(), Queue: str(), Type: Type(r.IntN(3)),
 		UniqueKey: str(), CronExpr: str(), Timezone: str(), Timeout: int(num()), MaxRetry: int(num()),
-		RetryCount: int(num()), Priority: int(num()), DueUnixMS: num(), DispatchedUnixMS: num(),
+		RetryCount: int(num()), Priority: int(num()), DueUnixMS: num(), ScheduledUnixMS: num(), DispatchedUnixMS: num(),
 		Batch: num(), TraceParent: str(), Group: str(), Grouped: r.IntN(2) == 0,
 	}
 	m.Payload = mustJSON(randomValue(r, str, 3)) // a nil one comes back "null"

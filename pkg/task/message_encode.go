@@ -54,12 +54,12 @@ func appendPlain(b []byte, m *Message) ([]byte, bool) {
 	b = strconv.AppendInt(b, int64(m.Priority), 10)
 	b = append(b, `,"due_ms":`...)
 	b = strconv.AppendInt(b, m.DueUnixMS, 10)
-	b = append(b, `,"dispatched_ms":`...)
-	b = strconv.AppendInt(b, m.DispatchedUnixMS, 10)
 	if m.ScheduledUnixMS != 0 {
 		b = append(b, `,"sched_ms":`...)
 		b = strconv.AppendInt(b, m.ScheduledUnixMS, 10)
 	}
+	b = append(b, `,"dispatched_ms":`...)
+	b = strconv.AppendInt(b, m.DispatchedUnixMS, 10)
 	if len(m.Then) > 0 {
 		b = append(b, `,"then":`...)
 		b = append(b, m.Then...)

@@ -15,7 +15,7 @@ func FuzzEncodeMessage(f *testing.F) {
 	add := func(m *Message) {
 		f.Add(m.ID, int64(m.Attempt), m.Code, m.Queue, int8(m.Type), []byte(m.Payload), m.Payload == nil,
 			m.UniqueKey, m.CronExpr, m.Timezone, int64(m.Timeout), int64(m.MaxRetry), int64(m.RetryCount),
-			int64(m.Priority), m.DueUnixMS, m.DispatchedUnixMS, []byte(m.Then), m.Then == nil,
+			int64(m.Priority), m.DueUnixMS, m.ScheduledUnixMS, m.DispatchedUnixMS, []byte(m.Then), m.Then == nil,
 			m.Batch, m.TraceParent, m.Group, m.Grouped)
 	}
 	r := rand.New(rand.NewPCG(5, 6))
@@ -35,7 +35,7 @@ func FuzzEncodeMessage(f *testing.F) {
 	add(&Message{Type: -1})
 	add(&Message{Type: 7, Grouped: true, Batch: -1})
 	f.Fuzz(func(t *testing.T, id, attempt int64, code, queue string, typ int8, payload []byte, payloadNil bool,
-		unique, cron, tz string, timeout, maxRetry, retryCount, priority, due, dispatched int64,
+		unique, cron, tz string, timeout, maxRetry, retryCount, priority, due, sched, dispatched int64,
 		then []byte, thenNil bool, batch int64, tp, group string, grouped bool) {
 		if payloadNil {
 			payload = nil
@@ -46,7 +46,7 @@ func FuzzEncodeMessage(f *testing.F) {
 		m := &Message{
 			ID: id, Attempt: int(attempt), Code: code, Queue: queue, Type: Type(typ), Payload: payload,
 			UniqueKey: unique, CronExpr: cron, Timezone: tz, Timeout: int(timeout), MaxRetry: int(maxRetry),
-			RetryCount: int(retryCount), Priority: int(priority), DueUnixMS: due, DispatchedUnixMS: dispatched,
+			RetryCount: int(retryCount), Priority: int(priority), DueUnixMS: due, ScheduledUnixMS: sched, DispatchedUnixMS: dispatched,
 			Then: then, Batch: batch, TraceParent: tp, Group: group, Grouped: grouped,
 		}
 		got, err := m.Encode()
@@ -104,5 +104,30 @@ func BenchmarkEncodeMessage(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The message carries the scheduled time only when it differs from the
+// due time, and a decoded message gives it back.
+func TestScheduledTimeInTheMessage(t *testing.T) {
+	t.Parallel()
+	m := &Message{ID: 1, Attempt: 2, Code: "c", Queue: "c", Payload: []byte(`{}`), DueUnixMS: 2000, ScheduledUnixMS: 1000}
+	b, err := m.Encode()
+	if err != nil || !bytes.Contains(b, []byte(`"due_ms":2000,"sched_ms":1000,`)) {
+		t.Fatalf("encoded %s, %v", b, err)
+	}
+	if d, err := DecodeMessage(b); err != nil || d.Scheduled().UnixMilli() != 1000 {
+		t.Fatalf("decoded %+v, %v", d, err)
+	}
+	m.ScheduledUnixMS = 0
+	if b, _ = m.Encode(); bytes.Contains(b, []byte("sched_ms")) {
+		t.Fatalf("encoded %s: sched_ms only when it differs from due_ms", b)
+	}
+	if got := m.Scheduled().UnixMilli(); got != 2000 {
+		t.Fatalf("scheduled %d, want the due time", got)
+	}
+	m.DueUnixMS = 0
+	if !m.Scheduled().IsZero() {
+		t.Fatal("a message without times is scheduled at 1970")
 	}
 }
