@@ -295,6 +295,19 @@ func TestHandlerCodeCaseIsKept(t *testing.T) {
 	require.Contains(t, c.WorkerQueues(), "BulkMail")
 }
 
+// Two handlers or queues whose names differ only in case are one key to
+// the configuration: refused, naming both, never one silently dropped and
+// its settings in force under the other's name.
+func TestNamesDifferingOnlyInCaseRefused(t *testing.T) {
+	t.Parallel()
+	_, err := load(t, "handlers:\n  SendEmail: { exec: [\"echo\", \"A\"] }\n  sendemail: { exec: [\"echo\", \"B\"] }\n")
+	require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%v", err)
+	require.ErrorContains(t, err, "handlers.SendEmail and handlers.sendemail in ")
+	require.ErrorContains(t, err, "differ only in case")
+	_, err = load(t, "queues:\n  Bulk: { concurrency: 2 }\n  BULK: { concurrency: 3 }\n")
+	require.ErrorContains(t, err, "queues.BULK and queues.Bulk in ")
+}
+
 // A misspelt key is an error naming the key, its file and the nearest
 // known key, never a default silently in force (FAULTS.md row 28).
 func TestUnknownKeys(t *testing.T) {

@@ -128,6 +128,17 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 	if !ok {
 		return badValue(section, val, "a map of names to settings", file)
 	}
+	// The configuration's keys are read without case: two names that
+	// differ only in it would be one entry, the settings of one in force
+	// under the other's name, and the other's tasks without a handler.
+	seen := map[string]string{}
+	for _, name := range sortedKeys(m) {
+		if other, ok := seen[strings.ToLower(name)]; ok {
+			return task.Invalidf("%s.%s and %s.%s in %s differ only in case, which the configuration cannot tell apart: rename one",
+				section, other, section, name, file)
+		}
+		seen[strings.ToLower(name)] = name
+	}
 	for _, name := range sortedKeys(m) {
 		entry, ok := m[name].(map[string]any)
 		if !ok {
