@@ -412,6 +412,8 @@ worker:
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_run WHERE task_id = ?`, sub.ID))
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND plan_next_run_at <= NOW(3)`, sub.ID),
 		"due again at once")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND COALESCE(scheduled_at, plan_next_run_at) = created_at`, sub.ID),
+		"its next run keeps the time the interrupted one was scheduled for (submitted due now)")
 }
 
 // TestSighupDrains: SIGHUP (an SSH session that dropped under a `taskd

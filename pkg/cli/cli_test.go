@@ -703,7 +703,7 @@ func TestShow(t *testing.T) {
 
 	// A failed run waiting for its retry: show says which occurrence.
 	b.env.Exec(t, `UPDATE task_center SET status = 4, scheduled_at = '2026-12-05 02:00:00.000', plan_next_run_at = NOW(3) + INTERVAL 1 HOUR WHERE id = ?`, third)
-	require.Regexp(t, `scheduled +2026-12-0[45] \d\d:\d\d:00 \(the occurrence the next run repeats`, b.ok(t, "show", strconv.FormatInt(third, 10)))
+	require.Regexp(t, `scheduled +2026-12-0[45] \d\d:\d\d:00 \(the occurrence its retry runs for`, b.ok(t, "show", strconv.FormatInt(third, 10)))
 	var sched struct {
 		At time.Time `json:"scheduled_at"`
 	}

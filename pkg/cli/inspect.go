@@ -215,7 +215,7 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 	if t.ScheduledAt != nil {
 		// A retry or a recovery moved the next run: its handler still gets
 		// the time of the run it repeats.
-		row("scheduled", fmtTime(t.ScheduledAt)+" (the occurrence the next run repeats; its handler gets this time)")
+		row("scheduled", fmtTime(t.ScheduledAt)+" (the occurrence its retry runs for; the handler gets this time)")
 	}
 	row("dispatched", fmtTime(t.Dispatched))
 	row("started", fmtTime(t.StartedAt))
