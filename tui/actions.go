@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // actionFn runs one operator action and says what changed.
@@ -60,7 +61,7 @@ func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.Chang
 // shown: a task that ran again or was retried since the operator saw it
 // (between a key and its confirmation, or a refresh) is left alone, and
 // the status line says so.
-func (m *Model) taskAction(fn func(Actions, context.Context, ops.Target) (ops.Change, error), ids []int64, attempts map[int64]int) actionFn {
+func (m *Model) taskAction(fn func(Actions, context.Context, ops.Target) (ops.Change, error), ids []int64, attempts task.SeenAttempts) actionFn {
 	return func(ctx context.Context) (string, error) {
 		return outcome(fn(m.opt.Actions, ctx, ops.Target{IDs: ids, Lenient: true, Attempts: attempts}))
 	}
@@ -113,7 +114,7 @@ func actionOf(k tea.KeyPressMsg) (taskActionKey, bool) {
 // one. An action on a selection always asks first, naming how many tasks
 // and the first of them, so a key never acts on more than the operator
 // meant.
-func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, attempts map[int64]int, selected bool) (tea.Cmd, bool) {
+func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, attempts task.SeenAttempts, selected bool) (tea.Cmd, bool) {
 	a, ok := actionOf(k)
 	if !ok {
 		return nil, false

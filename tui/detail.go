@@ -100,9 +100,9 @@ func (m *Model) detailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	if cmd, ok := m.stepKey(k); ok {
 		return cmd, true
 	}
-	var attempts map[int64]int
+	var attempts task.SeenAttempts
 	if d.task != nil {
-		attempts = map[int64]int{d.id: d.task.Attempt}
+		attempts = task.SeenAttempts{d.id: d.task.Attempt}
 	}
 	return m.taskKey(k, []int64{d.id}, attempts, false)
 }

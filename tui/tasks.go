@@ -142,8 +142,8 @@ func (m *Model) applyTaskFilter(s string) tea.Cmd {
 // the cursor, with the attempt of each shown; selected reports which. A selection that is not on the
 // screen never counts: what a key acts on is always what the operator
 // sees marked.
-func (v *tasksView) targets() (ids []int64, attempts map[int64]int, selected bool) {
-	attempts = map[int64]int{}
+func (v *tasksView) targets() (ids []int64, attempts task.SeenAttempts, selected bool) {
+	attempts = task.SeenAttempts{}
 	for _, t := range v.rows {
 		if v.selected[t.ID] {
 			ids = append(ids, t.ID)
@@ -155,7 +155,7 @@ func (v *tasksView) targets() (ids []int64, attempts map[int64]int, selected boo
 	}
 	if v.cur.pos < len(v.rows) {
 		t := v.rows[v.cur.pos]
-		return []int64{t.ID}, map[int64]int{t.ID: t.Attempt}, false
+		return []int64{t.ID}, task.SeenAttempts{t.ID: t.Attempt}, false
 	}
 	return nil, nil, false
 }

@@ -65,7 +65,7 @@ func init() {
 	// runtime opens cgroup files at start).
 	var st syscall.Stat_t
 	if syscall.Fstat(guardFD, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
-		fmt.Fprintln(os.Stderr, "taskd: the handler guard is started by `taskd run` only")
+		fmt.Fprintln(os.Stderr, "taskd: the handler guard is started by `taskd run` and `taskd lock` only")
 		os.Exit(2)
 	}
 	os.Exit(runGuard(os.NewFile(guardFD, "guard"), os.Stderr, format))

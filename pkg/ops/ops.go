@@ -125,7 +125,7 @@ type Target struct {
 	// Attempts are the attempts the operator saw of some of IDs (tasktop
 	// shows them): a task that ran again or was retried meanwhile is left
 	// alone and reported so, instead of acting on a run nobody saw.
-	Attempts map[int64]int
+	Attempts task.SeenAttempts
 }
 
 // String names the target for the audit log.
@@ -159,13 +159,6 @@ func (t Target) String() string {
 		parts = append(parts, "all")
 	}
 	return "filter " + strings.Join(parts, " ")
-}
-
-// saw reports whether attempt is the attempt of task id the operator saw
-// (true when they saw none).
-func (t Target) saw(id int64, attempt int) bool {
-	want, ok := t.Attempts[id]
-	return !ok || want == attempt
 }
 
 // IDs resolves a target to task ids.
@@ -309,7 +302,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 	dispatched := map[int64]int{} // their attempts
 	for _, id := range ids {
 		st, ok := states[id]
-		if !ok || !t.saw(id, st.Attempt) {
+		if !ok || !t.Attempts.Current(id, st.Attempt) {
 			continue
 		}
 		if st.Status != task.Running {
@@ -326,7 +319,7 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		if err != nil {
 			return failed("kill"), err
 		}
-		if tk.Status == task.Running && t.saw(id, tk.Attempt) {
+		if tk.Status == task.Running && t.Attempts.Current(id, tk.Attempt) {
 			running[id] = tk
 		} else {
 			idle = append(idle, id)

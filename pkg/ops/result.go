@@ -244,7 +244,7 @@ func (o *Ops) newChange(ctx context.Context, action string, t Target, requested,
 			continue
 		}
 		why := reason(action, st)
-		if !t.saw(id, st.Attempt) {
+		if !t.Attempts.Current(id, st.Attempt) {
 			why = fmt.Sprintf("attempt %d now, not the attempt %d shown: it ran or was retried meanwhile", st.Attempt, t.Attempts[id])
 		}
 		c.Unchanged = append(c.Unchanged, Skipped{ID: id, Status: st.Status.String(), Reason: why})

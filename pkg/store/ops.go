@@ -62,7 +62,7 @@ type TaskAction struct {
 	// attempt is another now (it was retried, or ran again, meanwhile) is
 	// left alone, as one in the wrong state is. A task absent from it is
 	// not fenced.
-	Attempts map[int64]int
+	Attempts task.SeenAttempts
 }
 
 // TaskRetry moves dead, failed or cancelled tasks back to pending, due now.
@@ -241,7 +241,7 @@ func (a TaskAction) fence(ids []int64, attempts map[int64]int) []int64 {
 	}
 	out := make([]int64, 0, len(ids))
 	for _, id := range ids {
-		if want, ok := a.Attempts[id]; !ok || attempts[id] == want {
+		if a.Attempts.Current(id, attempts[id]) {
 			out = append(out, id)
 		}
 	}

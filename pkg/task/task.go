@@ -229,3 +229,15 @@ func WithNode(worker, node string) string {
 	}
 	return worker + " (node " + node + ")"
 }
+
+// SeenAttempts are the attempts an operator saw of some tasks (tasktop
+// shows them): an action confirmed on them is about those runs, not about
+// a run that started, or a retry that happened, since.
+type SeenAttempts map[int64]int
+
+// Current reports whether attempt is the attempt of task id that was
+// seen (true when none was).
+func (s SeenAttempts) Current(id int64, attempt int) bool {
+	want, ok := s[id]
+	return !ok || want == attempt
+}
