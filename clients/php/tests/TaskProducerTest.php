@@ -137,8 +137,11 @@ final class TaskProducerTest extends TestCase
         self::assertSame(['v' => 2], json_decode($row['payload'], true));
         self::assertEqualsWithDelta(0.0, $this->dueIn($row), 5.0);
         // A failed run's retry keeps its occurrence's time (scheduled_at);
-        // a replace makes a new occurrence, with no such time.
-        $this->pdo->prepare('UPDATE task_center SET status = 4, scheduled_at = NOW(3) - INTERVAL 1 DAY WHERE id = ?')->execute([$id]);
+        // a replace makes a new occurrence, with no such time. The retry is
+        // not due yet: a running daemon (the e2e suite runs one) would
+        // otherwise claim it before the replace, which then changes nothing.
+        $this->pdo->prepare('UPDATE task_center SET status = 4, scheduled_at = NOW(3) - INTERVAL 1 DAY,
+            plan_next_run_at = NOW(3) + INTERVAL 1 HOUR WHERE id = ?')->execute([$id]);
         $this->producer->submit($code, ['v' => 2], ['unique_key' => 'k1', 'on_conflict' => 'replace']);
         self::assertNull(Env::task($this->pdo, $id)['scheduled_at'], 'replace starts a new occurrence');
         // A running task is never changed.
