@@ -230,6 +230,20 @@ func childrenCPU() (time.Duration, bool) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
 
+// ServerCPU returns a reader of the MySQL server's CPU time (user plus
+// system), for go test benchmarks that report the server's cost of what
+// they time; false when the server does not run on this host.
+func ServerCPU(ctx context.Context, db *sql.DB) (func() time.Duration, bool) {
+	pid := serverPID(ctx, db)
+	if pid == "" {
+		return nil, false
+	}
+	return func() time.Duration {
+		d, _ := cpuTime(pid)
+		return d
+	}, true
+}
+
 // serverPID finds the MySQL server's process when it runs on this host:
 // the pid file the server names, if this process can read it.
 func serverPID(ctx context.Context, db *sql.DB) string {

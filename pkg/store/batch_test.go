@@ -167,6 +167,43 @@ func TestBatchFormsAgree(t *testing.T) {
 	}
 }
 
+// A batch whose entries repeat values in runs, with rows of other tasks
+// between its ids, writes each row its own values and leaves the rows
+// between alone (the lookups list only where a run starts).
+func TestBatchRunsOfValues(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	starts := []time.Duration{0, 0, 0, 5, 5, 0, 0, 9, 9, 9}
+	results := []string{"a", "a", "b", "b", "b", "a", "c", "c", "a", "a"}
+	var ids, others []int64
+	for range starts {
+		ids = append(ids, insertRaw(t, b.env, "x", 5, task.Pending, -time.Second))
+		others = append(others, insertRaw(t, b.env, "y", 5, task.Pending, time.Hour))
+	}
+	b.env.Exec(t, `UPDATE task_center SET status = 1, attempt = 1, dispatched_at = NOW(3) - INTERVAL 2 MINUTE WHERE task_code = 'x'`)
+	var ts []store.Transition
+	for i, id := range ids {
+		ts = append(ts, store.Transition{ID: id, Attempt: 1, From: task.Dispatched, To: task.Succeeded, SetResult: true, Result: results[i],
+			StartedAt: base.Add(starts[i] * time.Millisecond),
+			Run:       &store.RunRecord{Code: "x", Queue: "x", WorkerID: "w", Outcome: task.OutcomeSucceeded, Result: results[i]}})
+	}
+	applied, err := st.TaskTransition(b.ctx, ts)
+	require.NoError(t, err)
+	require.Equal(t, len(ids), len(slices.DeleteFunc(applied, func(ok bool) bool { return !ok })))
+	for i, id := range ids {
+		tk, err := st.TaskGet(b.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, task.Succeeded, tk.Status, "task %d", i)
+		require.Equal(t, results[i], tk.LastResult, "task %d", i)
+		want := base.Add(starts[i] * time.Millisecond)
+		require.True(t, tk.StartedAt != nil && tk.StartedAt.Equal(want), "task %d started %v, want %v", i, tk.StartedAt, want)
+		require.True(t, tk.LastRunAt != nil && tk.LastRunAt.Equal(want), "task %d last run %v, want %v", i, tk.LastRunAt, want)
+	}
+	require.Equal(t, len(others), b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'y' AND status = 0
+		AND started_at IS NULL AND last_result IS NULL`))
+}
+
 // Values written into a batch's text and values sent as arguments come
 // back as written: plain ones, and ones with quotes, backslashes,
 // question marks, newlines and UTF-8.
