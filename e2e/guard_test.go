@@ -68,6 +68,10 @@ func TestSigkilledLockLeavesNoCommandChild(t *testing.T) {
 	<-d.done
 	require.Eventually(t, func() bool { return !testenv.HasArgs(pid, "sleep", marker) }, 5*time.Second, 20*time.Millisecond,
 		"sleep %s (pid %d) outlived the SIGKILLed taskd lock", marker, pid)
+	require.Eventually(t, func() bool { // its stderr: the cron mail or the job's log
+		logged, _ := os.ReadFile(d.log)
+		return bytes.Contains(logged, []byte(`msg="taskd lock exited with its command running: killed its process group"`))
+	}, 5*time.Second, 20*time.Millisecond)
 }
 
 // TestSigtermLeavesNoGuard: the handler guard runs in a session of its

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,8 +47,9 @@ import (
 // finished attempt did.
 
 // guardEnv, set in its environment, makes a process of this binary the
-// guard (init); its value is the log format. Not TASKD_*: configuration
-// refuses a TASKD_* variable that names no key.
+// guard (init); its value is the log format, and ":command" for taskd
+// lock's guard (its log line names the command, not handlers). Not
+// TASKD_*: configuration refuses a TASKD_* variable that names no key.
 const guardEnv = "_TASKD_HANDLER_GUARD"
 
 // guardStopWait bounds Stop's wait for the guard to exit.
@@ -57,10 +59,11 @@ const guardStopWait = 5 * time.Second
 const guardFD = 3
 
 func init() {
-	format, ok := os.LookupEnv(guardEnv)
+	v, ok := os.LookupEnv(guardEnv)
 	if !ok {
 		return
 	}
+	format, of, _ := strings.Cut(v, ":")
 	// Not started by StartGuard, fd 3 may be closed, or anything (the Go
 	// runtime opens cgroup files at start).
 	var st syscall.Stat_t
@@ -68,12 +71,12 @@ func init() {
 		fmt.Fprintln(os.Stderr, "taskd: the handler guard is started by `taskd run` and `taskd lock` only")
 		os.Exit(2)
 	}
-	os.Exit(runGuard(os.NewFile(guardFD, "guard"), os.Stderr, format))
+	os.Exit(runGuard(os.NewFile(guardFD, "guard"), os.Stderr, format, of == "command"))
 }
 
 // runGuard is the guard's body: it keeps the list of groups r announces
-// and SIGKILLs those left at EOF.
-func runGuard(r io.Reader, stderr io.Writer, format string) int {
+// and SIGKILLs those left at EOF; command: taskd lock's guard.
+func runGuard(r io.Reader, stderr io.Writer, format string, command bool) int {
 	// Its life is the pipe's: what stops taskd (SIGTERM, SIGINT, SIGHUP;
 	// systemd signals every process of the unit) must not end the guard
 	// while taskd drains. SIGPIPE: its one log line may meet a closed log.
@@ -108,8 +111,11 @@ func runGuard(r io.Reader, stderr io.Writer, format string) int {
 		if format == "text" {
 			h = slog.NewTextHandler(stderr, nil)
 		}
-		slog.New(h).Warn("taskd exited with handlers running: killed their process groups",
-			"component", "guard", "pgids", killed)
+		msg := "taskd exited with handlers running: killed their process groups"
+		if command {
+			msg = "taskd lock exited with its command running: killed its process group"
+		}
+		slog.New(h).Warn(msg, "component", "guard", "pgids", killed)
 	}
 	return 0
 }
@@ -151,7 +157,7 @@ func StartGuard(logFormat string, stderr *os.File, log *slog.Logger) (*Guard, er
 // StartCommandGuard starts a guard of its own for the groups announced to
 // it with Group (taskd lock's command), which Exec and Pool do not use.
 func StartCommandGuard(logFormat string, stderr *os.File, log *slog.Logger) (*Guard, error) {
-	return startGuard(logFormat, stderr, log)
+	return startGuard(logFormat+":command", stderr, log)
 }
 
 func startGuard(logFormat string, stderr *os.File, log *slog.Logger) (*Guard, error) {
