@@ -305,6 +305,8 @@ func TestServeRoles(t *testing.T) {
 	ot.keys("3")
 	ot.waitFor(id, "dead")
 	ot.keys("r")
+	ot.waitFor("Retry task " + id + "?")
+	ot.keys("y")
 	ot.waitFor("retry: 1 of 1 task changed (" + id + ")")
 	var actor, origin, fp string
 	require.NoError(t, sb.env.Store.DB().QueryRow(`SELECT actor, origin, key_fingerprint FROM task_audit WHERE action = 'retry'`).
@@ -522,6 +524,8 @@ func TestServeOpenSSH(t *testing.T) {
 	s.keys("3")
 	s.waitFor(id, "dead")
 	s.keys("r")
+	s.waitFor("Retry task " + id + "?")
+	s.keys("y")
 	s.waitFor("retry: 1 of 1 task changed (" + id + ")")
 	s.keys("q")
 	s.waitFor("Quit tasktop?")

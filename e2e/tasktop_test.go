@@ -186,8 +186,10 @@ func TestTasktop(t *testing.T) {
 	s.keys("Enter")
 	s.waitFor("Task "+dead+"  dead", "Payload", `"to": "a@example.com"`, "exit status 3: boom")
 
-	// Retry does not ask; the task runs again (and dies again).
+	// Retry asks too, naming the task; the task runs again (and dies again).
 	s.keys("r")
+	s.waitFor("Retry task " + dead + "?")
+	s.keys("y")
 	s.waitFor("retry: 1 of 1 task changed (" + dead + ")")
 	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND attempt = 2`, dead)
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+dead)
@@ -286,6 +288,8 @@ recovery:
 	s.waitFor("kill: 2 of 2 tasks changed")
 	b.waitCount(t, 2, 5*time.Second, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6`, newest, second)
 	s.keys("r") // the cursor is on the third, pending: retry changes nothing
+	s.waitFor("Retry task " + third + "?")
+	s.keys("y")
 	s.waitFor("retry: 0 of 1 task changed; " + third + " not changed, pending")
 	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6
 		AND plan_next_run_at > NOW(3) + INTERVAL 20 MINUTE`, newest, second), "the killed tasks were not retried")

@@ -77,14 +77,16 @@ func outcome(c ops.Change, err error) (string, error) {
 	return c.Sentence(), err
 }
 
-// taskAction is one task action key: its name, whether it asks first,
-// and the ops call.
+// taskAction is one task action key: its name, the ops call and what its
+// confirmation says it does. Every one asks first, as the taskd commands
+// do on a terminal: a retry or a run now starts work again (a payment, a
+// mail) that no key takes back, and an operator's key can land on the
+// wrong row.
 type taskActionKey struct {
-	key         key.Binding
-	name        string
-	destructive bool
-	fn          func(Actions, context.Context, ops.Target) (ops.Change, error)
-	explain     string
+	key     key.Binding
+	name    string
+	fn      func(Actions, context.Context, ops.Target) (ops.Change, error)
+	explain string
 	// fenced: the action is about the run shown, and leaves a task that
 	// ran again since. Enable and disable are about a periodic task's
 	// schedule, whatever run it is at.
@@ -92,12 +94,12 @@ type taskActionKey struct {
 }
 
 var taskActions = []taskActionKey{
-	{actionKeys.Retry, "Retry", false, Actions.Retry, "", true},
-	{actionKeys.RunNow, "Run now", false, Actions.RunNow, "", true},
-	{actionKeys.Enable, "Enable", false, Actions.Enable, "", false},
-	{actionKeys.Kill, "Kill", true, Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled. A periodic task not running is disabled until enabled (e); a running one goes on to its next run.", true},
-	{actionKeys.Delete, "Delete", true, Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone.", true},
-	{actionKeys.Disable, "Disable", true, Actions.Disable, "Periodic tasks stop running until enabled.", false},
+	{actionKeys.Retry, "Retry", Actions.Retry, "Dead, failed and cancelled tasks run again now, their retries counted anew; tasks in other states are left alone.", true},
+	{actionKeys.RunNow, "Run now", Actions.RunNow, "Pending and failed tasks are due now; a periodic task then goes on with its schedule.", true},
+	{actionKeys.Enable, "Enable", Actions.Enable, "Disabled periodic tasks run again, next at their next time.", false},
+	{actionKeys.Kill, "Kill", Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled. A periodic task not running is disabled until enabled (e); a running one goes on to its next run.", true},
+	{actionKeys.Delete, "Delete", Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone.", true},
+	{actionKeys.Disable, "Disable", Actions.Disable, "Periodic tasks stop running until enabled.", false},
 }
 
 // actionOf returns the task action of key k.
@@ -110,10 +112,10 @@ func actionOf(k tea.KeyPressMsg) (taskActionKey, bool) {
 	return taskActionKey{}, false
 }
 
-// taskKey runs the task action of key k on ids; it reports whether k is
-// one. An action on a selection always asks first, naming how many tasks
-// and the first of them, so a key never acts on more than the operator
-// meant.
+// taskKey asks to run the task action of key k on ids; it reports whether
+// k is one. The question names the task, or for a selection how many
+// tasks and the first of them, so a key never acts on more than the
+// operator meant.
 func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, attempts task.SeenAttempts, selected bool) (tea.Cmd, bool) {
 	a, ok := actionOf(k)
 	if !ok {
@@ -126,9 +128,6 @@ func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, attempts task.SeenAttemp
 		attempts = nil
 	}
 	fn := m.taskAction(a.fn, ids, attempts)
-	if !a.destructive && !selected {
-		return m.act(fn), true
-	}
 	what := fmt.Sprintf("task %d", ids[0])
 	if selected {
 		what = fmt.Sprintf("%d selected: %s", len(ids), listIDs(ids, 5))

@@ -71,11 +71,11 @@ var selectKeys = struct {
 var actionKeys = struct {
 	Retry, Kill, RunNow, Delete, Enable, Disable key.Binding
 }{
-	Retry:   bind(keys("r"), "r", "retry (dead, failed, cancelled)"),
+	Retry:   bind(keys("r"), "r", "retry (dead, failed, cancelled; asks)"),
 	Kill:    bind(keys("x"), "x", "kill (asks)"),
-	RunNow:  bind(keys("R"), "R", "run now (pending, failed)"),
+	RunNow:  bind(keys("R"), "R", "run now (pending, failed; asks)"),
 	Delete:  bind(keys("D"), "D", "delete (pending; asks)"),
-	Enable:  bind(keys("e"), "e", "enable periodic"),
+	Enable:  bind(keys("e"), "e", "enable periodic (asks)"),
 	Disable: bind(keys("d"), "d", "disable periodic (asks)"),
 }
 
@@ -86,7 +86,7 @@ var queueKeys = struct {
 	Open, Pause, Reshard key.Binding
 }{
 	Open:    bind(keys("enter"), "enter", "tasks (of the queue)"),
-	Pause:   bind(keys("p"), "p", "pause (asks) / resume"),
+	Pause:   bind(keys("p"), "p", "pause (asks) / resume (asks)"),
 	Reshard: bind(keys("S"), "S", "reshard: asks for the number of shards"),
 }
 

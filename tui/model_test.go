@@ -367,7 +367,7 @@ func TestActionOnTheTaskShown(t *testing.T) {
 	require.Equal(t, []string{"kill [1010]"}, b.acts.Calls())
 	require.Equal(t, []map[int64]int{{1010: shown}}, b.acts.attempts, "fenced by the attempt the dialog was opened on")
 
-	b.press(t, m, "r") // 1010 now shown at its new attempt: a retry of what is shown
+	b.press(t, m, "r", "y") // 1010 now shown at its new attempt: a retry of what is shown
 	require.Equal(t, map[int64]int{1010: shown + 1}, b.acts.attempts[1])
 	b.press(t, m, "d", "y") // a periodic task's schedule, whatever its run
 	require.Nil(t, b.acts.attempts[2], "disable is not fenced")
@@ -407,11 +407,12 @@ func TestStaleSelectionCannotHijack(t *testing.T) {
 	b.press(t, m, "right", "enter")
 	b.press(t, m, "down", "down", "down") // the cursor was on 1008: now 1005
 	b.press(t, m, "r")
-	require.Nil(t, m.dialog, "retry of the task under the cursor does not ask")
+	require.Contains(t, screen(m), "Retry task 1005?", "a retry asks too, naming the task under the cursor")
+	b.press(t, m, "y")
 	require.Equal(t, []string{"kill [1010 1009]", "retry [1005]"}, b.acts.Calls())
 
 	b.press(t, m, "g", "space", "space", "D", "y") // delete 1010, 1009
-	b.press(t, m, "down", "down", "R")             // run 1006 now
+	b.press(t, m, "down", "down", "R", "y")        // run 1006 now
 	require.Equal(t, []string{"kill [1010 1009]", "retry [1005]", "delete [1010 1009]", "run [1006]"}, b.acts.Calls())
 }
 
@@ -442,13 +443,16 @@ func TestSelectionOnlyWhileVisible(t *testing.T) {
 	require.NotContains(t, strings.Split(screen(m), "\n")[1], "selected", "no count of selected tasks")
 	require.Contains(t, screen(m), "1 selected task unselected: no longer on this page", "it says so")
 	b.press(t, m, "r")
+	require.Contains(t, screen(m), "Retry task 1009?")
+	b.press(t, m, "y")
 	require.Equal(t, []string{"retry [1009]"}, b.acts.Calls())
 
 	b.press(t, m, "space", "j", "space", "]") // a selection on page 1, then page 2
 	require.Empty(t, m.tasks.selected)
 	require.Contains(t, screen(m), "2 selected tasks unselected: the page turned")
 	b.press(t, m, "r")
-	require.Nil(t, m.dialog)
+	require.Regexp(t, `Retry task \d+\?`, screen(m), "one task, not a selection")
+	b.press(t, m, "y")
 	require.Len(t, b.acts.Calls(), 2)
 	require.NotContains(t, b.acts.Calls()[1], "1008")
 }
@@ -459,8 +463,9 @@ func TestQueueActions(t *testing.T) {
 	b.press(t, m, "G", "p")
 	require.Contains(t, screen(m), "Pause queue send_email?")
 	b.press(t, m, "y")
-	b.press(t, m, "k", "p") // reports_low is paused: resume does not ask
-	require.Nil(t, m.dialog)
+	b.press(t, m, "k", "p") // reports_low is paused: resume asks too
+	require.Contains(t, screen(m), "Resume queue reports_low?")
+	b.press(t, m, "y")
 	b.press(t, m, "j", "S")
 	require.NotNil(t, m.input)
 	b.typeText(t, m, "0")
@@ -605,8 +610,8 @@ func TestWorkingStaysWhileActing(t *testing.T) {
 	m := New(Options{Source: b.src, Actions: b.acts, Now: clk.now})
 	m.noTick = true
 	b.settle(t, m, m.Init())
-	b.press(t, m, "3")
-	cmd := m.key(keyMsg("r")) // the retry runs off the screen's loop: held here
+	b.press(t, m, "3", "r")
+	cmd := m.key(keyMsg("y")) // the retry runs off the screen's loop: held here
 	require.NotNil(t, cmd)
 	clk.at = clk.at.Add(12 * time.Second)
 	require.Contains(t, screen(m), "10:00:00 working… 12s")
@@ -670,7 +675,7 @@ func TestDetail(t *testing.T) {
 	require.Contains(t, s, "#3   dead")
 	require.Contains(t, s, "exit status 1: SMTP 451 try later")
 	require.Contains(t, s, "stack trace line")
-	b.press(t, m, "r")
+	b.press(t, m, "r", "y")
 	require.Equal(t, []string{"retry [1008]"}, b.acts.Calls())
 	b.press(t, m, "q")
 	require.Nil(t, m.cur.detail)

@@ -316,7 +316,10 @@ func (m *Model) queuesKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 			return nil, true
 		}
 		if q.Paused {
-			return m.act(m.queueAction(Actions.Resume, q.Name)), true
+			m.confirm(fmt.Sprintf("Resume queue %s?", q.Name),
+				"Its tasks are dispatched and started again, a backlog included.",
+				"Resume", m.queueAction(Actions.Resume, q.Name))
+			return nil, true
 		}
 		m.confirm(fmt.Sprintf("Pause queue %s?", q.Name),
 			"No task of it is dispatched or started until it is resumed; running tasks finish.",
