@@ -67,8 +67,10 @@ type ClaimFilter struct {
 	// left-out rows) wait for the windows' reset, and the queue's lower
 	// priorities must not wait with them.
 	behind map[string]*[10]time.Time
-	// Now is the clock of behindFor (nil: time.Now).
+	// Now is the clock of behindFor (nil: time.Now), read once a claim
+	// into at.
 	Now func() time.Time
+	at  time.Time
 	// span is the window each priority's next read from its cursor takes
 	// (0: the claim's size). It doubles, up to walkSpanMax, after a
 	// window whose every row was left out, so a walk past a backlog of N
@@ -101,15 +103,8 @@ func (f *ClaimFilter) pass(q string, p int, free bool) {
 		if f.behind[q] == nil {
 			f.behind[q] = &[10]time.Time{}
 		}
-		f.behind[q][p] = f.now()
+		f.behind[q][p] = f.at
 	}
-}
-
-func (f *ClaimFilter) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
-	}
-	return time.Now()
 }
 
 // higherBehind reports whether queue q has rows of a priority higher than
@@ -121,7 +116,7 @@ func (f *ClaimFilter) higherBehind(q string, p int) bool {
 	}
 	for h := range p {
 		if !at[h].IsZero() {
-			if f.now().Sub(at[h]) <= behindFor {
+			if f.at.Sub(at[h]) <= behindFor {
 				return true
 			}
 			at[h] = time.Time{}
@@ -151,6 +146,10 @@ func (f *ClaimFilter) Passed() bool { return f.passed }
 func (s *Store) TaskClaimDueFiltered(ctx context.Context, limit int, f *ClaimFilter) (msgs []*task.Message, more bool, err error) {
 	if limit <= 0 {
 		return nil, false, nil
+	}
+	f.at = time.Now()
+	if f.Now != nil {
+		f.at = f.Now()
 	}
 	head := !f.head && f.From != [10]ClaimCursor{} && f.RoomLeft()
 	f.head = head
@@ -343,22 +342,11 @@ func (s *Store) claimIDs(ctx context.Context, tx *sql.Tx, ids []int64) ([]*task.
 	defer rs.Close()
 	var msgs []*task.Message
 	for rs.Next() {
-		var m task.Message
-		var payload []byte
-		var due, disp string
-		var then, sched []byte
-		if err := rs.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
-			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &disp,
-			&then, &m.Batch, &m.Group, &sched); err != nil {
+		m, err := scanMessage(rs)
+		if err != nil {
 			return nil, fmt.Errorf("read back: %w", err)
 		}
-		m.Payload = payload
-		m.Then = nilIfEmpty(then)
-		m.Queue = task.QueueOf(m.Queue, m.Code)
-		m.DueUnixMS = parseUnix(due).UnixMilli()
-		m.DispatchedUnixMS = parseUnix(disp).UnixMilli()
-		m.ScheduledUnixMS = scheduledMS(sched)
-		msgs = append(msgs, &m)
+		msgs = append(msgs, m)
 	}
 	return msgs, rs.Err()
 }

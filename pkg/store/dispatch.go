@@ -184,23 +184,12 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 			cut = true
 			break
 		}
-		var m task.Message
-		var payload []byte
-		var due, now string
-		var then, sched []byte
-		if err := rows.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
-			&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &now,
-			&then, &m.Batch, &m.Group, &sched); err != nil {
+		m, err := scanMessage(rows)
+		if err != nil {
 			return nil, 0, false, err
 		}
-		size += len(payload)
-		m.Payload = payload
-		m.Then = nilIfEmpty(then)
-		m.Queue = task.QueueOf(m.Queue, m.Code)
-		m.DueUnixMS = parseUnix(due).UnixMilli()
-		m.DispatchedUnixMS = parseUnix(now).UnixMilli()
-		m.ScheduledUnixMS = scheduledMS(sched)
-		out = append(out, &m)
+		size += len(m.Payload)
+		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, false, err
@@ -209,6 +198,28 @@ func (s *Store) claimCandidates(ctx context.Context, ahead time.Duration, args [
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.DueUnixMS, b.DueUnixMS), cmp.Compare(a.ID, b.ID))
 	})
 	return out, size, cut, nil
+}
+
+// scanMessage reads a message from a row of the columns of
+// qClaimCandidates and qClaimedRows: the dispatch time is NOW(3) for a
+// candidate, dispatched_at for a claimed row.
+func scanMessage(r rowScanner) (*task.Message, error) {
+	var m task.Message
+	var payload []byte
+	var due, disp string
+	var then, sched []byte
+	if err := r.Scan(&m.ID, &m.Attempt, &m.Code, &m.Type, &m.Queue, &payload, &m.CronExpr,
+		&m.Timezone, &m.Priority, &m.Timeout, &m.MaxRetry, &m.RetryCount, &m.UniqueKey, &m.TraceParent, &due, &disp,
+		&then, &m.Batch, &m.Group, &sched); err != nil {
+		return nil, err
+	}
+	m.Payload = payload
+	m.Then = nilIfEmpty(then)
+	m.Queue = task.QueueOf(m.Queue, m.Code)
+	m.DueUnixMS = parseUnix(due).UnixMilli()
+	m.DispatchedUnixMS = parseUnix(disp).UnixMilli()
+	m.ScheduledUnixMS = scheduledMS(sched)
+	return &m, nil
 }
 
 // claimed returns the candidates the claim with token won: those now
