@@ -38,8 +38,8 @@ func (s *starts) Handle(context.Context, *handler.Request) (string, error) {
 // first start to the last against the ideal (tasks - burst) / rate.
 func RateLimit(ctx context.Context, e *Env, o LimitOptions) (Figures, error) {
 	rec := &starts{}
-	reg := handler.NewRegistry()
-	reg.Register("noop", rec)
+	c := counting(rec)
+	reg := noopRegistry(c)
 	cfg := *e.Config
 	cfg.Node.Roles = []string{"scheduler", "worker"}
 	cfg.Handlers = nil
@@ -66,7 +66,7 @@ func RateLimit(ctx context.Context, e *Env, o LimitOptions) (Figures, error) {
 		return nil, err
 	}
 	ideal := time.Duration(float64(o.Tasks-o.Burst) / float64(o.Rate) * float64(time.Second))
-	if err := e.waitSucceeded(ctx, nil, o.Tasks, 3*ideal+time.Minute); err != nil {
+	if err := e.waitSucceeded(ctx, c, o.Tasks, 3*ideal+time.Minute); err != nil {
 		return nil, err
 	}
 	rec.mu.Lock()
