@@ -756,7 +756,10 @@ func TestHungResultWritesStopTaking(t *testing.T) {
 		return b.env.Count(t, "SELECT COUNT(*) FROM task_center WHERE status = ?", task.Succeeded) == total
 	}, 30*time.Second, 50*time.Millisecond)
 	require.EqualValues(t, total, calls.Load(), "each task ran once")
-	require.Zero(t, w.ResultsWaiting())
+	// A writer clears its mark after its commit returns, which the count
+	// above can see first.
+	require.Eventually(t, func() bool { return w.ResultsWaiting() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"results still waiting after they were written")
 }
 
 // The start a worker records for an attempt that ends before its running
