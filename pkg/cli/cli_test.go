@@ -784,3 +784,17 @@ func TestFailureExitCodeIgnoresMessageText(t *testing.T) {
 		require.Contains(t, r.stderr, "no periodic task of code hello")
 	}
 }
+
+// A crontab step past its field's values is added, as crontabs take it,
+// with a warning on stderr saying when it really fires.
+func TestCronAddWarnsOfAStepPastItsField(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.run(t, "cron", "add", "hello", "*/61 * * * *", "--name", "typo")
+	require.Equal(t, cli.ExitOK, r.code, "stderr %q", r.stderr)
+	require.Regexp(t, `^added periodic task \d+; next run .*:00:00\n$`, r.stdout)
+	require.Equal(t, `taskd: warning: "*/61" in the minute field steps past its 60 values: it fires at minute 0 only, not every 61 minutes (for a fixed interval, use @every)`+"\n", r.stderr)
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE cron_expr = '*/61 * * * *'`))
+
+	b.ok(t, "cron", "add", "hello", "*/60 * * * *", "--name", "hourly") // no warning: ok requires an empty stderr
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/cronspec"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/store"
@@ -51,6 +52,9 @@ same CODE and --name updates the task in place.`,
 				Children: children})
 			if err != nil {
 				return err
+			}
+			for _, w := range cronspec.Oversteps(args[1]) {
+				fmt.Fprintf(a.Stderr, "taskd: warning: %s\n", w)
 			}
 			ch := ops.Change{Action: "cron add", Requested: 1, Changed: 1, IDs: []int64{res.ID}, Unchanged: []ops.Skipped{}, NextRun: &res.Next}
 			verb := "added"

@@ -5,6 +5,7 @@
 package cronspec
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -245,4 +246,70 @@ func NextRun(expr, tz string, planned, now time.Time) (time.Time, error) {
 		return time.Time{}, task.Invalidf("cron expression %q has no next occurrence", expr)
 	}
 	return next, nil
+}
+
+// cronField is one field of a five- or six-field expression: its name,
+// its unit in words, its first value and how many values it has.
+type cronField struct {
+	name, unit string
+	min, size  int
+}
+
+var (
+	secondField = cronField{"second", "seconds", 0, 60}
+	fiveFields  = []cronField{{"minute", "minutes", 0, 60}, {"hour", "hours", 0, 24},
+		{"day-of-month", "days", 1, 31}, {"month", "months", 1, 12}, {"day-of-week", "days", 0, 7}}
+)
+
+// Oversteps describes each step of expr larger than the values it steps
+// over: "*/61" in the minute field is minute 0 alone (an hourly run), not
+// every 61 minutes. Crontabs accept such steps (Debian's crontab -n
+// does), and so does Parse; the command line says what they mean. Nil
+// for a descriptor (@every, @daily) or an expression without one.
+func Oversteps(expr string) []string {
+	fields, err := classic(strings.TrimSpace(expr))
+	if err != nil || strings.HasPrefix(fields, "@") {
+		return nil
+	}
+	f := strings.Fields(fields)
+	defs := fiveFields
+	switch len(f) {
+	case 5:
+	case 6:
+		defs = append([]cronField{secondField}, fiveFields...)
+	default:
+		return nil
+	}
+	var out []string
+	for i, field := range f {
+		d := defs[i]
+		for part := range strings.SplitSeq(field, ",") {
+			rng, st, ok := strings.Cut(part, "/")
+			step, err := strconv.Atoi(st)
+			if !ok || err != nil || step < 1 {
+				continue
+			}
+			start, size := d.min, d.size
+			if rng != "*" && rng != "?" {
+				lo, hi, isRange := strings.Cut(rng, "-")
+				a, errA := strconv.Atoi(lo)
+				b, errB := strconv.Atoi(hi)
+				switch {
+				case errA != nil:
+					continue // a name (JAN, MON): left to the parser
+				case !isRange:
+					start, size = a, d.min+d.size-a // "5/20": 5 to the field's last value
+				case errB != nil:
+					continue
+				default:
+					start, size = a, b-a+1
+				}
+			}
+			if size > 0 && step > size {
+				out = append(out, fmt.Sprintf("%q in the %s field steps past its %d values: it fires at %s %d only, not every %d %s (for a fixed interval, use @every)",
+					part, d.name, size, d.name, start, step, d.unit))
+			}
+		}
+	}
+	return out
 }

@@ -649,3 +649,48 @@ func BenchmarkNext(b *testing.B) {
 		})
 	}
 }
+
+// A step larger than the values it steps over parses, as in a crontab,
+// and fires at its start alone; Oversteps says so, and says nothing of a
+// step that fits, even one equal to the field's size (*/60: hourly, which
+// is every 60 minutes).
+func TestOversteps(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		expr string
+		want []string // substrings, one per warning
+	}{
+		{"*/61 * * * *", []string{`"*/61" in the minute field steps past its 60 values: it fires at minute 0 only, not every 61 minutes`}},
+		{"0 */25 * * *", []string{`"*/25" in the hour field`, "hour 0 only"}},
+		{"0 0 */32 * *", []string{`"*/32" in the day-of-month field`, "day-of-month 1 only"}},
+		{"0 0 1 */13 *", []string{`"*/13" in the month field`, "month 1 only"}},
+		{"0 0 * * */8", []string{`"*/8" in the day-of-week field`}},
+		{"*/90 * * * * *", []string{`"*/90" in the second field`}},
+		{"10-20/15 * * * *", []string{`"10-20/15" in the minute field steps past its 11 values: it fires at minute 10 only`}},
+		{"5/70,*/61 * * * *", []string{`"5/70"`, "past its 55 values", `"*/61"`}},
+		{"CRON_TZ=Asia/Shanghai */61 * * * *", []string{`"*/61"`}},
+		{"*/60 * * * *", nil},
+		{"0 */24 * * *", nil},
+		{"*/15 9-17 * * MON-FRI", nil},
+		{"10-20/11 * * * *", nil},
+		{"0 0 * * MON-FRI/2", nil},
+		{"@every 61m", nil},
+		{"@hourly", nil},
+		{"61 * * * *", nil}, // malformed: Parse says so
+	} {
+		got := cronspec.Oversteps(c.expr)
+		if c.want == nil {
+			require.Empty(t, got, c.expr)
+			continue
+		}
+		text := strings.Join(got, "\n")
+		for _, w := range c.want {
+			require.Contains(t, text, w, c.expr)
+		}
+		if c.expr != "5/70,*/61 * * * *" {
+			require.Len(t, got, 1, c.expr)
+		}
+		_, err := cronspec.Parse(c.expr, "UTC")
+		require.NoError(t, err, "%s parses, as in a crontab", c.expr)
+	}
+}
