@@ -6,6 +6,7 @@ package cronspec
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +122,17 @@ func classic(expr string) (string, error) {
 		return "", task.Invalidf("@reboot has no meaning for the tasks of a cluster: keep that line in each server's crontab or service unit")
 	}
 	f := strings.Fields(rest)
+	if !strings.HasPrefix(rest, "@") && len(f) > 5 {
+		for i, field := range f[5:] {
+			// A sixth field alone may be a misspelt day (robfig names it);
+			// more words, or one with a path's or a file's characters, are
+			// a command.
+			if !cronToken(field) && (len(f) > 6 || strings.ContainsFunc(field, notCronChar)) {
+				return "", task.Invalidf("malformed cron expression %q: %q looks like a crontab line's command: give the schedule alone (the command is the handler's: handlers.CODE.command)",
+					expr, strings.Join(f[5+i:], " "))
+			}
+		}
+	}
 	if strings.HasPrefix(rest, "@") || len(f) < 5 || len(f) > 6 {
 		return rest, nil // robfig says what is wrong
 	}
@@ -131,6 +143,27 @@ func classic(expr string) (string, error) {
 	}
 	f[len(f)-1] = sundaySeven(f[len(f)-1])
 	return strings.Join(f, " "), nil
+}
+
+// cronNames are the month and weekday names a field may hold.
+var cronNames = strings.Fields("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC SUN MON TUE WED THU FRI SAT")
+
+// cronToken reports whether field is made of what a cron field holds
+// (numbers, names, * ? / , - and the L W # taskd refuses with why), so
+// that a word that is not, such as a command, can be told apart.
+func cronToken(field string) bool {
+	for _, t := range strings.FieldsFunc(strings.ToUpper(field), func(r rune) bool { return strings.ContainsRune("*?/,-#", r) }) {
+		if slices.Contains(cronNames, t) || strings.Trim(t, "0123456789LW") == "" {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// notCronChar reports whether r cannot appear in a cron field.
+func notCronChar(r rune) bool {
+	return !('0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || strings.ContainsRune("*?/,-#", r))
 }
 
 // quartz reports whether a field uses L, W or # (Quartz's and some

@@ -516,6 +516,32 @@ func TestParseMalformed(t *testing.T) {
 		t.Parallel()
 		require.NoError(t, cronspec.Validate("*/5 * * * *", "Europe/Berlin"))
 	})
+	// A line copied from a crontab with its command says which part is the
+	// command; a sixth word alone may be a misspelt day and gets the
+	// parser's own error.
+	for expr, want := range map[string]string{
+		"0 9 * * 1-5 echo hi":                   `"echo hi" looks like a crontab line's command`,
+		"0 9 * * 1-5 /usr/bin/backup.sh":        `"/usr/bin/backup.sh" looks like a crontab line's command`,
+		"*/5 * * * * php artisan schedule:run":  `"php artisan schedule:run" looks like`,
+		"30 2 * * * root /usr/local/bin/job":    `"root /usr/local/bin/job" looks like`,
+		"CRON_TZ=UTC 0 9 * * * cd /srv && make": `"cd /srv && make" looks like`,
+		"0 30 9 * * MONN":                       "MONN",
+	} {
+		t.Run("command "+expr, func(t *testing.T) {
+			t.Parallel()
+			_, err := cronspec.Parse(expr, "UTC")
+			requireInvalid(t, err)
+			require.ErrorContains(t, err, want)
+			if strings.Contains(want, "looks like") {
+				require.ErrorContains(t, err, "handlers.CODE.command")
+			} else {
+				require.NotContains(t, err.Error(), "command")
+			}
+		})
+	}
+	for _, expr := range []string{"0 30 9 * * MON-FRI", "0 0 * * * ?", "0 0 12 * * sun,sat", "0 */5 * * * 1-5/2"} {
+		require.NoError(t, cronspec.Validate(expr, "UTC"), expr)
+	}
 }
 
 func TestParseEveryNonPositive(t *testing.T) {
