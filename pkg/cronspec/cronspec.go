@@ -81,7 +81,10 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 	}()
 	s, perr := parser.Parse(full)
 	if perr != nil {
-		return nil, task.Invalidf("malformed cron expression %q: %v", expr, perr)
+		// Only the day of week ends at 6 for robfig; taskd reads 7 as
+		// Sunday too (classic), so its maximum is 7.
+		msg := strings.Replace(perr.Error(), "above maximum (6)", "above maximum (7)", 1)
+		return nil, task.Invalidf("malformed cron expression %q: %s", expr, msg)
 	}
 	spec = &Spec{expr: expr, schedule: s, loc: loc}
 	if ss, ok := s.(*cron.SpecSchedule); ok {

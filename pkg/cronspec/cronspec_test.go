@@ -507,6 +507,12 @@ func TestParseMalformed(t *testing.T) {
 		requireInvalid(t, err)
 		require.Contains(t, err.Error(), "Mars/Base")
 	})
+	t.Run("day of week ends at 7", func(t *testing.T) {
+		t.Parallel()
+		_, err := cronspec.Parse("0 0 * * 8", "UTC")
+		require.ErrorContains(t, err, "end of range (8) above maximum (7)")
+		require.NoError(t, cronspec.Validate("0 0 * * 7", "UTC"))
+	})
 	t.Run("never fires says so", func(t *testing.T) {
 		t.Parallel()
 		_, err := cronspec.Parse("0 0 30 2 *", "UTC")
