@@ -64,6 +64,7 @@ final class CronSchedule
         if (count($fields) !== 6) {
             throw new InvalidArgumentException(sprintf('cron expression %s: want 5 or 6 fields, got %d', json_encode($expr), count($fields)));
         }
+        $fields[5] = self::sundaySeven($fields[5]);
         $bounds = [[0, 59, []], [0, 59, []], [0, 23, []], [1, 31, []], [1, 12, self::MONTHS], [0, 6, self::DAYS]];
         foreach ($fields as $i => $field) {
             [$s->sets[$i], $star] = self::field($field, ...$bounds[$i]);
@@ -111,6 +112,31 @@ final class CronSchedule
         $b = isset($this->sets[5][$dow]);
 
         return ($this->domStar || $this->dowStar) ? $a && $b : $a || $b;
+    }
+
+    /**
+     * Day of week 7 as crontabs read it, Sunday, as the daemon does:
+     * "7" -> "0", "5-7" -> "5,6,0", "1-7/2" -> "1,3,5,0".
+     */
+    private static function sundaySeven(string $dow): string
+    {
+        $parts = explode(',', $dow);
+        foreach ($parts as $i => $p) {
+            [$range, $stepText] = array_pad(explode('/', $p, 2), 2, null);
+            [$lo, $hi] = array_pad(explode('-', $range, 2), 2, null);
+            if ($p === '7') {
+                $parts[$i] = '0';
+            } elseif ($hi === '7' && ctype_digit($lo) && (int) $lo <= 7
+                && ($stepText === null || (ctype_digit($stepText) && (int) $stepText >= 1))) {
+                $days = [];
+                for ($d = (int) $lo; $d <= 7; $d += (int) ($stepText ?? 1)) {
+                    $days[] = $d % 7;
+                }
+                $parts[$i] = implode(',', $days);
+            }
+        }
+
+        return implode(',', $parts);
     }
 
     /** @return array{0: array<int, true>, 1: bool} the values, and whether the field is a bare star */

@@ -34,6 +34,18 @@ final class CronScheduleTest extends TestCase
         self::assertSame('2026-03-04 10:40:00 Wed', self::next('40-45/10 10 * * *'));
     }
 
+    /** Day of week 7 is Sunday, as in crontabs and the daemon. */
+    public function testSundaySeven(): void
+    {
+        self::assertSame('2026-03-08 00:00:00 Sun', self::next('0 0 * * 7'));
+        self::assertSame('2026-03-06 00:00:00 Fri', self::next('0 0 * * 5-7'));
+        self::assertSame('2026-03-08 00:00:00 Sun', self::next('0 0 * * 6-7', 'UTC', self::NOW + 86400 * 3));
+        self::assertSame('2026-03-08 00:00:00 Sun', self::next('0 0 * * 1-7/2', 'UTC', self::NOW + 86400 * 2));
+        self::assertSame('2026-03-09 00:00:00 Mon', self::next('0 0 * * 1/2', 'UTC', self::NOW + 86400 * 3));
+        $this->expectException(InvalidArgumentException::class);
+        CronSchedule::parse('0 0 * * 8', 'UTC');
+    }
+
     /** Both day fields restricted: either matches, as in cron. */
     public function testDayOfMonthOrDayOfWeek(): void
     {
