@@ -178,7 +178,9 @@ final class CronSchedule
     {
         $v = $names[strtolower($s)] ?? (ctype_digit($s) ? (int) $s : null);
         if ($v === null || $v < $min || $v > $max) {
-            throw new InvalidArgumentException(sprintf('cron field %s: %s is not in %d-%d', json_encode($field), json_encode($s), $min, $max));
+            // The day of week takes 7 too (Sunday: sundaySeven rewrote it).
+            $shown = $names === self::DAYS ? 7 : $max;
+            throw new InvalidArgumentException(sprintf('cron field %s: %s is not in %d-%d', json_encode($field), json_encode($s), $min, $shown));
         }
 
         return $v;
