@@ -376,8 +376,7 @@ func tries(t *task.Task) string {
 
 // due is when a task runs next: only tasks that wait for a time have one.
 func due(t *task.Task, now time.Time) string {
-	switch t.Status {
-	case task.Pending, task.Failed:
+	if t.Status.Waiting() {
 		return relative(t.PlanNextRun, now)
 	}
 	return "-"

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/cli"
+	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
@@ -797,4 +798,23 @@ func TestCronAddWarnsOfAStepPastItsField(t *testing.T) {
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE cron_expr = '*/61 * * * *'`))
 
 	b.ok(t, "cron", "add", "hello", "*/60 * * * *", "--name", "hourly") // no warning: ok requires an empty stderr
+}
+
+// Only a waiting task has a next run: one in flight or ended shows none,
+// not the past time it was due, in show and in list alike (tasktop's due
+// column too).
+func TestNextRunOnlyWhileWaiting(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.submit(t, "hello", "--delay", "1h") // due now, it would be inserted dispatched
+	sid := strconv.FormatInt(id, 10)
+	require.Regexp(t, `\nnext run    \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n`, b.ok(t, "show", sid))
+	for _, status := range []task.Status{task.Dispatched, task.Running, task.Succeeded, task.Dead, task.Cancelled} {
+		b.env.Exec(t, `UPDATE task_center SET status = ? WHERE id = ?`, status, id)
+		require.Contains(t, b.ok(t, "show", sid), "\nnext run    -\n", status)
+		list := b.ok(t, "list")
+		require.Regexp(t, `\n`+sid+` +hello .* - +`, list, status)
+	}
+	b.env.Exec(t, `UPDATE task_center SET status = ? WHERE id = ?`, task.Failed, id)
+	require.Regexp(t, `\nnext run    \d{4}-`, b.ok(t, "show", sid), "failed: due for its retry")
 }

@@ -164,11 +164,13 @@ func (a *App) workerNode(cmd *cobra.Command, id string, rs []*task.Run) string {
 // stepsShown bounds the children and failed members `show` lists.
 const stepsShown = 50
 
-// nextRun is a task's next run as listed: none for a disabled periodic
-// task, whose enable sets it anew.
+// nextRun is a task's next run as listed: only a waiting task has one
+// (pending, or failed until its retry). A task in flight or ended shows
+// none rather than its past plan time, and a disabled periodic task's
+// enable sets it anew.
 func nextRun(t *task.Task) string {
-	if t.Disabled() {
-		return "-"
+	if !t.Status.Waiting() {
+		return "-" // in flight, ended or disabled: its plan time is past
 	}
 	return fmtTime(&t.PlanNextRun)
 }

@@ -37,6 +37,11 @@ func (s Status) String() string {
 // cancelled (an operator may still retry it).
 func (s Status) Ended() bool { return s == Succeeded || s == Dead || s == Cancelled }
 
+// Waiting reports whether a task in s waits for its due time
+// (plan_next_run_at) to be claimed: pending, or failed and waiting for
+// its retry. Only such a task has a next run to show.
+func (s Status) Waiting() bool { return s == Pending || s == Failed }
+
 // ParseStatus accepts a status name or its number.
 func ParseStatus(s string) (Status, error) {
 	for i, n := range statusNames {
