@@ -81,10 +81,7 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 	}()
 	s, perr := parser.Parse(full)
 	if perr != nil {
-		// Only the day of week ends at 6 for robfig; taskd reads 7 as
-		// Sunday too (classic), so its maximum is 7.
-		msg := strings.Replace(perr.Error(), "above maximum (6)", "above maximum (7)", 1)
-		return nil, task.Invalidf("malformed cron expression %q: %s", expr, msg)
+		return nil, task.Invalidf("malformed cron expression %q: %s", expr, parseError(perr))
 	}
 	spec = &Spec{expr: expr, schedule: s, loc: loc}
 	if ss, ok := s.(*cron.SpecSchedule); ok {
@@ -95,6 +92,24 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 		return nil, task.Invalidf("cron expression %q never fires", expr)
 	}
 	return spec, nil
+}
+
+// parseError is robfig's parse error in an operator's words: without Go's
+// strconv text, and with the day of week ending at 7, since taskd reads 7
+// as Sunday too (classic) where robfig knows 0-6 only.
+func parseError(err error) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "failed to parse int from "); ok {
+		tok, why, _ := strings.Cut(rest, ": strconv")
+		switch {
+		case tok == "":
+			return "a / or - with no number after it"
+		case strings.Contains(why, "out of range"):
+			return fmt.Sprintf("%s is too large", tok)
+		}
+		return fmt.Sprintf("%q is not a number, nor a month or day name (JAN-DEC, SUN-SAT)", tok)
+	}
+	return strings.Replace(msg, "above maximum (6)", "above maximum (7)", 1)
 }
 
 // MaxLen is the longest expression the task center's cron_expr holds.

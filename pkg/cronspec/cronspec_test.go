@@ -471,6 +471,9 @@ func TestParseMalformed(t *testing.T) {
 		"*/0 * * * *",
 		"-1 * * * *",
 		"a b c d e",
+		"*/ * * * *",
+		"5- * * * *",
+		"0 0 * JANUARY *",
 		"* * * * * ?x",
 		"99999999999999999999 * * * *",
 		"0-99999999999 * * * *",
@@ -497,6 +500,7 @@ func TestParseMalformed(t *testing.T) {
 			requireInvalid(t, err, "expr %q", expr)
 			require.Nil(t, s)
 			require.NotContains(t, err.Error(), "\n", "errors are one line")
+			require.NotContains(t, err.Error(), "strconv", "errors speak of the expression, not of Go")
 			requireInvalid(t, cronspec.Validate(expr, "UTC"))
 		})
 	}
@@ -506,6 +510,15 @@ func TestParseMalformed(t *testing.T) {
 		_, err := cronspec.Parse("* * * * *", "Mars/Base")
 		requireInvalid(t, err)
 		require.Contains(t, err.Error(), "Mars/Base")
+	})
+	t.Run("a word that is not a field's", func(t *testing.T) {
+		t.Parallel()
+		_, err := cronspec.Parse("0 0 * JANUARY *", "UTC")
+		require.ErrorContains(t, err, `"JANUARY" is not a number, nor a month or day name (JAN-DEC, SUN-SAT)`)
+		_, err = cronspec.Parse("*/ * * * *", "UTC")
+		require.ErrorContains(t, err, "a / or - with no number after it")
+		_, err = cronspec.Parse("*/99999999999999999999 * * * *", "UTC")
+		require.ErrorContains(t, err, "99999999999999999999 is too large")
 	})
 	t.Run("day of week ends at 7", func(t *testing.T) {
 		t.Parallel()
