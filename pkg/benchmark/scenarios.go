@@ -87,10 +87,12 @@ func (e *Env) newPhase(ctx context.Context) error {
 }
 
 // waitSucceeded waits until n tasks of the phase have succeeded: first for
-// the handler count (free), then for the results to be written.
+// c, the count of its handler's successes (free), then for the results to
+// be written. Every scenario counts with one, so none polls the task
+// center while it measures.
 func (e *Env) waitSucceeded(ctx context.Context, c *counter, n int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	for c != nil && c.n.Load() < int64(n) {
+	for c.n.Load() < int64(n) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("only %d of %d handlers ran within %s", c.n.Load(), n, limit)
 		}
