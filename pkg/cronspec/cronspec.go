@@ -81,7 +81,11 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 	}()
 	s, perr := parser.Parse(full)
 	if perr != nil {
-		return nil, task.Invalidf("malformed cron expression %q: %s", expr, parseError(perr))
+		why := fieldError(fields)
+		if why == "" {
+			why = parseError(perr)
+		}
+		return nil, task.Invalidf("malformed cron expression %q: %s", expr, why)
 	}
 	spec = &Spec{expr: expr, schedule: s, loc: loc}
 	if ss, ok := s.(*cron.SpecSchedule); ok {
@@ -95,8 +99,9 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 }
 
 // parseError is robfig's parse error in an operator's words: without Go's
-// strconv text, and with the day of week ending at 7, since taskd reads 7
-// as Sunday too (classic) where robfig knows 0-6 only.
+// strconv text. Values out of their field's bounds never reach it
+// (fieldError), so robfig's day of week ending at 6, where taskd reads 7
+// as Sunday too (classic), is never shown.
 func parseError(err error) string {
 	msg := err.Error()
 	if rest, ok := strings.CutPrefix(msg, "failed to parse int from "); ok {
@@ -109,7 +114,7 @@ func parseError(err error) string {
 		}
 		return fmt.Sprintf("%q is not a number, nor a month or day name (JAN-DEC, SUN-SAT)", tok)
 	}
-	return strings.Replace(msg, "above maximum (6)", "above maximum (7)", 1)
+	return msg
 }
 
 // MaxLen is the longest expression the task center's cron_expr holds.
@@ -363,4 +368,89 @@ func Oversteps(expr string) []string {
 		}
 	}
 	return out
+}
+
+// fieldError names the field, and the value in it, that robfig refused
+// without saying which ("end of range (24) above maximum (23)"): a value
+// outside the field, a range that runs backwards, a step below 1. Empty
+// when it finds none of these; robfig's own words are then used.
+func fieldError(fields string) string {
+	f := strings.Fields(fields)
+	defs := fiveFields
+	switch {
+	case strings.HasPrefix(fields, "@"):
+		return ""
+	case len(f) == 6:
+		defs = append([]cronField{secondField}, fiveFields...)
+	case len(f) != 5:
+		return ""
+	}
+	for i, field := range f {
+		d := defs[i]
+		last := d.min + d.size - 1
+		if d.name == "day-of-week" {
+			last = 7 // Sunday, as 0 is (classic)
+		}
+		for part := range strings.SplitSeq(field, ",") {
+			rng, st, stepped := strings.Cut(part, "/")
+			if step, err := strconv.Atoi(st); stepped && err == nil && step < 1 {
+				return fmt.Sprintf("the %s field's step in %q must be 1 or more", d.name, part)
+			}
+			if rng == "*" || rng == "?" {
+				continue
+			}
+			lo, hi, isRange := strings.Cut(rng, "-")
+			a, okA := fieldValue(lo, d)
+			b, okB := fieldValue(hi, d)
+			for _, v := range []struct {
+				n  int
+				ok bool
+			}{{a, okA}, {b, okB && isRange}} {
+				if v.ok && (v.n < d.min || v.n > last) {
+					return fmt.Sprintf("the %s field's %d is outside %d-%d", d.name, v.n, d.min, last)
+				}
+			}
+			if isRange && okA && okB && a > b {
+				return fmt.Sprintf("the %s field's range %q runs backwards, and a range cannot wrap around: write %s",
+					d.name, rng, wrapped(a, b, d))
+			}
+		}
+	}
+	return ""
+}
+
+// fieldValue reads one end of a field's range: a number, or a month's or
+// a day's name in the fields that take names.
+func fieldValue(s string, d cronField) (int, bool) {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n, true
+	}
+	i := slices.Index(cronNames, strings.ToUpper(s))
+	switch {
+	case i >= 0 && i < 12 && d.name == "month":
+		return i + 1, true
+	case i >= 12 && d.name == "day-of-week":
+		return i - 12, true
+	}
+	return 0, false
+}
+
+// wrapped is the backwards range a-b of field d written as cron reads it:
+// from a to the field's end, then from its start to b ("22-2" in hours is
+// "22-23,0-2").
+func wrapped(a, b int, d cronField) string {
+	span := func(x, y int) string {
+		if x == y {
+			return strconv.Itoa(x)
+		}
+		return fmt.Sprintf("%d-%d", x, y)
+	}
+	end := d.min + d.size - 1
+	if d.name == "day-of-week" {
+		if a == 7 {
+			return span(0, b) // 7 is Sunday, the week's first day as 0
+		}
+		end = 6
+	}
+	return span(a, end) + "," + span(d.min, b)
 }

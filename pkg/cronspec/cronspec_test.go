@@ -523,9 +523,34 @@ func TestParseMalformed(t *testing.T) {
 	t.Run("day of week ends at 7", func(t *testing.T) {
 		t.Parallel()
 		_, err := cronspec.Parse("0 0 * * 8", "UTC")
-		require.ErrorContains(t, err, "end of range (8) above maximum (7)")
+		require.ErrorContains(t, err, "the day-of-week field's 8 is outside 0-7")
 		require.NoError(t, cronspec.Validate("0 0 * * 7", "UTC"))
 	})
+	// A value out of bounds, a range that runs backwards and a zero step
+	// name their field; a backwards range says how to write it.
+	for expr, want := range map[string]string{
+		"61 * * * *":      "the minute field's 61 is outside 0-59",
+		"70 * * * * *":    "the second field's 70 is outside 0-59",
+		"* 24 * * *":      "the hour field's 24 is outside 0-23",
+		"* * 0 * *":       "the day-of-month field's 0 is outside 1-31",
+		"* * * 13 *":      "the month field's 13 is outside 1-12",
+		"0 5-30 * * *":    "the hour field's 30 is outside 0-23",
+		"0 22-2 * * *":    `the hour field's range "22-2" runs backwards, and a range cannot wrap around: write 22-23,0-2`,
+		"1-0 * * * *":     "write 1-59,0",
+		"0 0 * DEC-JAN *": `the month field's range "DEC-JAN" runs backwards, and a range cannot wrap around: write 12,1`,
+		"0 0 * * FRI-MON": "write 5-6,0-1",
+		"0 0 * * 7-1":     "write 0-1",
+		"*/0 * * * *":     `the minute field's step in "*/0" must be 1 or more`,
+		"0 0 1,5/0 * *":   `the day-of-month field's step in "5/0" must be 1 or more`,
+	} {
+		t.Run("field named "+expr, func(t *testing.T) {
+			t.Parallel()
+			_, err := cronspec.Parse(expr, "UTC")
+			requireInvalid(t, err)
+			require.ErrorContains(t, err, want)
+			require.NotContains(t, err.Error(), "range (", "robfig's words are not shown")
+		})
+	}
 	t.Run("never fires says so", func(t *testing.T) {
 		t.Parallel()
 		_, err := cronspec.Parse("0 0 30 2 *", "UTC")
