@@ -34,6 +34,18 @@ func TestValidatePayload(t *testing.T) {
 			err := task.ValidatePayload([]byte(p), 0)
 			requireInvalid(t, err, "payload %q", p)
 			require.Contains(t, err.Error(), "not valid JSON")
+			require.NotContains(t, err.Error(), "\n")
+		}
+		// The error says why and where, so that a shell's quoting can be
+		// found in a long payload.
+		for p, want := range map[string]string{
+			`{a:1}`:      "invalid character 'a' looking for beginning of object key string at byte 2",
+			`{"a":1}x`:   "invalid character 'x' after top-level value at byte 8",
+			`{"a":[1,2}`: "invalid character '}' after array element at byte 10",
+			`{"a":1`:     "unexpected end of JSON input",
+			"  ":         "it is empty (give {} for no payload)",
+		} {
+			require.ErrorContains(t, task.ValidatePayload([]byte(p), 0), want, "payload %q", p)
 		}
 	})
 

@@ -1,7 +1,9 @@
 package task
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -66,7 +68,7 @@ func ValidatePayload(p []byte, max int) error {
 		return Invalidf("payload is %d bytes, over the limit of %d (submit.max_payload)", len(p), max)
 	}
 	if !json.Valid(p) {
-		return Invalidf("payload is not valid JSON")
+		return Invalidf("payload is not valid JSON: %s", jsonError(p))
 	}
 	// json.Valid takes any bytes inside a string; the task center's
 	// utf8mb4 column does not, and a GBK file came back as the server's
@@ -75,6 +77,22 @@ func ValidatePayload(p []byte, max int) error {
 		return Invalidf("payload is not valid UTF-8 (convert it first, e.g. from GBK with iconv -f GBK -t UTF-8)")
 	}
 	return nil
+}
+
+// jsonError says where and why p, which is not valid JSON, fails: the
+// decoder's reason and the byte it stopped at.
+func jsonError(p []byte) string {
+	err := json.Unmarshal(p, new(json.RawMessage))
+	var syn *json.SyntaxError
+	switch {
+	case len(bytes.TrimSpace(p)) == 0:
+		return "it is empty (give {} for no payload)"
+	case errors.As(err, &syn):
+		return fmt.Sprintf("%s at byte %d", syn.Error(), syn.Offset)
+	case err != nil:
+		return err.Error()
+	}
+	return "unknown reason"
 }
 
 // ValidatePriority checks 0 (highest) to 9 (lowest).
