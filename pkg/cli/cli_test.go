@@ -160,7 +160,6 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"limit without queue", []string{"limit"}, "taskd: limit: missing QUEUE; usage: taskd limit QUEUE [flags]\n"},
 		{"reshard without shards", []string{"reshard", "hello", "--yes"}, "taskd: reshard: missing N; usage: taskd reshard QUEUE N [flags]\n"},
 		{"batch without code", []string{"batch", "--callback", "report"}, "taskd: batch: missing CODE and PAYLOAD; usage: taskd batch CODE PAYLOAD... --callback CODE [flags]\n"},
-		{"stats with arguments", []string{"stats", "a", "b"}, "taskd: stats: unexpected arguments \"a\" \"b\"; usage: taskd stats [flags]\n"},
 		{"unknown command", []string{"frobnicate"}, "taskd: unknown command \"frobnicate\"\n"},
 		{"mistyped command", []string{"submitt", "hello"}, "taskd: unknown command \"submitt\" (did you mean \"submit\"?)\n"},
 		{"mistyped command with its flags", []string{"sumbit", "hello", "--priority", "3", "--yes"}, "taskd: unknown command \"sumbit\" (did you mean \"submit\"?)\n"},

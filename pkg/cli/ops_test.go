@@ -139,6 +139,13 @@ func TestOperatorCommands(t *testing.T) {
 	}
 	require.True(t, found)
 	require.Contains(t, b.ok(t, "stats"), "hello")
+
+	// Named queues: those alone.
+	require.Greater(t, len(st.Queues), 1)
+	var one struct{ Queues []struct{ Queue string } }
+	b.okJSON(t, &one, "stats", "hello")
+	require.Len(t, one.Queues, 1)
+	require.Equal(t, "hello", one.Queues[0].Queue)
 }
 
 // Every command that changes state takes --yes; it asks only on a
@@ -216,6 +223,9 @@ func TestUnknownTaskOrQueueWritesNothing(t *testing.T) {
 		requireOneLineError(t, r, cli.ExitFailure)
 		require.Contains(t, r.stderr, tc.want, tc.args)
 	}
+	r := b.run(t, "stats", "hello", "no_such_queue")
+	requireOneLineError(t, r, cli.ExitFailure)
+	require.Contains(t, r.stderr, `unknown queue "no_such_queue"`)
 	require.Equal(t, audits, b.audits(t))
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_queue`))
 	require.Equal(t, 0, b.env.Count(t, `SELECT status FROM task_center WHERE id = ?`, id), "the known task of a half-unknown kill is left alone")

@@ -13,16 +13,21 @@ import (
 
 func (a *App) statsCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:     "stats",
+		Use:     "stats [QUEUE...]",
 		Short:   "Per-queue and per-worker figures (cheap enough to poll every second)",
-		Example: "  taskd stats\n  taskd -o json stats",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Long:    "Per-queue and per-worker figures (cheap enough to poll every second): of every queue, or of the queues named and the workers that consume them.",
+		Example: "  taskd stats\n  taskd stats send_email\n  taskd -o json stats",
+		RunE: func(cmd *cobra.Command, only []string) error {
 			o, closeFn, err := a.ops(cmd, noRedis)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
+			for _, q := range only {
+				if err := o.CheckQueue(cmd.Context(), q); err != nil {
+					return err
+				}
+			}
 			rs, err := a.openReadStore(cmd.Context())
 			if err != nil {
 				return err
@@ -48,6 +53,9 @@ func (a *App) statsCmd() *cobra.Command {
 			}
 			if err != nil {
 				return err
+			}
+			if len(only) > 0 {
+				s.Only(only)
 			}
 			if err := a.printStats(s); err != nil {
 				return err

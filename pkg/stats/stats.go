@@ -111,6 +111,15 @@ type Stats struct {
 	RedisError string `json:"redis_error,omitempty"`
 }
 
+// Only keeps the queues named and the workers that consume any of them:
+// an operator of three hundred queues asks about one.
+func (s *Stats) Only(queues []string) {
+	s.Queues = slices.DeleteFunc(s.Queues, func(q Queue) bool { return !slices.Contains(queues, q.Name) })
+	s.Workers = slices.DeleteFunc(s.Workers, func(w Worker) bool {
+		return !slices.ContainsFunc(w.Queues, func(q string) bool { return slices.Contains(queues, q) })
+	})
+}
+
 // Source is where figures come from.
 type Source struct {
 	Store  *store.Store

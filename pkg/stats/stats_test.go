@@ -133,3 +133,26 @@ func TestErrorsNameTheirServer(t *testing.T) {
 	require.True(t, strings.HasPrefix(err.Error(), "MySQL: "), err.Error())
 
 }
+
+// Only keeps the queues named and the workers that consume one of them.
+func TestOnly(t *testing.T) {
+	t.Parallel()
+	s := &stats.Stats{
+		Queues: []stats.Queue{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		Workers: []stats.Worker{
+			{ID: "w1", Queues: []string{"a"}},
+			{ID: "w2", Queues: []string{"b", "c"}},
+			{ID: "w3", Queues: []string{"c"}},
+		},
+	}
+	s.Only([]string{"b", "a"})
+	var queues, workers []string
+	for _, q := range s.Queues {
+		queues = append(queues, q.Name)
+	}
+	for _, w := range s.Workers {
+		workers = append(workers, w.ID)
+	}
+	require.Equal(t, []string{"a", "b"}, queues)
+	require.Equal(t, []string{"w1", "w2"}, workers)
+}
