@@ -205,7 +205,8 @@ func quartz(field string) bool {
 }
 
 // sundaySeven rewrites day-of-week 7 (Sunday, as in Vixie cron and cronie)
-// as 0: "7" -> "0", "5-7" -> "5,6,0", "1-7/2" -> "1,3,5,0".
+// as 0: "7" -> "0", "5-7" -> "5,6,0", "1-7/2" -> "1,3,5,0", and a range
+// that ends on Sunday by name as one that ends at 7: "FRI-SUN" -> "5,6,0".
 func sundaySeven(dow string) string {
 	parts := strings.Split(dow, ",")
 	for i, p := range parts {
@@ -214,17 +215,18 @@ func sundaySeven(dow string) string {
 		switch {
 		case p == "7":
 			parts[i] = "0"
-		case isRange && hi == "7":
-			a, errA := strconv.Atoi(lo)
+		case isRange && (hi == "7" || strings.EqualFold(hi, "SUN")):
+			// MON-SUN is the whole week: SUN at a range's end is 7.
+			a, ok := fieldValue(lo, dowField)
+			if !ok || a < 0 || a > 7 || (a == 0 && hi != "7") {
+				continue // SUN-SUN is Sunday alone, as robfig reads it
+			}
 			n := 1
 			if step != "" {
 				var err error
 				if n, err = strconv.Atoi(step); err != nil || n < 1 {
 					continue // robfig says what is wrong
 				}
-			}
-			if errA != nil || a < 0 || a > 7 {
-				continue
 			}
 			var days []string
 			for d := a; d <= 7; d += n {
@@ -313,8 +315,9 @@ type cronField struct {
 
 var (
 	secondField = cronField{"second", "seconds", 0, 60}
+	dowField    = cronField{"day-of-week", "days", 0, 7}
 	fiveFields  = []cronField{{"minute", "minutes", 0, 60}, {"hour", "hours", 0, 24},
-		{"day-of-month", "days", 1, 31}, {"month", "months", 1, 12}, {"day-of-week", "days", 0, 7}}
+		{"day-of-month", "days", 1, 31}, {"month", "months", 1, 12}, dowField}
 )
 
 // Oversteps describes each step of expr larger than the values it steps

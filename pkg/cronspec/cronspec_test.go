@@ -668,6 +668,11 @@ func TestCrontabDialect(t *testing.T) {
 		"0 0 3 * * 6,7":         "0 0 3 * * 6,0",
 		"CRON_TZ=UTC 0 3 * * 7": "0 3 * * 0",
 		"0 3 * JUL WED":         "0 3 * 7 3",
+		"0 3 * * FRI-SUN":       "0 3 * * 5,6,0",
+		"0 3 * * mon-sun":       "0 3 * * *",
+		"0 3 * * MON-SUN/2":     "0 3 * * 1,3,5,0",
+		"0 3 * * SUN-SUN":       "0 3 * * 0",
+		"0 3 * * SUN-7":         "0 3 * * *",
 	} {
 		a, b := mustParse(t, expr, "UTC"), mustParse(t, same, "UTC")
 		at := from

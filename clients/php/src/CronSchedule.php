@@ -116,7 +116,7 @@ final class CronSchedule
 
     /**
      * Day of week 7 as crontabs read it, Sunday, as the daemon does:
-     * "7" -> "0", "5-7" -> "5,6,0", "1-7/2" -> "1,3,5,0".
+     * "7" -> "0", "5-7" -> "5,6,0", "1-7/2" -> "1,3,5,0", "FRI-SUN" -> "5,6,0".
      */
     private static function sundaySeven(string $dow): string
     {
@@ -124,12 +124,16 @@ final class CronSchedule
         foreach ($parts as $i => $p) {
             [$range, $stepText] = array_pad(explode('/', $p, 2), 2, null);
             [$lo, $hi] = array_pad(explode('-', $range, 2), 2, null);
+            // A range that ends on SUN by name ends at 7 (MON-SUN is the
+            // whole week), but SUN-SUN is Sunday alone.
+            $from = ctype_digit((string) $lo) ? (int) $lo : (self::DAYS[strtolower((string) $lo)] ?? null);
+            $toSunday = $hi === '7' || ($hi !== null && strtolower($hi) === 'sun' && $from !== 0);
             if ($p === '7') {
                 $parts[$i] = '0';
-            } elseif ($hi === '7' && ctype_digit($lo) && (int) $lo <= 7
+            } elseif ($toSunday && $from !== null && $from <= 7
                 && ($stepText === null || (ctype_digit($stepText) && (int) $stepText >= 1))) {
                 $days = [];
-                for ($d = (int) $lo; $d <= 7; $d += (int) ($stepText ?? 1)) {
+                for ($d = $from; $d <= 7; $d += (int) ($stepText ?? 1)) {
                     $days[] = $d % 7;
                 }
                 $parts[$i] = implode(',', $days);

@@ -42,6 +42,10 @@ final class CronScheduleTest extends TestCase
         self::assertSame('2026-03-08 00:00:00 Sun', self::next('0 0 * * 6-7', 'UTC', self::NOW + 86400 * 3));
         self::assertSame('2026-03-08 00:00:00 Sun', self::next('0 0 * * 1-7/2', 'UTC', self::NOW + 86400 * 2));
         self::assertSame('2026-03-09 00:00:00 Mon', self::next('0 0 * * 1/2', 'UTC', self::NOW + 86400 * 3));
+        self::assertSame('2026-03-06 00:00:00 Fri', self::next('0 0 * * FRI-SUN'));
+        self::assertSame('2026-03-08 00:00:00 Sun', self::next('0 0 * * fri-sun', 'UTC', self::NOW + 86400 * 3));
+        self::assertSame(self::next('0 0 * * *'), self::next('0 0 * * MON-SUN'));
+        self::assertSame('2026-03-08 00:00:00 Sun', self::next('0 0 * * SUN-SUN'));
         $this->expectException(InvalidArgumentException::class);
         $this->expectExceptionMessage('cron field "8": "8" is not in 0-7');
         CronSchedule::parse('0 0 * * 8', 'UTC');
