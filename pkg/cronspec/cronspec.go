@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/robfig/cron/v3"
 
@@ -68,9 +69,15 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 	} else if tz != "" {
 		full = "CRON_TZ=" + loc.String() + " " + fields
 	}
-	if rest, ok := strings.CutPrefix(expr, "@every "); ok {
-		// robfig rounds intervals under a second up to a second.
-		if d, err := time.ParseDuration(strings.TrimSpace(rest)); err == nil && d < time.Second {
+	if fields == "@every" {
+		return nil, task.Invalidf("malformed cron expression %q: @every needs an interval such as 90s, 5m or 1h30m", expr)
+	}
+	if rest, ok := strings.CutPrefix(fields, "@every "); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		switch {
+		case err != nil:
+			return nil, task.Invalidf("malformed cron expression %q: %s", expr, everyError(strings.TrimSpace(rest)))
+		case d < time.Second: // robfig rounds it up to a second
 			return nil, task.Invalidf("malformed cron expression %q: interval must be at least 1s", expr)
 		}
 	}
@@ -83,7 +90,7 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 	if perr != nil {
 		why := fieldError(fields)
 		if why == "" {
-			why = parseError(perr)
+			why = parseError(perr, fields)
 		}
 		return nil, task.Invalidf("malformed cron expression %q: %s", expr, why)
 	}
@@ -102,7 +109,7 @@ func Parse(expr, tz string) (spec *Spec, err error) {
 // strconv text. Values out of their field's bounds never reach it
 // (fieldError), so robfig's day of week ending at 6, where taskd reads 7
 // as Sunday too (classic), is never shown.
-func parseError(err error) string {
+func parseError(err error, fields string) string {
 	msg := err.Error()
 	if rest, ok := strings.CutPrefix(msg, "failed to parse int from "); ok {
 		tok, why, _ := strings.Cut(rest, ": strconv")
@@ -114,7 +121,40 @@ func parseError(err error) string {
 		}
 		return fmt.Sprintf("%q is not a number, nor a month or day name (JAN-DEC, SUN-SAT)", tok)
 	}
+	if d, ok := strings.CutPrefix(msg, "unrecognized descriptor: "); ok {
+		return fmt.Sprintf("unknown descriptor %q: there are @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly and @every INTERVAL", d)
+	}
+	var n int
+	if _, err := fmt.Sscanf(msg, "expected 5 to 6 fields, found %d", &n); err == nil {
+		why := fmt.Sprintf("it has %d fields, where a cron expression has 5 (minute hour day-of-month month day-of-week), or 6 with seconds first", n)
+		if n < 5 && strings.ContainsFunc(fields, unicode.IsLetter) {
+			why += "; an interval is written @every 5m" // "every 5 minutes"
+		}
+		return why
+	}
 	return msg
+}
+
+// everyError says why s is not an @every interval, and what to write.
+func everyError(s string) string {
+	num := strings.TrimRight(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+	unit := strings.ToLower(strings.TrimSpace(s[len(num):]))
+	if _, err := strconv.Atoi(num); err != nil || strings.ContainsAny(num, "+-") {
+		return fmt.Sprintf("%q is not an interval such as 90s, 5m or 1h30m", s)
+	}
+	n, _ := strconv.Atoi(num)
+	switch unit {
+	case "":
+		return fmt.Sprintf("%q has no unit: write %ds, %dm or %dh", s, n, n, n)
+	case "d", "day", "days":
+		return fmt.Sprintf("%q: @every counts hours, not days: write %dh (or a time of day: 0 3 * * *)", s, n*24)
+	}
+	for u, names := range map[string][]string{"h": {"h", "hr", "hrs", "hour", "hours"}, "m": {"m", "min", "mins", "minute", "minutes"}, "s": {"s", "sec", "secs", "second", "seconds"}} {
+		if slices.Contains(names, unit) {
+			return fmt.Sprintf("%q is not an interval as @every writes it: write %d%s", s, n, u)
+		}
+	}
+	return fmt.Sprintf("%q is not an interval such as 90s, 5m or 1h30m", s)
 }
 
 // MaxLen is the longest expression the task center's cron_expr holds.

@@ -551,6 +551,30 @@ func TestParseMalformed(t *testing.T) {
 			require.NotContains(t, err.Error(), "range (", "robfig's words are not shown")
 		})
 	}
+	// A mistyped interval or descriptor, or a schedule in words, says what
+	// to write.
+	for expr, want := range map[string]string{
+		"@every 5min":     `"5min" is not an interval as @every writes it: write 5m`,
+		"@every 2 hours":  "write 2h",
+		"@every 1d":       `"1d": @every counts hours, not days: write 24h`,
+		"@every 30":       `"30" has no unit: write 30s, 30m or 30h`,
+		"@every":          "@every needs an interval such as 90s, 5m or 1h30m",
+		"@every banana":   `"banana" is not an interval such as 90s, 5m or 1h30m`,
+		"@dayly":          `unknown descriptor "@dayly": there are @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly and @every INTERVAL`,
+		"every 5 minutes": "it has 3 fields, where a cron expression has 5 (minute hour day-of-month month day-of-week), or 6 with seconds first; an interval is written @every 5m",
+		"* * *":           "it has 3 fields",
+	} {
+		t.Run("says what to write "+expr, func(t *testing.T) {
+			t.Parallel()
+			_, err := cronspec.Parse(expr, "UTC")
+			requireInvalid(t, err)
+			require.ErrorContains(t, err, want)
+			require.NotContains(t, err.Error(), "time: ", "Go's duration error is not shown")
+			if expr == "* * *" {
+				require.NotContains(t, err.Error(), "@every", "no interval hint for a schedule without words")
+			}
+		})
+	}
 	t.Run("never fires says so", func(t *testing.T) {
 		t.Parallel()
 		_, err := cronspec.Parse("0 0 30 2 *", "UTC")
