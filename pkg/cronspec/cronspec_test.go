@@ -542,18 +542,8 @@ func TestParseMalformed(t *testing.T) {
 		"0 0 * * 7-1":     "write 0-1",
 		"*/0 * * * *":     `the minute field's step in "*/0" must be 1 or more`,
 		"0 0 1,5/0 * *":   `the day-of-month field's step in "5/0" must be 1 or more`,
-	} {
-		t.Run("field named "+expr, func(t *testing.T) {
-			t.Parallel()
-			_, err := cronspec.Parse(expr, "UTC")
-			requireInvalid(t, err)
-			require.ErrorContains(t, err, want)
-			require.NotContains(t, err.Error(), "range (", "robfig's words are not shown")
-		})
-	}
-	// A mistyped interval or descriptor, or a schedule in words, says what
-	// to write.
-	for expr, want := range map[string]string{
+		// A mistyped interval or descriptor, or a schedule in words, says
+		// what to write.
 		"@every 5min":     `"5min" is not an interval as @every writes it: write 5m`,
 		"@every 2 hours":  "write 2h",
 		"@every 1d":       `"1d": @every counts hours, not days: write 24h`,
@@ -569,7 +559,8 @@ func TestParseMalformed(t *testing.T) {
 			_, err := cronspec.Parse(expr, "UTC")
 			requireInvalid(t, err)
 			require.ErrorContains(t, err, want)
-			require.NotContains(t, err.Error(), "time: ", "Go's duration error is not shown")
+			require.NotContains(t, err.Error(), "range (", "robfig's words are not shown")
+			require.NotContains(t, err.Error(), "time: ", "nor Go's duration error")
 			if expr == "* * *" {
 				require.NotContains(t, err.Error(), "@every", "no interval hint for a schedule without words")
 			}
