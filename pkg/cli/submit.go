@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +118,8 @@ func checkCode(c *config.Config, code string, any bool) error {
 		return nil
 	}
 	if _, ok := c.Handlers[code]; !ok {
-		return task.Invalidf("unknown task code %q: no handler configured for it (pass --any-code if a Go handler or another configuration serves it)", code)
+		return task.Invalidf("unknown task code %q%s: no handler configured for it (pass --any-code if a Go handler or another configuration serves it)",
+			code, config.DidYouMean(code, slices.Collect(maps.Keys(c.Handlers))))
 	}
 	return nil
 }

@@ -220,7 +220,7 @@ func unknownKey(key, source string) error {
 }
 
 func unknownKeyAmong(key, source string, cands []string) error {
-	return task.Invalidf("unknown key %q in %s%s", key, source, didYouMean(key, cands))
+	return task.Invalidf("unknown key %q in %s%s", key, source, DidYouMean(key, cands))
 }
 
 // checkEnv rejects TASKD_* variables that name no key.
@@ -240,7 +240,7 @@ func checkEnv(environ []string) error {
 			name == EnvLockName || name == EnvLockToken || name == EnvConfig {
 			continue
 		}
-		return task.Invalidf("unknown variable %s in the environment%s", name, didYouMean(name, names))
+		return task.Invalidf("unknown variable %s in the environment%s", name, DidYouMean(name, names))
 	}
 	return nil
 }
@@ -369,9 +369,9 @@ func source(v *viper.Viper, key, file string) string {
 	return "the defaults"
 }
 
-// didYouMean suggests the candidate nearest key, when it is near enough to
+// DidYouMean suggests the candidate nearest key, when it is near enough to
 // be a typo.
-func didYouMean(key string, cands []string) string {
+func DidYouMean(key string, cands []string) string {
 	best, bestD := "", -1
 	for _, c := range slices.Sorted(slices.Values(cands)) {
 		if d := editDistance(strings.ToLower(key), strings.ToLower(c)); bestD < 0 || d < bestD {
