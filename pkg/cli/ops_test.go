@@ -218,6 +218,8 @@ func TestUnknownTaskOrQueueWritesNothing(t *testing.T) {
 		{[]string{"kill", "--code", "no_such_code"}, `unknown task code "no_such_code"`},
 		{[]string{"run-now", "--code", "no_such_code"}, `unknown task code "no_such_code"`},
 		{[]string{"delete", "--code", "no_such_code"}, `unknown task code "no_such_code"`},
+		{[]string{"pause", "helo"}, `unknown queue "helo" (did you mean "hello"?)`},
+		{[]string{"retry", "--code", "helo"}, `unknown task code "helo" (did you mean "hello"?)`},
 	} {
 		r := b.run(t, append(tc.args, "--yes")...)
 		requireOneLineError(t, r, cli.ExitFailure)

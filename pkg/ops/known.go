@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	"github.com/taskd/taskd/pkg/broker"
@@ -25,6 +26,7 @@ func NewFromConfig(s *store.Store, b *broker.Broker, c *config.Config) *Ops {
 	o.Configured = func(q string) int { return shards[q] }
 	o.Known = func(q string) bool { _, ok := queues[q]; return ok }
 	o.Handled = func(code string) bool { _, ok := c.Handlers[code]; return ok }
+	o.QueueNames, o.CodeNames = slices.Collect(maps.Keys(queues)), slices.Collect(maps.Keys(c.Handlers))
 	limits := c.QueueLimits()
 	o.ConfiguredLimit = func(q string) limit.Limit { return limits[q] }
 	o.Timezone = c.Cron.Timezone
@@ -65,7 +67,8 @@ func (o *Ops) CheckQueue(ctx context.Context, q string) error {
 		return err
 	}
 	if !known {
-		return task.NotFoundf("unknown queue %q: no handler or queues: entry configures it, no worker consumes it and no task is in it", q)
+		return task.NotFoundf("unknown queue %q%s: no handler or queues: entry configures it, no worker consumes it and no task is in it",
+			q, config.DidYouMean(q, o.QueueNames))
 	}
 	return nil
 }
@@ -82,7 +85,8 @@ func (o *Ops) CheckCode(ctx context.Context, code string) error {
 		return err
 	}
 	if !known {
-		return task.NotFoundf("unknown task code %q: no handler is configured for it, no node routes it and no task has it", code)
+		return task.NotFoundf("unknown task code %q%s: no handler is configured for it, no node routes it and no task has it",
+			code, config.DidYouMean(code, o.CodeNames))
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ type Ops struct {
 	// ConfiguredLimit returns a queue's configured limit, which Limit
 	// with Reset restores.
 	ConfiguredLimit func(queue string) limit.Limit
+	// QueueNames and CodeNames are the queues and task codes the
+	// configuration names: an unknown one's error suggests the nearest.
+	QueueNames, CodeNames []string
 }
 
 // New returns the operator actions, attributed to the current OS user and

@@ -494,12 +494,16 @@ func (p *TaskListParams) where() (string, []any) {
 			args = append(args, int(*p.Status))
 		}
 	}
+	// Codes and queues match exactly, as workers and Redis keys take them:
+	// the table's collation folds case and trailing spaces, and a kill of
+	// the stray "HELLO" rows a producer INSERTed must not take hello's.
+	// The plain comparison is kept beside the binary one for the index.
 	if p.Code != "" {
-		q += ` AND task_code = ?`
-		args = append(args, p.Code)
+		q += ` AND task_code = ? AND task_code = BINARY ?`
+		args = append(args, p.Code, p.Code)
 	}
 	if p.Queue != "" {
-		q += ` AND ` + queueOf("task_center") + ` = ?`
+		q += ` AND ` + queueOf("task_center") + ` = BINARY ?`
 		args = append(args, p.Queue)
 	}
 	if p.Group != "" {
