@@ -457,7 +457,13 @@ func TestCron(t *testing.T) {
 		`SELECT FLOOR(MOD(UNIX_TIMESTAMP(plan_next_run_at), 86400) / 3600) FROM task_center WHERE id = ?`, id).Scan(&hourUTC))
 	require.Equal(t, 18, hourUTC, "02:00 in Shanghai is 18:00 UTC")
 
-	r := b.run(t, "cron", "add", "report", "@hourly", "--name", "hourly report")
+	// The code matches exactly: HELLO's periodic task is not hello's.
+	r := b.run(t, "cron", "remove", "HELLO", "--name", "hello", "--yes")
+	requireOneLineError(t, r, cli.ExitFailure)
+	require.Contains(t, r.stderr, `no periodic task of code HELLO`)
+	require.Equal(t, 1, b.rows(t), "hello's periodic task is still there")
+
+	r = b.run(t, "cron", "add", "report", "@hourly", "--name", "hourly report")
 	requireOneLineError(t, r, cli.ExitUsage)
 	require.Contains(t, r.stderr, `periodic task name "hourly report" may only contain ASCII letters, digits and _ . : -`)
 

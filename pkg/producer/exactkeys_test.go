@@ -2,6 +2,7 @@ package producer_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -135,4 +136,31 @@ func TestUniqueKeyEdgeWhitespaceRefused(t *testing.T) {
 	// Inside a key, spaces are characters like any other.
 	_, err := cl.Submit(ctx, producer.Submission{Code: "order", UniqueKey: "order 42"})
 	require.NoError(t, err)
+}
+
+// Task codes that differ only in case share uk_code_unique's keys (the
+// column's collation folds case). A keyed submission of one, or a
+// periodic task of the same name, is refused naming the other's task,
+// not answered with that task (nor updating it), in every conflict mode.
+func TestCodesOnlyCaseApartAreRefused(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+	held, err := cl.Submit(ctx, producer.Submission{Code: "order", UniqueKey: "k1", Delay: time.Hour})
+	require.NoError(t, err)
+	for _, c := range []store.Conflict{{Mode: store.Reject}, {Mode: store.Replace}, {Mode: store.UntilDone}} {
+		for _, code := range []string{"ORDER", "Order"} {
+			_, err := cl.Submit(ctx, producer.Submission{Code: code, UniqueKey: "k1", OnConflict: c, Delay: time.Hour})
+			require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%q %v: %v", code, c.Mode, err)
+			require.ErrorContains(t, err, fmt.Sprintf(`unique key "k1" is held by task %d of code "order"`, held.ID))
+		}
+	}
+	cron, err := cl.CronAdd(ctx, producer.Cron{Code: "order", Expr: "@daily", Name: "nightly"})
+	require.NoError(t, err)
+	_, err = cl.CronAdd(ctx, producer.Cron{Code: "Order", Expr: "@hourly", Name: "nightly"})
+	require.ErrorContains(t, err, fmt.Sprintf(`is held by task %d of code "order"`, cron.ID))
+	tk, err := b.env.Store.TaskGet(ctx, cron.ID)
+	require.NoError(t, err)
+	require.Equal(t, "@daily", tk.CronExpr, "the other code's periodic task is unchanged")
+	require.Equal(t, 2, b.rows(t))
 }

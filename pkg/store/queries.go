@@ -96,9 +96,11 @@ var (
 
 // qByUniqueKeys finds the tasks of one code holding any of a set of unique
 // keys: one range of uk_code_unique.
-const qByUniqueKeys = `SELECT unique_key, id FROM task_center WHERE task_code = ? AND unique_key IN (%s)`
+const qByUniqueKeys = `SELECT unique_key, id, task_code FROM task_center WHERE task_code = ? AND unique_key IN (%s)`
 
-var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code = ? AND unique_key = ?`
+// The code compares exactly (BINARY) beside the index's comparison, which
+// folds case: "cron remove HELLO" is not hello's.
+var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code = ? AND unique_key = ? AND task_code = BINARY ?`
 
 // qInsertRow is one VALUES tuple of an insert. plan_next_run_at is an
 // absolute instant when the second-to-last argument is set, else NOW(3) plus

@@ -286,11 +286,15 @@ func (s *Store) existingUnique(ctx context.Context, ps []TaskInsertParams) (map[
 			return nil, fmt.Errorf("look up unique keys: %w", err)
 		}
 		for rows.Next() {
-			var key string
+			var key, holder string
 			var id int64
-			if err := rows.Scan(&key, &id); err != nil {
+			if err := rows.Scan(&key, &id, &holder); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("look up unique keys: %w", err)
+			}
+			if err := sameCode(code, holder, key, id); err != nil {
+				rows.Close()
+				return nil, err
 			}
 			out[uniqueRef{code, key}] = id
 		}
@@ -304,14 +308,28 @@ func (s *Store) existingUnique(ctx context.Context, ps []TaskInsertParams) (map[
 
 func (s *Store) taskIDByUnique(ctx context.Context, code, key string) (int64, error) {
 	var id int64
-	err := s.db.QueryRowContext(ctx, `SELECT id FROM task_center WHERE task_code = ? AND unique_key = ?`, code, key).Scan(&id)
+	var holder string
+	err := s.db.QueryRowContext(ctx, `SELECT id, task_code FROM task_center WHERE task_code = ? AND unique_key = ?`, code, key).Scan(&id, &holder)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("look up unique key %q: %w", key, err)
 	}
-	return id, nil
+	return id, sameCode(code, holder, key, id)
+}
+
+// sameCode refuses a unique key held by a task whose code differs from
+// code only in what uk_code_unique's collation folds (case, trailing
+// spaces): the submission is not a duplicate of that task, yet the index
+// takes it for one, and treating it as one would answer, or update, a
+// task of another code.
+func sameCode(code, holder, key string, id int64) error {
+	if holder == code {
+		return nil
+	}
+	return task.Invalidf("unique key %q is held by task %d of code %q, which the task center does not tell apart from %q (case and trailing spaces are folded): use one spelling of the code",
+		key, id, holder, code)
 }
 
 func nullString(s string) any {
@@ -388,7 +406,7 @@ func (a andScan) Scan(dest ...any) error { return a.r.Scan(append(dest, a.more).
 
 // TaskGetByUnique reads the task with a code and unique key.
 func (s *Store) TaskGetByUnique(ctx context.Context, code, key string) (*task.Task, error) {
-	t, err := scanTask(s.db.QueryRowContext(ctx, qTaskByUnique, code, key))
+	t, err := scanTask(s.db.QueryRowContext(ctx, qTaskByUnique, code, key, code))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, task.NotFoundf("no task %s with unique key %q", code, key)
 	}
