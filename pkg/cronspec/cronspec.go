@@ -355,10 +355,27 @@ type cronField struct {
 
 var (
 	secondField = cronField{"second", "seconds", 0, 60}
+	monthField  = cronField{"month", "months", 1, 12}
 	dowField    = cronField{"day-of-week", "days", 0, 7}
 	fiveFields  = []cronField{{"minute", "minutes", 0, 60}, {"hour", "hours", 0, 24},
-		{"day-of-month", "days", 1, 31}, {"month", "months", 1, 12}, dowField}
+		{"day-of-month", "days", 1, 31}, monthField, dowField}
 )
+
+// fieldsOf splits an expression as classic returns it into its fields and
+// what each is; false for a descriptor (@daily) or a count of fields
+// other than 5 or 6 (seconds first).
+func fieldsOf(fields string) ([]string, []cronField, bool) {
+	f := strings.Fields(fields)
+	switch {
+	case strings.HasPrefix(fields, "@"):
+		return nil, nil, false
+	case len(f) == 5:
+		return f, fiveFields, true
+	case len(f) == 6:
+		return f, append([]cronField{secondField}, fiveFields...), true
+	}
+	return nil, nil, false
+}
 
 // Oversteps describes each step of expr larger than the values it steps
 // over: "*/61" in the minute field is minute 0 alone (an hourly run), not
@@ -367,16 +384,11 @@ var (
 // for a descriptor (@every, @daily) or an expression without one.
 func Oversteps(expr string) []string {
 	fields, err := classic(strings.TrimSpace(expr))
-	if err != nil || strings.HasPrefix(fields, "@") {
+	if err != nil {
 		return nil
 	}
-	f := strings.Fields(fields)
-	defs := fiveFields
-	switch len(f) {
-	case 5:
-	case 6:
-		defs = append([]cronField{secondField}, fiveFields...)
-	default:
+	f, defs, ok := fieldsOf(fields)
+	if !ok {
 		return nil
 	}
 	var out []string
@@ -418,20 +430,14 @@ func Oversteps(expr string) []string {
 // outside the field, a range that runs backwards, a step below 1. Empty
 // when it finds none of these; robfig's own words are then used.
 func fieldError(fields string) string {
-	f := strings.Fields(fields)
-	defs := fiveFields
-	switch {
-	case strings.HasPrefix(fields, "@"):
-		return ""
-	case len(f) == 6:
-		defs = append([]cronField{secondField}, fiveFields...)
-	case len(f) != 5:
+	f, defs, ok := fieldsOf(fields)
+	if !ok {
 		return ""
 	}
 	for i, field := range f {
 		d := defs[i]
 		last := d.min + d.size - 1
-		if d.name == "day-of-week" {
+		if d == dowField {
 			last = 7 // Sunday, as 0 is (classic)
 		}
 		for part := range strings.SplitSeq(field, ",") {
@@ -470,9 +476,9 @@ func fieldValue(s string, d cronField) (int, bool) {
 	}
 	i := slices.Index(cronNames, strings.ToUpper(s))
 	switch {
-	case i >= 0 && i < 12 && d.name == "month":
+	case i >= 0 && i < 12 && d == monthField:
 		return i + 1, true
-	case i >= 12 && d.name == "day-of-week":
+	case i >= 12 && d == dowField:
 		return i - 12, true
 	}
 	return 0, false
@@ -489,7 +495,7 @@ func wrapped(a, b int, d cronField) string {
 		return fmt.Sprintf("%d-%d", x, y)
 	}
 	end := d.min + d.size - 1
-	if d.name == "day-of-week" {
+	if d == dowField {
 		if a == 7 {
 			return span(0, b) // 7 is Sunday, the week's first day as 0
 		}
