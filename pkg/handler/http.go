@@ -29,7 +29,8 @@ import (
 // error is "http 503: <first line of body>"; a redirect other than 307 and
 // 308, or one that leaves URL's host or goes from https to http, is not
 // followed and fails, naming where it pointed. A 4xx other than 408, 425
-// and 429 is ErrPermanent; the error's RetryAfter is the answer's
+// and 429, and a permanent redirect not followed (301, 308), is
+// ErrPermanent; the error's RetryAfter is the answer's
 // Retry-After (see RetryAfter). When ctx is done the error wraps ctx.Err().
 type HTTP struct {
 	URL         string
@@ -128,7 +129,10 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	if resp.StatusCode/100 == 2 {
 		return out.String(), nil
 	}
-	se := &statusError{permanent: final(resp.StatusCode), retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	// A permanent redirect (301, 308) that is not followed is answered the
+	// same to every retry; a temporary one (302, 303, 307) may not be.
+	moved := resp.StatusCode == http.StatusMovedPermanently || resp.StatusCode == http.StatusPermanentRedirect
+	se := &statusError{permanent: final(resp.StatusCode) || moved, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	msg := fmt.Sprintf("http %d", resp.StatusCode)
 	if se.permanent {
 		msg += " (not retried)"

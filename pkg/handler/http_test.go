@@ -72,8 +72,17 @@ func TestHTTPRedirects(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
+	mux.HandleFunc("/old", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/final", http.StatusMovedPermanently)
+	})
+
 	_, err := (&HTTP{URL: srv.URL + "/behind-proxy"}).Handle(context.Background(), testRequest())
 	require.ErrorContains(t, err, "http 302 to /login (not followed: the POST would arrive there as a GET without its payload")
+	require.NotErrorIs(t, err, ErrPermanent, "a temporary redirect may not be there at the retry")
+	// A permanent one is answered the same to every retry: dead at once.
+	_, err = (&HTTP{URL: srv.URL + "/old"}).Handle(context.Background(), testRequest())
+	require.ErrorIs(t, err, ErrPermanent)
+	require.ErrorContains(t, err, "http 301 (not retried) to /final (not followed: the POST would arrive there as a GET without its payload; point the handler at the final URL)")
 	out, err := (&HTTP{URL: srv.URL + "/moved"}).Handle(context.Background(), testRequest())
 	require.NoError(t, err)
 	require.Equal(t, `POST {"a":1}`, out)
