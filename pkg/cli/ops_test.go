@@ -191,6 +191,31 @@ func TestEveryStateChangeTakesYes(t *testing.T) {
 	}
 }
 
+// Queues whose names differ only in case are two queues: after a pause
+// and resume of HELLO (made by a producer's stray rows), a pause of hello
+// pauses hello, and HELLO stays as it was.
+func TestPauseTellsQueuesApartByCase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('HELLO', '{}', NOW(3) + INTERVAL 1 HOUR)`)
+	b.ok(t, "pause", "HELLO", "--yes")
+	b.ok(t, "resume", "HELLO", "--yes")
+	b.ok(t, "pause", "hello", "--yes")
+	var st struct {
+		Queues []struct {
+			Queue  string
+			Paused bool
+		}
+	}
+	b.okJSON(t, &st, "stats")
+	paused := map[string]bool{}
+	for _, q := range st.Queues {
+		paused[q.Queue] = q.Paused
+	}
+	require.Equal(t, map[string]bool{"hello": true, "HELLO": false}, map[string]bool{"hello": paused["hello"], "HELLO": paused["HELLO"]})
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_queue WHERE name = BINARY 'hello' AND paused`))
+}
+
 // An unknown task or queue is exit 1 and writes nothing: no change, no
 // audit row, no phantom queue.
 func TestUnknownTaskOrQueueWritesNothing(t *testing.T) {

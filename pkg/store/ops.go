@@ -399,7 +399,7 @@ func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]TaskStat
 // recorded a route for it or a task of it is there, in any state.
 func (s *Store) CodeNamed(ctx context.Context, code string) (bool, error) {
 	var named bool
-	if err := s.db.QueryRowContext(ctx, qCodeNamed, code, code).Scan(&named); err != nil {
+	if err := s.db.QueryRowContext(ctx, qCodeNamed, code, code, code).Scan(&named); err != nil {
 		return false, fmt.Errorf("look up task code %s: %w", code, err)
 	}
 	return named, nil

@@ -845,18 +845,19 @@ const qTaskStates = `SELECT id, status, task_type, attempt FROM task_center WHER
 // qQueueNamed tells whether anything in the task center names a queue: a
 // node's handler configuration (task_route), a row that pauses or reshards
 // it, or a task waiting, in flight, dead or cancelled in it (each read
-// through its own bounded index, like stats).
+// through its own bounded index, like stats). Names compare exactly
+// (task_route and task_queue since migration 15, BINARY for task_center).
 var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE queue = ?)
 	OR EXISTS (SELECT 1 FROM task_queue WHERE name = ? AND (paused OR shards > 1 OR span > 1 OR limit_source <> ''))
-	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_lane) WHERE lane = 10 AND lane_at IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
-	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND ` + queueOf("task_center") + ` = ?)
-	OR EXISTS (SELECT 1 FROM (` + qWaiting + `) w WHERE ` + queueOf("w") + ` = ?)`
+	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_lane) WHERE lane = 10 AND lane_at IS NOT NULL AND ` + queueOf("task_center") + ` = BINARY ?)
+	OR EXISTS (SELECT 1 FROM task_center FORCE INDEX (idx_held) WHERE held_status IS NOT NULL AND ` + queueOf("task_center") + ` = BINARY ?)
+	OR EXISTS (SELECT 1 FROM (` + qWaiting + `) w WHERE ` + queueOf("w") + ` = BINARY ?)`
 
 // qCodeNamed tells whether anything in the task center names a task code:
 // a node's route for it or a task of it in any state (uk_code_unique
 // starts with task_code).
 const qCodeNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE task_code = ?)
-	OR EXISTS (SELECT 1 FROM task_center WHERE task_code = ?)`
+	OR EXISTS (SELECT 1 FROM task_center WHERE task_code = ? AND task_code = BINARY ?)`
 
 const qBatchInsert = `INSERT INTO task_batch (total, callback_code, callback_queue, callback_priority,
 	callback_timeout, callback_max_retry, callback_payload) VALUES (?, ?, ?, ?, ?, ?, ?)`
