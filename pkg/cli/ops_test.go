@@ -193,26 +193,34 @@ func TestEveryStateChangeTakesYes(t *testing.T) {
 
 // Queues whose names differ only in case are two queues: after a pause
 // and resume of HELLO (made by a producer's stray rows), a pause of hello
-// pauses hello, and HELLO stays as it was.
+// pauses hello, and HELLO stays as it was; each counts its own tasks.
 func TestPauseTellsQueuesApartByCase(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('HELLO', '{}', NOW(3) + INTERVAL 1 HOUR)`)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES
+		('HELLO', '{}', NOW(3) + INTERVAL 1 HOUR), ('HELLO', '{}', NOW(3) + INTERVAL 1 HOUR)`)
+	b.submit(t, "hello", "--delay", "1h")
 	b.ok(t, "pause", "HELLO", "--yes")
 	b.ok(t, "resume", "HELLO", "--yes")
 	b.ok(t, "pause", "hello", "--yes")
 	var st struct {
 		Queues []struct {
-			Queue  string
-			Paused bool
+			Queue   string
+			Paused  bool
+			Pending int
 		}
 	}
 	b.okJSON(t, &st, "stats")
-	paused := map[string]bool{}
-	for _, q := range st.Queues {
-		paused[q.Queue] = q.Paused
+	type state struct {
+		paused  bool
+		pending int
 	}
-	require.Equal(t, map[string]bool{"hello": true, "HELLO": false}, map[string]bool{"hello": paused["hello"], "HELLO": paused["HELLO"]})
+	got := map[string]state{}
+	for _, q := range st.Queues {
+		got[q.Queue] = state{q.Paused, q.Pending}
+	}
+	require.Equal(t, state{true, 1}, got["hello"])
+	require.Equal(t, state{false, 2}, got["HELLO"])
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_queue WHERE name = BINARY 'hello' AND paused`))
 }
 

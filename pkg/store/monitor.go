@@ -28,11 +28,11 @@ type QueueDepth struct {
 // in-flight lane and the held index (dead tasks): its cost follows the
 // unfinished and dead tasks, never the finished ones, and a waiting task
 // costs no row lookup.
-var qQueueDepth = routedGroups(`SELECT queue, task_code, status, SUM(n) n, SUM(due) due,
+var qQueueDepth = routedGroups(`SELECT MIN(queue) queue, MIN(task_code) task_code, status, SUM(n) n, SUM(due) due,
 	COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(first_due), NOW(3)), 0) waited FROM (`+qWaiting+` UNION ALL
 SELECT queue, task_code, status, 1, 0, NULL FROM task_center WHERE lane = 10 AND lane_at IS NOT NULL UNION ALL
 SELECT queue, task_code, status, 1, 0, NULL FROM task_center FORCE INDEX (idx_held) WHERE held_status = 5
-) t GROUP BY queue, task_code, status`, "g.task_code, g.status, g.n, g.due, g.waited")
+) t GROUP BY `+exactly("queue", "task_code")+`, status`, "g.task_code, g.status, g.n, g.due, g.waited")
 
 // QueueDepths returns the depth of every queue that has unfinished or dead
 // tasks, and the highest task id (how many tasks were ever submitted,

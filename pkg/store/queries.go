@@ -819,25 +819,34 @@ func unionPriorities(format string) string {
 // group add up. It reads idx_lane alone, one waiting lane (priority) at a
 // time: wait_status, wait_queue and wait_code are in the index (migrations
 // 0009, 0010), so no waiting task costs a row lookup.
-var qWaiting = unionPriorities(`(SELECT wait_queue queue, wait_code task_code, wait_status status, COUNT(*) n,
+var qWaiting = unionPriorities(`(SELECT MIN(wait_queue) queue, MIN(wait_code) task_code, wait_status status, COUNT(*) n,
 	SUM(lane_at <= NOW(3)) due, MIN(IF(lane_at <= NOW(3), lane_at, NULL)) first_due
 	FROM task_center FORCE INDEX (idx_lane) WHERE lane = %d
-	GROUP BY wait_queue, wait_code, wait_status)`)
+	GROUP BY ` + exactly("wait_queue", "wait_code") + `, wait_status)`)
+
+// exactly groups by queue and task code columns as workers tell them
+// apart: the table's collation folds case, so that a pending HELLO would
+// count as hello's. Its groups' names are read with MIN, which MySQL's
+// ONLY_FULL_GROUP_BY accepts, and which is the name itself, every row of
+// a group having the same bytes.
+func exactly(queue, code string) string {
+	return "BINARY " + queue + ", BINARY " + code
+}
 
 // Stats queries read only the index entries of tasks in the states they
 // count (idx_lane's waiting lanes 0-9 and its in-flight lane 10; idx_held:
 // dead and cancelled), never the succeeded rows that make up most of the
 // table. A row in flight without a dispatch time (adopted from the seed
 // design) is not counted in flight, as recovery does not see it either.
-var qStatsWaiting = routedGroups(`SELECT queue, task_code, status, SUM(n) n,
+var qStatsWaiting = routedGroups(`SELECT MIN(queue) queue, MIN(task_code) task_code, status, SUM(n) n,
 	UNIX_TIMESTAMP(NOW(3)) - UNIX_TIMESTAMP(MIN(first_due)) age
-	FROM (`+qWaiting+`) w GROUP BY queue, task_code, status`, "g.status, g.n, g.age")
+	FROM (`+qWaiting+`) w GROUP BY `+exactly("queue", "task_code")+`, status`, "g.status, g.n, g.age")
 
 var qStatsInflight = `SELECT ` + queueOf("task_center") + ` q, status, worker_id, id FROM task_center FORCE INDEX (idx_lane)
 	WHERE lane = 10 AND lane_at IS NOT NULL`
 
-var qStatsHeld = routedGroups(`SELECT queue, task_code, held_status, COUNT(*) n FROM task_center FORCE INDEX (idx_held)
-	WHERE held_status IS NOT NULL GROUP BY queue, task_code, held_status`, "g.held_status, g.n")
+var qStatsHeld = routedGroups(`SELECT MIN(queue) queue, MIN(task_code) task_code, held_status, COUNT(*) n FROM task_center FORCE INDEX (idx_held)
+	WHERE held_status IS NOT NULL GROUP BY `+exactly("queue", "task_code")+`, held_status`, "g.held_status, g.n")
 
 // qTaskStates reads the status, type and attempt of a set of tasks.
 const qTaskStates = `SELECT id, status, task_type, attempt FROM task_center WHERE id IN (%s)`

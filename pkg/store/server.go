@@ -19,9 +19,9 @@ const qGrants = `SHOW GRANTS FOR CURRENT_USER()`
 // code: pending or failed (due or not), through the claim index like the
 // stats, and dispatched (their messages wait in Redis), along the
 // in-flight lane, which holds as many as the queues' windows.
-var qWaitingCodes = routedGroups(`SELECT queue, task_code, SUM(n) n FROM (`+qWaiting+` UNION ALL
+var qWaitingCodes = routedGroups(`SELECT MIN(queue) queue, MIN(task_code) task_code, SUM(n) n FROM (`+qWaiting+` UNION ALL
 	SELECT queue, task_code, status, 1, 0, NULL FROM task_center WHERE lane = 10 AND lane_at IS NOT NULL AND status = 1
-	) w GROUP BY queue, task_code`, "g.task_code, g.n")
+	) w GROUP BY `+exactly("queue", "task_code"), "g.task_code, g.n")
 
 // ServerInfo is the server and session taskd runs on.
 type ServerInfo struct {
