@@ -300,14 +300,28 @@ final class TaskProducer
         return ($e->errorInfo[1] ?? 0) === 1062;
     }
 
-    /** The id of the task of $taskCode holding $key, if any. */
+    /**
+     * The id of the task of $taskCode holding $key, if any. The unique index
+     * folds the case of task_code: a key held by a task of a code that
+     * differs only in case is refused, not taken for this code's (the
+     * daemon does the same).
+     */
     private function holder(string $taskCode, string $key): ?int
     {
-        $stmt = $this->pdo->prepare('SELECT id FROM task_center WHERE task_code = ? AND unique_key = ?');
+        $stmt = $this->pdo->prepare('SELECT id, task_code FROM task_center WHERE task_code = ? AND unique_key = ?');
         $stmt->execute([$taskCode, $key]);
-        $id = $stmt->fetchColumn();
+        $row = $stmt->fetch(PDO::FETCH_NUM);
+        if ($row === false) {
+            return null;
+        }
+        if ((string) $row[1] !== $taskCode) {
+            throw new InvalidArgumentException(sprintf(
+                'unique key %s is held by task %d of code %s, which the task center does not tell apart from %s (case and trailing spaces are folded): use one spelling of the code',
+                json_encode($key), (int) $row[0], json_encode($row[1]), json_encode($taskCode),
+            ));
+        }
 
-        return $id === false ? null : (int) $id;
+        return (int) $row[0];
     }
 
     /**
@@ -343,8 +357,8 @@ final class TaskProducer
         $this->pdo->beginTransaction();
         try {
             $stmt = $this->pdo->prepare('UPDATE task_center SET released_key = unique_key, unique_key = NULL
-                WHERE task_code = ? AND unique_key = ? AND status IN (3, 5, 6)');
-            $stmt->execute([$taskCode, $key]);
+                WHERE task_code = ? AND task_code = BINARY ? AND unique_key = ? AND status IN (3, 5, 6)');
+            $stmt->execute([$taskCode, $taskCode, $key]);
             if ($stmt->rowCount() === 0) {
                 $this->pdo->rollBack();
 

@@ -125,6 +125,34 @@ final class TaskProducerTest extends TestCase
         self::assertSame('发送短信 😀', json_decode(Env::task($this->pdo, $id)['payload'], true)['text']);
     }
 
+    /**
+     * A code that differs from the key holder's only in case is refused in
+     * every mode, and the holder's task is left as it was: the unique
+     * index folds case, task codes do not.
+     */
+    public function testCodesOnlyCaseApartAreRefused(): void
+    {
+        $code = $this->code('php_lib_case');
+        $id = $this->producer->submit($code, ['v' => 1], ['unique_key' => 'k1', 'delay' => 3600]);
+        foreach (['reject', 'replace', 'until-done'] as $mode) {
+            try {
+                $this->producer->submit(strtoupper($code), ['v' => 2], ['unique_key' => 'k1', 'on_conflict' => $mode]);
+                self::fail("$mode: a code that differs only in case took the key");
+            } catch (InvalidArgumentException $e) {
+                self::assertStringContainsString(sprintf('unique key "k1" is held by task %d of code "%s"', $id, $code), $e->getMessage());
+            }
+        }
+        self::assertSame(['v' => 1], json_decode(Env::task($this->pdo, $id)['payload'], true));
+        $this->pdo->prepare('UPDATE task_center SET status = 3 WHERE id = ?')->execute([$id]);
+        try {
+            $this->producer->submit(strtoupper($code), ['v' => 3], ['unique_key' => 'k1', 'on_conflict' => 'until-done']);
+            self::fail('until-done took over the key of an ended task of another code');
+        } catch (InvalidArgumentException $e) {
+            self::assertStringContainsString('which the task center does not tell apart', $e->getMessage());
+        }
+        self::assertSame('k1', Env::task($this->pdo, $id)['unique_key'], 'the ended task keeps its key');
+    }
+
     public function testOnConflict(): void
     {
         $code = $this->code('php_lib_conflict');
