@@ -129,10 +129,7 @@ func (h *HTTP) Handle(ctx context.Context, r *Request) (string, error) {
 	if resp.StatusCode/100 == 2 {
 		return out.String(), nil
 	}
-	// A permanent redirect (301, 308) that is not followed is answered the
-	// same to every retry; a temporary one (302, 303, 307) may not be.
-	moved := resp.StatusCode == http.StatusMovedPermanently || resp.StatusCode == http.StatusPermanentRedirect
-	se := &statusError{permanent: final(resp.StatusCode) || moved, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	se := &statusError{permanent: final(resp.StatusCode), retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	msg := fmt.Sprintf("http %d", resp.StatusCode)
 	if se.permanent {
 		msg += " (not retried)"
@@ -179,15 +176,19 @@ func (e *statusError) Is(target error) bool { return e.permanent && target == Er
 // RetryAfter is the endpoint's Retry-After (0: none).
 func (e *statusError) RetryAfter() time.Duration { return e.retryAfter }
 
-// final reports whether status is a client error that repeating the same
+// final reports whether status is an answer that repeating the same
 // request cannot mend (a 400, 401, 404, 409, 422...): retrying would only
 // hammer the endpoint and delay the dead task an operator must look at.
 // 408 Request Timeout, 425 Too Early and 429 Too Many Requests say to try
-// again later, and are retried.
+// again later, and are retried. A permanent redirect (301, 308) is seen
+// only when it is not followed, and every retry would get it again; a
+// temporary one (302, 303, 307) may be gone by then.
 func final(status int) bool {
 	switch status {
 	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
 		return false
+	case http.StatusMovedPermanently, http.StatusPermanentRedirect:
+		return true
 	}
 	return status/100 == 4
 }

@@ -98,9 +98,14 @@ var (
 // keys: one range of uk_code_unique.
 const qByUniqueKeys = `SELECT unique_key, id, task_code FROM task_center WHERE task_code = ? AND unique_key IN (%s)`
 
-// The code compares exactly (BINARY) beside the index's comparison, which
-// folds case: "cron remove HELLO" is not hello's.
-var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE task_code = ? AND unique_key = ? AND task_code = BINARY ?`
+// exactCode matches one task code exactly, as workers and Redis keys take
+// it (two arguments, the code twice): the column's collation folds case
+// and trailing spaces, so its own comparison, which uk_code_unique
+// serves, is kept beside a byte-for-byte one. "cron remove HELLO" is not
+// hello's.
+const exactCode = `task_code = ? AND task_code = BINARY ?`
+
+var qTaskByUnique = `SELECT ` + taskColumns + ` FROM task_center WHERE ` + exactCode + ` AND unique_key = ?`
 
 // qInsertRow is one VALUES tuple of an insert. plan_next_run_at is an
 // absolute instant when the second-to-last argument is set, else NOW(3) plus
@@ -865,8 +870,8 @@ var qQueueNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE queue = ?)
 // qCodeNamed tells whether anything in the task center names a task code:
 // a node's route for it or a task of it in any state (uk_code_unique
 // starts with task_code).
-const qCodeNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE task_code = ?)
-	OR EXISTS (SELECT 1 FROM task_center WHERE task_code = ? AND task_code = BINARY ?)`
+var qCodeNamed = `SELECT EXISTS (SELECT 1 FROM task_route WHERE task_code = ?)
+	OR EXISTS (SELECT 1 FROM task_center WHERE ` + exactCode + `)`
 
 const qBatchInsert = `INSERT INTO task_batch (total, callback_code, callback_queue, callback_priority,
 	callback_timeout, callback_max_retry, callback_payload) VALUES (?, ?, ?, ?, ?, ?, ?)`

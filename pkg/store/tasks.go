@@ -406,7 +406,7 @@ func (a andScan) Scan(dest ...any) error { return a.r.Scan(append(dest, a.more).
 
 // TaskGetByUnique reads the task with a code and unique key.
 func (s *Store) TaskGetByUnique(ctx context.Context, code, key string) (*task.Task, error) {
-	t, err := scanTask(s.db.QueryRowContext(ctx, qTaskByUnique, code, key, code))
+	t, err := scanTask(s.db.QueryRowContext(ctx, qTaskByUnique, code, code, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, task.NotFoundf("no task %s with unique key %q", code, key)
 	}
@@ -512,12 +512,10 @@ func (p *TaskListParams) where() (string, []any) {
 			args = append(args, int(*p.Status))
 		}
 	}
-	// Codes and queues match exactly, as workers and Redis keys take them:
-	// the table's collation folds case and trailing spaces, and a kill of
-	// the stray "HELLO" rows a producer INSERTed must not take hello's.
-	// The plain comparison is kept beside the binary one for the index.
+	// Codes and queues match exactly (exactCode): a kill of the stray
+	// "HELLO" rows a producer INSERTed must not take hello's.
 	if p.Code != "" {
-		q += ` AND task_code = ? AND task_code = BINARY ?`
+		q += ` AND ` + exactCode
 		args = append(args, p.Code, p.Code)
 	}
 	if p.Queue != "" {
