@@ -101,8 +101,13 @@ func newCompleter(s Store, b Broker, workerID string, log *slog.Logger, stale *a
 }
 
 // completerWriters is the number of transactions writing results at once:
-// while one waits for its commit, the next batch is already on its way.
-const completerWriters = 2
+// while one waits for its commit, the next batches are already on their
+// way. Under a burn-down a write of a full batch takes tens of
+// milliseconds while the claims share the server's cores, and with two
+// writers the results queued behind them held the slots back: four ran
+// 7-31% more tasks a second than two in 13 of 17 alternating rounds
+// (docs/benchmarks.md, 2026-12-06), and six or eight no more than four.
+const completerWriters = 4
 
 // When no write is in flight, a batch of fewer than lingerEnough results
 // waits up to completerLinger after its first for more. A result that
@@ -205,8 +210,8 @@ func (c *completer) loop(ctx context.Context, writing *atomic.Int64) {
 	}
 }
 
-// gather adds to batch what is queued, then what comes while the other
-// writer writes, up to completerBatchMax: under load a write of a few
+// gather adds to batch what is queued, then what comes while other
+// writers write, up to completerBatchMax: under load a write of a few
 // rows beside one in flight costs the server more per row than the full
 // statement it could have been, and its results would wait for the
 // server all the same. Once no write is in flight, a batch of fewer than

@@ -713,9 +713,9 @@ func TestHungResultWritesStopTaking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	// More than the worker holds while its writes hang: two writers'
-	// batches and a full batch queued, 1,500.
-	const total = 1800
+	// More than the worker holds while its writes hang: its writers'
+	// batches and a full batch queued, 2,500.
+	const total = 2800
 	b.sched = scheduler.New(scheduler.Config{Window: total}, b.env.Store, b.env.Broker)
 	subs := make([]producer.Submission, total)
 	for i := range subs {
