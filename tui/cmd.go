@@ -129,6 +129,8 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		ReadOnly: cfg.Tasktop.ReadOnly,
 		Refresh:  cfg.Tasktop.Refresh,
 		Context:  ctx,
+		// Negative (the rule off) is kept: only a full Redis is shown.
+		RedisNear: cfg.Alerts.RedisMemoryThreshold,
 	}
 	p := tea.NewProgram(New(opt), tea.WithContext(ctx), tea.WithOutput(os.Stdout))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {

@@ -12,6 +12,8 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/taskd/taskd/pkg/alert"
 )
 
 // Defaults of Options.
@@ -37,6 +39,10 @@ type Options struct {
 	// Context is cancelled when the program ends; queries in flight stop.
 	Context context.Context
 	Styles  *Styles
+	// RedisNear is the share of its maxmemory from which the header says
+	// Redis is nearly full: alerts.redis_memory_threshold (0: the rule's
+	// default; negative: only once full).
+	RedisNear float64
 }
 
 type viewID int
@@ -110,6 +116,7 @@ const statusTTL = 5 * time.Second
 func New(opt Options) *Model {
 	opt.Refresh = cmp.Or(opt.Refresh, RefreshDefault)
 	opt.Timeout = cmp.Or(opt.Timeout, TimeoutDefault)
+	opt.RedisNear = cmp.Or(opt.RedisNear, alert.DefaultRules.RedisMemory.Threshold)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

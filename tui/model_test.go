@@ -131,6 +131,31 @@ func TestBacklogGrowing(t *testing.T) {
 	require.Regexp(t, `(?m)^  send_email .* growing, 1 dead$`, screen(m))
 }
 
+// A Redis at maxmemory refuses every push: no backlog shows in Redis while
+// due tasks wait in the task center, and the header says why, after the
+// alerts.
+func TestRedisFullInHeader(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	memory := func(m *Model, used int64) string {
+		b.src.mu.Lock()
+		b.src.ov.Stats.RedisMemory = &broker.Memory{Used: used, Max: 100 << 20}
+		b.src.mu.Unlock()
+		b.press(t, m, "ctrl+r")
+		return strings.SplitN(screen(m), "\n", 2)[0]
+	}
+	require.True(t, strings.HasPrefix(memory(m, 130<<20), "1 ALERT · REDIS FULL 130% · 2 nodes up"), screen(m))
+	require.True(t, strings.HasPrefix(memory(m, 95<<20), "1 ALERT · redis 95% full · 2 nodes up"), screen(m))
+	require.True(t, strings.HasPrefix(memory(m, 50<<20), "1 ALERT · 2 nodes up"), screen(m))
+
+	// The memory rule switched off: only a full Redis is shown.
+	off := New(Options{Source: b.src, Actions: b.acts, Now: func() time.Time { return now }, RedisNear: -1})
+	off.noTick = true
+	b.settle(t, off, off.Init())
+	require.True(t, strings.HasPrefix(memory(off, 99<<20), "1 ALERT · 2 nodes up"), screen(off))
+	require.True(t, strings.HasPrefix(memory(off, 101<<20), "1 ALERT · REDIS FULL 101% · 2 nodes up"), screen(off))
+}
+
 func TestViewsSwitch(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)

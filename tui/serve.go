@@ -69,7 +69,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		IdleTimeout: sv.IdleTimeout, MaxSessions: sv.MaxSessions, MaxSessionsPerKey: sv.MaxSessionsPerKey,
 		Events: be.Loader.Broker, Node: host, Version: "tasktop-" + node.Version, Logger: log,
 		NewProgram: func(se *sshserve.Session) tea.Model {
-			opt := Options{Source: shared, Refresh: cfg.Tasktop.Refresh, Context: se.Context(), ReadOnly: true}
+			opt := Options{Source: shared, Refresh: cfg.Tasktop.Refresh, Context: se.Context(), ReadOnly: true,
+				RedisNear: cfg.Alerts.RedisMemoryThreshold}
 			if se.Role == sshserve.Operator && !cfg.Tasktop.ReadOnly {
 				opt.Actions, opt.ReadOnly = be.Ops.As(se.Actor()), false
 			}

@@ -174,6 +174,16 @@ func (m *Model) header() string {
 		}
 		figures = []string{m.st.Bad.Render("REDIS DOWN"), count(pending) + " pending in the task center"}
 	}
+	// At maxmemory nothing is pushed, so no backlog shows in Redis while
+	// due tasks wait in the task center: say why, before the figures.
+	if r := ov.Stats.RedisMemory; r != nil && ov.RedisErr == nil {
+		switch {
+		case r.Full():
+			figures = append([]string{m.st.ErrorBar.Render(fmt.Sprintf("REDIS FULL %.0f%%", 100*r.Ratio()))}, figures...)
+		case r.Warning(m.opt.RedisNear) != "":
+			figures = append([]string{m.st.Bad.Render(fmt.Sprintf("redis %.0f%% full", 100*r.Ratio()))}, figures...)
+		}
+	}
 	switch {
 	case firing == 1:
 		figures = append([]string{m.st.ErrorBar.Render("1 ALERT")}, figures...)

@@ -100,7 +100,8 @@ func InfoField(info, name string) (string, bool) {
 type Memory struct {
 	// Used is used_memory, Max maxmemory (0: no limit), in bytes. On a
 	// Cluster they are the fullest master's.
-	Used, Max int64
+	Used int64 `json:"used_bytes"`
+	Max  int64 `json:"max_bytes"`
 }
 
 // Ratio is Used / Max, or 0 without a limit.
@@ -109,6 +110,36 @@ func (m Memory) Ratio() float64 {
 		return 0
 	}
 	return float64(m.Used) / float64(m.Max)
+}
+
+// Full reports whether Redis refuses new messages: used_memory above a
+// maxmemory with noeviction fails every write but the allow-oom scripts.
+func (m Memory) Full() bool { return m.Max > 0 && m.Used > m.Max }
+
+// Warning says, in one line, that Redis uses at least near (a share of
+// maxmemory; 0 or negative: only when full) of its limit and what follows,
+// or "" when it does not: what `taskd stats` prints and tasktop shows, at
+// the alert rule's threshold.
+func (m Memory) Warning(near float64) string {
+	used := fmt.Sprintf("%s of its maxmemory of %s (%.0f%%)", ByteSize(m.Used), ByteSize(m.Max), 100*m.Ratio())
+	switch {
+	case m.Full():
+		return "Redis is full, it uses " + used + ": pushes are refused and due tasks wait in the task center; raise maxmemory, or find what else fills Redis"
+	case m.Max > 0 && near > 0 && m.Ratio() >= near:
+		return "Redis is nearly full, it uses " + used + ": past 100% pushes are refused and due tasks wait in the task center"
+	}
+	return ""
+}
+
+// ByteSize writes a size short: 512 KiB, 7.9 MiB, 1.5 GiB.
+func ByteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // Memory reads Redis's memory use (INFO memory); on a Cluster, that of the

@@ -489,6 +489,25 @@ func TestSubmitIntoFullRedis(t *testing.T) {
 	require.NotNil(t, m, r.stdout)
 	require.Regexp(t, `^taskd: warning: redis is at maxmemory: push refused, tasks handed back to the schedulers, which dispatch them as workers make room \(tasks=1, err=push 1 messages: OOM .*\)\n$`, r.stderr)
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, m[1]), "pending, for a scheduler")
+
+	// stats says why nothing is queued while the task waits: a full Redis
+	// showed as a backlog of 0 beside a growing oldest due.
+	r = runCLI(t, full, "", "stats", "hello")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^warning: Redis is full, it uses [0-9.]+ MiB of its maxmemory of 2\.0 MiB \(1[0-9][0-9]%\): pushes are refused`, r.stdout)
+	var st struct {
+		Memory struct {
+			Used int64 `json:"used_bytes"`
+			Max  int64 `json:"max_bytes"`
+		} `json:"redis_memory"`
+	}
+	r = runCLI(t, full, "", "stats", "-o", "json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), r.stdout)
+	require.EqualValues(t, 2<<20, st.Memory.Max)
+	require.Greater(t, st.Memory.Used, st.Memory.Max)
+	// The shared test Redis has no maxmemory: no warning.
+	require.NotContains(t, b.ok(t, "stats"), "warning")
 }
 
 // --since and --until select by the time a task's row last changed: the

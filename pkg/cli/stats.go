@@ -57,7 +57,7 @@ func (a *App) statsCmd() *cobra.Command {
 			if len(only) > 0 {
 				s.Only(only)
 			}
-			if err := a.printStats(s); err != nil {
+			if err := a.printStats(s, c.Alerts.RedisMemoryThreshold); err != nil {
 				return err
 			}
 			if redisErr != nil {
@@ -69,8 +69,10 @@ func (a *App) statsCmd() *cobra.Command {
 }
 
 // printStats prints a snapshot: its JSON, or the queue and worker tables,
-// with ? for what only Redis knows when it did not answer.
-func (a *App) printStats(s *stats.Stats) error {
+// with ? for what only Redis knows when it did not answer, and a warning
+// when Redis uses at least near of its maxmemory (the alert rule's
+// threshold).
+func (a *App) printStats(s *stats.Stats, near float64) error {
 	if a.json() {
 		return a.printJSON(s)
 	}
@@ -101,6 +103,11 @@ func (a *App) printStats(s *stats.Stats) error {
 			q.Failed, q.Dead, q.Cancelled, redis[0], redis[1], redis[2], redis[3], oldestDue(q.OldestDueSeconds), state, workers)
 	}
 	fmt.Fprintln(w)
+	if m := s.RedisMemory; m != nil {
+		if warn := m.Warning(near); warn != "" {
+			fmt.Fprintf(w, "warning: %s\n\n", warn)
+		}
+	}
 	if unknown {
 		fmt.Fprintln(w, "WORKERS: ? (Redis did not answer)")
 		return w.Flush()

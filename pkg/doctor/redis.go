@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -51,12 +50,12 @@ func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		r.add("redis.memory", Warn, "", "cannot read INFO memory: %v", err)
 	case m.Max == 0:
 		r.add("redis.memory", Warn, "set maxmemory (with noeviction) below the host's memory",
-			"no maxmemory: Redis uses %s and may grow until the host runs out of memory", bytes(m.Used))
+			"no maxmemory: Redis uses %s and may grow until the host runs out of memory", broker.ByteSize(m.Used))
 	case m.Ratio() >= threshold:
 		r.add("redis.memory", Fail, "raise maxmemory, or drain the backlog (taskd stats)",
-			"%s of %s used (%.0f%%, alert at %.0f%%): pushes will fail with OOM", bytes(m.Used), bytes(m.Max), 100*m.Ratio(), 100*threshold)
+			"%s of %s used (%.0f%%, alert at %.0f%%): pushes will fail with OOM", broker.ByteSize(m.Used), broker.ByteSize(m.Max), 100*m.Ratio(), 100*threshold)
 	default:
-		r.ok("redis.memory", "%s of %s used (%.0f%%, alert at %.0f%%)", bytes(m.Used), bytes(m.Max), 100*m.Ratio(), 100*threshold)
+		r.ok("redis.memory", "%s of %s used (%.0f%%, alert at %.0f%%)", broker.ByteSize(m.Used), broker.ByteSize(m.Max), 100*m.Ratio(), 100*threshold)
 	}
 
 	persistence, err := rdb.Info(ctx, "persistence").Result()
@@ -100,14 +99,4 @@ func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		return
 	}
 	r.ok("redis.cluster", "all 16384 slots assigned and served")
-}
-
-func bytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%d KiB", n>>10)
 }

@@ -109,6 +109,11 @@ type Stats struct {
 	// counts, success rate and live workers are then unknown (left zero),
 	// and so are the workers.
 	RedisError string `json:"redis_error,omitempty"`
+	// RedisMemory is Redis's memory use against its maxmemory: at the
+	// limit pushes are refused, and due tasks wait in the task center with
+	// no backlog in Redis to show for it. Nil when Redis did not answer
+	// or refuses INFO (some managed services).
+	RedisMemory *broker.Memory `json:"redis_memory,omitempty"`
 }
 
 // Only keeps the queues named and the workers that consume any of them:
@@ -269,6 +274,11 @@ func collect(ctx context.Context, src Source) (*Stats, error) {
 		}
 		sw.Busy = len(sw.Current)
 		out.Workers = append(out.Workers, sw)
+	}
+	if withRedis {
+		if m, err := src.Broker.Memory(ctx); err == nil {
+			out.RedisMemory = &m
+		}
 	}
 	return out, nil
 }
