@@ -101,9 +101,12 @@ func TestRunSmall(t *testing.T) {
 	var table bytes.Buffer
 	r.WriteTable(&table)
 	require.Contains(t, table.String(), "burn-down of queued no-op tasks")
+	// The claim size of the drains, not the configuration's, is said.
+	require.Contains(t, table.String(), "burn_down, exec and pool claim 1000 tasks at a time")
 	js, err := json.Marshal(r)
 	require.NoError(t, err)
 	require.Contains(t, string(js), `"burn_down_tasks_per_s"`)
+	require.Contains(t, string(js), `"drain_batch_size":"1000"`)
 
 	admin, err := sql.Open("mysql", base.FormatDSN())
 	require.NoError(t, err)

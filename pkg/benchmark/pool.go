@@ -194,7 +194,7 @@ func (e *Env) rate(ctx context.Context, code string, n, slots int, reg *handler.
 		}
 	}
 	start := time.Now()
-	nd, err := e.StartNode(ctx, map[string]int{code: slots}, reg, 1000)
+	nd, err := e.StartNode(ctx, map[string]int{code: slots}, reg, DrainBatch)
 	if err != nil {
 		return 0, err
 	}

@@ -117,7 +117,7 @@ func Run(ctx context.Context, base *config.Config, o Options) *Report {
 	o.defaults()
 	r := &Report{Options: o, Figures: Figures{}, Errors: map[string]string{}}
 	r.Environment = map[string]string{"go": runtime.Version(), "cpus": fmt.Sprint(runtime.NumCPU()), "os": runtime.GOOS + "/" + runtime.GOARCH,
-		"gogc": fmt.Sprint(GCPercent())}
+		"gogc": fmt.Sprint(GCPercent()), "drain_batch_size": fmt.Sprint(DrainBatch)}
 	for _, name := range Scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, name) {
 			continue
@@ -289,8 +289,8 @@ func met(op string, v, target float64) bool {
 
 // WriteTable prints the report for a terminal.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "taskd bench: %s, %s CPUs, GOGC %s, MySQL %s, Redis %s\n\n", r.Environment["os"], r.Environment["cpus"],
-		r.Environment["gogc"], r.Environment["mysql"], r.Environment["redis"])
+	fmt.Fprintf(w, "taskd bench: %s, %s CPUs, GOGC %s, MySQL %s, Redis %s; burn_down, exec and pool claim %s tasks at a time (scheduler.batch_size)\n\n",
+		r.Environment["os"], r.Environment["cpus"], r.Environment["gogc"], r.Environment["mysql"], r.Environment["redis"], r.Environment["drain_batch_size"])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FIGURE\tTARGET\tMEASURED\t")
 	for _, row := range r.Rows {
