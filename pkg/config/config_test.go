@@ -386,6 +386,8 @@ func TestBadValues(t *testing.T) {
 			"scheduler: { probe_interval: \"250\" }\n":                                                   `bad value "250" for scheduler.probe_interval in %s: want a duration with its unit`,
 			"scheduler: { probe_interval: -1s }\n":                                                       `bad value "-1s" for scheduler.probe_interval in %s: want 0s (off) or a duration`,
 			"queues:\n  mail: { shards: -1 }\n":                                                          `bad value -1 for queues.mail.shards in %s`,
+			"queues:\n  mail: { concurrency: 0 }\n":                                                      "bad value 0 for queues.mail.concurrency in %s: want 1 or more slots: leave the key out for the default (worker.concurrency, or 4 per process of its pool handlers); `taskd pause QUEUE` stops a queue on every node",
+			"handlers:\n  x: { pool: [\"php\"], size: 0 }\n":                                             `bad value 0 for handlers.x.size in %s: want 1 or more processes: leave the key out for the default (4)`,
 			"queues:\n  mail: { shards: two }\n":                                                         `bad value "two" for queues.mail.shards in %s: want a whole number`,
 			"cron: { timezone: Mars/Base }\n":                                                            `bad value "Mars/Base" for cron.timezone in %s`,
 			"mysql: { dsn: \"root:s3cret@tcp(db:3306\" }\n":                                              `bad value "root:***@tcp(db:3306" for mysql.dsn in %s`,

@@ -157,10 +157,34 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 			if err := checkArgv(section, strings.ToLower(f), key, entry[f], file); err != nil {
 				return err
 			}
+			if err := checkZero(section, strings.ToLower(f), key, entry[f], file); err != nil {
+				return err
+			}
 			if err := checkValue(key, entry[f], t, file); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// zeroMeans are the fields whose 0 reads as "the default" where a reader
+// takes it for "none": a queue written with concurrency 0 to stop it on
+// a node ran 10 slots. Left out, they take the default; written, they
+// take 1 or more.
+var zeroMeans = map[string]map[string]string{
+	"queues":   {"concurrency": "1 or more slots: leave the key out for the default (worker.concurrency, or 4 per process of its pool handlers); `taskd pause QUEUE` stops a queue on every node"},
+	"handlers": {"size": "1 or more processes: leave the key out for the default (4)"},
+}
+
+// checkZero refuses an explicit 0 of a zeroMeans field.
+func checkZero(section, field, key string, val any, file string) error {
+	want, ok := zeroMeans[section][field]
+	if !ok {
+		return nil
+	}
+	if n, isInt := val.(int); isInt && n == 0 {
+		return badValue(key, val, want, file)
 	}
 	return nil
 }
