@@ -370,8 +370,8 @@ func TestUnreachableTaskCenterWithABacklogWaits(t *testing.T) {
 	st, proxy := proxiedStore(t, env)
 
 	// More messages wait in Redis than the worker holds results of
-	// before it stops taking (two batches being written, one queued).
-	const tasks = 1300
+	// before it stops taking (four batches being written, one queued).
+	const tasks = 2800
 	prod := producer.New(env.Store, env.Broker, producer.Options{})
 	for range tasks / 100 {
 		subs := make([]producer.Submission, 100)
