@@ -52,8 +52,16 @@ final class TaskProducer
     /** At most this many children in one submission, over the whole tree. */
     public const MAX_CHILDREN = 100;
 
-    /** At most this many members in one batch. */
+    /** At most this many members in one batch, or tasks in one submitMany(). */
     public const MAX_BATCH = 100000;
+
+    /**
+     * Rows one INSERT of many carries at most, and the bytes of their
+     * payloads: under max_allowed_packet (16 MiB by default in MariaDB)
+     * once escaping has doubled them.
+     */
+    private const INSERT_ROWS = 500;
+    private const INSERT_BYTES = 4 << 20;
 
     private bool $lastExisted = false;
 
@@ -458,18 +466,7 @@ final class TaskProducer
         }
         self::checkOptions($callbackOptions, ['priority', 'timeout', 'max_retry', 'queue']);
         $cb = $this->row($callbackCode, $callbackPayload, $callbackOptions);
-        $rows = [];
-        foreach (array_values($tasks) as $i => $t) {
-            if (!is_array($t) || !isset($t['code']) || !is_string($t['code'])) {
-                throw new InvalidArgumentException(sprintf('task %d of the batch: want an array with a code', $i + 1));
-            }
-            self::checkOptions($t, self::MEMBER);
-            $opts = array_diff_key($t, ['code' => 1, 'payload' => 1, 'delay' => 1]);
-            $row = $this->row($t['code'], (array) ($t['payload'] ?? []), $opts);
-            $row['task_type'] = 0;
-            $row['delay'] = self::int($t, 'delay', 0, PHP_INT_MAX, 0);
-            $rows[] = $row;
-        }
+        $rows = $this->members($tasks, 'of the batch');
         $this->pdo->beginTransaction();
         try {
             $this->pdo->prepare('INSERT INTO task_batch (total, callback_code, callback_queue, callback_priority,
@@ -477,17 +474,7 @@ final class TaskProducer
                 ->execute([count($rows), $cb['task_code'], $cb['queue'] ?? '', $cb['priority'], $cb['timeout'],
                     $cb['max_retry'], $cb['payload']]);
             $batchId = (int) $this->pdo->lastInsertId();
-            $ids = [];
-            foreach ($rows as $row) {
-                $row['batch_id'] = $batchId;
-                [$columns, $values] = self::split($row);
-                $this->pdo->prepare(sprintf(
-                    'INSERT INTO task_center (%s, plan_next_run_at) VALUES (%s, NOW(3) + INTERVAL ? SECOND)',
-                    implode(', ', $columns),
-                    implode(', ', array_fill(0, count($columns), '?')),
-                ))->execute([...$values, $row['delay']]);
-                $ids[] = (int) $this->pdo->lastInsertId();
-            }
+            $ids = $this->insertRows($rows, ['batch_id' => $batchId]);
             $this->pdo->commit();
         } catch (\Throwable $e) {
             $this->pdo->rollBack();
@@ -496,6 +483,110 @@ final class TaskProducer
         $this->wake(0.0);
 
         return ['batch_id' => $batchId, 'member_ids' => $ids];
+    }
+
+    /**
+     * Many one-off tasks, due now or after their delay, in one transaction:
+     * all or nothing, every task checked before anything is written. They
+     * go in INSERTs of hundreds of rows each, so a backlog of 100,000 takes
+     * seconds, where submit() commits each task on its own (about 500 a
+     * second). Unique keys, groups and due times at a given time need
+     * submit().
+     *
+     * @param list<array<string, mixed>> $tasks each ['code' => ..., 'payload' => [...], and
+     *                                          submit()'s priority, timeout, max_retry, queue,
+     *                                          delay, children]
+     * @return list<int> the tasks' ids, in the order of $tasks
+     */
+    public function submitMany(array $tasks): array
+    {
+        if ($tasks === [] || count($tasks) > self::MAX_BATCH) {
+            throw new InvalidArgumentException(sprintf('submitMany takes 1 to %d tasks, not %d', self::MAX_BATCH, count($tasks)));
+        }
+        $rows = $this->members($tasks, 'of the list');
+        $this->pdo->beginTransaction();
+        try {
+            $ids = $this->insertRows($rows);
+            $this->pdo->commit();
+        } catch (\Throwable $e) {
+            $this->pdo->rollBack();
+            throw $e;
+        }
+        $this->wake(0.0);
+
+        return $ids;
+    }
+
+    /**
+     * The rows of batch() members or submitMany() tasks, each checked.
+     *
+     * @param list<array<string, mixed>> $tasks
+     * @return list<array<string, mixed>>
+     */
+    private function members(array $tasks, string $of): array
+    {
+        $rows = [];
+        foreach (array_values($tasks) as $i => $t) {
+            if (!is_array($t) || !isset($t['code']) || !is_string($t['code'])) {
+                throw new InvalidArgumentException(sprintf('task %d %s: want an array with a code', $i + 1, $of));
+            }
+            self::checkOptions($t, self::MEMBER);
+            $opts = array_diff_key($t, ['code' => 1, 'payload' => 1, 'delay' => 1]);
+            $row = $this->row($t['code'], (array) ($t['payload'] ?? []), $opts);
+            $row['task_type'] = 0;
+            $row['delay'] = self::int($t, 'delay', 0, PHP_INT_MAX, 0);
+            $rows[] = $row;
+        }
+
+        return $rows;
+    }
+
+    /**
+     * INSERTs rows of members() due after their delay, with the columns of
+     * $every too, many to a statement (rows with the same columns, up to
+     * INSERT_ROWS and INSERT_BYTES of payloads), and returns their ids in
+     * order: the server numbers the rows of one INSERT from its first id
+     * by auto_increment_increment.
+     *
+     * @param list<array<string, mixed>> $rows
+     * @param array<string, mixed>       $every
+     * @return list<int>
+     */
+    private function insertRows(array $rows, array $every = []): array
+    {
+        $step = (int) $this->pdo->query('SELECT @@auto_increment_increment')->fetchColumn();
+        $ids = [];
+        $n = count($rows);
+        for ($i = 0; $i < $n;) {
+            $columns = array_keys($rows[$i]);
+            $args = [];
+            $count = 0;
+            $bytes = 0;
+            while ($i < $n && $count < self::INSERT_ROWS && array_keys($rows[$i]) === $columns) {
+                $size = strlen($rows[$i]['payload']) + strlen($rows[$i]['then_spec'] ?? '');
+                if ($count > 0 && $bytes + $size > self::INSERT_BYTES) {
+                    break;
+                }
+                array_push($args, ...array_values($rows[$i]), ...array_values($every));
+                $args[] = $rows[$i]['delay'];
+                $bytes += $size;
+                $count++;
+                $i++;
+            }
+            $names = [...$columns, ...array_keys($every)];
+            $tuple = '(' . implode(', ', array_fill(0, count($names), '?')) . ', NOW(3) + INTERVAL ? SECOND)';
+            $this->pdo->prepare(sprintf(
+                'INSERT INTO task_center (%s, plan_next_run_at) VALUES %s',
+                implode(', ', $names),
+                implode(', ', array_fill(0, $count, $tuple)),
+            ))->execute($args);
+            $first = (int) $this->pdo->lastInsertId();
+            for ($k = 0; $k < $count; $k++) {
+                $ids[] = $first + $k * $step;
+            }
+        }
+
+        return $ids;
     }
 
     /**

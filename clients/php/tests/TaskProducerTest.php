@@ -325,6 +325,79 @@ final class TaskProducerTest extends TestCase
         self::assertSame(30, (int) Env::task($this->pdo, $b['member_ids'][1])['delay']);
     }
 
+    /**
+     * submitMany() writes hundreds of rows per INSERT and numbers them
+     * from each statement's first id: every id must be its own task's,
+     * across the 500-row limit, a change of columns (queue, children) and
+     * the bytes limit.
+     */
+    public function testSubmitMany(): void
+    {
+        $code = $this->code('php_lib_many');
+        $tasks = [];
+        for ($i = 0; $i < 1203; $i++) {
+            $t = ['code' => $code, 'payload' => ['n' => $i]];
+            if ($i >= 700 && $i < 710) {
+                $t['queue'] = $this->code('php_lib_many_q');
+            }
+            if ($i === 900) {
+                $t['children'] = [['code' => $code]];
+                $t['delay'] = 60;
+            }
+            $tasks[] = $t;
+        }
+        $ids = $this->producer->submitMany($tasks);
+        self::assertCount(1203, $ids);
+        $stmt = $this->pdo->prepare('SELECT id, JSON_VALUE(payload, "$.n") AS n, queue, then_spec IS NOT NULL AS children, delay, status
+            FROM task_center WHERE task_code = ? ORDER BY id');
+        $stmt->execute([$code]);
+        $rows = $stmt->fetchAll(PDO::FETCH_ASSOC);
+        self::assertCount(1203, $rows);
+        $byID = array_column($rows, null, 'id');
+        foreach ($ids as $i => $id) {
+            self::assertTrue(isset($byID[$id]), "task $i: id $id is not a task of the list");
+            self::assertSame($i, (int) $byID[$id]['n'], "task $i has id $id");
+            self::assertSame($i >= 700 && $i < 710 ? $this->code('php_lib_many_q') : '', $byID[$id]['queue'] ?? '', "task $i");
+            self::assertSame($i === 900 ? 1 : 0, (int) $byID[$id]['children'], "task $i");
+            self::assertSame($i === 900 ? 60 : 0, (int) $byID[$id]['delay'], "task $i");
+            self::assertSame(0, (int) $byID[$id]['status']);
+        }
+
+        // Past the bytes one statement carries: 12 payloads of 700 KiB.
+        $big = $this->code('php_lib_many_big');
+        $tasks = [];
+        for ($i = 0; $i < 12; $i++) {
+            $tasks[] = ['code' => $big, 'payload' => ['n' => $i, 'blob' => str_repeat('x', 700 << 10)]];
+        }
+        foreach ($this->producer->submitMany($tasks) as $i => $id) {
+            self::assertSame($i, json_decode(Env::task($this->pdo, $id)['payload'], true)['n']);
+        }
+    }
+
+    /** One bad task, even the last, writes nothing. */
+    public function testSubmitManyAllOrNothing(): void
+    {
+        $code = $this->code('php_lib_many_bad');
+        $tasks = array_fill(0, 999, ['code' => $code, 'payload' => ['ok' => true]]);
+        $tasks[] = ['code' => $code, 'priority' => 10];
+        try {
+            $this->producer->submitMany($tasks);
+            self::fail('no exception');
+        } catch (InvalidArgumentException $e) {
+            self::assertSame('priority 10 is out of range 0-9', $e->getMessage());
+        }
+        $tasks[999] = ['code' => $code, 'uniqe_key' => 'k'];
+        try {
+            $this->producer->submitMany($tasks);
+            self::fail('no exception');
+        } catch (InvalidArgumentException $e) {
+            self::assertStringContainsString('uniqe_key', $e->getMessage());
+        }
+        $stmt = $this->pdo->prepare('SELECT COUNT(*) FROM task_center WHERE task_code = ?');
+        $stmt->execute([$code]);
+        self::assertSame(0, (int) $stmt->fetchColumn());
+    }
+
     public function testRejectsBadInput(): void
     {
         $cases = [
