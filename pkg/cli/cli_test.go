@@ -153,6 +153,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"unknown flag", []string{"submit", "hello", "--bogus"}, "bogus"},
 		{"unknown shorthand", []string{"submit", "hello", "-z"}, "z"},
 		{"negative shards", []string{"reshard", "hello", "-1"}, `bad argument "-1": no argument takes a negative number`},
+		{"cron expression starting with -", []string{"cron", "add", "hello", "-1 * * * *"}, `bad argument "-1 * * * *": it starts with -, so it reads as flags; to give it as an argument, put -- before it`},
 		{"flag without value", []string{"submit", "hello", "--priority"}, "priority"},
 		{"missing argument", []string{"submit"}, "taskd: submit: missing CODE; usage: taskd submit CODE [flags]\n"},
 		{"too many arguments", []string{"submit", "hello", "extra"}, "taskd: submit: unexpected argument \"extra\"; usage: taskd submit CODE [flags]\n"},

@@ -509,12 +509,18 @@ var flagTypes = map[string]reflect.Type{
 // value (`bad value "5" for --delay: want a duration such as 500ms, 30s or
 // 5m`), not in the parser's words (`strconv.ParseInt: parsing "5": invalid
 // syntax`). A negative number given as an argument (`reshard q -1`), which
-// the parser reads as flags, is named as such. Other errors are returned
+// the parser reads as flags, is named as such, as is one with a space
+// ("-1 * * * *"). Other errors are returned
 // as they are.
 func FlagError(err error) error {
 	var ne *pflag.NotExistError
 	if errors.As(err, &ne) && negativeNumber.MatchString(ne.GetSpecifiedShortnames()) {
 		return task.Invalidf("bad argument \"-%s\": no argument takes a negative number", ne.GetSpecifiedShortnames())
+	}
+	// No flag holds a space: "-1 * * * *" is an argument the parser took
+	// for the flags -1, - and *.
+	if ne != nil && strings.Contains(ne.GetSpecifiedShortnames(), " ") {
+		return task.Invalidf("bad argument \"-%s\": it starts with -, so it reads as flags; to give it as an argument, put -- before it", ne.GetSpecifiedShortnames())
 	}
 	var iv *pflag.InvalidValueError
 	if !errors.As(err, &iv) {

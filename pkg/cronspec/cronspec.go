@@ -115,7 +115,7 @@ func parseError(err error, fields string) string {
 		tok, why, _ := strings.Cut(rest, ": strconv")
 		switch {
 		case tok == "":
-			return "a / or - with no number after it"
+			return "a - or / with a number missing on one side (a range is written 1-5, a step */5 or 0-30/5)"
 		case strings.Contains(why, "out of range"):
 			return fmt.Sprintf("%s is too large", tok)
 		}
