@@ -180,7 +180,7 @@ func (m *Model) header() string {
 		switch {
 		case r.Full():
 			figures = append([]string{m.st.ErrorBar.Render(fmt.Sprintf("REDIS FULL %.0f%%", 100*r.Ratio()))}, figures...)
-		case r.Warning(m.opt.RedisNear) != "":
+		case r.Near(m.opt.RedisNear):
 			figures = append([]string{m.st.Bad.Render(fmt.Sprintf("redis %.0f%% full", 100*r.Ratio()))}, figures...)
 		}
 	}

@@ -143,7 +143,7 @@ func (r *Rules) evaluate(in *Input, st map[string]*state) map[string]*observatio
 		}
 	}
 	if m := in.Snapshot.Redis; !r.RedisMemory.Off() && m != nil && m.Max > 0 {
-		add(r.RedisMemory, RuleRedisMemory, m.Ratio() >= r.RedisMemory.Threshold,
+		add(r.RedisMemory, RuleRedisMemory, m.Near(r.RedisMemory.Threshold),
 			fmt.Sprintf("redis: %.0f%% of maxmemory used (%d of %d bytes; threshold %g%%)",
 				100*m.Ratio(), m.Used, m.Max, 100*r.RedisMemory.Threshold))
 	}

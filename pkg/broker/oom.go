@@ -116,19 +116,24 @@ func (m Memory) Ratio() float64 {
 // maxmemory with noeviction fails every write but the allow-oom scripts.
 func (m Memory) Full() bool { return m.Max > 0 && m.Used > m.Max }
 
-// Warning says, in one line, that Redis uses at least near (a share of
-// maxmemory; 0 or negative: only when full) of its limit and what follows,
-// or "" when it does not: what `taskd stats` prints and tasktop shows, at
-// the alert rule's threshold.
+// Near reports whether Redis uses at least near of its maxmemory (a share;
+// 0 or negative, the alert rule off: only when Full): the alert rule's
+// condition, and when `taskd stats` and tasktop warn.
+func (m Memory) Near(near float64) bool {
+	return m.Full() || (m.Max > 0 && near > 0 && m.Ratio() >= near)
+}
+
+// Warning says, in one line, that Redis is Near near and what follows, or
+// "" when it is not: what `taskd stats` prints.
 func (m Memory) Warning(near float64) string {
-	used := fmt.Sprintf("%s of its maxmemory of %s (%.0f%%)", ByteSize(m.Used), ByteSize(m.Max), 100*m.Ratio())
-	switch {
-	case m.Full():
-		return "Redis is full, it uses " + used + ": pushes are refused and due tasks wait in the task center; raise maxmemory, or find what else fills Redis"
-	case m.Max > 0 && near > 0 && m.Ratio() >= near:
-		return "Redis is nearly full, it uses " + used + ": past 100% pushes are refused and due tasks wait in the task center"
+	if !m.Near(near) {
+		return ""
 	}
-	return ""
+	used := fmt.Sprintf("%s of its maxmemory of %s (%.0f%%)", ByteSize(m.Used), ByteSize(m.Max), 100*m.Ratio())
+	if m.Full() {
+		return "Redis is full, it uses " + used + ": pushes are refused and due tasks wait in the task center; raise maxmemory, or find what else fills Redis"
+	}
+	return "Redis is nearly full, it uses " + used + ": past 100% pushes are refused and due tasks wait in the task center"
 }
 
 // ByteSize writes a size short: 512 KiB, 7.9 MiB, 1.5 GiB.

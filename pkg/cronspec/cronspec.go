@@ -139,10 +139,10 @@ func parseError(err error, fields string) string {
 func everyError(s string) string {
 	num := strings.TrimRight(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
 	unit := strings.ToLower(strings.TrimSpace(s[len(num):]))
-	if _, err := strconv.Atoi(num); err != nil || strings.ContainsAny(num, "+-") {
+	n, err := strconv.Atoi(num)
+	if err != nil || strings.ContainsAny(num, "+-") {
 		return fmt.Sprintf("%q is not an interval such as 90s, 5m or 1h30m", s)
 	}
-	n, _ := strconv.Atoi(num)
 	switch unit {
 	case "":
 		return fmt.Sprintf("%q has no unit: write %ds, %dm or %dh", s, n, n, n)
