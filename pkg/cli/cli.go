@@ -291,11 +291,21 @@ func arityError(cmd *cobra.Command, args []string) error {
 			quoted[i] = strconv.Quote(e)
 		}
 		if len(extra) == 1 {
+			if cmd.Flags().Lookup("payload") != nil && looksLikePayload(extra[0]) {
+				return argsError(cmd, "unexpected argument %s (a payload is given with --payload)", quoted[0])
+			}
 			return argsError(cmd, "unexpected argument %s", quoted[0])
 		}
 		return argsError(cmd, "unexpected arguments %s", strings.Join(quoted, " "))
 	}
 	return argsError(cmd, "wrong number of arguments (%d)", len(args))
+}
+
+// looksLikePayload reports whether a stray argument was meant as a
+// payload: JSON text (an object, an array, a string) or @file.
+func looksLikePayload(arg string) bool {
+	s := strings.TrimSpace(arg)
+	return s != "" && strings.ContainsRune("{[\"@", rune(s[0]))
 }
 
 // argsError is the error of a command's positional arguments, one for

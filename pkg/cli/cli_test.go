@@ -157,6 +157,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"flag without value", []string{"submit", "hello", "--priority"}, "priority"},
 		{"missing argument", []string{"submit"}, "taskd: submit: missing CODE; usage: taskd submit CODE [flags]\n"},
 		{"too many arguments", []string{"submit", "hello", "extra"}, "taskd: submit: unexpected argument \"extra\"; usage: taskd submit CODE [flags]\n"},
+		{"payload as an argument", []string{"submit", "hello", `{"a":1}`}, `taskd: submit: unexpected argument "{\"a\":1}" (a payload is given with --payload); usage: taskd submit CODE [flags]` + "\n"},
+		{"payload file as an argument", []string{"cron", "add", "hello", "@daily", "@rows.json"}, `unexpected argument "@rows.json" (a payload is given with --payload)`},
 		{"pause without queue", []string{"pause", "--yes"}, "taskd: pause: missing QUEUE; usage: taskd pause QUEUE [flags]\n"},
 		{"limit without queue", []string{"limit"}, "taskd: limit: missing QUEUE; usage: taskd limit QUEUE [flags]\n"},
 		{"reshard without shards", []string{"reshard", "hello", "--yes"}, "taskd: reshard: missing N; usage: taskd reshard QUEUE N [flags]\n"},
