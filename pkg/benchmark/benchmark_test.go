@@ -60,7 +60,7 @@ func TestRunSmall(t *testing.T) {
 	require.Empty(t, r.Errors)
 	require.Equal(t, scenarios, ran)
 	for _, name := range []string{"burn_down_tasks_per_s", "steady_p50_ms", "steady_p99_ms", "seed_p50_ms", "seed_p99_ms", "lateness_p99_ms",
-		"submit_batch_tasks_per_s", "submit_single_tasks_per_s", "exec_tasks_per_s", "burn_down_rss_mb", "idle_rss_mb",
+		"submit_batch_tasks_per_s", "submit_single_tasks_per_s", "exec_tasks_per_s", "exec_bare_tasks_per_s", "exec_of_bare", "burn_down_rss_mb", "idle_rss_mb",
 		"large_burn_down_tasks_per_s", "large_steady_p99_ms",
 		"pool_boot_tasks_per_s", "exec_boot_tasks_per_s", "pool_vs_exec_boot_x", "pool_noop_tasks_per_s", "recycle_processes_recycled",
 		"rate_limit_worst_10s", "rate_limit_seconds"} {

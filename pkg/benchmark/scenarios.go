@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os/exec"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/producer"
@@ -556,6 +559,11 @@ func SubmitSingle(ctx context.Context, e *Env, n, clients int) (Figures, error) 
 // (a process each), with slots concurrent slots, and the CPU they cost:
 // taskd's, the servers', and the children's own (their fork and exec).
 func Exec(ctx context.Context, e *Env, n, slots int) (Figures, error) {
+	// Before the reaper below, which would wait for these children too.
+	bare, err := bareExecs(ctx, min(n, bareExecRuns), slots)
+	if err != nil {
+		return nil, err
+	}
 	if err := e.newPhase(ctx); err != nil {
 		return nil, err
 	}
@@ -580,12 +588,45 @@ func Exec(ctx context.Context, e *Env, n, slots int) (Figures, error) {
 	if err := e.waitSucceeded(ctx, c, n, 10*time.Minute); err != nil {
 		return nil, err
 	}
-	f := Figures{"exec_tasks_per_s": float64(n) / time.Since(start).Seconds()}
+	f := Figures{"exec_tasks_per_s": float64(n) / time.Since(start).Seconds(), "exec_bare_tasks_per_s": bare}
+	f["exec_of_bare"] = f["exec_tasks_per_s"] / bare
 	m.done(ctx, f, "exec_", n)
 	if c, ok := childrenCPU(); ok {
 		f["exec_children_cpu_us_per_task"] = float64((c - children0).Microseconds()) / float64(n)
 	}
 	return f, nil
+}
+
+// bareExecRuns is how many processes bareExecs starts: a few seconds
+// where a process costs milliseconds.
+const bareExecRuns = 2000
+
+// bareExecs is the rate at which this machine starts /bin/true from a
+// bare Go loop, n times over slots goroutines: the ceiling of any exec
+// handler here, against which the exec scenario's rate reads as taskd's
+// own overhead rather than the machine's cost of a process.
+func bareExecs(ctx context.Context, n, slots int) (float64, error) {
+	next := make(chan struct{}, n)
+	for range n {
+		next <- struct{}{}
+	}
+	close(next)
+	g, gctx := errgroup.WithContext(ctx)
+	start := time.Now()
+	for range min(slots, n) {
+		g.Go(func() error {
+			for range next {
+				if err := exec.CommandContext(gctx, "/bin/true").Run(); err != nil {
+					return fmt.Errorf("bare exec of /bin/true: %w", err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
 }
 
 // IdleSlots measures resident memory of a node with slots idle worker
