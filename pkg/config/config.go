@@ -482,14 +482,14 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 				}
 				return nil, task.Invalidf("config file %s not found", file)
 			}
-			return nil, task.Invalidf("config file %s: %v", file, err)
+			return nil, parseError(file, err)
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, task.Invalidf("config file %s: %v", file, err)
 		}
 		if err := yaml.Unmarshal(b, &raw); err != nil {
-			return nil, task.Invalidf("config file %s: %v", file, err)
+			return nil, parseError(file, err)
 		}
 		if err := checkFile(file, raw); err != nil {
 			return nil, err

@@ -341,6 +341,30 @@ func TestUnknownKeys(t *testing.T) {
 	}
 }
 
+func TestBrokenYAML(t *testing.T) {
+	t.Parallel()
+
+	for name, tc := range map[string]struct{ body, want string }{
+		"tab indent":    {"mysql:\n  dsn: \"root:@tcp(127.0.0.1:3306)/taskd\"\nredis:\n\taddr: 127.0.0.1:6379\n", "yaml: line 4: found character that cannot start any token (line 4 is indented with a tab: YAML indents with spaces)"},
+		"open quote":    {"mysql:\n  dsn: \"root:@tcp(127.0.0.1:3306)/taskd\nredis:\n  addr: 127.0.0.1:6379\n", "(line 2 opens a quote it does not close)"},
+		"open bracket":  {"mysql:\n  dsn: root\n  bad: [1, 2\n", "yaml: line 2: did not find expected ',' or ']'"},
+		"apostrophe ok": {"log:\n  level: info # it's\n  x: [1\n", "yaml: line"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := writeConfig(t, tc.body)
+			_, err := config.Load(config.NewViper(), path)
+			requireInvalid(t, err)
+			require.Contains(t, err.Error(), "config file "+path+": "+"yaml: line")
+			require.Contains(t, err.Error(), tc.want)
+			require.NotContains(t, err.Error(), "While parsing")
+			if strings.HasPrefix(name, "open bracket") || strings.HasPrefix(name, "apostrophe") {
+				require.NotContains(t, err.Error(), "(line", "no hint where the line shows no tab or open quote")
+			}
+		})
+	}
+}
+
 func TestUnknownVariable(t *testing.T) {
 	// t.Setenv: not parallel.
 	t.Setenv("TASKD_MYSQL_DNS", "u:p@tcp(db:3306)/x")

@@ -532,3 +532,46 @@ func FlagError(err error) error {
 	}
 	return task.Invalidf("bad value %q for --%s: want %s", iv.GetValue(), iv.GetFlag().Name, Want(t))
 }
+
+// yamlLine finds the line a YAML parser's message names ("line 4: ...").
+var yamlLine = regexp.MustCompile(`line (\d+):`)
+
+// parseError is the error of a config file that is not valid YAML: the
+// parser's message without viper's prefix, and what most often causes it
+// where the named line shows it (a tab in its indentation, a quote left
+// open), since "found character that cannot start any token" says neither.
+func parseError(file string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "While parsing config: ")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		if b, rerr := os.ReadFile(file); rerr == nil {
+			if lines := strings.Split(string(b), "\n"); n >= 1 && n <= len(lines) {
+				line := lines[n-1]
+				indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+				switch {
+				case strings.Contains(indent, "\t"):
+					msg += fmt.Sprintf(" (line %d is indented with a tab: YAML indents with spaces)", n)
+				case openQuote(line):
+					msg += fmt.Sprintf(" (line %d opens a quote it does not close)", n)
+				}
+			}
+		}
+	}
+	return task.Invalidf("config file %s: %s", file, msg)
+}
+
+// openQuote reports whether a line's value starts with a quote that the
+// line does not close.
+func openQuote(line string) bool {
+	_, v, ok := strings.Cut(line, ": ")
+	if v = strings.TrimSpace(v); !ok || v == "" {
+		return false
+	}
+	switch v[0] {
+	case '"':
+		return strings.Count(strings.ReplaceAll(v, `\"`, ""), `"`) == 1
+	case '\'':
+		return strings.Count(v, "'")%2 == 1
+	}
+	return false
+}
