@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -77,16 +76,4 @@ func cutBytes(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// byteSize writes a size in bytes short: 900 bytes, 64.0 KiB, 7.9 MiB.
-func byteSize(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d bytes", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	default:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
 }

@@ -61,7 +61,7 @@ func (d *detailView) show(m *Model) {
 	}
 	w := d.vp.Width()
 	note := func(what string, n int) string {
-		return fmt.Sprintf("the %s is %s, more than is shown here; taskd show %d -o json prints all of it", what, byteSize(n), t.ID)
+		return fmt.Sprintf("the %s is %s, more than is shown here; taskd show %d -o json prints all of it", what, task.ByteSize(int64(n)), t.ID)
 	}
 	payload := d.payload.text(w, func() string {
 		return cutText(indentJSON(t.Payload), w, note("payload", len(t.Payload)))

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // Redis at maxmemory under noeviction (the policy taskd requires) refuses
@@ -129,22 +131,11 @@ func (m Memory) Warning(near float64) string {
 	if !m.Near(near) {
 		return ""
 	}
-	used := fmt.Sprintf("%s of its maxmemory of %s (%.0f%%)", ByteSize(m.Used), ByteSize(m.Max), 100*m.Ratio())
+	used := fmt.Sprintf("%s of its maxmemory of %s (%.0f%%)", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio())
 	if m.Full() {
 		return "Redis is full, it uses " + used + ": pushes are refused and due tasks wait in the task center; raise maxmemory, or find what else fills Redis"
 	}
 	return "Redis is nearly full, it uses " + used + ": past 100% pushes are refused and due tasks wait in the task center"
-}
-
-// ByteSize writes a size short: 512 KiB, 7.9 MiB, 1.5 GiB.
-func ByteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // Memory reads Redis's memory use (INFO memory); on a Cluster, that of the

@@ -86,11 +86,11 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 	}
 	packet, most := st.MaxAllowedPacket(), int64(st.MaxValueBytes())
 	if int64(need) > most {
-		r.add("mysql.max_allowed_packet", Warn, fmt.Sprintf("raise the server's max_allowed_packet (my.cnf, SET GLOBAL) to %s, or lower %s", broker.ByteSize(2*int64(need)+1<<20), key),
+		r.add("mysql.max_allowed_packet", Warn, fmt.Sprintf("raise the server's max_allowed_packet (my.cnf, SET GLOBAL) to %s, or lower %s", task.ByteSize(2*int64(need)+1<<20), key),
 			"statements of %s at most carry values of %s, less than the %s %s allows: larger payloads are refused and larger outputs cannot be written",
-			broker.ByteSize(packet), broker.ByteSize(most), broker.ByteSize(int64(need)), key)
+			task.ByteSize(packet), task.ByteSize(most), task.ByteSize(int64(need)), key)
 	} else {
-		r.ok("mysql.max_allowed_packet", "%s: values of up to %s, over the %s of %s", broker.ByteSize(packet), broker.ByteSize(most), broker.ByteSize(int64(need)), key)
+		r.ok("mysql.max_allowed_packet", "%s: values of up to %s, over the %s of %s", task.ByteSize(packet), task.ByteSize(most), task.ByteSize(int64(need)), key)
 	}
 
 	zone := in.TimeZone

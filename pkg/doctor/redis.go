@@ -8,6 +8,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
@@ -50,12 +51,12 @@ func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		r.add("redis.memory", Warn, "", "cannot read INFO memory: %v", err)
 	case m.Max == 0:
 		r.add("redis.memory", Warn, "set maxmemory (with noeviction) below the host's memory",
-			"no maxmemory: Redis uses %s and may grow until the host runs out of memory", broker.ByteSize(m.Used))
+			"no maxmemory: Redis uses %s and may grow until the host runs out of memory", task.ByteSize(m.Used))
 	case m.Ratio() >= threshold:
 		r.add("redis.memory", Fail, "raise maxmemory, or drain the backlog (taskd stats)",
-			"%s of %s used (%.0f%%, alert at %.0f%%): pushes will fail with OOM", broker.ByteSize(m.Used), broker.ByteSize(m.Max), 100*m.Ratio(), 100*threshold)
+			"%s of %s used (%.0f%%, alert at %.0f%%): pushes will fail with OOM", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio(), 100*threshold)
 	default:
-		r.ok("redis.memory", "%s of %s used (%.0f%%, alert at %.0f%%)", broker.ByteSize(m.Used), broker.ByteSize(m.Max), 100*m.Ratio(), 100*threshold)
+		r.ok("redis.memory", "%s of %s used (%.0f%%, alert at %.0f%%)", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio(), 100*threshold)
 	}
 
 	persistence, err := rdb.Info(ctx, "persistence").Result()
