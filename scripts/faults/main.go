@@ -669,10 +669,17 @@ func (s *suite) submit(ctx context.Context) error {
 
 // --- faults ----------------------------------------------------------------
 
+// snapshotWait is how long a fault's snapshot waits for MariaDB: the
+// submitter's faults repeat until they hit and may fall in the MariaDB
+// restart, which waits up to a minute for the server to stop and another
+// for it to answer.
+const snapshotWait = 2*time.Minute + 10*time.Second
+
 // snapshot records a fault: the database clock and the tasks in flight.
 func (s *suite) snapshot(ctx context.Context, name string) error {
 	f := fault{name: name}
-	for attempt := 0; ; attempt++ {
+	deadline := time.Now().Add(snapshotWait)
+	for {
 		err := s.db.QueryRowContext(ctx, `SELECT UNIX_TIMESTAMP(NOW(3))`).Scan(&f.at)
 		if err == nil {
 			f.flight, err = s.queryIDs(ctx, `SELECT id FROM task_center WHERE status IN (1, 2)`)
@@ -680,7 +687,7 @@ func (s *suite) snapshot(ctx context.Context, name string) error {
 		if err == nil {
 			break
 		}
-		if attempt == 20 || !startstop.Sleep(ctx, 100*time.Millisecond) {
+		if time.Now().After(deadline) || !startstop.Sleep(ctx, 100*time.Millisecond) {
 			return fmt.Errorf("snapshot before %s: %w", name, err)
 		}
 	}
