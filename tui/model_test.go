@@ -145,7 +145,16 @@ func TestRedisFullInHeader(t *testing.T) {
 		return strings.SplitN(screen(m), "\n", 2)[0]
 	}
 	require.True(t, strings.HasPrefix(memory(m, 130<<20), "1 ALERT · REDIS FULL 130% · 2 nodes up"), screen(m))
+	// A queue whose due tasks wait says why, in place of "lagging"; a
+	// paused one does not.
+	s := screen(m)
+	require.Regexp(t, `(?m)^! send_email .* 1\.5s redis full, 1 dead$`, s)
+	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, redis`, s)
+	require.Regexp(t, `(?m)^  reports_low .* PAUSED$`, s)
 	require.True(t, strings.HasPrefix(memory(m, 95<<20), "1 ALERT · redis 95% full · 2 nodes up"), screen(m))
+	s = screen(m)
+	require.Regexp(t, `(?m)^  send_email .* 1\.5s 1 dead$`, s)
+	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, laggin`, s)
 	require.True(t, strings.HasPrefix(memory(m, 50<<20), "1 ALERT · 2 nodes up"), screen(m))
 
 	// The memory rule switched off: only a full Redis is shown.

@@ -84,7 +84,7 @@ type trouble struct {
 }
 
 // troubles says what is wrong with a queue, worst first: a firing alert,
-// dead tasks piling up, failing runs, no consumer, lag, a growing
+// dead tasks piling up, failing runs, no consumer, a full Redis or lag, a growing
 // backlog, dead tasks waiting, a pause.
 func (m *Model) troubles(q *stats.Queue) []trouble {
 	v := &m.queues
@@ -118,7 +118,12 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 	if !m.redisDown() && !q.Paused && q.LiveWorkers == 0 && (backlog > 0 || q.OldestDueSeconds > 0) {
 		out = append(out, trouble{"no consumer", 3})
 	}
-	if q.OldestDueSeconds > lagAfterSeconds && !q.Paused {
+	switch {
+	case q.OldestDueSeconds > 0 && !q.Paused && m.redisFull():
+		// Its due tasks wait because pushes are refused: say why, not
+		// just that it lags.
+		out = append(out, trouble{"redis full", 3})
+	case q.OldestDueSeconds > lagAfterSeconds && !q.Paused:
 		out = append(out, trouble{"lagging", 2})
 	}
 	if h := v.hist[q.Name]; len(h) == histKeep && backlog > 0 {
@@ -141,6 +146,13 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 	}
 	slices.SortStableFunc(out, func(a, b trouble) int { return b.sev - a.sev })
 	return out
+}
+
+// redisFull reports whether the overview on screen found Redis at its
+// maxmemory, refusing every push.
+func (m *Model) redisFull() bool {
+	ov := m.ov
+	return ov != nil && ov.RedisErr == nil && ov.Stats != nil && ov.Stats.RedisMemory != nil && ov.Stats.RedisMemory.Full()
 }
 
 // redisDown reports whether the overview on screen was read while Redis
