@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/stats"
 )
@@ -148,11 +149,20 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 	return out
 }
 
+// redisMemory is Redis's memory use as the overview on screen read it,
+// nil when unknown.
+func (m *Model) redisMemory() *broker.Memory {
+	if ov := m.ov; ov != nil && ov.RedisErr == nil && ov.Stats != nil {
+		return ov.Stats.RedisMemory
+	}
+	return nil
+}
+
 // redisFull reports whether the overview on screen found Redis at its
 // maxmemory, refusing every push.
 func (m *Model) redisFull() bool {
-	ov := m.ov
-	return ov != nil && ov.RedisErr == nil && ov.Stats != nil && ov.Stats.RedisMemory != nil && ov.Stats.RedisMemory.Full()
+	r := m.redisMemory()
+	return r != nil && r.Full()
 }
 
 // redisDown reports whether the overview on screen was read while Redis

@@ -176,7 +176,7 @@ func (m *Model) header() string {
 	}
 	// At maxmemory nothing is pushed, so no backlog shows in Redis while
 	// due tasks wait in the task center: say why, before the figures.
-	if r := ov.Stats.RedisMemory; r != nil && ov.RedisErr == nil {
+	if r := m.redisMemory(); r != nil {
 		switch {
 		case r.Full():
 			figures = append([]string{m.st.ErrorBar.Render(fmt.Sprintf("REDIS FULL %.0f%%", 100*r.Ratio()))}, figures...)

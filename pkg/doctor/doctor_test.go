@@ -314,6 +314,7 @@ func TestRedis(t *testing.T) {
 		{"evicting", "--maxmemory-policy allkeys-lru", "", "redis.eviction", doctor.Fail, "maxmemory-policy is allkeys-lru"},
 		{"nearly full", "--maxmemory 64mb", "alerts: { redis_memory_threshold: 0.001 }\n", "redis.memory", doctor.Fail, "pushes will fail with OOM"},
 		{"headroom", "--maxmemory 64mb", "", "redis.memory", doctor.OK, "of 64.0 MiB used"},
+		{"memory alert off", "--maxmemory 64mb", "alerts: { redis_memory_threshold: -1 }\n", "redis.memory", doctor.OK, "memory alert off)"},
 		{"no persistence", "", "", "redis.persistence", doctor.Warn, "neither AOF nor snapshots"},
 		{"append-only", "--appendonly yes", "", "redis.persistence", doctor.OK, "append-only file"},
 	} {

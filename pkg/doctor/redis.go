@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -44,19 +45,25 @@ func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		r.ok("redis.eviction", "maxmemory-policy noeviction")
 	}
 
-	// The memory the alert rule watches, read the same way.
+	// The memory the alert rule watches, read and judged the same way
+	// (broker.Memory.Near: a negative threshold, the rule off, fails only
+	// a full Redis).
 	threshold := cfg.Alerts.RedisMemoryThreshold
+	alertAt := fmt.Sprintf("alert at %.0f%%", 100*threshold)
+	if threshold < 0 {
+		alertAt = "memory alert off"
+	}
 	switch m, err := br.Memory(ctx); {
 	case err != nil:
 		r.add("redis.memory", Warn, "", "cannot read INFO memory: %v", err)
 	case m.Max == 0:
 		r.add("redis.memory", Warn, "set maxmemory (with noeviction) below the host's memory",
 			"no maxmemory: Redis uses %s and may grow until the host runs out of memory", task.ByteSize(m.Used))
-	case m.Ratio() >= threshold:
+	case m.Near(threshold):
 		r.add("redis.memory", Fail, "raise maxmemory, or drain the backlog (taskd stats)",
-			"%s of %s used (%.0f%%, alert at %.0f%%): pushes will fail with OOM", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio(), 100*threshold)
+			"%s of %s used (%.0f%%, %s): pushes will fail with OOM", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio(), alertAt)
 	default:
-		r.ok("redis.memory", "%s of %s used (%.0f%%, alert at %.0f%%)", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio(), 100*threshold)
+		r.ok("redis.memory", "%s of %s used (%.0f%%, %s)", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio(), alertAt)
 	}
 
 	persistence, err := rdb.Info(ctx, "persistence").Result()
