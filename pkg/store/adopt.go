@@ -95,8 +95,9 @@ func adoptSeedTable(ctx context.Context, c *sql.Conn, cols map[string]bool) (boo
 	return true, nil
 }
 
-func names(ctx context.Context, c *sql.Conn, q string) (map[string]bool, error) {
-	rows, err := c.QueryContext(ctx, q)
+// names reads the one-column result of q as a set.
+func names(ctx context.Context, c *sql.Conn, q string, args ...any) (map[string]bool, error) {
+	rows, err := c.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read schema: %w", err)
 	}

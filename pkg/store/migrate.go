@@ -287,7 +287,11 @@ func (a applied) newer(latest int) ([]int, error) {
 // knows (rows written before the column read 0).
 func recordContracts(ctx context.Context, conn *sql.Conn, a applied, migs []Migration) error {
 	if !a.flagged {
-		if _, err := conn.ExecContext(ctx, `ALTER TABLE taskd_schema ADD COLUMN IF NOT EXISTS contract TINYINT NOT NULL DEFAULT 0`); err != nil {
+		stmt, err := portable(ctx, conn, `ALTER TABLE taskd_schema ADD COLUMN IF NOT EXISTS contract TINYINT NOT NULL DEFAULT 0`)
+		if err == nil && stmt != "" {
+			_, err = conn.ExecContext(ctx, stmt)
+		}
+		if err != nil {
 			return fmt.Errorf("migrate: add taskd_schema.contract: %w", err)
 		}
 	}
@@ -567,6 +571,13 @@ func (s *Store) applyStep(ctx context.Context, conn *sql.Conn, m Migration, say 
 	})
 	defer announce.Stop()
 	for _, stmt := range splitStatements(m.SQL) {
+		stmt, err := portable(ctx, conn, stmt)
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+		if stmt == "" {
+			continue // applied before this step was cut short
+		}
 		began := time.Now()
 		for try := 1; ; try++ {
 			_, err := conn.ExecContext(ctx, stmt)

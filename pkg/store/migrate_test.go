@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,45 @@ func lockHolder(t *testing.T, env *testenv.Env) (*sql.Conn, int64) {
 	require.NoError(t, holder.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('taskd_migrate.', MD5(DATABASE())), 0)`).Scan(&got))
 	require.Equal(t, 1, got)
 	return holder, id
+}
+
+// A step cut short runs again from its first statement: each guarded
+// clause (ADD COLUMN IF NOT EXISTS, DROP KEY IF EXISTS) is resolved
+// against the schema before it is sent, since MySQL 8 reads no such
+// guard, and what is there already is left alone.
+func TestGuardedStepsRunAgain(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	tables := []string{"task_center", "task_queue", "task_run", "taskd_schema"}
+	schema := func() map[string]string {
+		out := map[string]string{}
+		for _, tb := range tables {
+			var name, def string
+			require.NoError(t, env.Store.DB().QueryRowContext(ctx, "SHOW CREATE TABLE "+tb).Scan(&name, &def))
+			lines := strings.Split(strings.ReplaceAll(def, ",\n", "\n"), "\n")
+			slices.Sort(lines) // an index added again is listed last
+			out[tb] = strings.Join(lines, "\n")
+		}
+		return out
+	}
+	before := schema()
+	// Steps of guarded clauses only: adds of columns and keys, and drops.
+	again := []int{2, 5, 7, 8, 14}
+	for _, v := range again {
+		env.Exec(t, `DELETE FROM taskd_schema WHERE version = ?`, v)
+	}
+	res, err := env.Store.Migrate(ctx, store.MigrateParams{})
+	require.NoError(t, err)
+	require.Equal(t, again, res.Applied)
+	require.Equal(t, before, schema())
+
+	// A step that stopped half-way: its column is there, its key not;
+	// the second run adds the key.
+	env.Exec(t, `ALTER TABLE task_center DROP KEY idx_held`)
+	env.Exec(t, `DELETE FROM taskd_schema WHERE version = 2`)
+	res, err = env.Store.Migrate(ctx, store.MigrateParams{})
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, res.Applied)
+	require.Equal(t, before, schema())
 }
