@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/benchmark"
 	"github.com/taskd/taskd/pkg/config"
+	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
@@ -149,4 +150,41 @@ func TestPhaseReadsItsOwnTasks(t *testing.T) {
 	lat, err = benchmark.Latencies(ctx, e, "created_at", "started_at")
 	require.NoError(t, err)
 	require.Len(t, lat, 50, "the steady run's own tasks, not the burn-down's beside them")
+}
+
+// Each phase begins with the task center's pages written back: the large
+// table's steady run measured the write-back of its burn-down, where the
+// empty table's began in a new database.
+func TestPhaseStartsSettled(t *testing.T) {
+	cfg, _ := testConfig(t, "taskd_test_benchsettle", "tbenchsettle:")
+	ctx := context.Background()
+	e, err := benchmark.NewEnv(ctx, cfg, nil)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	dsn, err := mysql.ParseDSN(e.Config.MySQL.DSN)
+	require.NoError(t, err)
+	dirty := func() int {
+		var n int
+		require.NoError(t, e.Store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_BUFFER_PAGE
+			WHERE TABLE_NAME = ? AND OLDEST_MODIFICATION > 0`, "`"+dsn.DBName+"`.`task_center`").Scan(&n))
+		return n
+	}
+
+	require.NoError(t, benchmark.FillLarge(ctx, e, 50000))
+	if dirty() == 0 {
+		t.Skip("the server wrote the fill back before it could be seen dirty")
+	}
+	require.NoError(t, e.Settle(ctx))
+	require.Zero(t, dirty())
+	require.Empty(t, e.Unsettled)
+
+	// An account without the RELOAD privilege runs the phases unsettled,
+	// and the report says so.
+	env := testenv.New(t)
+	limited, err := store.Open(ctx, env.Account(t, "ALL"), store.Options{})
+	require.NoError(t, err)
+	defer limited.Close()
+	le := &benchmark.Env{Store: limited}
+	require.NoError(t, le.Settle(ctx))
+	require.Contains(t, le.Unsettled, "RELOAD")
 }

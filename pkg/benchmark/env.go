@@ -45,6 +45,9 @@ type Env struct {
 	// the phase reads its own tasks as the primary-key range above it,
 	// so what it reads follows its tasks, not the rows already there.
 	floor int64
+	// Unsettled says why phases began without the write-back of the
+	// pages earlier ones left dirty ("" when each began settled).
+	Unsettled string
 
 	drop func() error // removes the database and the keys; nil when borrowed
 }

@@ -148,6 +148,9 @@ func (r *Report) scenario(ctx context.Context, base *config.Config, name string)
 		return nil, err
 	}
 	defer func() {
+		if e.Unsettled != "" {
+			r.Environment["settle"] = e.Unsettled
+		}
 		if err := e.Close(); err != nil {
 			r.Errors[name+" cleanup"] = err.Error()
 		}
@@ -291,6 +294,9 @@ func met(op string, v, target float64) bool {
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "taskd bench: %s, %s CPUs, GOGC %s, MySQL %s, Redis %s; burn_down, exec and pool claim %s tasks at a time (scheduler.batch_size)\n\n",
 		r.Environment["os"], r.Environment["cpus"], r.Environment["gogc"], r.Environment["mysql"], r.Environment["redis"], r.Environment["drain_batch_size"])
+	if s := r.Environment["settle"]; s != "" {
+		fmt.Fprintf(w, "note: %s\n\n", s)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FIGURE\tTARGET\tMEASURED\t")
 	for _, row := range r.Rows {
