@@ -23,8 +23,10 @@ type KillRequest struct {
 // How long, and how many, kill requests are kept in Keys.Killed for the
 // workers that did not hear them: a worker that starts after the kill, or
 // whose subscription was down, drops a killed attempt's message when it
-// takes it instead of running it once. Past these bounds it runs it once,
-// and the fence rejects its result.
+// takes it instead of running it once. Past them, a worker confirms a
+// message older than an hour against the task center before it runs it
+// (worker.confirmAfter); a younger one runs once, and the fence rejects
+// its result.
 const (
 	KillKeep = 24 * time.Hour
 	KillMax  = 100000

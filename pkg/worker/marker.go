@@ -61,12 +61,7 @@ func (m *marker) runOnce(ctx context.Context) int {
 		if len(batch) == markBatchMax {
 			break
 		}
-		if j.started.After(due) || j.mark.Load() != markUnmarked {
-			continue
-		}
-		ch := make(chan struct{})
-		j.marking.Store(&ch)
-		if j.mark.CompareAndSwap(markUnmarked, markInFlight) {
+		if !j.started.After(due) && j.mark.Load() == markUnmarked && j.claimMark() {
 			batch = append(batch, j)
 		}
 	}
@@ -122,6 +117,27 @@ func (m *marker) mark(ctx context.Context, batch []*job) int {
 		}
 	}
 	return marked
+}
+
+// confirmAfter: an attempt whose message waited longer than this since
+// its dispatch gets its running mark before its handler runs. Such a
+// message may be of a task killed while it waited in a queue no worker
+// took from, whose kill notice is gone (broker.KillKeep, KillMax): the
+// fence tells, where the notice no longer can.
+const confirmAfter = time.Hour
+
+// confirm writes j's running mark now, ahead of its handler, and reports
+// whether the fence rejected it: the task was cancelled or recovered
+// while the message waited. A mark that fails to write (MySQL down)
+// rejects nothing: the attempt runs, as any other does, and its result is
+// fenced.
+func (m *marker) confirm(ctx context.Context, j *job) (lost bool) {
+	if j.claimMark() {
+		m.mark(ctx, []*job{j})
+	} else if ch := j.marking.Load(); ch != nil {
+		<-*ch // a pass of the marker writes it now
+	}
+	return j.mark.Load() == markLost
 }
 
 // ownAlready reports whether a mark that lost after an earlier try failed

@@ -548,6 +548,10 @@ func (p *pool) run(j *job) {
 		j.kill(nil)
 		return
 	}
+	if m.DispatchedUnixMS > 0 && j.startedDB.Sub(time.UnixMilli(m.DispatchedUnixMS)) > confirmAfter && w.mark.confirm(j.ctx, j) {
+		p.complete(j, &attemptEnd{interrupted: true}) // dropped, unrun
+		return
+	}
 	h, ok := w.cfg.Handlers.Lookup(m.Code)
 	timeout := task.EffectiveTimeout(m.Timeout)
 	if ok {

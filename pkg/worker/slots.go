@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,17 @@ const (
 	markLost                  // the fence rejected it: the attempt was taken away
 )
 
+// claimMark takes j's unwritten mark for a write about to start: one
+// writer at a time, the marker's pass or a confirmation (marker.confirm).
+func (j *job) claimMark() bool {
+	if !j.mark.CompareAndSwap(markUnmarked, markInFlight) {
+		return false
+	}
+	ch := make(chan struct{})
+	j.marking.Store(&ch)
+	return true
+}
+
 // endMark settles the mark as the attempt ends: it returns the status the
 // result is fenced on, and false when the mark was lost. A mark in flight
 // is waited for.
@@ -78,6 +90,8 @@ func (j *job) endMark() (task.Status, bool) {
 		case markInFlight:
 			if ch := j.marking.Load(); ch != nil {
 				<-*ch
+			} else {
+				runtime.Gosched() // claimed, its channel not stored yet
 			}
 		case markWritten:
 			return task.Running, true

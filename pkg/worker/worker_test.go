@@ -951,3 +951,41 @@ func TestHandlerTimeoutCapsTheAttempt(t *testing.T) {
 	require.True(t, strings.HasPrefix(tk.LastResult, "timed out after 300ms"), tk.LastResult)
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_run WHERE task_id = ? AND outcome = ?`, id, string(task.OutcomeTimeout)))
 }
+
+// A message that waited in its queue longer than kill notices are sure to
+// be kept (a queue no worker took from for a day) is confirmed against
+// the task center before it runs: one of a task killed meanwhile is
+// dropped unrun, one still dispatched runs.
+func TestOldMessageIsConfirmedBeforeItRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var ran sync.Map
+	b.reg.Register("ok", handler.Func(func(ctx context.Context, r *handler.Request) (string, error) {
+		ran.Store(r.ID, true)
+		return "", nil
+	}))
+	killed := b.submit(t, producer.Submission{Code: "ok"})
+	live := b.submit(t, producer.Submission{Code: "ok"})
+	msgs, err := b.env.Store.TaskClaimDue(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	// Cancelled in the task center, its notice long gone from Redis.
+	b.env.Exec(t, `UPDATE task_center SET status = ? WHERE id = ?`, int(task.Cancelled), killed)
+	for _, m := range msgs {
+		m.DispatchedUnixMS = time.Now().Add(-26 * time.Hour).UnixMilli()
+	}
+	_, err = b.env.Broker.Push(ctx, msgs)
+	require.NoError(t, err)
+
+	w := b.startWorker(t, nil)
+	b.dispatchUntil(t, "the live task's success", func() bool { return b.task(t, live).Status == task.Succeeded })
+	require.Eventually(t, func() bool { return w.Stats().Stale > 0 }, 10*time.Second, 10*time.Millisecond)
+	_, did := ran.Load(killed)
+	require.False(t, did, "the killed task's handler did not run")
+	require.Equal(t, task.Cancelled, b.task(t, killed).Status)
+	require.Empty(t, b.outcomes(t, killed))
+	n, err := b.env.Broker.Client().LLen(ctx, b.env.Broker.Keys.Queue("q", 0)).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "its message is gone from the queue")
+}
