@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -32,13 +33,21 @@ type Env struct {
 	Broker    *broker.Broker
 }
 
-// BaseDSN is the server DSN tests create databases on.
+// BaseDSN is the server DSN tests create databases on:
+// TASKD_TEST_MYSQL_DSN, or root on 127.0.0.1 with the sql_mode MySQL 8
+// starts with (mysql8Mode).
 func BaseDSN() string {
 	if d := os.Getenv("TASKD_TEST_MYSQL_DSN"); d != "" {
 		return d
 	}
-	return "root:@tcp(127.0.0.1:3306)/"
+	return "root:@tcp(127.0.0.1:3306)/?sql_mode=" + url.QueryEscape("'"+mysql8Mode+"'")
 }
+
+// mysql8Mode is MySQL 8's default sql_mode. It is stricter than
+// MariaDB's (ONLY_FULL_GROUP_BY, NO_ZERO_DATE, NO_ZERO_IN_DATE), so SQL
+// the tests run on MariaDB under it runs on MySQL 8 as well, and on
+// MariaDB as it is configured by default.
+const mysql8Mode = "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 
 // RedisAddr is the Redis tests use: TASKD_TEST_REDIS_ADDR (several
 // addresses, comma-separated, are a Cluster), or the Sentinels of
