@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -92,6 +93,64 @@ func TestMigrateAdoptsSeedTable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, task.Periodic, tk.Type)
 	require.Equal(t, "0 2 * * *", tk.CronExpr)
+}
+
+// A seed table made under a lenient sql_mode, with zero dates for
+// defaults and in its rows, is adopted on a server whose mode refuses
+// them (MySQL 8's default: NO_ZERO_DATE, strict), where any ALTER of it
+// failed with "Invalid default value for 'last_run_at'".
+func TestMigrateAdoptsSeedTableWithZeroDates(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	dsn, raw := sideDatabase(t, env, "_zero")
+	legacy, err := raw.Conn(ctx)
+	require.NoError(t, err)
+	defer legacy.Close()
+	_, err = legacy.ExecContext(ctx, `SET SESSION sql_mode = ''`)
+	require.NoError(t, err)
+	_, err = legacy.ExecContext(ctx, strings.Replace(seedTable, "last_run_at DATETIME DEFAULT NULL",
+		"last_run_at DATETIME NOT NULL DEFAULT '0000-00-00 00:00:00'", 1))
+	require.NoError(t, err)
+	_, err = legacy.ExecContext(ctx, `INSERT INTO task_center (task_code, payload, plan_next_run_at)
+		VALUES ('send_email', '{}', NOW()), ('send_email', '{}', '0000-00-00 00:00:00')`)
+	require.NoError(t, err)
+
+	st, err := store.Open(ctx, dsn, store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	var mode string
+	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT @@SESSION.sql_mode`).Scan(&mode))
+	require.Contains(t, mode, "NO_ZERO_DATE", "the test's sessions refuse zero dates")
+	_, err = st.Migrate(ctx, store.MigrateParams{})
+	require.NoError(t, err)
+	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT @@SESSION.sql_mode`).Scan(&mode))
+	require.Contains(t, mode, "NO_ZERO_DATE", "the migration's connection went back to the pool with the server's mode")
+
+	msgs, err := st.TaskClaimDue(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2, "both rows are due, the zero date as now")
+
+	// Their results are written: the zero-dated one's write was refused
+	// ("Column 'plan_next_run_at' cannot be null") and recovery ran it
+	// again and again.
+	var ts []store.Transition
+	for _, m := range msgs {
+		ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Succeeded,
+			SetResult: true, Result: "done", Run: &store.RunRecord{Code: m.Code, Queue: m.Queue, WorkerID: "w", Outcome: task.OutcomeSucceeded}})
+	}
+	applied, err := st.TaskTransition(ctx, ts)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, applied)
+
+	// An operator's "run now" of a zero-dated waiting row.
+	_, err = legacy.ExecContext(ctx, `INSERT INTO task_center (task_code, payload, plan_next_run_at, status) VALUES ('send_email', '{}', '0000-00-00 00:00:00', 4)`)
+	require.NoError(t, err)
+	var failed int64
+	require.NoError(t, legacy.QueryRowContext(ctx, `SELECT LAST_INSERT_ID()`).Scan(&failed))
+	done, err := st.TaskRunNow(ctx, store.TaskAction{Actor: store.Actor{User: "test"}}, []int64{failed})
+	require.NoError(t, err)
+	require.Equal(t, []int64{failed}, done)
 }
 
 // A table named task_center that is not a task table is refused.

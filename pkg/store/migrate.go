@@ -146,6 +146,11 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`SET SESSION lock_wait_timeout = %d`, int(migrateLockWait/time.Second))); err != nil {
 		return res, fmt.Errorf("migrate: %w", err)
 	}
+	restore, err := allowZeroDates(ctx, conn)
+	if err != nil {
+		return res, err
+	}
+	defer restore()
 
 	// Another application's task_center is refused before anything is
 	// written into its database.
@@ -203,6 +208,30 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 		res.Applied = append(res.Applied, m.Version)
 	}
 	return res, nil
+}
+
+// allowZeroDates takes NO_ZERO_DATE and NO_ZERO_IN_DATE out of conn's
+// sql_mode. MySQL 8 starts with both, and with them a strict server
+// refuses any ALTER of a table whose columns hold or default to
+// '0000-00-00 00:00:00', as PHP schemas of the seed's time often do
+// ("Invalid default value for 'last_run_at'"): the migrations add and
+// change columns beside those, and write no date themselves.
+func allowZeroDates(ctx context.Context, conn *sql.Conn) (restore func(), err error) {
+	var mode string
+	if err := conn.QueryRowContext(ctx, `SELECT @@SESSION.sql_mode`).Scan(&mode); err != nil {
+		return nil, fmt.Errorf("migrate: read sql_mode: %w", err)
+	}
+	all := strings.Split(mode, ",")
+	kept := slices.DeleteFunc(slices.Clone(all), func(m string) bool { return m == "NO_ZERO_DATE" || m == "NO_ZERO_IN_DATE" })
+	if len(kept) == len(all) {
+		return func() {}, nil
+	}
+	if _, err := conn.ExecContext(ctx, `SET SESSION sql_mode = ?`, strings.Join(kept, ",")); err != nil {
+		return nil, fmt.Errorf("migrate: set sql_mode: %w", err)
+	}
+	// The connection goes back to the pool: the rest of taskd runs under
+	// the server's own mode.
+	return func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), `SET SESSION sql_mode = ?`, mode) }, nil
 }
 
 // querier is a *sql.DB or a *sql.Conn.

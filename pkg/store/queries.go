@@ -73,6 +73,19 @@ func unixOf(col, zero string) string {
 	return "COALESCE(UNIX_TIMESTAMP(" + col + "), " + zero + ")"
 }
 
+// zeroAsNow is DATETIME column col where a write reads it back into a
+// NOT NULL column: NOW(3) in place of a zero date a seed-style INSERT
+// stored, as unixOf makes such a task due now. Under NO_ZERO_DATE (MySQL
+// 8's default sql_mode) an expression over a zero date reads as NULL,
+// and a strict server refused the whole write ("Column
+// 'plan_next_run_at' cannot be null"): the task's result was never
+// written and recovery ran it again and again. COALESCE does not catch
+// it (it passes the zero date on as it is); the comparison does, under
+// either mode.
+func zeroAsNow(col string) string {
+	return "IF(" + col + " >= '1000-01-01', " + col + ", NOW(3))"
+}
+
 // taskColumns is the select list for a whole task; scanTask reads it.
 var taskColumns = `id, task_code, task_type, ` + queueOf("task_center") + `, payload, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	priority, delay, timeout, max_retry, retry_count, status, COALESCE(unique_key, ''), attempt,
@@ -535,7 +548,7 @@ func transitionSQL(ts []Transition, token uint64, perRow bool, bytes int) []stmt
 		col(" IS NOT NULL THEN FROM_UNIXTIME(", nextAt)
 		col(") WHEN ", nextIn)
 		col(" IS NOT NULL THEN NOW(3) + INTERVAL ", nextIn)
-		b.sql(" MICROSECOND ELSE plan_next_run_at END")
+		b.sql(" MICROSECOND ELSE " + zeroAsNow("plan_next_run_at") + " END")
 		if slices.ContainsFunc(ts, func(t Transition) bool { return t.SetResult }) {
 			col(", last_result = IF(", func(t *Transition, _ int) any { return t.SetResult })
 			col(", ", func(t *Transition, _ int) any { return t.Result })
@@ -730,9 +743,9 @@ const qActionLock = `SELECT id, status, attempt FROM task_center WHERE id IN (%s
 
 // qRunNow makes pending or failed tasks due now; one overdue already
 // keeps its due time, and so its place in the backlog.
-const qRunNow = `UPDATE task_center SET status = 0,
+var qRunNow = `UPDATE task_center SET status = 0,
 	scheduled_at = IF(status = 4, COALESCE(scheduled_at, plan_next_run_at), scheduled_at),
-	plan_next_run_at = LEAST(plan_next_run_at, NOW(3)), claim_token = ?
+	plan_next_run_at = LEAST(` + zeroAsNow("plan_next_run_at") + `, NOW(3)), claim_token = ?
 	WHERE id IN (%s) AND status IN (0, 4)`
 
 // qDeletePending deletes pending tasks (their rows are locked by

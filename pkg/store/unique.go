@@ -60,8 +60,8 @@ const qReplaceWaiting = `UPDATE task_center SET payload = ?, scheduled_at = NULL
 // qDebounceWaiting moves a waiting task's due time out to now + the
 // debounce (never earlier than it was), up to its creation + the maximum
 // wait, and gives it the new payload.
-const qDebounceWaiting = `UPDATE task_center SET payload = ?, scheduled_at = NULL,
-	plan_next_run_at = GREATEST(plan_next_run_at, LEAST(NOW(3) + INTERVAL ? MICROSECOND, created_at + INTERVAL ? MICROSECOND))
+var qDebounceWaiting = `UPDATE task_center SET payload = ?, scheduled_at = NULL,
+	plan_next_run_at = GREATEST(` + zeroAsNow("plan_next_run_at") + `, LEAST(NOW(3) + INTERVAL ? MICROSECOND, ` + zeroAsNow("created_at") + ` + INTERVAL ? MICROSECOND))
 	WHERE id = ? AND status IN (0, 4)`
 
 // qReleaseKey moves the unique key of an ended task to released_key.
