@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
@@ -151,6 +152,16 @@ func TestMigrateAdoptsSeedTableWithZeroDates(t *testing.T) {
 	done, err := st.TaskRunNow(ctx, store.TaskAction{Actor: store.Actor{User: "test"}}, []int64{failed})
 	require.NoError(t, err)
 	require.Equal(t, []int64{failed}, done)
+
+	// A debounced submit onto a zero-dated waiting row with its key, made
+	// and due at a zero date.
+	_, err = legacy.ExecContext(ctx, `INSERT INTO task_center (task_code, payload, plan_next_run_at, created_at, unique_key)
+		VALUES ('digest', '{}', '0000-00-00 00:00:00', '0000-00-00 00:00:00', 'd1')`)
+	require.NoError(t, err)
+	res, err := st.TaskInsert(ctx, []store.TaskInsertParams{{Code: "digest", Payload: []byte(`{"v":1}`), UniqueKey: "d1",
+		OnConflict: store.Conflict{Mode: store.Debounce, Debounce: time.Minute, MaxWait: time.Hour}}})
+	require.NoError(t, err)
+	require.True(t, res[0].Existing && res[0].Changed, "%+v", res[0])
 }
 
 // A table named task_center that is not a task table is refused.

@@ -43,55 +43,41 @@ func (o schemaObjects) has(kind, name string) bool {
 	return o.indexes[strings.ToLower(name)]
 }
 
-// guardedTable is the table stmt alters when one of its clauses has a
-// guard, "" otherwise.
-func guardedTable(stmt string) string {
+// portable returns stmt as both servers run it: each guarded clause of
+// an ALTER TABLE is left out when its guard is false and loses its guard
+// words otherwise, against the table's columns and indexes as schema
+// reads them (only for a statement with a guard). It returns "" when no
+// clause is left to do; any other statement as it is.
+func portable(stmt string, schema func(table string) (schemaObjects, error)) (string, error) {
 	m := alterTable.FindStringSubmatch(stmt)
 	if m == nil {
-		return ""
+		return stmt, nil
 	}
-	for _, c := range splitClauses(m[2]) {
-		if guardedClause.MatchString(c) {
-			return m[1]
-		}
+	table, clauses := m[1], splitClauses(m[2])
+	if !slices.ContainsFunc(clauses, guardedClause.MatchString) {
+		return stmt, nil
 	}
-	return ""
-}
-
-// resolveGuards rewrites stmt for a table holding have: each guarded
-// clause of an ALTER TABLE is dropped when its guard is false and loses
-// its guard words otherwise. It returns "" when no clause is left. Any
-// other statement is returned as it is.
-func resolveGuards(stmt string, have schemaObjects) string {
-	m := alterTable.FindStringSubmatch(stmt)
-	if m == nil {
-		return stmt
+	have, err := schema(table)
+	if err != nil {
+		return "", err
 	}
-	table := m[1]
-	clauses := splitClauses(m[2])
 	kept := make([]string, 0, len(clauses))
-	guards := 0
 	for _, c := range clauses {
 		g := guardedClause.FindStringSubmatch(c)
 		if g == nil {
 			kept = append(kept, c)
 			continue
 		}
-		guards++
 		op, kind, name := strings.ToUpper(g[1]), strings.Join(strings.Fields(strings.ToUpper(g[2])), " "), g[4]
-		exists := have.has(kind, name)
-		if (op == "ADD") == exists { // ADD IF NOT EXISTS of what is there, DROP IF EXISTS of what is not
+		if (op == "ADD") == have.has(kind, name) { // ADD IF NOT EXISTS of what is there, DROP IF EXISTS of what is not
 			continue
 		}
 		kept = append(kept, op+" "+kind+" "+name+g[5])
 	}
-	if guards == 0 {
-		return stmt
-	}
 	if !slices.ContainsFunc(kept, func(c string) bool { return !tableOption.MatchString(c) }) {
-		return "" // nothing left but how to do it (ALGORITHM=COPY)
+		return "", nil // nothing left but how to do it (ALGORITHM=COPY)
 	}
-	return "ALTER TABLE " + table + "\n  " + strings.Join(kept, ",\n  ")
+	return "ALTER TABLE " + table + "\n  " + strings.Join(kept, ",\n  "), nil
 }
 
 // splitClauses splits the clauses of an ALTER TABLE at the commas outside
@@ -123,29 +109,17 @@ func splitClauses(s string) []string {
 	return out
 }
 
-// readObjects reads the columns and indexes of table in the connection's
-// database.
-func readObjects(ctx context.Context, c *sql.Conn, table string) (schemaObjects, error) {
-	cols, err := names(ctx, c, `SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
-	if err != nil {
-		return schemaObjects{}, err
+// tableSchema reads the columns and indexes of a table in the
+// connection's database, for portable.
+func tableSchema(ctx context.Context, c *sql.Conn) func(table string) (schemaObjects, error) {
+	return func(table string) (schemaObjects, error) {
+		cols, err := names(ctx, c, `SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
+		if err != nil {
+			return schemaObjects{}, err
+		}
+		idx, err := names(ctx, c, `SELECT DISTINCT LOWER(INDEX_NAME) FROM information_schema.STATISTICS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
+		return schemaObjects{columns: cols, indexes: idx}, err
 	}
-	idx, err := names(ctx, c, `SELECT DISTINCT LOWER(INDEX_NAME) FROM information_schema.STATISTICS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
-	return schemaObjects{columns: cols, indexes: idx}, err
-}
-
-// portable returns stmt as both servers run it: its guards resolved
-// against the table as it is now ("" when nothing is left to do).
-func portable(ctx context.Context, c *sql.Conn, stmt string) (string, error) {
-	table := guardedTable(stmt)
-	if table == "" {
-		return stmt, nil
-	}
-	have, err := readObjects(ctx, c, table)
-	if err != nil {
-		return "", err
-	}
-	return resolveGuards(stmt, have), nil
 }

@@ -316,7 +316,7 @@ func (a applied) newer(latest int) ([]int, error) {
 // knows (rows written before the column read 0).
 func recordContracts(ctx context.Context, conn *sql.Conn, a applied, migs []Migration) error {
 	if !a.flagged {
-		stmt, err := portable(ctx, conn, `ALTER TABLE taskd_schema ADD COLUMN IF NOT EXISTS contract TINYINT NOT NULL DEFAULT 0`)
+		stmt, err := portable(`ALTER TABLE taskd_schema ADD COLUMN IF NOT EXISTS contract TINYINT NOT NULL DEFAULT 0`, tableSchema(ctx, conn))
 		if err == nil && stmt != "" {
 			_, err = conn.ExecContext(ctx, stmt)
 		}
@@ -599,8 +599,9 @@ func (s *Store) applyStep(ctx context.Context, conn *sql.Conn, m Migration, say 
 		say(msg)
 	})
 	defer announce.Stop()
+	schema := tableSchema(ctx, conn)
 	for _, stmt := range splitStatements(m.SQL) {
-		stmt, err := portable(ctx, conn, stmt)
+		stmt, err := portable(stmt, schema)
 		if err != nil {
 			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}

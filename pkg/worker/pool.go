@@ -625,7 +625,7 @@ func (p *pool) complete(j *job, e *attemptEnd) {
 	from, ok := j.endMark()
 	if !ok {
 		w.count.stale.Add(1)
-		w.log.Warn("result of a recovered attempt dropped", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
+		w.log.Warn("attempt taken from this worker (recovered or cancelled): nothing written", "task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
 		endAttempt(j, task.OutcomeCrashed, errTakenAway)
 		ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 		defer cancel()
