@@ -117,16 +117,20 @@ func TestMigrateAdoptsSeedTableWithZeroDates(t *testing.T) {
 		VALUES ('send_email', '{}', NOW()), ('send_email', '{}', '0000-00-00 00:00:00')`)
 	require.NoError(t, err)
 
-	st, err := store.Open(ctx, dsn, store.Options{})
+	// One connection: the migration's, if it went back to the pool, is
+	// the one every statement after it runs on.
+	st, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 1})
 	require.NoError(t, err)
 	defer st.Close()
 	var mode string
+	var lockWait int
 	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT @@SESSION.sql_mode`).Scan(&mode))
 	require.Contains(t, mode, "NO_ZERO_DATE", "the test's sessions refuse zero dates")
 	_, err = st.Migrate(ctx, store.MigrateParams{})
 	require.NoError(t, err)
-	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT @@SESSION.sql_mode`).Scan(&mode))
-	require.Contains(t, mode, "NO_ZERO_DATE", "the migration's connection went back to the pool with the server's mode")
+	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT @@SESSION.sql_mode, @@SESSION.lock_wait_timeout`).Scan(&mode, &lockWait))
+	require.Contains(t, mode, "NO_ZERO_DATE", "the rest of taskd runs under the server's mode")
+	require.Greater(t, lockWait, 3, "and the server's lock wait, not the migration's")
 
 	msgs, err := st.TaskClaimDue(ctx, 10)
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -132,7 +133,11 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 	if err != nil {
 		return res, fmt.Errorf("migrate: %w", err)
 	}
+	// The session is changed below (its lock wait, its sql_mode): the
+	// connection is closed, not given back to the pool, where the rest of
+	// taskd would run under those settings.
 	defer conn.Close()
+	defer conn.Raw(func(any) error { return driver.ErrBadConn })
 	say := syncLines(p.Progress)
 	if err := s.takeMigrateLock(ctx, conn, say); err != nil {
 		return res, err
@@ -146,11 +151,9 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`SET SESSION lock_wait_timeout = %d`, int(migrateLockWait/time.Second))); err != nil {
 		return res, fmt.Errorf("migrate: %w", err)
 	}
-	restore, err := allowZeroDates(ctx, conn)
-	if err != nil {
+	if err := allowZeroDates(ctx, conn); err != nil {
 		return res, err
 	}
-	defer restore()
 
 	// Another application's task_center is refused before anything is
 	// written into its database.
@@ -216,22 +219,20 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 // '0000-00-00 00:00:00', as PHP schemas of the seed's time often do
 // ("Invalid default value for 'last_run_at'"): the migrations add and
 // change columns beside those, and write no date themselves.
-func allowZeroDates(ctx context.Context, conn *sql.Conn) (restore func(), err error) {
+func allowZeroDates(ctx context.Context, conn *sql.Conn) error {
 	var mode string
 	if err := conn.QueryRowContext(ctx, `SELECT @@SESSION.sql_mode`).Scan(&mode); err != nil {
-		return nil, fmt.Errorf("migrate: read sql_mode: %w", err)
+		return fmt.Errorf("migrate: read sql_mode: %w", err)
 	}
 	all := strings.Split(mode, ",")
 	kept := slices.DeleteFunc(slices.Clone(all), func(m string) bool { return m == "NO_ZERO_DATE" || m == "NO_ZERO_IN_DATE" })
 	if len(kept) == len(all) {
-		return func() {}, nil
+		return nil
 	}
 	if _, err := conn.ExecContext(ctx, `SET SESSION sql_mode = ?`, strings.Join(kept, ",")); err != nil {
-		return nil, fmt.Errorf("migrate: set sql_mode: %w", err)
+		return fmt.Errorf("migrate: set sql_mode: %w", err)
 	}
-	// The connection goes back to the pool: the rest of taskd runs under
-	// the server's own mode.
-	return func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), `SET SESSION sql_mode = ?`, mode) }, nil
+	return nil
 }
 
 // querier is a *sql.DB or a *sql.Conn.

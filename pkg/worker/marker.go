@@ -30,7 +30,6 @@ type marker struct {
 	log      *slog.Logger
 	slots    *slotTable
 	delay    time.Duration
-	stale    func()
 	runner   startstop.Runner
 	// fails says a failing mark once, not on every pass: passes come
 	// several a second, and a task center that is down fails each.
@@ -110,7 +109,7 @@ func (m *marker) mark(ctx context.Context, batch []*job) int {
 		case markWritten:
 			marked++
 		case markLost:
-			m.stale()
+			// Counted stale once, where the attempt ends (pool.complete).
 			m.log.Warn("running mark rejected by the fence; attempt cancelled",
 				"task_id", j.msg.ID, "task_code", j.msg.Code, "attempt", j.msg.Attempt)
 			j.kill(errMarkLost)

@@ -219,7 +219,6 @@ func New(cfg Config, s Store, b Broker) *Worker {
 	w.comp.written = w.written
 	w.comp.now = w.db.Latest
 	w.mark = &marker{store: s, workerID: cfg.ID, log: w.log, slots: w.slots, delay: cfg.RunningMarkDelay,
-		stale: func() { w.count.stale.Add(1) },
 		fails: startstop.FailLog{Log: w.log, Level: slog.LevelError, Failed: "mark running failed; retrying",
 			Again: "running marks written again"}}
 	pol := policy{

@@ -988,4 +988,5 @@ func TestOldMessageIsConfirmedBeforeItRuns(t *testing.T) {
 	n, err := b.env.Broker.Client().LLen(ctx, b.env.Broker.Keys.Queue("q", 0)).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "its message is gone from the queue")
+	require.EqualValues(t, 1, w.Stats().Stale, "one message dropped, counted once")
 }
