@@ -22,6 +22,14 @@ import (
 // RefreshDefault is how often the state is read without an announcement.
 const RefreshDefault = time.Second
 
+// refreshTimeout bounds one read of the state. A slow server or link is
+// no outage (FAULTS.md row 21): with a second added each way, a read that
+// opens a connection takes a handshake and the session's settings before
+// its own round trip, and one that waits for a connection of a busy pool
+// takes the statements ahead of it. A read that fails is tried again at
+// the next tick.
+const refreshTimeout = 30 * time.Second
+
 // Config configures a Cache.
 type Config struct {
 	// Configured is each queue's configured shard count
@@ -65,7 +73,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Cache {
 
 // Start loads the state and keeps it fresh until Stop.
 func (c *Cache) Start(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 	err := c.Refresh(rctx)
 	cancel()
 	if err != nil {
@@ -86,7 +94,7 @@ func (c *Cache) Start(ctx context.Context) error {
 					nudges = nil
 				}
 			}
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 			c.fails.Pass(ctx, c.Refresh(rctx))
 			cancel()
 		}

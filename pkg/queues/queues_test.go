@@ -1,0 +1,46 @@
+package queues_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/queues"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/testenv"
+)
+
+// A read of the state that waits behind a slow statement is no failure:
+// the cache sees a pause made meanwhile once the pool frees, and logs no
+// warning. Its bound was 5 s, shorter than a read takes on a link with a
+// second added each way when it opens a connection (FAULTS.md row 21).
+func TestRefreshWaitsOutASlowServer(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	// One connection, so that a slow statement holds the pool.
+	st, err := store.Open(ctx, env.DSN, store.Options{MaxOpenConns: 1})
+	require.NoError(t, err)
+	defer st.Close()
+	var logs bytes.Buffer
+	c := queues.New(queues.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, st, env.Broker)
+	require.NoError(t, c.Start(ctx))
+	defer c.Stop()
+	require.False(t, c.Paused("q"))
+
+	slow := make(chan error, 1)
+	go func() {
+		_, err := st.DB().ExecContext(ctx, `DO SLEEP(6)`)
+		slow <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the sleep holds the connection
+	env.Exec(t, `INSERT INTO task_queue (name, paused) VALUES ('q', 1)`)
+	require.NoError(t, <-slow)
+	require.Eventually(t, func() bool { return c.Paused("q") }, 5*time.Second, 20*time.Millisecond)
+	c.Stop()
+	require.NotContains(t, logs.String(), "read queue state")
+}
