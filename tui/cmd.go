@@ -52,7 +52,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		args = []string{"--version"}
 	}
 	cmd.SetArgs(args)
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return config.FlagError(err) })
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return config.FlagError(c.Flags(), err) })
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	// Persistent: tasktop serve takes them too.

@@ -20,6 +20,18 @@ func TestBadFlagValue(t *testing.T) {
 	}
 }
 
+// A mistyped flag names the flag it was likely meant as.
+func TestMistypedFlag(t *testing.T) {
+	for want, args := range map[string][]string{
+		"tasktop: unknown flag: --confg (did you mean --config?)\n": {"--confg", "x.yaml"},
+		"tasktop: unknown flag: --ref (did you mean --refresh?)\n":  {"serve", "--ref", "1s"},
+	} {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 2, Main(context.Background(), args, &stdout, &stderr), args)
+		require.Equal(t, want, stderr.String(), args)
+	}
+}
+
 // A task center that takes the connection and never answers held the
 // start, on a blank terminal, for up to mysql.read_timeout: it says what
 // it waits for, and ctrl+c (the context) gives up at once.

@@ -236,7 +236,7 @@ func flagError(cmd *cobra.Command, err error) error {
 			return unknownCommand(cmd, args[0])
 		}
 	}
-	return usageError{config.FlagError(err)}
+	return usageError{config.FlagError(cmd.Flags(), err)}
 }
 
 // explainArgs makes every command's check of its positional arguments

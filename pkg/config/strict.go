@@ -396,6 +396,15 @@ func source(v *viper.Viper, key, file string) string {
 // DidYouMean suggests the candidate nearest key, when it is near enough to
 // be a typo.
 func DidYouMean(key string, cands []string) string {
+	if best := Nearest(key, cands); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
+}
+
+// Nearest is the candidate nearest key, when it is near enough to be a
+// typo; else "".
+func Nearest(key string, cands []string) string {
 	best, bestD := "", -1
 	for _, c := range slices.Sorted(slices.Values(cands)) {
 		if d := editDistance(strings.ToLower(key), strings.ToLower(c)); bestD < 0 || d < bestD {
@@ -407,7 +416,7 @@ func DidYouMean(key string, cands []string) string {
 	if best == "" || bestD > max(2, len(last)/3) {
 		return ""
 	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return best
 }
 
 // editDistance is the optimal string alignment distance: insertions,
@@ -510,10 +519,16 @@ var flagTypes = map[string]reflect.Type{
 // 5m`), not in the parser's words (`strconv.ParseInt: parsing "5": invalid
 // syntax`). A negative number given as an argument (`reshard q -1`), which
 // the parser reads as flags, is named as such, as is one with a space
-// ("-1 * * * *"). Other errors are returned
-// as they are.
-func FlagError(err error) error {
+// ("-1 * * * *"). A mistyped --name gets the flag of flags it was likely
+// meant as (`unknown flag: --node (did you mean --node-id?)`). Other
+// errors are returned as they are.
+func FlagError(flags *pflag.FlagSet, err error) error {
 	var ne *pflag.NotExistError
+	if errors.As(err, &ne) && ne.GetSpecifiedName() != "" && ne.GetSpecifiedShortnames() == "" {
+		if near := nearFlag(flags, ne.GetSpecifiedName()); near != "" {
+			return fmt.Errorf("%w (did you mean --%s?)", err, near)
+		}
+	}
 	if errors.As(err, &ne) && negativeNumber.MatchString(ne.GetSpecifiedShortnames()) {
 		return task.Invalidf("bad argument \"-%s\": no argument takes a negative number", ne.GetSpecifiedShortnames())
 	}
@@ -531,6 +546,22 @@ func FlagError(err error) error {
 		return err
 	}
 	return task.Invalidf("bad value %q for --%s: want %s", iv.GetValue(), iv.GetFlag().Name, Want(t))
+}
+
+// nearFlag is the flag of flags a mistyped --name was likely meant as:
+// the one flag it begins (--node for --node-id), else the nearest by edits.
+func nearFlag(flags *pflag.FlagSet, name string) string {
+	var names, longer []string
+	flags.VisitAll(func(f *pflag.Flag) {
+		names = append(names, f.Name)
+		if strings.HasPrefix(f.Name, name) {
+			longer = append(longer, f.Name)
+		}
+	})
+	if len(longer) == 1 {
+		return longer[0]
+	}
+	return Nearest(name, names)
 }
 
 // yamlLine finds the line a YAML parser's message names ("line 4: ...").
