@@ -221,9 +221,7 @@ func (a *Alerter) recovered(ctx context.Context) {
 
 // record adds a lock event for operators; best effort.
 func (a *Alerter) record(ctx context.Context, kind, detail string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := a.broker.RecordEvent(rctx, &broker.Event{At: time.Now(), Kind: kind, Node: a.cfg.Node, Detail: detail}); err != nil {
+	if err := a.broker.RecordEvent(context.WithoutCancel(ctx), &broker.Event{At: time.Now(), Kind: kind, Node: a.cfg.Node, Detail: detail}); err != nil {
 		a.log.Warn("record lock event", "err", err)
 	}
 }

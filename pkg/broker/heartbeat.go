@@ -296,11 +296,17 @@ type Event struct {
 }
 
 // RecordEvent prepends e to the event list, which keeps the newest 1000.
+// Events are best effort (callers log a failure and go on), yet bounded
+// by the client's own wait for a reply on a new connection, not by a
+// shorter one of their own: a bound of 2 s lost every event over a link
+// with a second added each way (FAULTS.md row 21).
 func (b *Broker) RecordEvent(ctx context.Context, e *Event) error {
 	raw, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("record event: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, b.answerWait)
+	defer cancel()
 	pipe := b.rdb.Pipeline()
 	b.write(ctx, pipe, "LPUSH", b.Keys.Events(), raw) // trimmed: bounded
 	pipe.LTrim(ctx, b.Keys.Events(), 0, eventsKeep-1)

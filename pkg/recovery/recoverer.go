@@ -480,9 +480,7 @@ func (r *Recoverer) holdingResults(ctx context.Context, running []store.RunningT
 // pass for.
 func (r *Recoverer) record(ctx context.Context, e *broker.Event) {
 	e.At = time.Now()
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := r.broker.RecordEvent(rctx, e); err != nil {
+	if err := r.broker.RecordEvent(ctx, e); err != nil {
 		r.log.Warn("record recovery event", "err", err)
 	}
 }

@@ -290,9 +290,7 @@ func (s *Server) record(kind, detail string) {
 	if s.cfg.Events == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.cfg.Events.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: kind, Node: s.cfg.Node, Detail: detail}); err != nil {
+	if err := s.cfg.Events.RecordEvent(context.Background(), &broker.Event{At: time.Now(), Kind: kind, Node: s.cfg.Node, Detail: detail}); err != nil {
 		s.log.Warn("tasktop serve: cannot record the session event", "kind", kind, "err", err)
 	}
 }

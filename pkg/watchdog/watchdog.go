@@ -360,9 +360,7 @@ func (d *Watchdog) exit(ctx context.Context, res *Result, reason string) {
 
 func (d *Watchdog) record(ctx context.Context, e *broker.Event) {
 	e.At, e.Node, e.WorkerID = time.Now(), d.cfg.Node, d.w.ID()
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := d.broker.RecordEvent(rctx, e); err != nil {
+	if err := d.broker.RecordEvent(ctx, e); err != nil {
 		d.log.Warn("record watchdog event", "err", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/limit"
@@ -169,6 +170,54 @@ func TestLimitedQueueIsNotIdle(t *testing.T) {
 	require.Equal(t, 1, res.Idle)
 }
 
+// unwrittenResult starts a worker whose writes the task center takes
+// and never answers, and returns once one result of it waits.
+func unwrittenResult(t *testing.T, env *testenv.Env) *worker.Worker {
+	ctx := context.Background()
+	reg := handler.NewRegistry()
+	reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
+	st := testenv.NewHungStore(env.Store)
+	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"quick": 2}, Handlers: reg, Logger: quiet}, st, env.Broker)
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(w.Stop)
+	t.Cleanup(func() { close(st.Release) })
+	_, err := producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
+	require.NoError(t, err)
+	_, err = scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return w.ResultsWaiting() > 0 }, 10*time.Second, 10*time.Millisecond)
+	return w
+}
+
+// Over a link to Redis with a second added each way, the watchdog's
+// events are still recorded: each write had a bound of 2 s of its own,
+// less than one round trip takes there (FAULTS.md row 21).
+func TestEventsRecordedOverASlowLink(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	w := unwrittenResult(t, env)
+
+	slow, err := broker.Open(ctx, broker.Options{Addr: testenv.LatencyProxy(t, env.RedisAddr, time.Second), Prefix: env.Prefix})
+	require.NoError(t, err)
+	defer slow.Close()
+	var logs testenv.LogBuffer
+	exits := make(chan string, 1)
+	wd := watchdog.New(watchdog.Config{IdleWindow: time.Millisecond, Grace: time.Millisecond, Node: "n1",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Exit:   func(_ int, reason string) { exits <- reason }}, w, env.Store, slow)
+	time.Sleep(10 * time.Millisecond) // the result waited past the idle window
+	for len(exits) == 0 {
+		_, err := wd.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+	events, err := env.Broker.Events(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, events, 2, "the report and the exit: %s", logs.String())
+	require.Equal(t, watchdog.KindExit, events[0].Kind)
+	require.Equal(t, watchdog.KindIdle, events[1].Kind)
+}
+
 // A worker whose results the task center does not take is stuck however
 // busy its slots look: the watchdog reports it once its oldest result has
 // waited an idle window, and exits it a grace later.
@@ -176,18 +225,7 @@ func TestUnwrittenResultsExit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t)
-	reg := handler.NewRegistry()
-	reg.Register("quick", handler.Func(func(context.Context, *handler.Request) (string, error) { return "ok", nil }))
-	st := testenv.NewHungStore(env.Store)
-	w := worker.New(worker.Config{Node: "n1", Queues: map[string]int{"quick": 2}, Handlers: reg, Logger: quiet}, st, env.Broker)
-	require.NoError(t, w.Start(ctx))
-	defer w.Stop()
-	defer close(st.Release)
-	_, err := producer.New(env.Store, env.Broker, producer.Options{}).Submit(ctx, producer.Submission{Code: "quick"})
-	require.NoError(t, err)
-	_, err = scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return w.ResultsWaiting() > 0 }, 10*time.Second, 10*time.Millisecond)
+	w := unwrittenResult(t, env)
 
 	const window = 300 * time.Millisecond
 	exits := make(chan string, 1)
