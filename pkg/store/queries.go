@@ -781,7 +781,7 @@ const qQueueUpsert = `INSERT INTO task_queue (name, ` + queueColumns + `) VALUES
 // operator set the queue's limit (taskd limit): the last node to start
 // wins among configurations.
 const qLimitSeed = `INSERT INTO task_queue (name, rate, rate_period_ms, burst, max_running, per, serial, limit_source)
-	VALUES (?, ?, ?, ?, ?, ?, ?, 'config')
+	VALUES %s
 	ON DUPLICATE KEY UPDATE
 	rate = IF(limit_source = 'operator', rate, VALUES(rate)),
 	rate_period_ms = IF(limit_source = 'operator', rate_period_ms, VALUES(rate_period_ms)),
@@ -794,9 +794,9 @@ const qLimitSeed = `INSERT INTO task_queue (name, rate, rate_period_ms, burst, m
 // qLimitUnseed clears the configured limit a node recorded for a queue
 // whose configuration now has none (an operator's stays).
 const qLimitUnseed = `UPDATE task_queue SET rate = 0, rate_period_ms = 0, burst = 0, max_running = 0, per = '', serial = 0,
-	limit_source = '' WHERE name = ? AND limit_source = 'config'`
+	limit_source = '' WHERE name IN (%s) AND limit_source = 'config'`
 
-const qQueueSeed = `INSERT IGNORE INTO task_queue (name, shards, span) VALUES (?, ?, ?)`
+const qQueueSeed = `INSERT IGNORE INTO task_queue (name, shards, span) VALUES %s`
 
 // qQueueShrinkSpan retires the shard lists beyond shards once a reshard is
 // older than a grace (every node's cache has followed it); the caller has

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/taskd/taskd/pkg/limit"
@@ -76,14 +79,24 @@ func (s *Store) QueueList(ctx context.Context) ([]Queue, error) {
 // QueueSeed records the configured shard counts of queues that have no
 // row yet, so that nodes whose configurations differ still agree on one
 // layout: the first node to start sets it, `taskd reshard` changes it.
+//
+// Each seed (this and LimitSeed) is one statement however many queues a
+// node configures (a queue per task code, as PHP teams lay them out, is
+// hundreds), and takes its rows in name order, as every node does, so
+// that nodes starting together do not deadlock.
 func (s *Store) QueueSeed(ctx context.Context, shards map[string]int) error {
-	for name, n := range shards {
-		if n <= 1 {
-			continue
+	var rows []string
+	var args []any
+	for _, name := range slices.Sorted(maps.Keys(shards)) {
+		if n := shards[name]; n > 1 {
+			rows, args = append(rows, "(?, ?, ?)"), append(args, name, n, n)
 		}
-		if _, err := s.db.ExecContext(ctx, qQueueSeed, name, n, n); err != nil {
-			return fmt.Errorf("record shards of queue %s: %w", name, err)
-		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(qQueueSeed, strings.Join(rows, ", ")), args...); err != nil {
+		return fmt.Errorf("record the shards of %d queues: %w", len(rows), err)
 	}
 	return nil
 }
@@ -95,15 +108,23 @@ func (s *Store) QueueSeed(ctx context.Context, shards map[string]int) error {
 // configuration says. A queue configured without a limit loses the one a
 // configuration recorded before.
 func (s *Store) LimitSeed(ctx context.Context, configured []string, limits map[string]limit.Limit) error {
-	for _, name := range configured {
-		var err error
+	var rows []string
+	var seed, unseed []any
+	for _, name := range slices.Sorted(slices.Values(configured)) {
 		if l, ok := limits[name]; ok {
-			_, err = s.db.ExecContext(ctx, qLimitSeed, append([]any{name}, limitArgs(l)...)...)
+			rows, seed = append(rows, "(?, ?, ?, ?, ?, ?, ?, 'config')"), append(append(seed, name), limitArgs(l)...)
 		} else {
-			_, err = s.db.ExecContext(ctx, qLimitUnseed, name)
+			unseed = append(unseed, name)
 		}
-		if err != nil {
-			return fmt.Errorf("record the limit of queue %s: %w", name, err)
+	}
+	if len(rows) > 0 {
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(qLimitSeed, strings.Join(rows, ", ")), seed...); err != nil {
+			return fmt.Errorf("record the limits of %d queues: %w", len(rows), err)
+		}
+	}
+	if len(unseed) > 0 {
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(qLimitUnseed, placeholders(len(unseed))), unseed...); err != nil {
+			return fmt.Errorf("clear the configured limits of %d queues: %w", len(unseed), err)
 		}
 	}
 	return nil
