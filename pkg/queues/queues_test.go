@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/queues"
-	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
@@ -22,10 +21,7 @@ func TestRefreshWaitsOutASlowServer(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx := context.Background()
-	// One connection, so that a slow statement holds the pool.
-	st, err := store.Open(ctx, env.DSN, store.Options{MaxOpenConns: 1})
-	require.NoError(t, err)
-	defer st.Close()
+	st := env.OneConnection(t) // a slow statement holds the pool
 	var logs bytes.Buffer
 	c := queues.New(queues.Config{Refresh: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, st, env.Broker)
 	require.NoError(t, c.Start(ctx))

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/limit"
-	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
@@ -21,9 +20,7 @@ func TestSeedsAreOneStatementEach(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, env.DSN, store.Options{MaxOpenConns: 1})
-	require.NoError(t, err)
-	defer st.Close()
+	st := env.OneConnection(t)
 	env.Exec(t, `INSERT INTO task_queue (name, shards, span, max_running, limit_source) VALUES
 		('q000', 7, 7, 0, ''), ('q001', 0, 0, 5, 'operator'), ('q002', 0, 0, 3, 'config'), ('q003', 0, 0, 3, 'config')`)
 

@@ -177,6 +177,20 @@ func (e *Env) Exec(t testing.TB, q string, args ...any) sql.Result {
 	return res
 }
 
+// OneConnection opens another store on the private database with a pool
+// of one connection: a statement that holds it holds every other, and its
+// session's status counts every statement of the store. It is closed when
+// the test ends.
+func (e *Env) OneConnection(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), e.DSN, store.Options{MaxOpenConns: 1})
+	if err != nil {
+		t.Fatalf("testenv: open a store of one connection: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // Count returns the result of a COUNT(*) query.
 func (e *Env) Count(t testing.TB, q string, args ...any) int {
 	t.Helper()
