@@ -3,13 +3,31 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/testenv"
 )
+
+// manyQueues is a configuration of 300 queues, q000 to q299: qN has
+// 1 + N%3 shards (1: no row of its own) and the odd ones a limit of at
+// most N running and rate tasks a second.
+func manyQueues(rate int) (configured []string, shards map[string]int, limits map[string]limit.Limit) {
+	shards, limits = map[string]int{}, map[string]limit.Limit{}
+	for i := range 300 {
+		q := fmt.Sprintf("q%03d", i)
+		configured = append(configured, q)
+		shards[q] = 1 + i%3
+		if i%2 == 1 {
+			limits[q] = limit.Limit{Rate: limit.Rate{N: rate, Period: time.Second}, Burst: 2, MaxRunning: i}
+		}
+	}
+	return configured, shards, limits
+}
 
 // A node configuring hundreds of queues records their shards and limits
 // in a statement each, not one per queue (over a link of a second each
@@ -24,17 +42,7 @@ func TestSeedsAreOneStatementEach(t *testing.T) {
 	env.Exec(t, `INSERT INTO task_queue (name, shards, span, max_running, limit_source) VALUES
 		('q000', 7, 7, 0, ''), ('q001', 0, 0, 5, 'operator'), ('q002', 0, 0, 3, 'config'), ('q003', 0, 0, 3, 'config')`)
 
-	shards := map[string]int{}
-	limits := map[string]limit.Limit{}
-	var configured []string
-	for i := range 300 {
-		q := fmt.Sprintf("q%03d", i)
-		configured = append(configured, q)
-		shards[q] = 1 + i%3 // 1: no row of its own
-		if i%2 == 1 {
-			limits[q] = limit.Limit{Rate: limit.Rate{N: 10, Period: 1e9}, Burst: 2, MaxRunning: i}
-		}
-	}
+	configured, shards, limits := manyQueues(1)
 	questions := func() (n int) {
 		var name string
 		require.NoError(t, st.DB().QueryRowContext(ctx, `SHOW SESSION STATUS LIKE 'Questions'`).Scan(&name, &n))
@@ -62,4 +70,35 @@ func TestSeedsAreOneStatementEach(t *testing.T) {
 	var n int
 	require.NoError(t, st.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM task_queue`).Scan(&n))
 	require.Equal(t, 300-50+1, n, "a row for each queue with shards or a limit (all but the 50 of i%6 == 0), and q000's")
+}
+
+// Nodes starting together record the same new queues at once: each
+// seed takes its rows in name order, so their statements wait for one
+// another instead of deadlocking (in map order, the first round failed
+// with Error 1213).
+func TestSeedsOfNodesStartingTogether(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	for round := range 20 {
+		env.Exec(t, `DELETE FROM task_queue`)
+		configured, shards, limits := manyQueues(2 + round)
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for range 8 {
+			wg.Go(func() {
+				if err := env.Store.QueueSeed(ctx, shards); err != nil {
+					errs <- err
+				}
+				if err := env.Store.LimitSeed(ctx, configured, limits); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
 }
