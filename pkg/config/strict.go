@@ -524,18 +524,20 @@ var flagTypes = map[string]reflect.Type{
 // errors are returned as they are.
 func FlagError(flags *pflag.FlagSet, err error) error {
 	var ne *pflag.NotExistError
-	if errors.As(err, &ne) && ne.GetSpecifiedName() != "" && ne.GetSpecifiedShortnames() == "" {
-		if near := nearFlag(flags, ne.GetSpecifiedName()); near != "" {
-			return fmt.Errorf("%w (did you mean --%s?)", err, near)
+	if errors.As(err, &ne) {
+		short := ne.GetSpecifiedShortnames()
+		switch {
+		case short == "" && ne.GetSpecifiedName() != "":
+			if near := nearFlag(flags, ne.GetSpecifiedName()); near != "" {
+				return fmt.Errorf("%w (did you mean --%s?)", err, near)
+			}
+		case negativeNumber.MatchString(short):
+			return task.Invalidf("bad argument \"-%s\": no argument takes a negative number", short)
+		case strings.Contains(short, " "):
+			// No flag holds a space: "-1 * * * *" is an argument the
+			// parser took for the flags -1, - and *.
+			return task.Invalidf("bad argument \"-%s\": it starts with -, so it reads as flags; to give it as an argument, put -- before it", short)
 		}
-	}
-	if errors.As(err, &ne) && negativeNumber.MatchString(ne.GetSpecifiedShortnames()) {
-		return task.Invalidf("bad argument \"-%s\": no argument takes a negative number", ne.GetSpecifiedShortnames())
-	}
-	// No flag holds a space: "-1 * * * *" is an argument the parser took
-	// for the flags -1, - and *.
-	if ne != nil && strings.Contains(ne.GetSpecifiedShortnames(), " ") {
-		return task.Invalidf("bad argument \"-%s\": it starts with -, so it reads as flags; to give it as an argument, put -- before it", ne.GetSpecifiedShortnames())
 	}
 	var iv *pflag.InvalidValueError
 	if !errors.As(err, &iv) {

@@ -133,10 +133,8 @@ const confirmAfter = time.Hour
 func (m *marker) confirm(ctx context.Context, j *job) (lost bool) {
 	if j.claimMark() {
 		m.mark(ctx, []*job{j})
-	} else if ch := j.marking.Load(); ch != nil {
-		<-*ch // a pass of the marker writes it now
 	}
-	return j.mark.Load() == markLost
+	return j.settledMark() == markLost // else a pass of the marker writes it now
 }
 
 // ownAlready reports whether a mark that lost after an earlier try failed

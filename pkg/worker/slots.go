@@ -77,21 +77,31 @@ func (j *job) claimMark() bool {
 	return true
 }
 
+// settledMark is j's mark once no write of it is in flight: a write in
+// flight is waited for.
+func (j *job) settledMark() int32 {
+	for {
+		m := j.mark.Load()
+		if m != markInFlight {
+			return m
+		}
+		if ch := j.marking.Load(); ch != nil {
+			<-*ch
+		} else {
+			runtime.Gosched() // claimed, its channel not stored yet
+		}
+	}
+}
+
 // endMark settles the mark as the attempt ends: it returns the status the
 // result is fenced on, and false when the mark was lost. A mark in flight
 // is waited for.
 func (j *job) endMark() (task.Status, bool) {
 	for {
-		switch j.mark.Load() {
+		switch j.settledMark() {
 		case markUnmarked:
 			if j.mark.CompareAndSwap(markUnmarked, markSkipped) {
 				return task.Dispatched, true
-			}
-		case markInFlight:
-			if ch := j.marking.Load(); ch != nil {
-				<-*ch
-			} else {
-				runtime.Gosched() // claimed, its channel not stored yet
 			}
 		case markWritten:
 			return task.Running, true
