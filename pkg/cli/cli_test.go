@@ -506,7 +506,10 @@ func TestCron(t *testing.T) {
 	b.okJSON(t, &list, "cron", "list", "report")
 	require.Len(t, list, 1, "one code's periodic tasks")
 	require.Equal(t, "report", list[0].Code)
-	require.Equal(t, "[]\n", b.ok(t, "cron", "list", "no-such-code", "-o", "json"))
+	r = b.run(t, "cron", "list", "reprot", "-o", "json")
+	require.Equal(t, cli.ExitOK, r.code, "stderr %q", r.stderr)
+	require.Equal(t, "[]\n", r.stdout, "a code with no periodic task lists nothing")
+	require.True(t, strings.HasPrefix(r.stderr, `taskd: warning: unknown task code "reprot" (did you mean "report"?)`), "stderr %q", r.stderr)
 	requireOneLineError(t, b.run(t, "cron", "list", "bad code"), cli.ExitUsage)
 
 	// A disabled periodic task reads disabled, with no next run (enable
@@ -632,6 +635,20 @@ func TestList(t *testing.T) {
 		before = got[len(got)-1].ID
 	}
 	require.Equal(t, ids(all), paged)
+
+	// A filter that names nothing known lists nothing, as any filter does,
+	// and says so with the nearest name; a known name with no tasks
+	// (--status 5 --code report above) says nothing.
+	for _, c := range []struct{ flag, name, want string }{
+		{"--code", "helo", `taskd: warning: unknown task code "helo" (did you mean "hello"?)`},
+		{"--queue", "reprot", `taskd: warning: unknown queue "reprot" (did you mean "report"?)`},
+	} {
+		r := b.run(t, "list", c.flag, c.name, "--status", "dead", "-o", "json")
+		require.Equal(t, cli.ExitOK, r.code, "stderr %q", r.stderr)
+		require.Equal(t, "[]\n", r.stdout)
+		require.True(t, strings.HasPrefix(r.stderr, c.want), "stderr %q", r.stderr)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "stderr %q", r.stderr)
+	}
 
 	b.okJSON(t, &got, "list", "--code", "hello", "--before", strconv.FormatInt(hello[2], 10))
 	require.Equal(t, []int64{hello[1], hello[0]}, ids(got))

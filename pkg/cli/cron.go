@@ -100,6 +100,9 @@ func (a *App) cronListCmd() *cobra.Command {
 				// A code with no periodic task lists nothing, as a filter
 				// does; a script tells it by the empty list.
 				ts = slices.DeleteFunc(ts, func(t *task.Task) bool { return t.Code != args[0] })
+				if len(ts) == 0 {
+					a.warnUnknown(cmd.Context(), cl.store, args[0], "")
+				}
 			}
 			if a.json() {
 				return a.printJSON(nonNil(ts))

@@ -52,6 +52,9 @@ func (a *App) listCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if len(ts) == 0 {
+				a.warnUnknown(cmd.Context(), s, code, queue)
+			}
 			if a.json() {
 				return a.printJSON(nonNil(ts))
 			}
