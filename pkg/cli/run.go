@@ -31,6 +31,11 @@ func (a *App) runCmd() *cobra.Command {
 				return err
 			}
 			log := a.logger(c)
+			if c.File == "" && !config.EnvSetsAny() {
+				// Nothing configured it: most likely started from the wrong
+				// directory, and about to use the defaults' database.
+				log.Warn(config.NoFile, "fix", config.NoFileFix)
+			}
 			ctx := cmd.Context()
 			if err := handler.StartReaper(ctx); err != nil {
 				log.Warn("cannot reap orphans of exec handlers; run under an init that does", "err", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,4 +57,41 @@ func TestRunSeenWhileWaiting(t *testing.T) {
 	}
 	code, _ = get("/livez")
 	require.Zero(t, code, "the listener is closed")
+}
+
+// A `taskd run` that found no configuration file, and has no TASKD_*
+// variable either, says so before it waits for the defaults' database:
+// started from the wrong directory, it would otherwise run unnoticed on
+// another database, or fail on a password no file of the operator's holds.
+func TestRunWithoutConfigFileSaysSo(t *testing.T) {
+	if _, err := os.Stat("/etc/taskd/taskd.yaml"); err == nil {
+		t.Skip("/etc/taskd/taskd.yaml exists: taskd run reads it")
+	}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "TASKD_") && !strings.HasPrefix(name, "TASKD_TEST_") {
+			t.Setenv(name, "") // restored after the test
+			require.NoError(t, os.Unsetenv(name))
+		}
+	}
+	t.Chdir(t.TempDir())
+	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	start := func(args ...string) string {
+		ctx, cancel := context.WithCancel(context.Background())
+		errOut := &testenv.LogBuffer{}
+		done := make(chan int, 1)
+		go func() {
+			done <- cli.Execute(ctx, append(args, "--mysql-dsn", "root:@tcp("+closed+")/taskd", "--redis-addr", closed, "run"),
+				io.Discard, errOut, strings.NewReader(""))
+		}()
+		// It waits for the closed port: its first retry is logged.
+		require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "cannot connect") }, 10*time.Second, 20*time.Millisecond)
+		cancel()
+		require.Equal(t, cli.ExitOK, <-done)
+		return errOut.String()
+	}
+	require.Contains(t, start(), `"no configuration file: the defaults and TASKD_* variables are in force","fix":"pass --config, or install /etc/taskd/taskd.yaml"`)
+	require.NotContains(t, start("--config", writeConfig(t, "log: { level: info }\n")), "no configuration file")
+	t.Setenv("TASKD_LOG_LEVEL", "info")
+	require.NotContains(t, start(), "no configuration file", "configured by its environment")
 }

@@ -450,6 +450,14 @@ func Default() *Config {
 	return &c
 }
 
+// NoFile and NoFileFix say what follows from Load finding no file:
+// `taskd doctor` and `taskd run` say it, since a daemon started from the
+// wrong directory would otherwise run on the defaults unnoticed.
+const (
+	NoFile    = "no configuration file: the defaults and TASKD_* variables are in force"
+	NoFileFix = "pass --config, or install /etc/taskd/taskd.yaml"
+)
+
 // Load reads the configuration file (path, else TASKD_CONFIG, else the
 // search path) into v and decodes it. A missing file is fine unless path
 // or TASKD_CONFIG named it. An

@@ -269,6 +269,20 @@ func checkEnv(environ []string) error {
 	return nil
 }
 
+// EnvSetsAny reports whether a TASKD_* variable sets a configuration key:
+// a deployment configured by its environment alone needs no file.
+func EnvSetsAny() bool {
+	for k := range leafTypes {
+		if _, isMap := entryFields[k]; isMap {
+			continue
+		}
+		if _, ok := os.LookupEnv(EnvVar(k)); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // checkEnvValues checks the value of every TASKD_* variable that is set.
 func checkEnvValues() error {
 	for _, key := range sortedKeys(leafTypes) {

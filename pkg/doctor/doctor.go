@@ -165,8 +165,7 @@ func downFix(err error, fix string) string {
 
 func checkConfig(r *Report, cfg *config.Config) {
 	if cfg.File == "" {
-		r.add("config", Warn, "pass --config, or install /etc/taskd/taskd.yaml",
-			"no configuration file: the defaults and TASKD_* variables are in force")
+		r.add("config", Warn, config.NoFileFix, config.NoFile)
 		return
 	}
 	r.ok("config", "%s: no unknown keys, every value valid; %s, %s", cfg.File,
