@@ -42,12 +42,16 @@ func (s Status) Ended() bool { return s == Succeeded || s == Dead || s == Cancel
 // its retry. Only such a task has a next run to show.
 func (s Status) Waiting() bool { return s == Pending || s == Failed }
 
-// ParseStatus accepts a status name or its number.
+// ParseStatus accepts a status name or its number, and "canceled", the
+// American spelling (Go's own context.Canceled), for cancelled.
 func ParseStatus(s string) (Status, error) {
 	for i, n := range statusNames {
 		if n == s || string(rune('0'+i)) == s {
 			return Status(i), nil
 		}
+	}
+	if s == "canceled" {
+		return Cancelled, nil
 	}
 	if s == "disabled" {
 		// What listings show for a disabled periodic task; its status is cancelled.

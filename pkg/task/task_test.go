@@ -98,6 +98,10 @@ func TestParseStatus(t *testing.T) {
 	require.EqualValues(t, 5, task.Dead)
 	require.EqualValues(t, 6, task.Cancelled)
 
+	got, err := task.ParseStatus("canceled")
+	require.NoError(t, err)
+	require.Equal(t, task.Cancelled, got, "the American spelling")
+
 	for _, bad := range []string{"", "bogus", "7", "-1", "10", "00", " pending", "pend", "6 "} {
 		_, err := task.ParseStatus(bad)
 		requireInvalid(t, err, "status %q", bad)
