@@ -466,7 +466,7 @@ func TestCron(t *testing.T) {
 	// The code matches exactly: HELLO's periodic task is not hello's.
 	r := b.run(t, "cron", "remove", "HELLO", "--name", "hello", "--yes")
 	requireOneLineError(t, r, cli.ExitFailure)
-	require.Contains(t, r.stderr, `no periodic task of code HELLO`)
+	require.Contains(t, r.stderr, `unknown task code "HELLO" (did you mean "hello"?)`)
 	require.Equal(t, 1, b.rows(t), "hello's periodic task is still there")
 
 	r = b.run(t, "cron", "add", "report", "@hourly", "--name", "hourly report")
@@ -548,6 +548,10 @@ func TestCron(t *testing.T) {
 	requireOneLineError(t, r, cli.ExitFailure)
 	require.Contains(t, r.stderr, `no periodic task of code hello named "hello"`)
 	require.Equal(t, audits, b.env.Count(t, `SELECT COUNT(*) FROM task_audit`), "not found: no audit row")
+	// A code whose periodic task has a name of its own: the error names it.
+	r = b.run(t, "cron", "remove", "report", "--yes")
+	requireOneLineError(t, r, cli.ExitFailure)
+	require.Contains(t, r.stderr, `no periodic task of code report named "report": its periodic task is named "hourly-report" (--name hourly-report)`)
 
 	// Listing and removing create no task: they need no Redis, and do not
 	// warn that it is down (b.ok: nothing on stderr).

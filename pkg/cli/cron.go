@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -137,7 +138,8 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 			defer closeFn()
 			t, err := cl.CronGet(cmd.Context(), args[0], name)
 			if err != nil {
-				return err
+				// A mistyped code: say so, with the nearest one.
+				return cmp.Or(a.unknown(cmd.Context(), cl.store, args[0], ""), err)
 			}
 			if err := a.confirm(yes, fmt.Sprintf("remove periodic task %d (%s %q, %s)", t.ID, t.Code, producer.CronName(t.UniqueKey), t.CronExpr)); err != nil {
 				return err

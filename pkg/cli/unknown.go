@@ -14,24 +14,35 @@ import (
 // a filter gives, empty with exit 0, for scripts; but at a terminal an
 // empty table after `list --queue emial --status dead` must not pass for
 // "no dead tasks". Called only when the listing is empty (a name with
-// tasks is known); a check that fails to read is no reason to fail the
-// listing, and says nothing.
+// tasks is known).
 func (a *App) warnUnknown(ctx context.Context, st *store.Store, code, queue string) {
-	c, err := a.config()
-	if err != nil {
-		return
-	}
-	o := ops.NewFromConfig(st, nil, c)
-	var errs []error
-	if code != "" {
-		errs = append(errs, o.CheckCode(ctx, code))
-	}
-	if queue != "" {
-		errs = append(errs, o.CheckQueue(ctx, queue))
-	}
-	for _, err := range errs {
-		if task.ErrorCode(err) == task.CodeNotFound {
+	for _, err := range []error{a.unknown(ctx, st, code, ""), a.unknown(ctx, st, "", queue)} {
+		if err != nil {
 			fmt.Fprintf(a.Stderr, "taskd: warning: %v\n", err)
 		}
 	}
+}
+
+// unknown is the not-found error, with the nearest known name, for a task
+// code or a queue ("": not asked) that the configuration, the live
+// workers and the task center do not know; nil when known. A check that
+// fails to read is no reason to fail what asked, and gives nil.
+func (a *App) unknown(ctx context.Context, st *store.Store, code, queue string) error {
+	if code == "" && queue == "" {
+		return nil
+	}
+	c, err := a.config()
+	if err != nil {
+		return nil
+	}
+	o := ops.NewFromConfig(st, nil, c)
+	if code != "" {
+		err = o.CheckCode(ctx, code)
+	} else {
+		err = o.CheckQueue(ctx, queue)
+	}
+	if task.ErrorCode(err) == task.CodeNotFound {
+		return err
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -627,9 +628,32 @@ func (c *Client) CronGet(ctx context.Context, code, name string) (*task.Task, er
 	}
 	t, err := c.store.TaskGetByUnique(ctx, code, cronKey(name))
 	if task.ErrorCode(err) == task.CodeNotFound {
-		return nil, task.NotFoundf("no periodic task of code %s named %q", code, name)
+		return nil, task.NotFoundf("no periodic task of code %s named %q%s", code, name, c.cronNames(ctx, code))
 	}
 	return t, err
+}
+
+// cronNames names the periodic tasks code has, for a lookup by a name it
+// has not: `taskd cron remove hello` of a task added with --name demo.
+func (c *Client) cronNames(ctx context.Context, code string) string {
+	const shown = 5
+	typ := task.Periodic
+	ts, err := c.store.TaskList(ctx, &store.TaskListParams{Code: code, Type: &typ, Limit: shown + 1, Brief: true})
+	if err != nil || len(ts) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(ts))
+	for _, t := range ts[:min(len(ts), shown)] {
+		names = append(names, strconv.Quote(CronName(t.UniqueKey)))
+	}
+	if len(ts) == 1 {
+		return fmt.Sprintf(": its periodic task is named %s (--name %s)", names[0], CronName(ts[0].UniqueKey))
+	}
+	more := ""
+	if len(ts) > shown {
+		more = ", ..."
+	}
+	return fmt.Sprintf(": its periodic tasks are named %s%s (pick one with --name)", strings.Join(names, ", "), more)
 }
 
 // CronRemove deletes the periodic task of code with name (default: the
