@@ -21,6 +21,7 @@ import (
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/suggest"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -119,7 +120,7 @@ func checkCode(c *config.Config, code string, any bool) error {
 	}
 	if _, ok := c.Handlers[code]; !ok {
 		return task.Invalidf("unknown task code %q%s: no handler configured for it (pass --any-code if a Go handler or another configuration serves it)",
-			code, config.DidYouMean(code, slices.Collect(maps.Keys(c.Handlers))))
+			code, suggest.DidYouMean(code, slices.Collect(maps.Keys(c.Handlers))))
 	}
 	return nil
 }

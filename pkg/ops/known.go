@@ -9,6 +9,7 @@ import (
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/suggest"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -68,7 +69,7 @@ func (o *Ops) CheckQueue(ctx context.Context, q string) error {
 	}
 	if !known {
 		return task.NotFoundf("unknown queue %q%s: no handler or queues: entry configures it, no worker consumes it and no task is in it",
-			q, config.DidYouMean(q, o.QueueNames))
+			q, suggest.DidYouMean(q, o.QueueNames))
 	}
 	return nil
 }
@@ -86,7 +87,7 @@ func (o *Ops) CheckCode(ctx context.Context, code string) error {
 	}
 	if !known {
 		return task.NotFoundf("unknown task code %q%s: no handler is configured for it, no node routes it and no task has it",
-			code, config.DidYouMean(code, o.CodeNames))
+			code, suggest.DidYouMean(code, o.CodeNames))
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/taskd/taskd/pkg/suggest"
 )
 
 // Status is the state of a task in the task center (column status).
@@ -57,7 +59,8 @@ func ParseStatus(s string) (Status, error) {
 		// What listings show for a disabled periodic task; its status is cancelled.
 		return 0, Invalidf("disabled is not a status: a disabled periodic task is cancelled (--status cancelled, or taskd cron list)")
 	}
-	return 0, Invalidf("unknown status %q (want one of pending, dispatched, running, succeeded, failed, dead, cancelled)", s)
+	return 0, Invalidf("unknown status %q%s (want one of pending, dispatched, running, succeeded, failed, dead, cancelled)",
+		s, suggest.DidYouMean(s, statusNames[:]))
 }
 
 // MarshalJSON writes the status by name so that scripts read "dead", not 5.

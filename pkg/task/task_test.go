@@ -101,6 +101,9 @@ func TestParseStatus(t *testing.T) {
 	got, err := task.ParseStatus("canceled")
 	require.NoError(t, err)
 	require.Equal(t, task.Cancelled, got, "the American spelling")
+	_, err = task.ParseStatus("runing")
+	requireInvalid(t, err, "a typo")
+	require.Contains(t, err.Error(), `unknown status "runing" (did you mean "running"?) (want one of pending,`)
 
 	for _, bad := range []string{"", "bogus", "7", "-1", "10", "00", " pending", "pend", "6 "} {
 		_, err := task.ParseStatus(bad)
