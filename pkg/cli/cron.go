@@ -137,9 +137,12 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 			}
 			defer closeFn()
 			t, err := cl.CronGet(cmd.Context(), args[0], name)
-			if err != nil {
+			if task.ErrorCode(err) == task.CodeNotFound {
 				// A mistyped code: say so, with the nearest one.
-				return cmp.Or(a.unknown(cmd.Context(), cl.store, args[0], ""), err)
+				return cmp.Or(a.unknown(cmd.Context(), cl.store, (*ops.Ops).CheckCode, args[0]), err)
+			}
+			if err != nil {
+				return err
 			}
 			if err := a.confirm(yes, fmt.Sprintf("remove periodic task %d (%s %q, %s)", t.ID, t.Code, producer.CronName(t.UniqueKey), t.CronExpr)); err != nil {
 				return err

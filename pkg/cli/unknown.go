@@ -16,32 +16,26 @@ import (
 // "no dead tasks". Called only when the listing is empty (a name with
 // tasks is known).
 func (a *App) warnUnknown(ctx context.Context, st *store.Store, code, queue string) {
-	for _, err := range []error{a.unknown(ctx, st, code, ""), a.unknown(ctx, st, "", queue)} {
+	for _, err := range []error{a.unknown(ctx, st, (*ops.Ops).CheckCode, code), a.unknown(ctx, st, (*ops.Ops).CheckQueue, queue)} {
 		if err != nil {
 			fmt.Fprintf(a.Stderr, "taskd: warning: %v\n", err)
 		}
 	}
 }
 
-// unknown is the not-found error, with the nearest known name, for a task
-// code or a queue ("": not asked) that the configuration, the live
-// workers and the task center do not know; nil when known. A check that
-// fails to read is no reason to fail what asked, and gives nil.
-func (a *App) unknown(ctx context.Context, st *store.Store, code, queue string) error {
-	if code == "" && queue == "" {
+// unknown is check's not-found error for name, with the nearest known
+// name, when the configuration, the live workers and the task center do
+// not know it; nil when they do, or when name is "". A check that fails
+// to read is no reason to fail what asked, and gives nil.
+func (a *App) unknown(ctx context.Context, st *store.Store, check func(*ops.Ops, context.Context, string) error, name string) error {
+	if name == "" {
 		return nil
 	}
 	c, err := a.config()
 	if err != nil {
 		return nil
 	}
-	o := ops.NewFromConfig(st, nil, c)
-	if code != "" {
-		err = o.CheckCode(ctx, code)
-	} else {
-		err = o.CheckQueue(ctx, queue)
-	}
-	if task.ErrorCode(err) == task.CodeNotFound {
+	if err := check(ops.NewFromConfig(st, nil, c), ctx, name); task.ErrorCode(err) == task.CodeNotFound {
 		return err
 	}
 	return nil

@@ -248,14 +248,23 @@ func unknownKeyAmong(key, source string, cands []string) error {
 	return task.Invalidf("unknown key %q in %s%s", key, source, suggest.DidYouMean(key, cands))
 }
 
+// envKeys are the keys a TASKD_* variable can set, sorted: every scalar
+// key (handlers and queues entries are maps, set in the file only).
+func envKeys() []string {
+	var keys []string
+	for _, k := range sortedKeys(leafTypes) {
+		if _, isMap := entryFields[k]; !isMap {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 // checkEnv rejects TASKD_* variables that name no key.
 func checkEnv(environ []string) error {
 	known := map[string]bool{}
 	var names []string
-	for k := range leafTypes {
-		if _, isMap := entryFields[k]; isMap {
-			continue
-		}
+	for _, k := range envKeys() {
 		known[EnvVar(k)] = true
 		names = append(names, EnvVar(k))
 	}
@@ -273,10 +282,7 @@ func checkEnv(environ []string) error {
 // EnvSetsAny reports whether a TASKD_* variable sets a configuration key:
 // a deployment configured by its environment alone needs no file.
 func EnvSetsAny() bool {
-	for k := range leafTypes {
-		if _, isMap := entryFields[k]; isMap {
-			continue
-		}
+	for _, k := range envKeys() {
 		if _, ok := os.LookupEnv(EnvVar(k)); ok {
 			return true
 		}
@@ -286,10 +292,7 @@ func EnvSetsAny() bool {
 
 // checkEnvValues checks the value of every TASKD_* variable that is set.
 func checkEnvValues() error {
-	for _, key := range sortedKeys(leafTypes) {
-		if _, isMap := entryFields[key]; isMap {
-			continue
-		}
+	for _, key := range envKeys() {
 		if val, ok := os.LookupEnv(EnvVar(key)); ok {
 			if err := checkValue(key, val, leafTypes[key], "environment variable "+EnvVar(key)); err != nil {
 				return err
