@@ -494,7 +494,7 @@ func FlagError(flags *pflag.FlagSet, err error) error {
 		switch {
 		case short == "" && ne.GetSpecifiedName() != "":
 			if near := nearFlag(flags, ne.GetSpecifiedName()); near != "" {
-				return fmt.Errorf("%w (did you mean --%s?)", err, near)
+				return fmt.Errorf("%w (did you mean %s?)", err, near)
 			}
 		case negativeNumber.MatchString(short):
 			return task.Invalidf("bad argument \"-%s\": no argument takes a negative number", short)
@@ -502,6 +502,11 @@ func FlagError(flags *pflag.FlagSet, err error) error {
 			// No flag holds a space: "-1 * * * *" is an argument the
 			// parser took for the flags -1, - and *.
 			return task.Invalidf("bad argument \"-%s\": it starts with -, so it reads as flags; to give it as an argument, put -- before it", short)
+		case short != "":
+			// "-n 5" and "-n5" alike: the parser stops at the first letter.
+			if near := flagSynonym(flags, shortSynonyms[short[:1]]); near != "" {
+				return fmt.Errorf("%w (did you mean %s?)", err, near)
+			}
 		}
 	}
 	var iv *pflag.InvalidValueError
@@ -515,9 +520,60 @@ func FlagError(flags *pflag.FlagSet, err error) error {
 	return task.Invalidf("bad value %q for --%s: want %s", iv.GetValue(), iv.GetFlag().Name, Want(t))
 }
 
-// nearFlag is the flag of flags a mistyped --name was likely meant as:
-// the one flag it begins (--node for --node-id), else the nearest by edits.
+// flagSynonyms are the names other tools give taskd's flags (--json,
+// --timezone, --retries, --data, --force), which no edit distance
+// reaches: each maps to its suggestions, the first of flags' used.
+var flagSynonyms = map[string][]string{
+	"json":   {"output=-o json"},
+	"format": {"output"},
+
+	"timezone": {"tz"}, "time-zone": {"tz"}, "zone": {"tz"},
+
+	"retries": {"max-retry"}, "retry": {"max-retry"}, "max-retries": {"max-retry"},
+	"max-attempts": {"max-retry"}, "attempts": {"max-retry"},
+
+	"data": {"payload"}, "args": {"payload"}, "arguments": {"payload"},
+	"body": {"payload"}, "params": {"payload"}, "input": {"payload"},
+
+	"task-code": {"code"}, "task": {"code"}, "job": {"code"}, "name": {"code"},
+
+	"run-at": {"at"}, "eta": {"at"}, "when": {"at"}, "process-at": {"at"},
+	"in": {"delay"}, "after": {"delay"}, "countdown": {"delay"}, "process-in": {"delay"},
+
+	"unique": {"unique-key"}, "key": {"unique-key"}, "dedupe": {"unique-key"}, "idempotency-key": {"unique-key"},
+
+	"force": {"yes"}, "assume-yes": {"yes"}, "no-confirm": {"yes"},
+	"count": {"limit"}, "max": {"limit"},
+	"state": {"status"},
+}
+
+// shortSynonyms are the one-letter flags other tools give the same
+// meaning: -n for a count (head, git log).
+var shortSynonyms = map[string][]string{"n": {"limit"}, "f": {"yes"}}
+
+// flagSynonym is the first of candidates that flags has, as a suggestion:
+// "--tz", or the text after "=" in "output=-o json".
+func flagSynonym(flags *pflag.FlagSet, candidates []string) string {
+	for _, c := range candidates {
+		name, say, ok := strings.Cut(c, "=")
+		if !ok {
+			say = "--" + name
+		}
+		if flags.Lookup(name) != nil {
+			return say
+		}
+	}
+	return ""
+}
+
+// nearFlag is the flag of flags a mistyped --name was likely meant as,
+// dashes included: the flag other tools' name stands for (--tz for
+// --timezone), the one flag it begins (--node-id for --node), else the
+// nearest by edits.
 func nearFlag(flags *pflag.FlagSet, name string) string {
+	if near := flagSynonym(flags, flagSynonyms[name]); near != "" {
+		return near
+	}
 	var names, longer []string
 	flags.VisitAll(func(f *pflag.Flag) {
 		names = append(names, f.Name)
@@ -526,9 +582,12 @@ func nearFlag(flags *pflag.FlagSet, name string) string {
 		}
 	})
 	if len(longer) == 1 {
-		return longer[0]
+		return "--" + longer[0]
 	}
-	return suggest.Nearest(name, names)
+	if near := suggest.Nearest(name, names); near != "" {
+		return "--" + near
+	}
+	return ""
 }
 
 // yamlLine finds the line a YAML parser's message names ("line 4: ...").
