@@ -293,7 +293,7 @@ func TestServeRoles(t *testing.T) {
 	vt.keys("p")
 	vt.waitFor("read-only: actions are disabled")
 	vt.keys("3")
-	vt.waitFor(id, "dead")
+	vt.waitFor("[3 Tasks]", " "+id+" dead ") // its row: the Queues view says "1 dead" too
 	vt.keys("r")
 	require.Equal(t, 0, sb.env.Count(t, `SELECT COUNT(*) FROM task_audit`), "the viewer changed nothing")
 	require.Equal(t, 1, sb.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 5`, id))
@@ -303,7 +303,7 @@ func TestServeRoles(t *testing.T) {
 	ot.waitFor("mail")
 	require.NotContains(t, ot.screen(), "READ-ONLY")
 	ot.keys("3")
-	ot.waitFor(id, "dead")
+	ot.waitFor("[3 Tasks]", " "+id+" dead ") // its row: the Queues view says "1 dead" too
 	ot.keys("r")
 	ot.waitFor("Retry task " + id + "?")
 	ot.keys("y")
@@ -522,7 +522,7 @@ func TestServeOpenSSH(t *testing.T) {
 	s.waitFor("OLDEST")
 
 	s.keys("3")
-	s.waitFor(id, "dead")
+	s.waitFor("[3 Tasks]", " "+id+" dead ") // its row: the Queues view says "1 dead" too
 	s.keys("r")
 	s.waitFor("Retry task " + id + "?")
 	s.keys("y")

@@ -121,7 +121,13 @@ func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, attempts task.SeenAttemp
 	if !ok {
 		return nil, false
 	}
-	if len(ids) == 0 || !m.canAct() {
+	if len(ids) == 0 {
+		// Rows still loading, or a filter that matches nothing: a key that
+		// did nothing says so, rather than look lost.
+		m.setStatus(strings.ToLower(a.name)+": no task under the cursor", nil)
+		return nil, true
+	}
+	if !m.canAct() {
 		return nil, true
 	}
 	if !a.fenced {

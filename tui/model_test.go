@@ -275,6 +275,10 @@ func TestApplyToAllMatching(t *testing.T) {
 	require.Nil(t, m.dialog)
 	require.Contains(t, screen(m), "no task matches the filter: nothing to do")
 	require.Len(t, b.acts.Calls(), 1)
+	b.press(t, m, "r") // no row under the cursor either
+	require.Nil(t, m.dialog)
+	require.Contains(t, screen(m), "retry: no task under the cursor")
+	require.Len(t, b.acts.Calls(), 1)
 
 	b.press(t, m, "esc", "esc", "A", "D") // no filter: it says so
 	require.Contains(t, screen(m), "Delete all EVERY task (40 matching, no filter)?")
