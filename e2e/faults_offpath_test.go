@@ -305,7 +305,8 @@ func TestFaultFreshRedis(t *testing.T) {
 // A statement that outlasts mysql.read_timeout (here: its table locked by
 // another session) fails the command with its one line on stderr: the
 // driver's own log lines of the timed-out read stay out of it. A listing
-// is stopped by the server itself just before, saying so.
+// is stopped by the server itself just before, saying so. A daemon's log
+// says what the driver's "invalid connection" means, as the command does.
 func TestFaultReadTimeoutOneLine(t *testing.T) {
 	t.Parallel()
 	// 3s: the listing's server-side limit is a tenth shorter, and on a
@@ -316,6 +317,12 @@ func TestFaultReadTimeoutOneLine(t *testing.T) {
 	// One mysql section: the timeout goes beside the DSN.
 	fixed := strings.Replace(strings.Replace(string(yaml), "mysql:\n  read_timeout: 3s\n", "", 1), "mysql:\n", "mysql:\n  read_timeout: 3s\n", 1)
 	require.NoError(t, os.WriteFile(b.config, []byte(fixed), 0o644))
+
+	d := b.startDaemon(t, "locked-out")
+	require.Eventually(t, func() bool {
+		out, _ := os.ReadFile(d.log)
+		return strings.Contains(string(out), "taskd node started")
+	}, 30*time.Second, 50*time.Millisecond, "the daemon starts")
 
 	conn, err := b.env.Store.DB().Conn(b.ctx)
 	require.NoError(t, err)
@@ -338,4 +345,8 @@ func TestFaultReadTimeoutOneLine(t *testing.T) {
 		require.True(t, strings.HasPrefix(stderr.String(), "taskd: "), stderr.String())
 		require.Contains(t, stderr.String(), want, cmdline)
 	}
+	require.Eventually(t, func() bool {
+		out, _ := os.ReadFile(d.log)
+		return strings.Contains(string(out), "invalid connection (MySQL dropped the connection or gave no answer within mysql.read_timeout)")
+	}, 30*time.Second, 100*time.Millisecond, "the daemon's claim timed out, and its log says what that means")
 }

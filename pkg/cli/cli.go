@@ -97,11 +97,7 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 		}
 		return ee.code
 	}
-	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
-	if errors.Is(err, mysql.ErrInvalidConn) {
-		// The driver's word for a read that timed out or a dropped link.
-		msg += " (MySQL dropped the connection or gave no answer within mysql.read_timeout)"
-	}
+	msg := strings.ReplaceAll(strings.TrimSpace(store.ErrorText(err)), "\n", " ")
 	fmt.Fprintf(a.Stderr, "taskd: %s\n", msg)
 	var re runError
 	if !errors.As(err, &re) {
@@ -430,7 +426,7 @@ func (a *App) logger(c *config.Config) *slog.Logger { return NewLogger(c, a.Stde
 func NewLogger(c *config.Config, w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	level.UnmarshalText([]byte(c.Log.Level))
-	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: logValue}
 	if logFormat(c, w) == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
@@ -463,7 +459,7 @@ func (h *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= s
 func (h *warnings) Handle(_ context.Context, r slog.Record) error {
 	var kv []string
 	add := func(a slog.Attr) bool {
-		kv = append(kv, a.Key+"="+durationsAsText(nil, a).Value.String())
+		kv = append(kv, a.Key+"="+logValue(nil, a).Value.String())
 		return true
 	}
 	for _, a := range h.attrs {
@@ -485,10 +481,16 @@ func (h *warnings) WithAttrs(as []slog.Attr) slog.Handler {
 // WithGroup is not used by the code that logs here: groups are flattened.
 func (h *warnings) WithGroup(string) slog.Handler { return h }
 
-// durationsAsText logs a time.Duration as "500ms", not as nanoseconds.
-func durationsAsText(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
+// logValue logs a time.Duration as "500ms", not as nanoseconds, and the
+// driver's "invalid connection" with what it means (store.ErrorText).
+func logValue(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindDuration:
 		a.Value = slog.StringValue(a.Value.Duration().String())
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok && errors.Is(err, mysql.ErrInvalidConn) {
+			a.Value = slog.StringValue(store.ErrorText(err))
+		}
 	}
 	return a
 }

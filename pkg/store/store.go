@@ -226,6 +226,19 @@ type quietDriver struct{}
 
 func (quietDriver) Print(...any) {}
 
+// ErrorText is err's message, with what the driver's "invalid connection"
+// means when it is one: the driver says only that for a read that timed
+// out or a link that dropped, and its own line with the cause is dropped
+// (quietDriver). An operator reading "claim: select due tasks: invalid
+// connection" learns where to look.
+func ErrorText(err error) string {
+	msg := err.Error()
+	if errors.Is(err, mysql.ErrInvalidConn) {
+		msg += " (MySQL dropped the connection or gave no answer within mysql.read_timeout)"
+	}
+	return msg
+}
+
 // CheckValueSize refuses a value (a payload) of n bytes that no statement
 // the server takes can carry: escaped, it could double, and the longest
 // statement is its max_allowed_packet.
