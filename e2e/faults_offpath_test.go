@@ -306,7 +306,8 @@ func TestFaultFreshRedis(t *testing.T) {
 // another session) fails the command with its one line on stderr: the
 // driver's own log lines of the timed-out read stay out of it. A listing
 // is stopped by the server itself just before, saying so. A daemon's log
-// says what the driver's "invalid connection" means, as the command does.
+// says what the driver's "invalid connection" means, as the command does,
+// once, and says when it claims again.
 func TestFaultReadTimeoutOneLine(t *testing.T) {
 	t.Parallel()
 	// 3s: the listing's server-side limit is a tenth shorter, and on a
@@ -349,4 +350,14 @@ func TestFaultReadTimeoutOneLine(t *testing.T) {
 		out, _ := os.ReadFile(d.log)
 		return strings.Contains(string(out), "invalid connection (MySQL dropped the connection or gave no answer within mysql.read_timeout)")
 	}, 30*time.Second, 100*time.Millisecond, "the daemon's claim timed out, and its log says what that means")
+	_, err = conn.ExecContext(b.ctx, `UNLOCK TABLES`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		out, _ := os.ReadFile(d.log)
+		return strings.Contains(string(out), `"msg":"dispatch works again"`)
+	}, 30*time.Second, 100*time.Millisecond, "the daemon says when it claims again")
+	out, err := os.ReadFile(d.log)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(out), `"msg":"dispatch failed; retrying"`),
+		"a claim failing for seconds is one line, not one per try:\n%s", out)
 }

@@ -159,10 +159,16 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 		s.probe(ctx)
 	}
 	errDelay := 100 * time.Millisecond
+	// A task center or Redis that is down fails every claim: the first
+	// failure is logged, then a line a minute, and the claim that works.
+	fails := startstop.FailLog{Log: s.log, Level: slog.LevelError, Failed: "dispatch failed; retrying", Again: "dispatch works again"}
 	for {
 		n, more, filtered, err := s.runOnce(ctx, s.cfg.ClaimAhead)
 		if ctx.Err() != nil {
 			return
+		}
+		if err == nil {
+			fails.OK()
 		}
 		wait := s.cfg.PollInterval
 		full := s.win.full()
@@ -180,7 +186,7 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 			// Due rows may all be paused: wait for a wakeup or a poll
 			// instead of spinning on them.
 		case err != nil:
-			s.log.Error("dispatch failed; retrying", "err", err, "in", errDelay)
+			fails.Fail(err)
 			wait = errDelay
 			errDelay = min(errDelay*2, 5*time.Second)
 		case n >= s.cfg.BatchSize:

@@ -392,6 +392,7 @@ func isSubset(a, b []string) bool {
 func (p *pool) wake(ctx context.Context) {
 	w := p.w
 	errDelay := retryFirst
+	fails := startstop.FailLog{Log: w.log, Level: slog.LevelError, Failed: "wait for work failed; retrying", Again: "waiting for work again"}
 	for ctx.Err() == nil {
 		set := p.waitOn.Load()
 		if set == nil {
@@ -404,7 +405,7 @@ func (p *pool) wake(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			w.log.Error("wait for work failed; retrying", "err", err, "in", errDelay)
+			fails.Fail(err)
 			if !startstop.Sleep(ctx, errDelay) {
 				return
 			}
@@ -412,6 +413,7 @@ func (p *pool) wake(ctx context.Context) {
 			continue
 		}
 		errDelay = retryFirst
+		fails.OK()
 		if q == "" {
 			continue
 		}
