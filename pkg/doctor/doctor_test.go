@@ -332,6 +332,35 @@ func TestRedis(t *testing.T) {
 	}
 }
 
+// A password Redis does not ask for is no protection: said, since the
+// client's connections work either way.
+func TestRedisPassword(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	for _, tc := range []struct {
+		name        string
+		requirepass string
+		want        doctor.Status
+		detail      string
+	}{
+		{"asked for none", "", doctor.Warn, "redis.password is set, but Redis asks for none"},
+		{"asked for", "s3cret", doctor.OK, "Redis asks for a password, and takes redis.password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr := testenv.PrivateRedis(t, 0)
+			if tc.requirepass != "" {
+				rdb := redis.NewClient(&redis.Options{Addr: addr})
+				require.NoError(t, rdb.ConfigSet(context.Background(), "requirepass", tc.requirepass).Err())
+				require.NoError(t, rdb.Close())
+			}
+			cfg := load(t, "mysql: { dsn: \""+env.DSN+"\" }\nredis: { addr: \""+addr+"\", password: s3cret }\n")
+			b := &testBundle{env: env, cfg: cfg}
+			requireStatus(t, b.run(t, doctor.Options{}), "redis.auth", tc.want, tc.detail)
+		})
+	}
+}
+
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	port := strconv.Itoa(testenv.FreePort(t))

@@ -23,6 +23,9 @@ func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		addr = strings.Join(cfg.Redis.Addrs, ",")
 	}
 	r.ok("redis", "%s answers (Redis %s), key prefix %q", addr, version, cfg.Redis.Prefix)
+	if cfg.Redis.Password != "" {
+		checkRedisAuth(ctx, r, rdb, cfg.Redis.Password, addr)
+	}
 	switch {
 	case version == "":
 		r.add("redis.oom", Warn, "make sure the server is Redis 7 or later",
@@ -107,4 +110,22 @@ func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		return
 	}
 	r.ok("redis.cluster", "all 16384 slots assigned and served")
+}
+
+// checkRedisAuth says whether the server asks for the configured password.
+// The client sends it at every connection, and a server that asks for
+// none answers with an error the client lets pass, so the connection
+// works either way: an operator who set the password believes the queues
+// closed to anyone else who reaches the port, and nothing else says they
+// are not. AUTH again on a connection answers which it is.
+func checkRedisAuth(ctx context.Context, r *Report, rdb redis.UniversalClient, password, addr string) {
+	switch err := rdb.Do(ctx, "AUTH", password).Err(); {
+	case err != nil && strings.Contains(err.Error(), "without any password configured"):
+		r.add("redis.auth", Warn, "set requirepass (or an ACL user) in redis.conf, or remove redis.password",
+			"redis.password is set, but Redis asks for none: whoever reaches %s can read and change the queues", addr)
+	case err != nil:
+		r.add("redis.auth", Warn, "", "cannot check the password: %v", err)
+	default:
+		r.ok("redis.auth", "Redis asks for a password, and takes redis.password")
+	}
 }
