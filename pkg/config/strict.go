@@ -149,6 +149,9 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 			key := section + "." + name + "." + f
 			t, known := fields[strings.ToLower(f)]
 			if !known {
+				if hint := elsewhere(section, name, strings.ToLower(f), entry); hint != "" {
+					return task.Invalidf("unknown key %q in %s (%s)", key, file, hint)
+				}
 				var cands []string
 				for k := range fields {
 					cands = append(cands, section+"."+name+"."+k)
@@ -167,6 +170,47 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 		}
 	}
 	return nil
+}
+
+// entryElsewhere are fields that other tools (Supervisor, crontab, other
+// queues) put in a handler or a queue, which no edit distance reaches:
+// "=f" is the same setting under the name f, else where it is set. QUEUE
+// stands for the handler's queue, NAME for the entry's name.
+var entryElsewhere = map[string]map[string]string{
+	"handlers": {
+		"command": "=exec", "cmd": "=exec", "run": "=exec", "script": "=exec", "args": "=exec",
+		"url": "=http", "endpoint": "=http", "headers": "=header",
+		"cwd": "=dir", "workdir": "=dir", "working_dir": "=dir", "directory": "=dir", "environment": "=env",
+		"processes": "=size", "procs": "=size", "numprocs": "=size", "pool_size": "=size",
+		"concurrency": "slots are a queue's: queues.QUEUE.concurrency",
+		"rate":        "rate limits are a queue's: queues.QUEUE.rate", "rate_limit": "rate limits are a queue's: queues.QUEUE.rate",
+		"max_running": "queues.QUEUE.max_running", "shards": "queues.QUEUE.shards",
+		"retries":   "retries are a task's: --max-retry of taskd submit and cron add, 3 by default",
+		"max_retry": "retries are a task's: --max-retry of taskd submit and cron add, 3 by default",
+		"cron":      "periodic tasks are added with taskd cron add NAME 'EXPR'", "schedule": "periodic tasks are added with taskd cron add NAME 'EXPR'",
+	},
+	"queues": {
+		"slots": "=concurrency", "workers": "=concurrency", "rate_limit": "=rate", "max_concurrency": "=max_running",
+		"exec": "handlers are set per task code: handlers.NAME.exec", "command": "handlers are set per task code: handlers.NAME.exec",
+		"timeout": "timeouts are a handler's: handlers.NAME.timeout",
+	},
+}
+
+// elsewhere is the hint of entryElsewhere for field of the entry name of
+// section, "" when it has none.
+func elsewhere(section, name, field string, entry map[string]any) string {
+	hint, ok := entryElsewhere[section][field]
+	if !ok {
+		return ""
+	}
+	if f, same := strings.CutPrefix(hint, "="); same {
+		return fmt.Sprintf("did you mean %q?", section+"."+name+"."+f)
+	}
+	queue := name
+	if q, ok := entry["queue"].(string); ok && q != "" {
+		queue = q
+	}
+	return strings.NewReplacer("QUEUE", queue, "NAME", name).Replace(hint)
 }
 
 // zeroMeans are the fields whose 0 reads as "the default" where a reader
