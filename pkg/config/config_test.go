@@ -319,6 +319,9 @@ func TestUnknownKeys(t *testing.T) {
 		"capitalised typo":       {"Redis: { Adr: \"r:6379\" }\n", `unknown key "redis.adr" in %s (did you mean "redis.addr"?)`},
 		"handler field":          {"handlers:\n  mail: { exce: [\"true\"] }\n", `unknown key "handlers.mail.exce" in %s (did you mean "handlers.mail.exec"?)`},
 		"queue field":            {"queues:\n  mail: { shard: 2 }\n", `unknown key "queues.mail.shard" in %s (did you mean "queues.mail.shards"?)`},
+		"another driver's key":   {"mysql: { host: db1, user: taskd }\n", `unknown key "mysql.host" in %s (mysql.dsn holds it: "user:password@tcp(host:3306)/taskd")`},
+		"another tool's key":     {"redis: { url: \"redis://r1:6379\" }\n", `unknown key "redis.url" in %s (redis.addr holds it: "host:6379", with redis.password and redis.db)`},
+		"another tool's section": {"database: { dsn: x }\n", `unknown key "database" in %s (did you mean "mysql"?)`},
 		"handler's other name":   {"handlers:\n  mail: { command: [\"true\"] }\n", `unknown key "handlers.mail.command" in %s (did you mean "handlers.mail.exec"?)`},
 		"queue's key in handler": {"handlers:\n  mail: { exec: [\"true\"], queue: email, concurrency: 4 }\n", `unknown key "handlers.mail.concurrency" in %s (slots are a queue's: queues.email.concurrency)`},
 		"task's key in handler":  {"handlers:\n  mail: { exec: [\"true\"], retries: 5 }\n", `unknown key "handlers.mail.retries" in %s (retries are a task's: --max-retry of taskd submit and cron add, 3 by default)`},
@@ -378,6 +381,11 @@ func TestUnknownVariable(t *testing.T) {
 	require.Equal(t, "unknown variable TASKD_MYSQL_DNS in the environment (did you mean \"TASKD_MYSQL_DSN\"?)", err.Error())
 
 	os.Unsetenv("TASKD_MYSQL_DNS")
+	t.Setenv("TASKD_MYSQL_HOST", "db1") // another driver's setting
+	_, err = config.Load(config.NewViper(), writeConfig(t, ""))
+	require.Equal(t, `unknown variable TASKD_MYSQL_HOST in the environment (TASKD_MYSQL_DSN holds it: "user:password@tcp(host:3306)/taskd")`, err.Error())
+
+	os.Unsetenv("TASKD_MYSQL_HOST")
 	t.Setenv("TASKD_TEST_ANYTHING", "x") // the test suite's own
 	// What `taskd lock` gives its command, which may run taskd.
 	t.Setenv(config.EnvLockName, "job")

@@ -172,6 +172,24 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 	return nil
 }
 
+// keyElsewhere are keys of other tools' files and of other drivers'
+// settings (a host, a port, a user of their own), which no edit distance
+// reaches, with where taskd takes what they hold.
+var keyElsewhere = func() map[string]string {
+	const dsn = `mysql.dsn holds it: "user:password@tcp(host:3306)/taskd"`
+	const addr = `redis.addr holds it: "host:6379"`
+	m := map[string]string{
+		"redis.host": addr, "redis.port": addr, "redis.url": addr + ", with redis.password and redis.db",
+		"log.file": "taskd logs to stderr: Supervisor's stderr_logfile or the journal keeps it", "log.path": "taskd logs to stderr: Supervisor's stderr_logfile or the journal keeps it",
+		"worker.workers": `did you mean "worker.concurrency"?`, "worker.slots": `did you mean "worker.concurrency"?`,
+		"database": `did you mean "mysql"?`, "db": `did you mean "mysql"?`, "mariadb": `did you mean "mysql"?`,
+	}
+	for _, k := range []string{"host", "port", "user", "username", "password", "database", "dbname", "db", "url"} {
+		m["mysql."+k] = dsn
+	}
+	return m
+}()
+
 // entryElsewhere are fields that other tools (Supervisor, crontab, other
 // queues) put in a handler or a queue, which no edit distance reaches:
 // "=f" is the same setting under the name f, else where it is set. QUEUE
@@ -269,6 +287,9 @@ func isSection(key string) bool {
 }
 
 func unknownKey(key, source string) error {
+	if hint, ok := keyElsewhere[key]; ok {
+		return task.Invalidf("unknown key %q in %s (%s)", key, source, hint)
+	}
 	// Suggest among keys at the same depth: "workr" is nearest "worker",
 	// "mysql.dns" nearest "mysql.dsn".
 	depth := strings.Count(key, ".")
@@ -318,10 +339,25 @@ func checkEnv(environ []string) error {
 			name == EnvLockName || name == EnvLockToken || name == EnvConfig {
 			continue
 		}
+		for k, hint := range keyElsewhere {
+			if strings.Contains(k, ".") && EnvVar(k) == name { // sections have no variable
+				// The hint's keys as the variables that set them.
+				hint = keyName.ReplaceAllStringFunc(hint, func(key string) string {
+					if _, ok := leafTypes[key]; ok {
+						return EnvVar(key)
+					}
+					return key
+				})
+				return task.Invalidf("unknown variable %s in the environment (%s)", name, hint)
+			}
+		}
 		return task.Invalidf("unknown variable %s in the environment%s", name, suggest.DidYouMean(name, names))
 	}
 	return nil
 }
+
+// keyName matches a dotted key in a hint of keyElsewhere.
+var keyName = regexp.MustCompile(`[a-z]+\.[a-z_]+`)
 
 // EnvSetsAny reports whether a TASKD_* variable sets a configuration key:
 // a deployment configured by its environment alone needs no file.
