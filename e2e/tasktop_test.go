@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rivo/uniseg"
 	"github.com/stretchr/testify/require"
 )
 
@@ -63,6 +64,19 @@ func newScreen(t *testing.T, argv ...string) *screen {
 	s.tmux("set-option", "-t", "t", "remain-on-exit", "on")
 	t.Cleanup(func() { _ = exec.Command("tmux", "-L", s.socket, "kill-server").Run() })
 	return s
+}
+
+// taskd stats in a real terminal of 80 columns (an SSH session) fits it:
+// the width comes from the terminal itself.
+func TestStatsFitsTheTerminal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	s := newScreen(t, "sh", "-c", `stty cols 80 rows 24 && "$0" --config "$1" stats && sleep 60`, taskdBin, b.config)
+	scr := s.waitFor("hidden to fit 80 columns: ", "WORKER")
+	for _, line := range strings.Split(scr, "\n") {
+		require.LessOrEqual(t, uniseg.StringWidth(strings.TrimRight(line, " ")), 80, "%q", line)
+	}
+	require.Regexp(t, `(?m)^QUEUE +PENDING +RUN +DEAD +BACKLOG `, scr)
 }
 
 func (s *screen) tmux(args ...string) string {

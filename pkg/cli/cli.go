@@ -48,6 +48,9 @@ type App struct {
 	// Handlers are Go handlers of a program that embeds taskd; `run` adds
 	// them to the configured ones.
 	Handlers *handler.Registry
+	// Width bounds the tables a command writes, as a terminal that wide
+	// would (tests); 0: stdout's width when it is a terminal.
+	Width int
 
 	// migrations replace the embedded ones in `migrate` (tests); nil in
 	// the product.

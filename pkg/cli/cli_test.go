@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rivo/uniseg"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/cli"
@@ -588,6 +589,43 @@ func ids(ts []listed) []int64 {
 		out[i] = t.ID
 	}
 	return out
+}
+
+// On a terminal of 80 columns, list and stats leave out the columns
+// least needed, and say which, instead of wrapping every row; elsewhere
+// (a pipe, a file) they keep every column.
+func TestTablesFitTheTerminal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.submit(t, "hello", "--delay", "1h")
+	b.env.Exec(t, `UPDATE task_center SET status = 4, last_result = ? WHERE id = ?`, strings.Repeat("connection refused ", 10), id)
+	at := func(width int, args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		a := &cli.App{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(""), Width: width}
+		require.Equal(t, cli.ExitOK, a.Execute(context.Background(), append([]string{"--config", b.cfgPath}, args...)), stderr.String())
+		return stdout.String()
+	}
+	b.ok(t, "cron", "add", "hello", "*/5 * * * * *", "--name", "every-five-seconds")
+	b.env.Exec(t, `UPDATE task_center SET last_result = ? WHERE cron_expr IS NOT NULL`, strings.Repeat("sent the digest ", 10))
+	b.ok(t, "pause", "hello", "--yes") // an audit row
+	for _, args := range [][]string{{"list"}, {"stats"}, {"cron", "list"}, {"audit"}} {
+		narrow := at(80, args...)
+		for _, line := range strings.Split(strings.TrimRight(narrow, "\n"), "\n") {
+			require.LessOrEqual(t, uniseg.StringWidth(line), 80, "%v: %q", args, line)
+		}
+		require.Contains(t, narrow, "hidden to fit 80 columns: ", args)
+		require.Equal(t, at(0, args...), b.ok(t, args...), "no width: every column, as before")
+		require.NotContains(t, at(300, args...), "hidden", "a wide terminal shows every column")
+	}
+	list := at(80, "list")
+	require.Regexp(t, `(?m)^ID +CODE +QUEUE +STATUS +RETRY +NEXT RUN +LAST RESULT$`, list)
+	require.Regexp(t, `(?m)^1 +hello +hello +failed +0/3 +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +connection refused [a-z]+…$`, list,
+		"LAST RESULT is cut to the width left")
+	require.Contains(t, list, "\nhidden to fit 80 columns: TYPE, PRI, ATTEMPT; -o json has all\n")
+	stats := at(80, "stats")
+	require.Regexp(t, `(?m)^QUEUE +PENDING +RUN +DEAD +BACKLOG +OLDEST DUE +STATE +WORKERS$`, stats)
+	require.Contains(t, stats, "\nhidden to fit 80 columns: DISP, FAILED, CANC, DONE/MIN, FAIL/MIN, OK 10M\n")
 }
 
 func TestList(t *testing.T) {

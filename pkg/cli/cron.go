@@ -108,13 +108,13 @@ func (a *App) cronListCmd() *cobra.Command {
 			if a.json() {
 				return a.printJSON(nonNil(ts))
 			}
-			w := newTable(a.Stdout, 2)
-			fmt.Fprintln(w, "ID\tCODE\tNAME\tEXPR\tTZ\tSTATUS\tNEXT RUN\tLAST RESULT")
+			// Narrow: ID, TZ go first; LAST RESULT is cut before any.
+			g := newGrid(7, []int{0, 4}, "ID", "CODE", "NAME", "EXPR", "TZ", "STATUS", "NEXT RUN", "LAST RESULT")
 			for _, t := range ts {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Code, producer.CronName(t.UniqueKey),
-					t.CronExpr, dash(t.Timezone), t.StatusText(), nextRun(t), oneLine(t.LastResult, 40))
+				g.add(t.ID, t.Code, producer.CronName(t.UniqueKey), t.CronExpr, dash(t.Timezone), t.StatusText(), nextRun(t),
+					oneLine(t.LastResult, 40))
 			}
-			return w.Flush()
+			return g.write(a.Stdout, a.width())
 		},
 	}
 }

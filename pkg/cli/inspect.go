@@ -58,13 +58,14 @@ func (a *App) listCmd() *cobra.Command {
 			if a.json() {
 				return a.printJSON(nonNil(ts))
 			}
-			w := newTable(a.Stdout, 2)
-			fmt.Fprintln(w, "ID\tCODE\tQUEUE\tTYPE\tSTATUS\tPRI\tATTEMPT\tRETRY\tNEXT RUN\tLAST RESULT")
+			// Narrow: TYPE, PRI, ATTEMPT, QUEUE, RETRY go first; LAST
+			// RESULT is cut before any.
+			g := newGrid(9, []int{3, 5, 6, 2, 7}, "ID", "CODE", "QUEUE", "TYPE", "STATUS", "PRI", "ATTEMPT", "RETRY", "NEXT RUN", "LAST RESULT")
 			for _, t := range ts {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", t.ID, t.Code, t.QueueName(), t.Type, t.StatusText(),
-					t.Priority, t.Attempt, t.RetryCount, t.MaxRetry, nextRun(t), oneLine(t.LastResult, 40))
+				g.add(t.ID, t.Code, t.QueueName(), t.Type, t.StatusText(), t.Priority, t.Attempt,
+					fmt.Sprintf("%d/%d", t.RetryCount, t.MaxRetry), nextRun(t), oneLine(t.LastResult, 40))
 			}
-			return w.Flush()
+			return g.write(a.Stdout, a.width())
 		},
 	}
 	fl := cmd.Flags()
@@ -258,13 +259,13 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 		fmt.Fprintf(a.Stdout, "\nlast result:\n%s\n", printable(t.LastResult))
 	}
 	fmt.Fprintf(a.Stdout, "\nruns (newest first):\n")
-	w = newTable(a.Stdout, 2)
-	fmt.Fprintln(w, "ATTEMPT\tOUTCOME\tSTARTED\tDURATION\tNODE\tWORKER\tRESULT")
+	// Narrow: WORKER, NODE go first; RESULT is cut before any.
+	g := newGrid(6, []int{5, 4}, "ATTEMPT", "OUTCOME", "STARTED", "DURATION", "NODE", "WORKER", "RESULT")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Attempt, r.Outcome, fmtTime(&r.StartedAt),
-			(time.Duration(r.DurationMS) * time.Millisecond).String(), dash(r.Node), r.WorkerID, oneLine(r.Result, 50))
+		g.add(r.Attempt, r.Outcome, fmtTime(&r.StartedAt), (time.Duration(r.DurationMS) * time.Millisecond).String(),
+			dash(r.Node), r.WorkerID, oneLine(r.Result, 50))
 	}
-	w.Flush()
+	g.write(a.Stdout, a.width())
 }
 
 // timeLayout is the one format of times in text output: the local time,

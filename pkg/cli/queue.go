@@ -102,13 +102,13 @@ func (a *App) auditCmd() *cobra.Command {
 			if a.json() {
 				return a.printJSON(nonNil(es))
 			}
-			w := newTable(a.Stdout, 2)
-			fmt.Fprintln(w, "ID\tTIME\tWHO\tFROM\tACTION\tTARGET\tAFFECTED\tDETAIL")
+			// Narrow: ID, FROM, AFFECTED go first; DETAIL is cut before any.
+			g := newGrid(7, []int{0, 3, 6}, "ID", "TIME", "WHO", "FROM", "ACTION", "TARGET", "AFFECTED", "DETAIL")
 			for _, e := range es {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, fmtTime(&e.CreatedAt), e.Actor,
-					dash(strings.TrimSpace(e.Origin+" "+e.Key)), e.Action, oneLine(e.Target, 40), e.Affected, oneLine(string(e.Detail), 60))
+				g.add(e.ID, fmtTime(&e.CreatedAt), e.Actor, dash(strings.TrimSpace(e.Origin+" "+e.Key)), e.Action,
+					oneLine(e.Target, 40), e.Affected, oneLine(string(e.Detail), 60))
 			}
-			return w.Flush()
+			return g.write(a.Stdout, a.width())
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 50, "rows to show")

@@ -77,8 +77,10 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		return a.printJSON(s)
 	}
 	unknown := s.RedisError != ""
-	w := newTable(a.Stdout, 2)
-	fmt.Fprintln(w, "QUEUE\tPENDING\tDISP\tRUN\tFAILED\tDEAD\tCANC\tBACKLOG\tDONE/MIN\tFAIL/MIN\tOK 10M\tOLDEST DUE\tSTATE\tWORKERS")
+	// Narrow: CANC, DISP, FAIL/MIN, FAILED, OK 10M, DONE/MIN go first;
+	// STATE (paused, limited) is cut before any.
+	g := newGrid(12, []int{6, 2, 9, 4, 10, 8}, "QUEUE", "PENDING", "DISP", "RUN", "FAILED", "DEAD", "CANC", "BACKLOG",
+		"DONE/MIN", "FAIL/MIN", "OK 10M", "OLDEST DUE", "STATE", "WORKERS")
 	for _, q := range s.Queues {
 		rate := "-"
 		if q.SuccessRate10m != nil {
@@ -99,25 +101,30 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		if unknown {
 			redis, workers = []any{"?", "?", "?", "?"}, "?"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%v\t%v\t%v\t%s\t%s\t%v\n", q.Name, q.Pending, q.Dispatched, q.Running,
-			q.Failed, q.Dead, q.Cancelled, redis[0], redis[1], redis[2], redis[3], oldestDue(q.OldestDueSeconds), state, workers)
+		g.add(q.Name, q.Pending, q.Dispatched, q.Running, q.Failed, q.Dead, q.Cancelled, redis[0], redis[1], redis[2], redis[3],
+			oldestDue(q.OldestDueSeconds), state, workers)
 	}
-	fmt.Fprintln(w)
+	width := a.width()
+	if err := g.write(a.Stdout, width); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.Stdout)
 	if m := s.RedisMemory; m != nil {
 		if warn := m.Warning(near); warn != "" {
-			fmt.Fprintf(w, "warning: %s\n\n", warn)
+			fmt.Fprintf(a.Stdout, "warning: %s\n\n", warn)
 		}
 	}
 	if unknown {
-		fmt.Fprintln(w, "WORKERS: ? (Redis did not answer)")
-		return w.Flush()
+		_, err := fmt.Fprintln(a.Stdout, "WORKERS: ? (Redis did not answer)")
+		return err
 	}
-	fmt.Fprintln(w, "WORKER\tNODE\tHOST\tPID\tBEAT AGE\tDONE/MIN\tBUSY\tRUNNING\tQUEUES")
+	// Narrow: PID, HOST, RUNNING, DONE/MIN go first; QUEUES is cut.
+	g = newGrid(8, []int{3, 2, 7, 5}, "WORKER", "NODE", "HOST", "PID", "BEAT AGE", "DONE/MIN", "BUSY", "RUNNING", "QUEUES")
 	for _, wk := range s.Workers {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.1fs\t%d\t%d\t%s\t%s\n", wk.ID, dash(wk.Node), wk.Host, wk.PID, wk.HeartbeatAgeSeconds,
+		g.add(wk.ID, dash(wk.Node), wk.Host, wk.PID, fmt.Sprintf("%.1fs", wk.HeartbeatAgeSeconds),
 			wk.ProcessedPerMin, wk.Busy, oneLine(joinIDs(wk.Current), 40), strings.Join(wk.Queues, ","))
 	}
-	return w.Flush()
+	return g.write(a.Stdout, width)
 }
 
 // oldestDue is the OLDEST DUE cell: "-" when no task is due, as tasktop

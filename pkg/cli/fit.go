@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/charmbracelet/x/term"
+	"github.com/rivo/uniseg"
+)
+
+// grid is a text table built whole before it is written, so that on a
+// terminal narrower than its rows (an SSH session of 80 columns) it leaves
+// out the columns least needed instead of wrapping every row in two.
+// Written anywhere else (a pipe, a file) it keeps every column.
+type grid struct {
+	header []string
+	rows   [][]string
+	// drop are the columns a narrow terminal leaves out, least needed
+	// first.
+	drop []int
+	// cut is the column that is shortened before any is dropped, down
+	// to cutMin cells (a free-text column such as LAST RESULT); -1: none.
+	cut int
+}
+
+// cutMin is the fewest cells the cut column keeps while other columns
+// can be dropped instead, cutLeast the fewest when none can.
+const cutMin, cutLeast = 24, 8
+
+// gridPadding is the space between columns.
+const gridPadding = 2
+
+func newGrid(cut int, drop []int, header ...string) *grid {
+	return &grid{header: header, cut: cut, drop: drop}
+}
+
+func (g *grid) add(cells ...any) {
+	row := make([]string, len(cells))
+	for i, c := range cells {
+		row[i] = fmt.Sprint(c)
+	}
+	g.rows = append(g.rows, row)
+}
+
+// width is the width of the terminal the tables are written to: Width
+// when set (tests), else stdout's when it is a terminal, else 0 (no
+// bound).
+func (a *App) width() int {
+	if a.Width > 0 {
+		return a.Width
+	}
+	if f, ok := a.Stdout.(*os.File); ok && isTerminal(f) {
+		if w, _, err := term.GetSize(f.Fd()); err == nil {
+			return w
+		}
+	}
+	return 0
+}
+
+// write writes g to out within width columns (0: any), and under it which
+// columns it left out.
+func (g *grid) write(out io.Writer, width int) error {
+	keep, widths := g.fit(width)
+	t := newTable(out, gridPadding)
+	line := func(cells []string) {
+		parts := make([]string, 0, len(keep))
+		for _, c := range keep {
+			cell := cells[c]
+			if c == g.cut {
+				cell = oneLine(cell, widths[c])
+			}
+			parts = append(parts, cell)
+		}
+		fmt.Fprintln(t, strings.Join(parts, "\t"))
+	}
+	line(g.header)
+	for _, r := range g.rows {
+		line(r)
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if len(keep) < len(g.header) {
+		var left []string
+		for c, h := range g.header {
+			if !slices.Contains(keep, c) {
+				left = append(left, h)
+			}
+		}
+		note := fmt.Sprintf("hidden to fit %d columns: %s", width, strings.Join(left, ", "))
+		if long := note + "; -o json has all"; uniseg.StringWidth(long) <= width {
+			note = long
+		}
+		_, err := fmt.Fprintln(out, oneLine(note, width))
+		return err
+	}
+	return nil
+}
+
+// fit returns the columns to write within width, in order, and the width
+// of each column (the cut column's as shortened).
+func (g *grid) fit(width int) (keep []int, widths []int) {
+	widths = make([]int, len(g.header))
+	for c, h := range g.header {
+		widths[c] = uniseg.StringWidth(h)
+		for _, r := range g.rows {
+			widths[c] = max(widths[c], uniseg.StringWidth(oneLine(r[c], 1<<20)))
+		}
+	}
+	for c := range g.header {
+		keep = append(keep, c)
+	}
+	if width <= 0 {
+		return keep, widths
+	}
+	// total is the width of the kept columns with the cut column at its
+	// shortest.
+	total := func() int {
+		n := gridPadding * (len(keep) - 1)
+		for _, c := range keep {
+			if c == g.cut {
+				n += min(widths[c], cutMin)
+			} else {
+				n += widths[c]
+			}
+		}
+		return n
+	}
+	for _, d := range g.drop {
+		if total() <= width {
+			break
+		}
+		keep = slices.DeleteFunc(keep, func(c int) bool { return c == d })
+	}
+	if g.cut >= 0 && slices.Contains(keep, g.cut) {
+		// What the others leave, down to a few cells when no column is
+		// left to drop.
+		others := total() - min(widths[g.cut], cutMin)
+		widths[g.cut] = min(widths[g.cut], max(width-others, cutLeast))
+	}
+	return keep, widths
+}
