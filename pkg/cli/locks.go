@@ -45,13 +45,12 @@ the server's clock.`,
 					fmt.Fprintf(a.Stderr, "taskd: warning: %v; only the other backend's locks are listed\n", err)
 				}
 			}()
-			w := newTable(a.Stdout, 2)
-			fmt.Fprintln(w, "NAME\tBACKEND\tHOST\tPID\tSINCE\tTTL LEFT\tTOKEN")
+			// Narrow: TOKEN, BACKEND, PID go first.
+			g := newGrid(-1, []int{6, 1, 3}, "NAME", "BACKEND", "HOST", "PID", "SINCE", "TTL LEFT", "TOKEN")
 			for _, h := range held {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", h.Name, h.Backend, dash(h.Host), pidText(h.PID),
-					sinceText(h.Since), h.TTLLeft.Round(100*time.Millisecond), h.Token)
+				g.add(h.Name, h.Backend, dash(h.Host), pidText(h.PID), sinceText(h.Since), h.TTLLeft.Round(100*time.Millisecond), h.Token)
 			}
-			if ferr := w.Flush(); ferr != nil {
+			if ferr := g.write(a.Stdout, a.width()); ferr != nil {
 				return ferr
 			}
 			if err != nil {
