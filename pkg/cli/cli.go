@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
@@ -491,8 +490,8 @@ func logValue(_ []string, a slog.Attr) slog.Attr {
 	case slog.KindDuration:
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	case slog.KindAny:
-		if err, ok := a.Value.Any().(error); ok && errors.Is(err, mysql.ErrInvalidConn) {
-			a.Value = slog.StringValue(store.ErrorText(err))
+		if err, ok := a.Value.Any().(error); ok {
+			a.Value = slog.StringValue(store.ErrorText(err)) // what both handlers write for an error, and more
 		}
 	}
 	return a

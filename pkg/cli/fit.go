@@ -107,7 +107,7 @@ func (g *grid) fit(width int) (keep []int, widths []int) {
 	for c, h := range g.header {
 		widths[c] = uniseg.StringWidth(h)
 		for _, r := range g.rows {
-			widths[c] = max(widths[c], uniseg.StringWidth(oneLine(r[c], 1<<20)))
+			widths[c] = max(widths[c], uniseg.StringWidth(r[c])) // cells are one line each
 		}
 	}
 	for c := range g.header {

@@ -407,6 +407,14 @@ func TestLocksCommand(t *testing.T) {
 		require.Equal(t, strconv.FormatUint(want.lease.Token(), 10), f[len(f)-1])
 	}
 
+	// On a terminal of 60 columns the token goes first, and is named.
+	var narrow, errOut bytes.Buffer
+	a := &cli.App{Stdout: &narrow, Stderr: &errOut, Stdin: strings.NewReader(""), Width: 60}
+	require.Equal(t, 0, a.Execute(ctx, []string{"--config", b.cfgPath, "locks"}), errOut.String())
+	require.True(t, strings.HasPrefix(narrow.String(), "NAME  "), narrow.String())
+	require.NotContains(t, strings.SplitN(narrow.String(), "\n", 2)[0], "TOKEN")
+	require.Contains(t, narrow.String(), "\nhidden to fit 60 columns: TOKEN")
+
 	r = run("locks", "--backend", "redis", "-o", "json")
 	require.Equal(t, 0, r.code, "stderr %q", r.stderr)
 	var held []map[string]any

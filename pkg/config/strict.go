@@ -174,15 +174,18 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 
 // keyElsewhere are keys of other tools' files and of other drivers'
 // settings (a host, a port, a user of their own), which no edit distance
-// reaches, with where taskd takes what they hold.
+// reaches, with where taskd takes what they hold (a hint, see hintText).
 var keyElsewhere = func() map[string]string {
-	const dsn = `mysql.dsn holds it: "user:password@tcp(host:3306)/taskd"`
-	const addr = `redis.addr holds it: "host:6379"`
+	const (
+		dsn    = `mysql.dsn holds it: "user:password@tcp(host:3306)/taskd"`
+		addr   = `redis.addr holds it: "host:6379"`
+		stderr = "taskd logs to stderr: Supervisor's stderr_logfile or the journal keeps it"
+	)
 	m := map[string]string{
 		"redis.host": addr, "redis.port": addr, "redis.url": addr + ", with redis.password and redis.db",
-		"log.file": "taskd logs to stderr: Supervisor's stderr_logfile or the journal keeps it", "log.path": "taskd logs to stderr: Supervisor's stderr_logfile or the journal keeps it",
-		"worker.workers": `did you mean "worker.concurrency"?`, "worker.slots": `did you mean "worker.concurrency"?`,
-		"database": `did you mean "mysql"?`, "db": `did you mean "mysql"?`, "mariadb": `did you mean "mysql"?`,
+		"log.file": stderr, "log.path": stderr,
+		"worker.workers": "=worker.concurrency", "worker.slots": "=worker.concurrency",
+		"database": "=mysql", "db": "=mysql", "mariadb": "=mysql",
 	}
 	for _, k := range []string{"host", "port", "user", "username", "password", "database", "dbname", "db", "url"} {
 		m["mysql."+k] = dsn
@@ -191,44 +194,62 @@ var keyElsewhere = func() map[string]string {
 }()
 
 // entryElsewhere are fields that other tools (Supervisor, crontab, other
-// queues) put in a handler or a queue, which no edit distance reaches:
-// "=f" is the same setting under the name f, else where it is set. QUEUE
-// stands for the handler's queue, NAME for the entry's name.
-var entryElsewhere = map[string]map[string]string{
-	"handlers": {
-		"command": "=exec", "cmd": "=exec", "run": "=exec", "script": "=exec", "args": "=exec",
-		"url": "=http", "endpoint": "=http", "headers": "=header",
-		"cwd": "=dir", "workdir": "=dir", "working_dir": "=dir", "directory": "=dir", "environment": "=env",
-		"processes": "=size", "procs": "=size", "numprocs": "=size", "pool_size": "=size",
-		"concurrency": "slots are a queue's: queues.QUEUE.concurrency",
-		"rate":        "rate limits are a queue's: queues.QUEUE.rate", "rate_limit": "rate limits are a queue's: queues.QUEUE.rate",
-		"max_running": "queues.QUEUE.max_running", "shards": "queues.QUEUE.shards",
-		"retries":   "retries are a task's: --max-retry of taskd submit and cron add, 3 by default",
-		"max_retry": "retries are a task's: --max-retry of taskd submit and cron add, 3 by default",
-		"cron":      "periodic tasks are added with taskd cron add NAME 'EXPR'", "schedule": "periodic tasks are added with taskd cron add NAME 'EXPR'",
-	},
-	"queues": {
-		"slots": "=concurrency", "workers": "=concurrency", "rate_limit": "=rate", "max_concurrency": "=max_running",
-		"exec": "handlers are set per task code: handlers.NAME.exec", "command": "handlers are set per task code: handlers.NAME.exec",
-		"timeout": "timeouts are a handler's: handlers.NAME.timeout",
-	},
+// queues) put in a handler or a queue, which no edit distance reaches,
+// with a hint (see hintText) in which QUEUE stands for the handler's
+// queue, NAME for the entry's name.
+var entryElsewhere = func() map[string]map[string]string {
+	const (
+		rate    = "rate limits are a queue's: queues.QUEUE.rate"
+		retries = "retries are a task's: --max-retry of taskd submit and cron add, 3 by default"
+		cron    = "periodic tasks are added with taskd cron add NAME 'EXPR'"
+		exec    = "handlers are set per task code: handlers.NAME.exec"
+	)
+	return map[string]map[string]string{
+		"handlers": {
+			"command": "=handlers.NAME.exec", "cmd": "=handlers.NAME.exec", "run": "=handlers.NAME.exec",
+			"script": "=handlers.NAME.exec", "args": "=handlers.NAME.exec",
+			"url": "=handlers.NAME.http", "endpoint": "=handlers.NAME.http", "headers": "=handlers.NAME.header",
+			"cwd": "=handlers.NAME.dir", "workdir": "=handlers.NAME.dir", "working_dir": "=handlers.NAME.dir",
+			"directory": "=handlers.NAME.dir", "environment": "=handlers.NAME.env",
+			"processes": "=handlers.NAME.size", "procs": "=handlers.NAME.size", "numprocs": "=handlers.NAME.size",
+			"pool_size":   "=handlers.NAME.size",
+			"concurrency": "slots are a queue's: queues.QUEUE.concurrency",
+			"rate":        rate, "rate_limit": rate,
+			"max_running": "queues.QUEUE.max_running", "shards": "queues.QUEUE.shards",
+			"retries": retries, "max_retry": retries,
+			"cron": cron, "schedule": cron,
+		},
+		"queues": {
+			"slots": "=queues.NAME.concurrency", "workers": "=queues.NAME.concurrency",
+			"rate_limit": "=queues.NAME.rate", "max_concurrency": "=queues.NAME.max_running",
+			"exec": exec, "command": exec,
+			"timeout": "timeouts are a handler's: handlers.NAME.timeout",
+		},
+	}
+}()
+
+// hintText words a hint of keyElsewhere or entryElsewhere: "=K" is the
+// key K meant (did you mean "K"?), any other text says where the setting
+// is.
+func hintText(hint string) string {
+	if k, same := strings.CutPrefix(hint, "="); same {
+		return fmt.Sprintf("did you mean %q?", k)
+	}
+	return hint
 }
 
 // elsewhere is the hint of entryElsewhere for field of the entry name of
-// section, "" when it has none.
+// section, worded, "" when it has none.
 func elsewhere(section, name, field string, entry map[string]any) string {
 	hint, ok := entryElsewhere[section][field]
 	if !ok {
 		return ""
 	}
-	if f, same := strings.CutPrefix(hint, "="); same {
-		return fmt.Sprintf("did you mean %q?", section+"."+name+"."+f)
-	}
 	queue := name
 	if q, ok := entry["queue"].(string); ok && q != "" {
 		queue = q
 	}
-	return strings.NewReplacer("QUEUE", queue, "NAME", name).Replace(hint)
+	return hintText(strings.NewReplacer("QUEUE", queue, "NAME", name).Replace(hint))
 }
 
 // zeroMeans are the fields whose 0 reads as "the default" where a reader
@@ -288,7 +309,7 @@ func isSection(key string) bool {
 
 func unknownKey(key, source string) error {
 	if hint, ok := keyElsewhere[key]; ok {
-		return task.Invalidf("unknown key %q in %s (%s)", key, source, hint)
+		return task.Invalidf("unknown key %q in %s (%s)", key, source, hintText(hint))
 	}
 	// Suggest among keys at the same depth: "workr" is nearest "worker",
 	// "mysql.dns" nearest "mysql.dsn".
@@ -342,7 +363,7 @@ func checkEnv(environ []string) error {
 		for k, hint := range keyElsewhere {
 			if strings.Contains(k, ".") && EnvVar(k) == name { // sections have no variable
 				// The hint's keys as the variables that set them.
-				hint = keyName.ReplaceAllStringFunc(hint, func(key string) string {
+				hint = keyName.ReplaceAllStringFunc(hintText(hint), func(key string) string {
 					if _, ok := leafTypes[key]; ok {
 						return EnvVar(key)
 					}
