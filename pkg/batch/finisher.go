@@ -55,7 +55,7 @@ func New(cfg Config, s Store) *Finisher {
 	}
 	log := cfg.Logger.With("component", "batch")
 	return &Finisher{cfg: cfg, store: s, log: log,
-		fails: &startstop.FailLog{Log: log, Level: slog.LevelError, Failed: "batch pass failed", Again: "batch pass works again"}}
+		fails: &startstop.FailLog{Log: log, Level: slog.LevelError, Failed: "batch pass failed", Again: "batch pass works again", Limit: passTimeout}}
 }
 
 // Start runs passes every Interval until Stop.

@@ -67,7 +67,7 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Cache {
 	}
 	log := cfg.Logger.With("component", "queues")
 	return &Cache{cfg: cfg, store: s, broker: b, log: log,
-		fails: &startstop.FailLog{Log: log, Level: slog.LevelWarn, Failed: "read queue state", Again: "read queue state works again"},
+		fails: &startstop.FailLog{Log: log, Level: slog.LevelWarn, Failed: "read queue state", Again: "read queue state works again", Limit: refreshTimeout},
 		rows:  map[string]store.Queue{}, changed: make(chan struct{})}
 }
 

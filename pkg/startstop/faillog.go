@@ -3,6 +3,8 @@ package startstop
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,6 +30,10 @@ type FailLog struct {
 	// Repeat is the time between lines while passes keep failing
 	// (default FailLogRepeatDefault).
 	Repeat time.Duration
+	// Limit is the time a pass may take, if it sets one: a pass it cut
+	// logs "no answer within" it, where the bare "context deadline
+	// exceeded" would not say that a server stopped answering.
+	Limit time.Duration
 
 	mu     sync.Mutex
 	failed int // passes failed since the last one that worked
@@ -50,6 +56,9 @@ func (f *FailLog) Fail(err error) {
 	}
 	f.logged = now
 	f.mu.Unlock()
+	if f.Limit > 0 && errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (no answer within %s)", err, f.Limit)
+	}
 	if n == 1 {
 		f.Log.Log(context.Background(), f.Level, f.Failed, "err", err)
 		return

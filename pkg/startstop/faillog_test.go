@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -54,4 +55,18 @@ func TestFailLogPass(t *testing.T) {
 	require.Contains(t, buf.String(), `msg="pass failed"`)
 	f.Pass(context.Background(), nil)
 	require.Contains(t, buf.String(), `msg="pass works again" failed_passes=1`)
+}
+
+// A pass cut by its own time limit says so: the bare "context deadline
+// exceeded" does not tell an operator that a server stopped answering.
+func TestFailLogLimit(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	f := &startstop.FailLog{Log: slog.New(slog.NewTextHandler(&buf, nil)), Level: slog.LevelWarn,
+		Failed: "read queue state", Again: "read queue state works again", Limit: 30 * time.Second}
+	pass, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	<-pass.Done()
+	f.Pass(context.Background(), fmt.Errorf("list queues: %w", pass.Err()))
+	require.Contains(t, buf.String(), `err="list queues: context deadline exceeded (no answer within 30s)"`)
 }
