@@ -108,15 +108,47 @@ func (b *testBundle) submit(t *testing.T, args ...string) int64 {
 	return id
 }
 
+// A payload piped to submit without --payload @- is named in a warning:
+// the task gets {}, and the operator learns why at once.
+func TestPipedPayloadWithoutAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pipe := func(text string) *os.File {
+		r, w, err := os.Pipe()
+		require.NoError(t, err)
+		_, err = w.WriteString(text)
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	run := func(stdin *os.File, args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := cli.Execute(t.Context(), append([]string{"--config", b.cfgPath}, args...), &stdout, &stderr, stdin)
+		return code, stderr.String()
+	}
+	code, stderr := run(pipe(`{"to":"a@example.com"}`), "submit", "hello")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "taskd: warning: standard input is a pipe and is not read: the payload is {}; pass --payload @- to send what it carries\n", stderr)
+	code, stderr = run(pipe(`{"to":"a@example.com"}`), "submit", "hello", "--payload", "@-")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Empty(t, stderr, "@- reads the pipe")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE JSON_VALUE(payload, '$.to') = 'a@example.com'`))
+}
+
 func TestBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	payloadFile := filepath.Join(t.TempDir(), "rows.json")
+	require.NoError(t, os.WriteFile(payloadFile, []byte(`{"a":1}`), 0o600))
 
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string // part of the error message
 	}{
+		{"payload -", []string{"submit", "hello", "--payload", "-"}, "taskd: --payload - is not JSON: pass --payload @- to read standard input\n"},
+		{"payload file without @", []string{"cron", "add", "hello", "@daily", "--payload", payloadFile}, "is not JSON: pass --payload @" + payloadFile + " to read the file\n"},
 		{"malformed cron", []string{"cron", "add", "hello", "61 * * * *"}, "61"},
 		{"cron that never fires", []string{"cron", "add", "hello", "0 0 30 2 *"}, "never fires"},
 		{"cron payload not JSON", []string{"cron", "add", "hello", "* * * * *", "--payload", "{oops"}, "JSON"},

@@ -43,6 +43,7 @@ same CODE and --name updates the task in place.`,
 			if err != nil {
 				return err
 			}
+			a.warnStdinUnread(cmd)
 			cl, closeFn, err := a.client(cmd, true)
 			if err != nil {
 				return err

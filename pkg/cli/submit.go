@@ -83,12 +83,39 @@ func (f *taskFlags) children(c *config.Config) ([]producer.Child, error) {
 	return chain, nil
 }
 
+// warnStdinUnread warns when a payload seems piped to a command that
+// reads standard input only for --payload @-: `echo '{...}' | taskd
+// submit CODE` would otherwise submit {} without a word. It warns
+// rather than refuses, as a loop that feeds its own input to the
+// commands it runs (while read ...; do taskd submit ...; done) pipes it
+// too.
+func (a *App) warnStdinUnread(cmd *cobra.Command) {
+	if cmd.Flags().Changed("payload") {
+		return
+	}
+	if f, ok := a.Stdin.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeNamedPipe != 0 {
+			fmt.Fprintln(a.Stderr, "taskd: warning: standard input is a pipe and is not read: the payload is {}; pass --payload @- to send what it carries")
+		}
+	}
+}
+
 // readPayload resolves a payload flag's value p: JSON, @file or @-.
 // An empty one is refused: the library would store {} for it, and a
 // script piping a failed command's empty output would submit a task
 // without its data.
 func (a *App) readPayload(flag, p string) (json.RawMessage, error) {
 	from, b := flag, []byte(p)
+	if p == "-" {
+		return nil, task.Invalidf("%s - is not JSON: pass %s @- to read standard input", flag, flag)
+	}
+	if !strings.HasPrefix(p, "@") && !json.Valid(b) {
+		// A file named without its @ (--payload rows.json) would fail as
+		// JSON at its first letter.
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return nil, task.Invalidf("%s %s is not JSON: pass %s @%s to read the file", flag, p, flag, p)
+		}
+	}
 	if strings.HasPrefix(p, "@") {
 		var err error
 		if p == "@-" {
@@ -188,6 +215,7 @@ func (a *App) submitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a.warnStdinUnread(cmd)
 			conflict, err := producer.ParseConflict(onConflict)
 			if err != nil {
 				return err
