@@ -188,6 +188,9 @@ type Process struct {
 	// the node's cron.timezone: `taskd doctor` tells nodes that differ.
 	Zone         string `json:"zone,omitempty"`
 	CronTimezone string `json:"cron_timezone,omitempty"`
+	// MySQLConns is the process's mysql.max_open_conns: `taskd doctor`
+	// adds them up against the server's max_connections.
+	MySQLConns int `json:"mysql_conns,omitempty"`
 	// Pools are the process's pool handlers, as of the beat.
 	Pools []PoolState `json:"pools,omitempty"`
 	// LastBeat is filled in by Processes from the registry; the stored

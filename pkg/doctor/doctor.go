@@ -146,6 +146,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 		checkWork(ctx, r, cfg, d, o)
 		checkLimits(ctx, r, cfg, d, o)
 	}
+	if d.Store != nil && d.Broker != nil {
+		checkConnections(ctx, r, cfg, d, o)
+	}
 	if d.Broker != nil {
 		checkZones(ctx, r, cfg, d.Broker, o)
 	}

@@ -3,6 +3,7 @@ package doctor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -108,6 +109,29 @@ func TestHealthy(t *testing.T) {
 	requireStatus(t, r, "config", doctor.OK, "; 2 handlers, 2 queues")
 	r = setup(t, "handlers:\n  hello: { exec: [\"true\"] }\n").run(t, doctor.Options{})
 	requireStatus(t, r, "config", doctor.OK, "; 1 handler, 1 queue")
+}
+
+// The connections taskd's live processes may open are added up against
+// the server's max_connections: five hosts of the example configuration
+// could take all of a default server's.
+func TestConnections(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.cfg.MySQL.MaxOpenConns = 20
+	ctx := context.Background()
+	r := b.run(t, doctor.Options{})
+	requireStatus(t, r, "mysql.connections", doctor.OK, "one node of this configuration may open up to 20 of the server's max_connections ")
+
+	var most int
+	require.NoError(t, b.env.Store.DB().QueryRow(`SELECT @@GLOBAL.max_connections`).Scan(&most))
+	for i, conns := range []int{most / 2, most / 2, 0} { // the last one an older taskd, which does not say
+		require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: fmt.Sprint("p", i), Node: fmt.Sprint("web-", i), MySQLConns: conns}, time.Minute))
+	}
+	r = b.run(t, doctor.Options{})
+	requireStatus(t, r, "mysql.connections", doctor.Warn, fmt.Sprintf("3 live taskd processes may open up to %d connections (mysql.max_open_conns each), more than the server's max_connections %d; ",
+		most/2*2+20, most))
+	require.Contains(t, check(t, r, "mysql.connections").Detail, " open now, at most ")
+	require.Contains(t, check(t, r, "mysql.connections").Fix, "lower mysql.max_open_conns")
 }
 
 // A configuration file that holds credentials and that every user may read

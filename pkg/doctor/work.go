@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -259,6 +260,51 @@ func checkZones(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 			"taskd cron add without --tz records a different zone on different nodes: %s", describe(crons))
 	} else {
 		r.ok("nodes.cron_timezone", "taskd cron add without --tz records %s everywhere", cronZone(cfg.Cron.Timezone, here))
+	}
+}
+
+// checkConnections adds up the MySQL connections taskd's live processes
+// may open (each its mysql.max_open_conns) against the server's
+// max_connections: five hosts of the example configuration could take
+// all of a default server's 151, and the applications sharing the server
+// would then be refused theirs. With no live process, it counts one node
+// of this configuration.
+func checkConnections(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	in, err := d.Store.Server(ctx)
+	if err != nil {
+		r.add("mysql.connections", Warn, "", "%v", err)
+		return
+	}
+	procs, err := d.Broker.Processes(ctx, cfg.Worker.HeartbeatTTL)
+	if err != nil {
+		r.add("mysql.connections", Warn, "", "%v", err)
+		return
+	}
+	mine := store.PoolSize(cfg.MySQL.MaxOpenConns)
+	most, who := mine, "one node of this configuration"
+	if len(procs) > 0 {
+		most, who = 0, ops.Plural(len(procs), "live taskd process")
+		for _, p := range procs {
+			most += cmp.Or(p.MySQLConns, mine) // an older taskd does not say: assume this one's
+		}
+	}
+	use := ""
+	peak := 0
+	if u, err := d.Store.Connections(ctx); err == nil {
+		use, peak = fmt.Sprintf("; %d open now, at most %d since the server started", u.Now, u.Peak), u.Peak
+	}
+	switch {
+	case most > in.MaxConnections:
+		r.add("mysql.connections", Warn, fmt.Sprintf("raise the server's max_connections above %d plus what the applications on it need, or lower mysql.max_open_conns", most),
+			"%s may open up to %d connections (mysql.max_open_conns each), more than the server's max_connections %d%s: under load, taskd and the applications would be refused new ones (Error 1040: Too many connections)",
+			who, most, in.MaxConnections, use)
+	case peak >= in.MaxConnections:
+		r.add("mysql.connections", Warn, "raise the server's max_connections, or find the client that holds most (SHOW PROCESSLIST)",
+			"the server reached its max_connections %d since it started%s: new connections were refused then", in.MaxConnections, use)
+	default:
+		r.ok("mysql.connections", "%s may open up to %d of the server's max_connections %d%s", who, most, in.MaxConnections, use)
 	}
 }
 

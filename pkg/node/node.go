@@ -119,7 +119,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	}
 	n := &Node{ID: worker.NewID(), cfg: cfg, log: log, Store: st, Broker: br, Metrics: metrics.New(Version, cfg.Node.ID), tracing: tp}
 	n.beat = &processBeat{broker: br, p: broker.Process{ID: n.ID, Node: cfg.Node.ID, Version: Version, Schema: store.LatestVersion(), Roles: cfg.Node.Roles,
-		Zone: HostZone(time.Now()), CronTimezone: cfg.Cron.Timezone},
+		Zone: HostZone(time.Now()), CronTimezone: cfg.Cron.Timezone, MySQLConns: store.PoolSize(cfg.MySQL.MaxOpenConns)},
 		interval: cfg.Worker.HeartbeatInterval, ttl: cfg.Worker.HeartbeatTTL, log: log}
 	n.Queues = openQueues(ctx, cfg, st, br, log)
 	if cfg.HasRole("scheduler") {

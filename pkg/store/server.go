@@ -11,7 +11,9 @@ import (
 
 const qServerInfo = `SELECT VERSION(), CURRENT_USER(), DATABASE(), @@SESSION.innodb_lock_wait_timeout,
 	@@GLOBAL.innodb_lock_wait_timeout, @@SESSION.time_zone, @@system_time_zone,
-	TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW()), UNIX_TIMESTAMP(NOW(6))`
+	TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW()), UNIX_TIMESTAMP(NOW(6)), @@GLOBAL.max_connections`
+
+const qConnections = `SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected', 'Max_used_connections')`
 
 const qGrants = `SHOW GRANTS FOR CURRENT_USER()`
 
@@ -37,6 +39,34 @@ type ServerInfo struct {
 	Offset                   time.Duration
 	// Now is the database clock.
 	Now time.Time
+	// MaxConnections is the server's max_connections.
+	MaxConnections int
+}
+
+// ConnectionUse is how many connections the server holds now and the
+// most it held since it started.
+type ConnectionUse struct{ Now, Peak int }
+
+// Connections reads the server's connection counters.
+func (s *Store) Connections(ctx context.Context) (ConnectionUse, error) {
+	var u ConnectionUse
+	err := scanRows(ctx, s.db, qConnections, func(r *sql.Rows) error {
+		var name string
+		var n int
+		if err := r.Scan(&name, &n); err != nil {
+			return err
+		}
+		if name == "Threads_connected" {
+			u.Now = n
+		} else {
+			u.Peak = n
+		}
+		return nil
+	})
+	if err != nil {
+		return u, fmt.Errorf("read connection counters: %w", err)
+	}
+	return u, nil
 }
 
 // Server reads what ServerInfo holds.
@@ -45,7 +75,7 @@ func (s *Store) Server(ctx context.Context) (ServerInfo, error) {
 	var lw, glw, off int64
 	var now string
 	err := s.db.QueryRowContext(ctx, qServerInfo).Scan(&in.Version, &in.User, &in.Database, &lw, &glw,
-		&in.TimeZone, &in.SystemTimeZone, &off, &now)
+		&in.TimeZone, &in.SystemTimeZone, &off, &now, &in.MaxConnections)
 	if err != nil {
 		return in, fmt.Errorf("read server settings: %w", err)
 	}

@@ -116,10 +116,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("mysql dsn: %w", err)
 	}
 	db := sql.OpenDB(retiringConnector{Connector: conn, epoch: new(atomic.Uint64)})
-	n := o.MaxOpenConns
-	if n <= 0 {
-		n = MaxOpenConnsDefault
-	}
+	n := PoolSize(o.MaxOpenConns)
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxLifetime(30 * time.Minute)
@@ -230,11 +227,19 @@ func (quietDriver) Print(...any) {}
 // means when it is one: the driver says only that for a read that timed
 // out or a link that dropped, and its own line with the cause is dropped
 // (quietDriver). An operator reading "claim: select due tasks: invalid
-// connection" learns where to look.
+// connection" learns where to look; one reading "Too many connections",
+// which limit was reached and what taskd takes of it.
 func ErrorText(err error) string {
 	msg := err.Error()
-	if errors.Is(err, mysql.ErrInvalidConn) {
+	var me *mysql.MySQLError
+	switch {
+	case errors.Is(err, mysql.ErrInvalidConn):
 		msg += " (MySQL dropped the connection or gave no answer within mysql.read_timeout)"
+	case !errors.As(err, &me):
+	case me.Number == 1040:
+		msg += " (every connection the server's max_connections allows is taken; taskd doctor's mysql.connections adds up what taskd's processes may open: mysql.max_open_conns each)"
+	case me.Number == 1203 || me.Number == 1226:
+		msg += " (the account's own connection limit is reached; each taskd process may open mysql.max_open_conns)"
 	}
 	return msg
 }
@@ -254,6 +259,15 @@ func (s *Store) CheckValueSize(what string, n int) error {
 // MaxAllowedPacket the server's limit it follows from.
 func (s *Store) MaxValueBytes() int      { return int(s.packet/2 - 64<<10) }
 func (s *Store) MaxAllowedPacket() int64 { return s.packet }
+
+// PoolSize is the most connections a store opened with MaxOpenConns n
+// holds.
+func PoolSize(n int) int {
+	if n <= 0 {
+		return MaxOpenConnsDefault
+	}
+	return n
+}
 
 // DB exposes the pool for tests and benchmarks.
 func (s *Store) DB() *sql.DB { return s.db }
@@ -360,6 +374,14 @@ func configError(err error, cfg *mysql.Config, key string) error {
 var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true,
 	1021: true, 1037: true, 1038: true, 1041: true}
 
+// connectErrors refuse a connection, not a statement: the statement was
+// never sent, and may go through on a connection that opens later (the
+// account's connection limit, a host blocked after connection errors,
+// credentials rotated under a running node; the server's limit, 1040, is
+// among transientErrors). A result written then is not "refused".
+var connectErrors = map[uint16]bool{errDBAccessDenied: true, errAccessDenied: true, errUnknownDB: true,
+	1129: true, 1130: true, 1203: true, 1226: true, 1251: true, 1524: true, errAccessDeniedNoPassword: true, 1862: true, 3118: true}
+
 // serverOwnErrors is the range of the server's own file system and memory
 // errors (mysys, "Error 6 (HY000): Error on delete of '/tmp/#sql-update-...
 // .MAI'"): the server's trouble with its temporary tables, not with the
@@ -371,5 +393,5 @@ const serverOwnErrors = 1000
 // succeed. Connection errors and transient server errors are not rejections.
 func IsRejected(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number >= serverOwnErrors && !transientErrors[me.Number]
+	return errors.As(err, &me) && me.Number >= serverOwnErrors && !transientErrors[me.Number] && !connectErrors[me.Number]
 }

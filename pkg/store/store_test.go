@@ -455,6 +455,36 @@ func TestOpenRefusedCredentials(t *testing.T) {
 	}
 }
 
+// A connection refused for the account's connection limit is no refusal of
+// the statement: a worker would otherwise replace the result it writes
+// with a note of the error ("result not stored: ...").
+func TestConnectionLimitIsNoRejection(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	admin := env.Store.DB()
+	user := fmt.Sprintf("taskd_limit_%d", time.Now().UnixNano()%1_000_000_000)
+	if _, err := admin.Exec(fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw' WITH MAX_USER_CONNECTIONS 1", user)); err != nil {
+		t.Skipf("the test account cannot create accounts: %v", err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user)) })
+	cfg, err := mysql.ParseDSN(testenv.BaseDSN())
+	require.NoError(t, err)
+	cfg.User, cfg.Passwd, cfg.DBName = user, "pw", ""
+	open := func() *sql.DB {
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	require.NoError(t, open().Ping(), "the account's one connection")
+	err = open().Ping()
+	var me *mysql.MySQLError
+	require.ErrorAs(t, err, &me)
+	require.EqualValues(t, 1226, me.Number, "%v", err)
+	require.False(t, store.IsRejected(err), "the statement was never sent")
+	require.Contains(t, store.ErrorText(err), "(the account's own connection limit is reached; each taskd process may open mysql.max_open_conns)")
+}
+
 // handlerReads is the sum of the Handler_read_* counters of db's session
 // (open db with one connection); SHOW STATUS adds reads of its own.
 func handlerReads(t *testing.T, db *sql.DB) int64 {
