@@ -132,6 +132,22 @@ func TestConnections(t *testing.T) {
 		most/2*2+20, most))
 	require.Contains(t, check(t, r, "mysql.connections").Detail, " open now, at most ")
 	require.Contains(t, check(t, r, "mysql.connections").Fix, "lower mysql.max_open_conns")
+
+	// An account with a limit of its own (shared hosting) binds first.
+	user := fmt.Sprintf("taskd_doctor_%d", time.Now().UnixNano()%1_000_000_000)
+	if _, err := b.env.Store.DB().Exec(fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw' WITH MAX_USER_CONNECTIONS 10", user)); err != nil {
+		t.Skipf("the test account cannot create accounts: %v", err)
+	}
+	t.Cleanup(func() { _, _ = b.env.Store.DB().Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user)) })
+	_, err := b.env.Store.DB().Exec(fmt.Sprintf("GRANT ALL ON `%s`.* TO '%s'@'%%'", b.env.Database, user))
+	require.NoError(t, err)
+	dsn, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	dsn.User, dsn.Passwd = user, "pw"
+	b.cfg.MySQL.DSN = dsn.FormatDSN()
+	r = b.run(t, doctor.Options{})
+	requireStatus(t, r, "mysql.connections", doctor.Warn, fmt.Sprintf("3 live taskd processes may open up to %d connections (mysql.max_open_conns each), more than the account's max_user_connections 10; ", most/2*2+20))
+	require.Contains(t, check(t, r, "mysql.connections").Detail, "(Error 1226: User has exceeded the 'max_user_connections' resource)")
 }
 
 // A configuration file that holds credentials and that every user may read

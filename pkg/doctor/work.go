@@ -295,16 +295,22 @@ func checkConnections(ctx context.Context, r *Report, cfg *config.Config, d Deps
 	if u, err := d.Store.Connections(ctx); err == nil {
 		use, peak = fmt.Sprintf("; %d open now, at most %d since the server started", u.Now, u.Peak), u.Peak
 	}
+	// The account's own limit binds first when lower (shared hosting sets
+	// one); the nodes are taken to share the account of this DSN.
+	limit, of, refusal := in.MaxConnections, "the server's max_connections", "Error 1040: Too many connections"
+	if in.MaxUserConnections > 0 && in.MaxUserConnections < limit {
+		limit, of, refusal = in.MaxUserConnections, "the account's max_user_connections", "Error 1226: User has exceeded the 'max_user_connections' resource"
+	}
 	switch {
-	case most > in.MaxConnections:
-		r.add("mysql.connections", Warn, fmt.Sprintf("raise the server's max_connections above %d plus what the applications on it need, or lower mysql.max_open_conns", most),
-			"%s may open up to %d connections (mysql.max_open_conns each), more than the server's max_connections %d%s: under load, taskd and the applications would be refused new ones (Error 1040: Too many connections)",
-			who, most, in.MaxConnections, use)
+	case most > limit:
+		r.add("mysql.connections", Warn, fmt.Sprintf("raise %s above %d plus what the other clients need, or lower mysql.max_open_conns", of, most),
+			"%s may open up to %d connections (mysql.max_open_conns each), more than %s %d%s: under load, taskd and the other clients would be refused new ones (%s)",
+			who, most, of, limit, use, refusal)
 	case peak >= in.MaxConnections:
-		r.add("mysql.connections", Warn, "raise the server's max_connections, or find the client that holds most (SHOW PROCESSLIST)",
+		r.add("mysql.connections", Warn, "raise the server's max_connections, or find the client that holds most (SHOW PROCESSLIST); FLUSH STATUS starts the count again",
 			"the server reached its max_connections %d since it started%s: new connections were refused then", in.MaxConnections, use)
 	default:
-		r.ok("mysql.connections", "%s may open up to %d of the server's max_connections %d%s", who, most, in.MaxConnections, use)
+		r.ok("mysql.connections", "%s may open up to %d of %s %d%s", who, most, of, limit, use)
 	}
 }
 

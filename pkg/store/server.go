@@ -11,7 +11,8 @@ import (
 
 const qServerInfo = `SELECT VERSION(), CURRENT_USER(), DATABASE(), @@SESSION.innodb_lock_wait_timeout,
 	@@GLOBAL.innodb_lock_wait_timeout, @@SESSION.time_zone, @@system_time_zone,
-	TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW()), UNIX_TIMESTAMP(NOW(6)), @@GLOBAL.max_connections`
+	TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW()), UNIX_TIMESTAMP(NOW(6)), @@GLOBAL.max_connections,
+	@@SESSION.max_user_connections`
 
 const qConnections = `SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected', 'Max_used_connections')`
 
@@ -39,8 +40,10 @@ type ServerInfo struct {
 	Offset                   time.Duration
 	// Now is the database clock.
 	Now time.Time
-	// MaxConnections is the server's max_connections.
-	MaxConnections int
+	// MaxConnections is the server's max_connections, MaxUserConnections
+	// the account's limit (its MAX_USER_CONNECTIONS, else the server's
+	// max_user_connections; 0: none).
+	MaxConnections, MaxUserConnections int
 }
 
 // ConnectionUse is how many connections the server holds now and the
@@ -75,7 +78,7 @@ func (s *Store) Server(ctx context.Context) (ServerInfo, error) {
 	var lw, glw, off int64
 	var now string
 	err := s.db.QueryRowContext(ctx, qServerInfo).Scan(&in.Version, &in.User, &in.Database, &lw, &glw,
-		&in.TimeZone, &in.SystemTimeZone, &off, &now, &in.MaxConnections)
+		&in.TimeZone, &in.SystemTimeZone, &off, &now, &in.MaxConnections, &in.MaxUserConnections)
 	if err != nil {
 		return in, fmt.Errorf("read server settings: %w", err)
 	}
