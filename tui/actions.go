@@ -98,7 +98,7 @@ var taskActions = []taskActionKey{
 	{actionKeys.RunNow, "Run now", Actions.RunNow, "Pending and failed tasks are due now; a periodic task then goes on with its schedule.", true},
 	{actionKeys.Enable, "Enable", Actions.Enable, "Disabled periodic tasks run again, next at their next time.", false},
 	{actionKeys.Kill, "Kill", Actions.Kill, "A running task is stopped wherever it runs; the others are cancelled. A periodic task not running is disabled until enabled (e); a running one goes on to its next run.", true},
-	{actionKeys.Delete, "Delete", Actions.Delete, "Pending tasks are deleted; tasks in other states are left alone.", true},
+	{actionKeys.Delete, "Delete", Actions.Delete, "Pending, failed, dead and cancelled tasks are deleted; dispatched, running and succeeded ones are left alone.", true},
 	{actionKeys.Disable, "Disable", Actions.Disable, "Periodic tasks stop running until enabled.", false},
 }
 

@@ -74,7 +74,7 @@ var actionKeys = struct {
 	Retry:   bind(keys("r"), "r", "retry (dead, failed, cancelled; asks)"),
 	Kill:    bind(keys("x"), "x", "kill (asks)"),
 	RunNow:  bind(keys("R"), "R", "run now (pending, failed; asks)"),
-	Delete:  bind(keys("D"), "D", "delete (pending; asks)"),
+	Delete:  bind(keys("D"), "D", "delete (not running; asks)"),
 	Enable:  bind(keys("e"), "e", "enable periodic (asks)"),
 	Disable: bind(keys("d"), "d", "disable periodic (asks)"),
 }

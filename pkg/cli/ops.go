@@ -209,8 +209,8 @@ func (a *App) runNowCmd() *cobra.Command {
 }
 
 func (a *App) deleteCmd() *cobra.Command {
-	return a.taskCmd("delete [ID...]", "Delete pending tasks",
-		"  taskd delete 42 --yes\n  taskd delete --status pending --code report --yes", "delete", (*ops.Ops).Delete)
+	return a.taskCmd("delete [ID...]", "Delete tasks no worker holds: pending, failed, dead or cancelled",
+		"  taskd delete 42 --yes\n  taskd delete --status pending --code report --yes\n  taskd delete --status dead --code import_rows --until 02:45 --yes", "delete", (*ops.Ops).Delete)
 }
 
 func (a *App) disableCmd() *cobra.Command {

@@ -76,7 +76,7 @@ func TestTaskActionsAudited(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND plan_next_run_at < NOW(3) - INTERVAL 50 MINUTE`, p2))
 
-	c, err = b.ops.Delete(ctx, ops.Target{IDs: []int64{p2, dead}})
+	c, err = b.ops.Delete(ctx, ops.Target{IDs: []int64{p2}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{p2}, c.IDs)
 	require.Equal(t, 0, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, p2))

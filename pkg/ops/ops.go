@@ -236,13 +236,15 @@ func (o *Ops) RunNow(ctx context.Context, t Target) (Change, error) {
 	return o.taskAction(ctx, "run", t, true, o.store.TaskRunNow)
 }
 
-// Delete deletes pending tasks. Tasks in any other state are left alone,
-// and so are periodic tasks a filter matched: a delete by filter clears a
-// backlog, and a cron definition is not part of it (cron remove, or its
-// id, deletes one).
+// Delete deletes tasks no worker holds: pending and failed ones (a
+// backlog), dead and cancelled ones (given up on: dead ones are otherwise
+// kept for good). Dispatched, running and succeeded tasks are left alone
+// (kill ends a run; retention deletes what succeeded), and so are periodic
+// tasks a filter matched: a cron definition is not part of a backlog
+// (cron remove, or its id, deletes one).
 func (o *Ops) Delete(ctx context.Context, t Target) (Change, error) {
 	return o.taskAction(ctx, "delete", t, false, func(ctx context.Context, a store.TaskAction, ids []int64) ([]int64, error) {
-		return o.store.TaskDeletePending(ctx, a, ids, t.Filter != nil)
+		return o.store.TaskDeleteUnheld(ctx, a, ids, t.Filter != nil)
 	})
 }
 

@@ -336,17 +336,24 @@ func TestUnchangedReasons(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	done, running := b.submit(t, "x"), b.submit(t, "x")
+	done, running, dead, killed, failed := b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x"), b.submit(t, "x")
 	b.setStatus(t, done, task.Succeeded)
 	b.setStatus(t, running, task.Running)
-	c, err := b.ops.Delete(ctx, ops.Target{IDs: []int64{done, running}})
+	b.setStatus(t, dead, task.Dead)
+	b.setStatus(t, killed, task.Cancelled)
+	b.setStatus(t, failed, task.Failed)
+	// Dead and cancelled tasks are deleted too: an operator gives up on
+	// them, and dead ones are otherwise kept for good.
+	c, err := b.ops.Delete(ctx, ops.Target{IDs: []int64{done, running, dead, killed, failed}})
 	require.NoError(t, err)
+	require.Equal(t, 3, c.Changed)
 	require.Equal(t, []ops.Skipped{
-		{ID: done, Status: "succeeded", Reason: "delete applies to pending tasks"},
-		{ID: running, Status: "running", Reason: "delete applies to pending tasks"},
+		{ID: done, Status: "succeeded", Reason: "delete applies to pending, failed, dead and cancelled tasks"},
+		{ID: running, Status: "running", Reason: "delete applies to pending, failed, dead and cancelled tasks"},
 	}, c.Unchanged)
-	require.Equal(t, fmt.Sprintf("delete: 0 of 2 tasks changed; %d not changed, succeeded: delete applies to pending tasks; "+
-		"%d not changed, running: delete applies to pending tasks", done, running), c.Sentence())
+	require.Equal(t, fmt.Sprintf("delete: 3 of 5 tasks changed (%d, %d, %d); %d not changed, succeeded: delete applies to pending, failed, dead and cancelled tasks; "+
+		"%d not changed, running: delete applies to pending, failed, dead and cancelled tasks", dead, killed, failed, done, running), c.Sentence())
+	require.Zero(t, b.env.Count(t, fmt.Sprintf(`SELECT COUNT(*) FROM task_center WHERE id IN (%d, %d, %d)`, dead, killed, failed)))
 	c, err = b.ops.Disable(ctx, ops.Target{IDs: []int64{done}})
 	require.NoError(t, err)
 	require.Equal(t, "not periodic; disable applies to periodic tasks only", c.Unchanged[0].Reason)

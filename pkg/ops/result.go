@@ -176,7 +176,7 @@ var applies = map[string]struct {
 }{
 	"retry":   {[]task.Status{task.Dead, task.Failed, task.Cancelled}, false},
 	"run":     {[]task.Status{task.Pending, task.Failed}, false},
-	"delete":  {[]task.Status{task.Pending}, false},
+	"delete":  {[]task.Status{task.Pending, task.Failed, task.Dead, task.Cancelled}, false},
 	"disable": {[]task.Status{task.Pending, task.Failed, task.Dead}, true},
 	"enable":  {[]task.Status{task.Cancelled}, true},
 	"kill":    {[]task.Status{task.Pending, task.Dispatched, task.Running, task.Failed}, false},
@@ -200,7 +200,7 @@ func reason(action string, st store.TaskState) string {
 		}
 		kind = "periodic tasks"
 	}
-	if action == "delete" && st.Type == task.Periodic && st.Status == task.Pending {
+	if action == "delete" && st.Type == task.Periodic && slices.Contains(a.statuses, st.Status) {
 		return "periodic; a delete by filter keeps periodic tasks (taskd cron remove, or delete it by id)"
 	}
 	if slices.Contains(a.statuses, st.Status) {

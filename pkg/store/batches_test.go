@@ -137,7 +137,7 @@ func TestBatchDeletedMembers(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
 	res := b.batch(t, st, 3, `{}`)
-	_, err := st.TaskDeletePending(b.ctx, store.TaskAction{Actor: store.Actor{User: "test"}}, res.MemberIDs[:2], false)
+	_, err := st.TaskDeleteUnheld(b.ctx, store.TaskAction{Actor: store.Actor{User: "test"}}, res.MemberIDs[:2], false)
 	require.NoError(t, err)
 	b.env.Exec(t, `UPDATE task_center SET status = 5 WHERE id = ?`, res.MemberIDs[2])
 	done, err := st.BatchFinish(b.ctx, []int64{res.ID})

@@ -111,13 +111,13 @@ func (s *Store) TaskEnable(ctx context.Context, a TaskAction, ids []int64, next 
 	})
 }
 
-// TaskDeletePending deletes pending tasks; periodic ones too unless
-// keepPeriodic.
-func (s *Store) TaskDeletePending(ctx context.Context, a TaskAction, ids []int64, keepPeriodic bool) ([]int64, error) {
+// TaskDeleteUnheld deletes the tasks of ids that no worker holds (pending,
+// failed, dead or cancelled); periodic ones too unless keepPeriodic.
+func (s *Store) TaskDeleteUnheld(ctx context.Context, a TaskAction, ids []int64, keepPeriodic bool) ([]int64, error) {
 	return s.taskAction(ctx, a, "deleted", ids, func(ctx context.Context, tx *sql.Tx, _ uint64, chunk []int64, before map[int64]int) ([]int64, error) {
 		var done []int64
 		for _, id := range chunk {
-			if st, ok := before[id]; ok && st == 0 {
+			if st, ok := before[id]; ok && (st == 0 || st == 4 || st == 5 || st == 6) {
 				done = append(done, id)
 			}
 		}
@@ -130,7 +130,7 @@ func (s *Store) TaskDeletePending(ctx context.Context, a TaskAction, ids []int64
 		if len(done) == 0 {
 			return nil, nil
 		}
-		_, err := tx.ExecContext(ctx, fmt.Sprintf(qDeletePending, placeholders(len(done))), int64Args(done)...)
+		_, err := tx.ExecContext(ctx, fmt.Sprintf(qDelete, placeholders(len(done))), int64Args(done)...)
 		return done, err
 	})
 }

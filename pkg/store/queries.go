@@ -748,9 +748,10 @@ var qRunNow = `UPDATE task_center SET status = 0,
 	plan_next_run_at = LEAST(` + zeroAsNow("plan_next_run_at") + `, NOW(3)), claim_token = ?
 	WHERE id IN (%s) AND status IN (0, 4)`
 
-// qDeletePending deletes pending tasks (their rows are locked by
-// qActionLock, so exactly those read as pending go).
-const qDeletePending = `DELETE FROM task_center WHERE id IN (%s) AND status = 0`
+// qDelete deletes tasks no worker holds: pending, failed, dead or
+// cancelled (their rows are locked by qActionLock, so exactly those read
+// in these states go).
+const qDelete = `DELETE FROM task_center WHERE id IN (%s) AND status IN (0, 4, 5, 6)`
 
 // qDisable parks periodic tasks that no worker holds in cancelled. Their
 // finished_at stays NULL, so retention keeps them until they are enabled.
