@@ -76,7 +76,7 @@ func TestStatsFitsTheTerminal(t *testing.T) {
 	for _, line := range strings.Split(scr, "\n") {
 		require.LessOrEqual(t, uniseg.StringWidth(strings.TrimRight(line, " ")), 80, "%q", line)
 	}
-	require.Regexp(t, `(?m)^QUEUE +PENDING +RUN +DEAD +BACKLOG `, scr)
+	require.Regexp(t, `(?m)^QUEUE +PENDING +DUE +RUN +DEAD +BACKLOG `, scr)
 }
 
 func (s *screen) tmux(args ...string) string {

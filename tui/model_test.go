@@ -100,6 +100,36 @@ func (b *testBundle) typeText(t *testing.T, m *Model, s string) {
 
 func screen(m *Model) string { return plain(m.render()) }
 
+// The header counts the work waiting where it waits: due in the task
+// center (a backlog INSERTed at once, past the queues' windows) and
+// queued in Redis, and says when it drains at the last minute's rates,
+// where the line has room.
+func TestWaitingAndItsDrain(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.src.mu.Lock()
+	b.src.ov.Alerts = nil
+	b.src.ov.Stats.Queues = []stats.Queue{
+		{Name: "import", Pending: 47000, Due: 46000, Backlog: []int64{1000}, ProcessedPerMin: 2000, Shards: 1, LiveWorkers: 2},
+		{Name: "mail", Pending: 3, Due: 3, Backlog: []int64{0}, ProcessedPerMin: 60, Shards: 1, LiveWorkers: 2},
+		{Name: "held", Pending: 500, Due: 500, Backlog: []int64{0}, Paused: true, Shards: 1}, // paused: it does not drain, and is not waited for
+	}
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	require.Contains(t, screen(m), "waiting 47.5k (~24m) · 2060/min") // the slowest queue's time: import's 47,000 at 2,000 a minute
+
+	m.Update(tea.WindowSizeMsg{Width: 72, Height: 24})
+	require.Contains(t, screen(m), "· waiting 47.5k · 2060/min · ok -\n", "no room for the time")
+
+	// A queue that waits without a rate leaves the time unknown.
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 24})
+	b.src.mu.Lock()
+	b.src.ov.Stats.Queues[1].ProcessedPerMin = 0
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	require.Contains(t, screen(m), "· waiting 47.5k · 2000/min ·")
+}
+
 func TestKeyNames(t *testing.T) {
 	t.Parallel()
 	for _, k := range []string{"enter", "esc", "tab", "space", "right", "down", "ctrl+c", "ctrl+r", "x", "S", "]", "/", "?"} {
@@ -111,7 +141,7 @@ func TestQueuesAtAGlance(t *testing.T) {
 	t.Parallel()
 	m, _ := setup(t, false)
 	s := screen(m)
-	require.Contains(t, s, "1 ALERT · 2 nodes up · 2/3 workers · 1 dead · backlog 60 · 420/min · ok 99.3%") // the queues' rate, by their attempts
+	require.Contains(t, s, "1 ALERT · 2 nodes up · 2/3 workers · 1 dead · waiting 60 · 420/min · ok 99.3%") // the queues' rate, by their attempts
 	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, lagg`, s)                                 // worst first: the least is cut at 80 columns
 	require.Regexp(t, `(?m)^  send_email .* 20 .* 1 dead$`, s)
 	require.Regexp(t, `(?m)^  reports_low .* PAUSED$`, s)
@@ -634,7 +664,7 @@ func TestRedisDownShowsTheTaskCenter(t *testing.T) {
 	b.press(t, m, "1", "ctrl+r")
 	s = screen(m)
 	require.NotContains(t, s, "✖")
-	require.Contains(t, s, "backlog 60")
+	require.Contains(t, s, "waiting 60")
 }
 
 // An action kept waiting (a row lock, a worker that does not answer a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -120,10 +121,25 @@ func (m *Model) header() string {
 		parts = append(parts, m.st.Header.Render("tasktop"), m.st.Dim.Render("connecting…"))
 		return cell(strings.Join(parts, " "), m.w, false)
 	}
-	var backlog, perMin int64
+	// Waiting is the work not yet taken: due in the task center (a
+	// backlog INSERTed at once waits there, past the queues' windows) and
+	// queued in Redis. It drains when its slowest queue does, at the
+	// rates of the last minute; a paused queue is left out, and a queue
+	// that waits without a rate leaves the time unknown.
+	var waiting, perMin int64
+	var drain time.Duration
+	drains := true
 	for _, q := range ov.Stats.Queues {
-		backlog += q.BacklogTotal()
+		w := q.Due + q.BacklogTotal()
+		waiting += w
 		perMin += q.ProcessedPerMin
+		switch {
+		case w == 0 || q.Paused:
+		case q.ProcessedPerMin == 0:
+			drains = false
+		default:
+			drain = max(drain, time.Duration(float64(w)/float64(q.ProcessedPerMin)*float64(time.Minute)))
+		}
 	}
 	live := 0
 	for _, w := range ov.Workers {
@@ -165,33 +181,40 @@ func (m *Model) header() string {
 			firing++
 		}
 	}
-	figures := []string{nodes, workers, "backlog " + count(backlog), count(perMin) + "/min", rate}
-	if ov.RedisErr != nil {
-		// What waits in the task center is known; what Redis holds is not.
-		var pending int64
-		for _, q := range ov.Stats.Queues {
-			pending += q.Pending
-		}
-		figures = []string{m.st.Bad.Render("REDIS DOWN"), count(pending) + " pending in the task center"}
+	var first []string // what needs saying before the figures
+	switch {
+	case firing == 1:
+		first = append(first, m.st.ErrorBar.Render("1 ALERT"))
+	case firing > 1:
+		first = append(first, m.st.ErrorBar.Render(fmt.Sprintf("%d ALERTS", firing)))
 	}
 	// At maxmemory nothing is pushed, so no backlog shows in Redis while
 	// due tasks wait in the task center: say why, before the figures.
 	if r := m.redisMemory(); r != nil {
 		switch {
 		case r.Full():
-			figures = append([]string{m.st.ErrorBar.Render(fmt.Sprintf("REDIS FULL %.0f%%", 100*r.Ratio()))}, figures...)
+			first = append(first, m.st.ErrorBar.Render(fmt.Sprintf("REDIS FULL %.0f%%", 100*r.Ratio())))
 		case r.Near(m.opt.RedisNear):
-			figures = append([]string{m.st.Bad.Render(fmt.Sprintf("redis %.0f%% full", 100*r.Ratio()))}, figures...)
+			first = append(first, m.st.Bad.Render(fmt.Sprintf("redis %.0f%% full", 100*r.Ratio())))
 		}
 	}
-	switch {
-	case firing == 1:
-		figures = append([]string{m.st.ErrorBar.Render("1 ALERT")}, figures...)
-	case firing > 1:
-		figures = append([]string{m.st.ErrorBar.Render(fmt.Sprintf("%d ALERTS", firing))}, figures...)
+	line := func(waitingText string) string {
+		figures := []string{nodes, workers, waitingText, count(perMin) + "/min", rate}
+		if ov.RedisErr != nil {
+			// What waits in the task center is known; what Redis holds is not.
+			var pending int64
+			for _, q := range ov.Stats.Queues {
+				pending += q.Pending
+			}
+			figures = []string{m.st.Bad.Render("REDIS DOWN"), count(pending) + " pending in the task center"}
+		}
+		return strings.Join(append(parts, strings.Join(append(first, figures...), " · ")), " ")
 	}
-	parts = append(parts, strings.Join(figures, " · "))
-	return cell(strings.Join(parts, " "), m.w, false)
+	// The time to drain goes in where the line has room for it.
+	if l := line("waiting " + count(waiting) + " (~" + roughly(drain) + ")"); waiting > 0 && drains && ansi.StringWidth(l) <= m.w {
+		return cell(l, m.w, false)
+	}
+	return cell(line("waiting "+count(waiting)), m.w, false)
 }
 
 // tabs names the views, the current one highlighted, and the view's

@@ -656,7 +656,7 @@ func TestTablesFitTheTerminal(t *testing.T) {
 		"LAST RESULT is cut to the width left")
 	require.Contains(t, list, "\nhidden to fit 80 columns: TYPE, PRI, ATTEMPT; -o json has all\n")
 	stats := at(80, "stats")
-	require.Regexp(t, `(?m)^QUEUE +PENDING +RUN +DEAD +BACKLOG +OLDEST DUE +STATE +WORKERS$`, stats)
+	require.Regexp(t, `(?m)^QUEUE +PENDING +DUE +RUN +DEAD +BACKLOG +OLDEST DUE +STATE +WORKERS$`, stats)
 	require.Contains(t, stats, "\nhidden to fit 80 columns: DISP, FAILED, CANC, DONE/MIN, FAIL/MIN, OK 10M\n")
 }
 

@@ -404,7 +404,7 @@ func TestTextOutput(t *testing.T) {
 
 	stats := b.ok(t, "stats")
 	require.Regexp(t, `(?m)^hello\s+1\s+0\s+0\s+0\s+0\s+0\s+0\s+.*PAUSED, 1 shard\s`, stats)
-	require.Regexp(t, `(?m)^hello(\s+\d+){9}\s+\S+\s+-\s+PAUSED`, stats, "OLDEST DUE of a queue with nothing due")
+	require.Regexp(t, `(?m)^hello(\s+\d+){10}\s+\S+\s+-\s+PAUSED`, stats, "OLDEST DUE of a queue with nothing due")
 	require.Contains(t, stats, "WORKER  NODE")
 	require.NotContains(t, stats, "1 shards")
 	require.NotContains(t, b.ok(t, "retry", strconv.FormatInt(id, 10), "--yes"), "1 tasks")
@@ -456,7 +456,7 @@ func TestRedisDown(t *testing.T) {
 	}
 	r = runCLI(t, down, "", "stats")
 	partial(r)
-	require.Regexp(t, `(?m)^hello +1 +0 +1 +0 +0 +1 +\? +\? +\? +\? `, r.stdout, "the retried task pending, the running one, the killed one")
+	require.Regexp(t, `(?m)^hello +1 +1 +0 +1 +0 +0 +1 +\? +\? +\? +\? `, r.stdout, "the retried task pending and due, the running one, the killed one")
 	require.Contains(t, r.stdout, "WORKERS: ? (Redis did not answer)")
 	r = runCLI(t, down, "", "stats", "-o", "json")
 	partial(r)

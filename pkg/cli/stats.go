@@ -79,7 +79,7 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	unknown := s.RedisError != ""
 	// Narrow: CANC, DISP, FAIL/MIN, FAILED, OK 10M, DONE/MIN go first;
 	// STATE (paused, limited) is cut before any.
-	g := newGrid(12, []int{6, 2, 9, 4, 10, 8}, "QUEUE", "PENDING", "DISP", "RUN", "FAILED", "DEAD", "CANC", "BACKLOG",
+	g := newGrid(13, []int{7, 3, 10, 5, 11, 9}, "QUEUE", "PENDING", "DUE", "DISP", "RUN", "FAILED", "DEAD", "CANC", "BACKLOG",
 		"DONE/MIN", "FAIL/MIN", "OK 10M", "OLDEST DUE", "STATE", "WORKERS")
 	for _, q := range s.Queues {
 		rate := "-"
@@ -101,7 +101,7 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		if unknown {
 			redis, workers = []any{"?", "?", "?", "?"}, "?"
 		}
-		g.add(q.Name, q.Pending, q.Dispatched, q.Running, q.Failed, q.Dead, q.Cancelled, redis[0], redis[1], redis[2], redis[3],
+		g.add(q.Name, q.Pending, q.Due, q.Dispatched, q.Running, q.Failed, q.Dead, q.Cancelled, redis[0], redis[1], redis[2], redis[3],
 			oldestDue(q.OldestDueSeconds), state, workers)
 	}
 	width := a.width()

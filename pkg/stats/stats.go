@@ -32,6 +32,10 @@ type Queue struct {
 	Failed     int64  `json:"failed"`
 	Dead       int64  `json:"dead"`
 	Cancelled  int64  `json:"cancelled"`
+	// Due is the pending and failed tasks due now, which wait in the task
+	// center for a scheduler's claim (a queue's window in Redis full, a
+	// backlog INSERTed at once): with Backlog, the work waiting.
+	Due int64 `json:"due"`
 	// Backlog is the number of queued messages in Redis, per shard list
 	// (Span lists while retired shards drain); see BacklogTotal.
 	Backlog         []int64 `json:"backlog"`
@@ -228,7 +232,7 @@ func collect(ctx context.Context, src Source) (*Stats, error) {
 		if c := qc[name]; c != nil {
 			q.Pending, q.Dispatched, q.Running = c.ByStatus[task.Pending], c.ByStatus[task.Dispatched], c.ByStatus[task.Running]
 			q.Failed, q.Dead, q.Cancelled = c.ByStatus[task.Failed], c.ByStatus[task.Dead], c.ByStatus[task.Cancelled]
-			q.OldestDueSeconds = c.OldestDueSeconds
+			q.Due, q.OldestDueSeconds = c.Due, c.OldestDueSeconds
 		}
 		r := runs[name]
 		q.ProcessedPerMin, q.FailedPerMin = int64(math.Round(r.Processed1m)), int64(math.Round(r.Failed1m))

@@ -99,6 +99,26 @@ func TestQueueFiguresWithoutAttempts(t *testing.T) {
 	require.Zero(t, st.Queues[0].ProcessedPerMin)
 }
 
+// Due counts the waiting tasks due now, pending or failed, of every
+// priority; Pending counts the delayed ones too.
+func TestDueOfTheWaiting(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	prod := producer.New(env.Store, nil, producer.Options{})
+	high, later := 1, time.Hour
+	res, err := prod.SubmitBatch(ctx, []producer.Submission{{Code: "q"}, {Code: "q", Priority: &high}, {Code: "q", Delay: later}, {Code: "q"}})
+	require.NoError(t, err)
+	env.Exec(t, `UPDATE task_center SET status = 4, attempt = 1 WHERE id = ?`, res[3].ID) // failed, its retry due
+	st, err := stats.Collect(ctx, stats.Source{Store: env.Store, Broker: env.Broker, Queues: []string{"q"}})
+	require.NoError(t, err)
+	require.Len(t, st.Queues, 1)
+	q := st.Queues[0]
+	require.EqualValues(t, 3, q.Pending)
+	require.EqualValues(t, 1, q.Failed)
+	require.EqualValues(t, 3, q.Due, "two pending and the failed one; not the delayed one")
+}
+
 // A worker's BUSY is the number of tasks its RUNNING lists, even when its
 // last heartbeat predates them, and the worker names its node.
 func TestWorkerBusyAgreesWithRunning(t *testing.T) {

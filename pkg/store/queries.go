@@ -857,9 +857,9 @@ func exactly(queue, code string) string {
 // dead and cancelled), never the succeeded rows that make up most of the
 // table. A row in flight without a dispatch time (adopted from the seed
 // design) is not counted in flight, as recovery does not see it either.
-var qStatsWaiting = routedGroups(`SELECT MIN(queue) queue, MIN(task_code) task_code, status, SUM(n) n,
+var qStatsWaiting = routedGroups(`SELECT MIN(queue) queue, MIN(task_code) task_code, status, SUM(n) n, SUM(due) due,
 	UNIX_TIMESTAMP(NOW(3)) - UNIX_TIMESTAMP(MIN(first_due)) age
-	FROM (`+qWaiting+`) w GROUP BY `+exactly("queue", "task_code")+`, status`, "g.status, g.n, g.age")
+	FROM (`+qWaiting+`) w GROUP BY `+exactly("queue", "task_code")+`, status`, "g.status, g.n, g.due, g.age")
 
 var qStatsInflight = `SELECT ` + queueOf("task_center") + ` q, status, worker_id, id FROM task_center FORCE INDEX (idx_lane)
 	WHERE lane = 10 AND lane_at IS NOT NULL`

@@ -11,8 +11,10 @@ import (
 // QueueCounts are the task center's figures of one queue.
 type QueueCounts struct {
 	ByStatus [7]int64
-	// OldestDueSeconds is how long the oldest due task not yet
-	// dispatched has waited (0: none).
+	// Due is the number of pending or failed tasks due now: work that
+	// waits for the scheduler, not yet in Redis. OldestDueSeconds is how
+	// long the oldest of them has waited (0: none).
+	Due              int64
 	OldestDueSeconds float64
 }
 
@@ -43,13 +45,14 @@ func (s *Store) StatsCounts(ctx context.Context) (map[string]*QueueCounts, map[s
 	err := scanRows(ctx, s.db, qStatsWaiting, func(r *sql.Rows) error {
 		var q string
 		var st int
-		var n int64
+		var n, due int64
 		var age sql.NullFloat64
-		if err := r.Scan(&q, &st, &n, &age); err != nil {
+		if err := r.Scan(&q, &st, &n, &due, &age); err != nil {
 			return err
 		}
 		c := queue(q)
 		c.ByStatus[st&7] += n
+		c.Due += due
 		if age.Valid && age.Float64 > c.OldestDueSeconds {
 			c.OldestDueSeconds = age.Float64
 		}
