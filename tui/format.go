@@ -40,18 +40,6 @@ func age(d time.Duration) string {
 	}
 }
 
-// roughly writes a duration to the unit that matters: 40s, 22m, 3h10m.
-func roughly(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", max(1, int(d.Seconds()+0.5)))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()+0.5))
-	default:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-}
-
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // percent writes a ratio as a percentage, "-" when there is none.

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/taskd/taskd/pkg/stats"
 )
 
 // View implements tea.Model.
@@ -121,25 +122,10 @@ func (m *Model) header() string {
 		parts = append(parts, m.st.Header.Render("tasktop"), m.st.Dim.Render("connecting…"))
 		return cell(strings.Join(parts, " "), m.w, false)
 	}
-	// Waiting is the work not yet taken: due in the task center (a
-	// backlog INSERTed at once waits there, past the queues' windows) and
-	// queued in Redis. It drains when its slowest queue does, at the
-	// rates of the last minute; a paused queue is left out, and a queue
-	// that waits without a rate leaves the time unknown.
-	var waiting, perMin int64
-	var drain time.Duration
-	drains := true
+	waiting, drain, drains := ov.Stats.Waiting()
+	var perMin int64
 	for _, q := range ov.Stats.Queues {
-		w := q.Due + q.BacklogTotal()
-		waiting += w
 		perMin += q.ProcessedPerMin
-		switch {
-		case w == 0 || q.Paused:
-		case q.ProcessedPerMin == 0:
-			drains = false
-		default:
-			drain = max(drain, time.Duration(float64(w)/float64(q.ProcessedPerMin)*float64(time.Minute)))
-		}
 	}
 	live := 0
 	for _, w := range ov.Workers {
@@ -211,7 +197,7 @@ func (m *Model) header() string {
 		return strings.Join(append(parts, strings.Join(append(first, figures...), " · ")), " ")
 	}
 	// The time to drain goes in where the line has room for it.
-	if l := line("waiting " + count(waiting) + " (~" + roughly(drain) + ")"); waiting > 0 && drains && ansi.StringWidth(l) <= m.w {
+	if l := line("waiting " + count(waiting) + " (~" + stats.Roughly(drain) + ")"); drains && ansi.StringWidth(l) <= m.w {
 		return cell(l, m.w, false)
 	}
 	return cell(line("waiting "+count(waiting)), m.w, false)

@@ -407,7 +407,12 @@ func TestTextOutput(t *testing.T) {
 	require.Regexp(t, `(?m)^hello(\s+\d+){10}\s+\S+\s+-\s+PAUSED`, stats, "OLDEST DUE of a queue with nothing due")
 	require.Contains(t, stats, "WORKER  NODE")
 	require.NotContains(t, stats, "1 shards")
+	require.NotContains(t, stats, "waiting", "nothing is due")
 	require.NotContains(t, b.ok(t, "retry", strconv.FormatInt(id, 10), "--yes"), "1 tasks")
+
+	// A task due now, in a queue no worker takes from.
+	b.submitID(t, "report")
+	require.Contains(t, b.ok(t, "stats"), "\nwaiting 1 (DUE and BACKLOG); no time to drain: a queue waits with no attempt in the last minute\n")
 }
 
 // With Redis down an operator can still act on what the task center

@@ -108,6 +108,13 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	if err := g.write(a.Stdout, width); err != nil {
 		return err
 	}
+	if n, drain, drains := s.Waiting(); n > 0 && !unknown {
+		when := "no time to drain: a queue waits with no attempt in the last minute"
+		if drains {
+			when = "drains in ~" + stats.Roughly(drain) + " at the last minute's rates"
+		}
+		fmt.Fprintf(a.Stdout, "waiting %d (DUE and BACKLOG); %s\n", n, when)
+	}
 	fmt.Fprintln(a.Stdout)
 	if m := s.RedisMemory; m != nil {
 		if warn := m.Warning(near); warn != "" {

@@ -120,6 +120,41 @@ type Stats struct {
 	RedisMemory *broker.Memory `json:"redis_memory,omitempty"`
 }
 
+// Waiting is the work not yet taken, over every queue: due in the task
+// center (a backlog INSERTed at once waits there, past the queues'
+// windows) and queued in Redis. It drains when its slowest queue does,
+// at the attempts of the last minute; a paused queue is left out, and
+// drains is false while a queue waits with no attempt in the last minute
+// (its time is unknown).
+func (s *Stats) Waiting() (tasks int64, drain time.Duration, drains bool) {
+	drains = true
+	for _, q := range s.Queues {
+		w := q.Due + q.BacklogTotal()
+		tasks += w
+		switch {
+		case w == 0 || q.Paused:
+		case q.ProcessedPerMin == 0:
+			drains = false
+		default:
+			drain = max(drain, time.Duration(float64(w)/float64(q.ProcessedPerMin)*float64(time.Minute)))
+		}
+	}
+	return tasks, drain, drains && tasks > 0
+}
+
+// Roughly writes a time to drain to the unit that matters: 40s, 22m,
+// 3h10m.
+func Roughly(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(1, int(d.Seconds()+0.5)))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()+0.5))
+	default:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
 // Only keeps the queues named and the workers that consume any of them:
 // an operator of three hundred queues asks about one.
 func (s *Stats) Only(queues []string) {

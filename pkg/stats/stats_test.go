@@ -119,6 +119,33 @@ func TestDueOfTheWaiting(t *testing.T) {
 	require.EqualValues(t, 3, q.Due, "two pending and the failed one; not the delayed one")
 }
 
+// Waiting adds up what is due and what is queued, and drains with its
+// slowest queue; a paused queue is not waited for, and a queue that waits
+// with no attempt in the last minute leaves the time unknown.
+func TestWaiting(t *testing.T) {
+	t.Parallel()
+	s := &stats.Stats{Queues: []stats.Queue{
+		{Name: "import", Due: 46000, Backlog: []int64{600, 400}, ProcessedPerMin: 2000},
+		{Name: "mail", Due: 3, Backlog: []int64{0}, ProcessedPerMin: 60},
+		{Name: "held", Due: 500, Paused: true},
+		{Name: "idle"},
+	}}
+	n, drain, drains := s.Waiting()
+	require.EqualValues(t, 47503, n)
+	require.True(t, drains)
+	require.Equal(t, 23*time.Minute+30*time.Second, drain, "import's 47,000 at 2,000 a minute")
+	require.Equal(t, "24m", stats.Roughly(drain))
+	require.Equal(t, "1s", stats.Roughly(100*time.Millisecond))
+	require.Equal(t, "3h10m", stats.Roughly(3*time.Hour+10*time.Minute+20*time.Second))
+
+	s.Queues[1].ProcessedPerMin = 0
+	_, _, drains = s.Waiting()
+	require.False(t, drains, "mail waits with no attempt in the last minute")
+
+	_, _, drains = (&stats.Stats{Queues: []stats.Queue{{Name: "idle"}}}).Waiting()
+	require.False(t, drains, "nothing waits: no time to give")
+}
+
 // A worker's BUSY is the number of tasks its RUNNING lists, even when its
 // last heartbeat predates them, and the worker names its node.
 func TestWorkerBusyAgreesWithRunning(t *testing.T) {
