@@ -361,3 +361,51 @@ func TestFaultReadTimeoutOneLine(t *testing.T) {
 	require.Equal(t, 1, strings.Count(string(out), `"msg":"dispatch failed; retrying"`),
 		"a claim failing for seconds is one line, not one per try:\n%s", out)
 }
+
+// A password set on Redis under a running node (requirepass, after which
+// the node's dropped connections reconnect without one) fails its
+// heartbeats and its wait for work until the password is in its
+// configuration: its log says so once per loop, with what the refusal
+// means ("Protocol error: unauthenticated multibulk length" reads like a
+// bug), not a line per beat, and says when they work again.
+func TestFaultRedisPasswordSetUnderANode(t *testing.T) {
+	t.Parallel()
+	if testenv.RedisMaster() != "" {
+		t.Skip("runs a private Redis server, not a Sentinel's")
+	}
+	b := setup(t, "worker:\n  heartbeat_interval: 200ms\nhandlers:\n  hello: { exec: [\"true\"] }\n")
+	addr := testenv.PrivateRedis(t, 0)
+	yaml, err := os.ReadFile(b.config)
+	require.NoError(t, err)
+	moved := strings.Replace(string(yaml), fmt.Sprintf("addr: %q", b.env.RedisAddr), fmt.Sprintf("addr: %q", addr), 1)
+	require.NotEqual(t, string(yaml), moved)
+	require.NoError(t, os.WriteFile(b.config, []byte(moved), 0o644))
+
+	d := b.startDaemon(t, "guarded")
+	logged := func(s string) func() bool {
+		return func() bool {
+			out, _ := os.ReadFile(d.log)
+			return strings.Contains(string(out), s)
+		}
+	}
+	require.Eventually(t, logged("taskd node started"), 30*time.Second, 50*time.Millisecond)
+
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	require.NoError(t, admin.ConfigSet(b.ctx, "requirepass", "s3cret").Err())
+	// The node's connections stay authenticated until they are dropped.
+	require.NoError(t, admin.Do(b.ctx, "CLIENT", "KILL", "TYPE", "normal").Err())
+	require.Eventually(t, logged(`"msg":"heartbeat failed"`), 30*time.Second, 50*time.Millisecond)
+	time.Sleep(2 * time.Second) // ten beats fail
+	require.NoError(t, admin.ConfigSet(b.ctx, "requirepass", "").Err())
+	require.Eventually(t, logged(`"msg":"heartbeats work again"`), 30*time.Second, 50*time.Millisecond)
+	require.Eventually(t, logged(`"msg":"process heartbeat works again"`), 30*time.Second, 50*time.Millisecond)
+
+	out, err := os.ReadFile(d.log)
+	require.NoError(t, err)
+	log := string(out)
+	for _, msg := range []string{"heartbeat failed", "process heartbeat failed"} {
+		require.Equal(t, 1, strings.Count(log, `"msg":"`+msg+`"`), "%s: one line, not one per beat:\n%s", msg, log)
+	}
+	require.Contains(t, log, "(Redis asks for a password this process does not give: set redis.password and restart it)")
+}

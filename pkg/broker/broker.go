@@ -201,6 +201,25 @@ func configError(err error, addr string, db int) error {
 	return nil
 }
 
+// Hint says what Redis's refusal of a connection means when err is one: a
+// node whose connections were dropped after the server's password was
+// set or changed (requirepass, ACL) opens new ones that Redis refuses,
+// with a NOAUTH, or for a script's arguments "Protocol error:
+// unauthenticated multibulk length", which reads like a bug. Empty
+// otherwise.
+func Hint(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "redis.password"):
+		return "" // configError said it
+	case strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "unauthenticated multibulk"):
+		return " (Redis asks for a password this process does not give: set redis.password and restart it)"
+	case strings.Contains(msg, "WRONGPASS"):
+		return " (Redis refuses redis.password: fix it and restart the process)"
+	}
+	return ""
+}
+
 // Client exposes the Redis client for tests and tools.
 func (b *Broker) Client() redis.UniversalClient { return b.rdb }
 

@@ -28,6 +28,7 @@ type processBeat struct {
 func (h *processBeat) Start(ctx context.Context) error {
 	host, _ := os.Hostname()
 	h.p.Host, h.p.PID, h.p.StartedAt = host, os.Getpid(), time.Now()
+	fails := &startstop.FailLog{Log: h.log, Level: slog.LevelWarn, Failed: "process heartbeat failed", Again: "process heartbeat works again"}
 	return h.runner.Start(context.WithoutCancel(ctx), func(ctx context.Context) {
 		startstop.Every(ctx, h.interval, func(ctx context.Context) {
 			bctx, cancel := context.WithTimeout(ctx, beatTimeout)
@@ -35,9 +36,7 @@ func (h *processBeat) Start(ctx context.Context) error {
 			if h.pools != nil {
 				h.p.Pools = h.pools()
 			}
-			if err := h.broker.BeatProcess(bctx, &h.p, h.ttl); err != nil && ctx.Err() == nil {
-				h.log.Warn("process heartbeat failed", "err", err)
-			}
+			fails.Pass(ctx, h.broker.BeatProcess(bctx, &h.p, h.ttl))
 		})
 	})
 }

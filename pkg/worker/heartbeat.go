@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -22,14 +23,16 @@ type heartbeater struct {
 	w      *Worker
 	runner startstop.Runner
 	// sent holds the counts already added to the per-minute counters.
-	sent broker.Counts
+	sent  broker.Counts
+	fails startstop.FailLog
 }
 
 // Start publishes the first heartbeat, so that the worker is registered
 // before it takes any work, then beats until Stop.
 func (h *heartbeater) Start(ctx context.Context) error {
+	h.fails = startstop.FailLog{Log: h.w.log, Level: slog.LevelWarn, Failed: "heartbeat failed", Again: "heartbeats work again"}
 	if err := h.runOnce(ctx); err != nil {
-		h.w.log.Warn("heartbeat failed", "err", err)
+		h.fails.Fail(err)
 	}
 	return h.runner.Start(ctx, h.loop)
 }
@@ -62,9 +65,7 @@ func (h *heartbeater) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := h.runOnce(ctx); err != nil && ctx.Err() == nil {
-			h.w.log.Warn("heartbeat failed", "err", err)
-		}
+		h.fails.Pass(ctx, h.runOnce(ctx))
 		if beats%clockSyncEvery == 0 && syncing.CompareAndSwap(false, true) {
 			syncs.Add(1)
 			go func() {

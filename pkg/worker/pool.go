@@ -205,6 +205,11 @@ func (p *pool) fetchAll(ctx context.Context) {
 	defer limitTimer.Stop()
 	backedUp := false
 	var reconcileAt time.Time
+	// A Redis that is down or refuses this node fails every take and
+	// reconcile: a line when it starts, one a minute, one when it ends.
+	takeFails := startstop.FailLog{Log: w.log, Level: slog.LevelError, Failed: "take failed; retrying", Again: "taking work again"}
+	reconcileFails := startstop.FailLog{Log: w.log, Level: slog.LevelWarn,
+		Failed: "reconcile processing lists failed; trying again", Again: "processing lists reconciled again"}
 	for {
 		// A full batch of results waits for the writers (a slow link, a
 		// task center that does not answer): take nothing until they catch
@@ -227,12 +232,12 @@ func (p *pool) fetchAll(ctx context.Context) {
 		if w.held.suspect.Load() && !w.clock.Now().Before(reconcileAt) {
 			reconcileAt = w.clock.Now().Add(reconcileEvery)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takeTimeout)
-			if err := w.reconcile(rctx); err != nil {
-				w.log.Warn("reconcile processing lists; trying again", "err", err, "in", reconcileEvery)
-			} else {
+			err := w.reconcile(rctx)
+			cancel()
+			reconcileFails.Pass(ctx, err)
+			if err == nil {
 				w.held.suspect.Store(false)
 			}
-			cancel()
 		}
 		now := w.clock.Now()
 		reqs, states := p.takeRound(queues, start, layout, now)
@@ -263,11 +268,11 @@ func (p *pool) fetchAll(ctx context.Context) {
 					}()
 				}
 			}
+			takeFails.Pass(ctx, err)
 			if err == nil {
 				errDelay = retryFirst
 				continue
 			}
-			w.log.Error("take failed; retrying", "err", err, "in", errDelay)
 			if !startstop.Sleep(ctx, errDelay) {
 				return
 			}
