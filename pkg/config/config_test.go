@@ -152,6 +152,24 @@ func TestEnvOverrides(t *testing.T) {
 		_, err := config.Load(config.NewViper(), writeConfig(t, ""))
 		requireInvalid(t, err)
 	})
+
+	// An empty variable sets nothing, whatever its key's type: a compose
+	// file's TASKD_WORKER_SHUTDOWN_GRACE=${GRACE}, GRACE unset, leaves the
+	// file's value; and an error about the file's value names the file.
+	t.Run("an empty variable leaves the file's value", func(t *testing.T) {
+		t.Setenv("TASKD_WORKER_SHUTDOWN_GRACE", "")
+		t.Setenv("TASKD_REDIS_PASSWORD", "")
+		t.Setenv("TASKD_SCHEDULER_BATCH_SIZE", "")
+		path := writeConfig(t, "worker: { shutdown_grace: 45s }\nredis: { password: s3cret }\n")
+		c, err := config.Load(config.NewViper(), path)
+		require.NoError(t, err)
+		require.Equal(t, 45*time.Second, c.Worker.ShutdownGrace)
+		require.Equal(t, "s3cret", c.Redis.Password)
+		zero := writeConfig(t, "scheduler: { batch_size: 0 }\n")
+		_, err = config.Load(config.NewViper(), zero)
+		requireInvalid(t, err)
+		require.Contains(t, err.Error(), "for scheduler.batch_size in "+zero+":", "the file's value, not the empty variable")
+	})
 }
 
 func TestInvalid(t *testing.T) {

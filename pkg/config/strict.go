@@ -380,11 +380,20 @@ func checkEnv(environ []string) error {
 // keyName matches a dotted key in a hint of keyElsewhere.
 var keyName = regexp.MustCompile(`[a-z]+\.[a-z_]+`)
 
+// envValue is the value of key's TASKD_* variable, if it sets one. An
+// empty variable sets nothing, as viper reads it: a compose file's
+// TASKD_REDIS_PASSWORD=${REDIS_PASSWORD}, with REDIS_PASSWORD unset,
+// leaves the file's value in force.
+func envValue(key string) (string, bool) {
+	v := os.Getenv(EnvVar(key))
+	return v, v != ""
+}
+
 // EnvSetsAny reports whether a TASKD_* variable sets a configuration key:
 // a deployment configured by its environment alone needs no file.
 func EnvSetsAny() bool {
 	for _, k := range envKeys() {
-		if _, ok := os.LookupEnv(EnvVar(k)); ok {
+		if _, ok := envValue(k); ok {
 			return true
 		}
 	}
@@ -394,7 +403,7 @@ func EnvSetsAny() bool {
 // checkEnvValues checks the value of every TASKD_* variable that is set.
 func checkEnvValues() error {
 	for _, key := range envKeys() {
-		if val, ok := os.LookupEnv(EnvVar(key)); ok {
+		if val, ok := envValue(key); ok {
 			if err := checkValue(key, val, leafTypes[key], "environment variable "+EnvVar(key)); err != nil {
 				return err
 			}
@@ -503,7 +512,7 @@ func source(v *viper.Viper, key, file string) string {
 			return "flag --" + f.(*pflag.Flag).Name
 		}
 	}
-	if _, ok := os.LookupEnv(EnvVar(key)); ok {
+	if _, ok := envValue(key); ok {
 		return "environment variable " + EnvVar(key)
 	}
 	if file != "" && v.InConfig(key) {
