@@ -112,14 +112,14 @@ func TestWaitingAndItsDrain(t *testing.T) {
 	b.src.ov.Stats.Queues = []stats.Queue{
 		{Name: "import", Pending: 47000, Due: 46000, Backlog: []int64{1000}, ProcessedPerMin: 2000, Shards: 1, LiveWorkers: 2},
 		{Name: "mail", Pending: 3, Due: 3, Backlog: []int64{0}, ProcessedPerMin: 60, Shards: 1, LiveWorkers: 2},
-		{Name: "held", Pending: 500, Due: 500, Backlog: []int64{0}, Paused: true, Shards: 1}, // paused: it does not drain, and is not waited for
+		{Name: "held", Pending: 500, Due: 500, Backlog: []int64{0}, Paused: true, Shards: 1}, // paused: its tasks wait on purpose
 	}
 	b.src.mu.Unlock()
 	b.press(t, m, "ctrl+r")
-	require.Contains(t, screen(m), "waiting 47.5k (~24m) · 2060/min") // the slowest queue's time: import's 47,000 at 2,000 a minute
+	require.Contains(t, screen(m), "waiting 47.0k (~24m) · 2060/min") // the slowest queue's time: import's 47,000 at 2,000 a minute
 
 	m.Update(tea.WindowSizeMsg{Width: 72, Height: 24})
-	require.Contains(t, screen(m), "· waiting 47.5k · 2060/min · ok -\n", "no room for the time")
+	require.Contains(t, screen(m), "· waiting 47.0k · 2060/min · ok -\n", "no room for the time")
 
 	// A queue that waits without a rate leaves the time unknown.
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 24})
@@ -127,7 +127,7 @@ func TestWaitingAndItsDrain(t *testing.T) {
 	b.src.ov.Stats.Queues[1].ProcessedPerMin = 0
 	b.src.mu.Unlock()
 	b.press(t, m, "ctrl+r")
-	require.Contains(t, screen(m), "· waiting 47.5k · 2000/min ·")
+	require.Contains(t, screen(m), "· waiting 47.0k · 2000/min ·")
 }
 
 func TestKeyNames(t *testing.T) {

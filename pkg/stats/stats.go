@@ -120,19 +120,22 @@ type Stats struct {
 	RedisMemory *broker.Memory `json:"redis_memory,omitempty"`
 }
 
-// Waiting is the work not yet taken, over every queue: due in the task
-// center (a backlog INSERTed at once waits there, past the queues'
-// windows) and queued in Redis. It drains when its slowest queue does,
-// at the attempts of the last minute; a paused queue is left out, and
-// drains is false while a queue waits with no attempt in the last minute
-// (its time is unknown).
+// Waiting is the work not yet taken in the queues that are not paused
+// (a paused queue's waits on purpose): due in the task center (a backlog
+// INSERTed at once waits there, past the queues' windows) and queued in
+// Redis. It drains when its slowest queue does, at the attempts of the
+// last minute; drains is false while a queue waits with no attempt in the
+// last minute (its time is unknown).
 func (s *Stats) Waiting() (tasks int64, drain time.Duration, drains bool) {
 	drains = true
 	for _, q := range s.Queues {
+		if q.Paused {
+			continue
+		}
 		w := q.Due + q.BacklogTotal()
 		tasks += w
 		switch {
-		case w == 0 || q.Paused:
+		case w == 0:
 		case q.ProcessedPerMin == 0:
 			drains = false
 		default:
