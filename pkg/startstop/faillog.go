@@ -41,9 +41,9 @@ type FailLog struct {
 	logged time.Time
 }
 
-// Fail records a failed pass, and logs it when it is the first or Repeat
-// passed since the last line.
-func (f *FailLog) Fail(err error) {
+// Fail records a failed pass, and logs it with attrs when it is the first
+// or Repeat passed since the last line.
+func (f *FailLog) Fail(err error, attrs ...any) {
 	f.mu.Lock()
 	now := time.Now()
 	f.failed++
@@ -59,12 +59,13 @@ func (f *FailLog) Fail(err error) {
 	if f.Limit > 0 && errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (no answer within %s)", err, f.Limit)
 	}
+	attrs = append([]any{"err", err}, attrs...)
 	if n == 1 {
-		f.Log.Log(context.Background(), f.Level, f.Failed, "err", err)
+		f.Log.Log(context.Background(), f.Level, f.Failed, attrs...)
 		return
 	}
-	f.Log.Log(context.Background(), f.Level, f.Failed, "err", err,
-		"failed_passes", n, "failing_for", now.Sub(first).Round(time.Second))
+	f.Log.Log(context.Background(), f.Level, f.Failed, append(attrs,
+		"failed_passes", n, "failing_for", now.Sub(first).Round(time.Second))...)
 }
 
 // Pass records a pass's outcome: a failure, unless ctx ended (a stop is

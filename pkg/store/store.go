@@ -240,6 +240,9 @@ func ErrorText(err error) string {
 		msg += " (every connection the server's max_connections allows is taken; taskd doctor's mysql.connections adds up what taskd's processes may open: mysql.max_open_conns each)"
 	case me.Number == 1203 || me.Number == 1226:
 		msg += " (the account's own connection limit is reached; each taskd process may open mysql.max_open_conns)"
+	case (me.Number == errAccessDenied || me.Number == errAccessDeniedNoPassword) && !strings.Contains(msg, "mysql.dsn"):
+		// A running process: the connections it opened before go on.
+		msg += " (the account's password changed, or it was dropped, since this process connected: fix mysql.dsn and restart it)"
 	}
 	return msg
 }

@@ -483,6 +483,15 @@ func TestConnectionLimitIsNoRejection(t *testing.T) {
 	require.EqualValues(t, 1226, me.Number, "%v", err)
 	require.False(t, store.IsRejected(err), "the statement was never sent")
 	require.Contains(t, store.ErrorText(err), "(the account's own connection limit is reached; each taskd process may open mysql.max_open_conns)")
+
+	// The password changed under a running node: its new connections are
+	// refused, and neither is that a refusal of what it writes.
+	cfg.Passwd = "changed"
+	err = open().Ping()
+	require.ErrorAs(t, err, &me)
+	require.EqualValues(t, 1045, me.Number, "%v", err)
+	require.False(t, store.IsRejected(err))
+	require.Contains(t, store.ErrorText(err), "(the account's password changed, or it was dropped, since this process connected: fix mysql.dsn and restart it)")
 }
 
 // handlerReads is the sum of the Handler_read_* counters of db's session

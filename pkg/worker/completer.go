@@ -78,6 +78,9 @@ type completer struct {
 	// connections) or no server to connect to (unreachable). Nil when the
 	// last try got no answer on a connection, or a write succeeded since.
 	refused atomic.Pointer[refusal]
+	// fails logs the writes that fail: a task center down or refusing
+	// this node fails every try of every writer for as long as it lasts.
+	fails *startstop.FailLog
 	// wrote wakes the writer gathering a batch when a write ended.
 	wrote  chan struct{}
 	epoch  time.Time
@@ -97,6 +100,7 @@ func newCompleter(s Store, b Broker, workerID string, log *slog.Logger, stale *a
 		store: s, broker: b, workerID: workerID, log: log, stale: stale, now: time.Now, epoch: time.Now(),
 		in: make(chan completion, 4*completerBatchMax), done: make(chan struct{}), linger: completerLinger,
 		wrote: make(chan struct{}, 1),
+		fails: &startstop.FailLog{Log: log, Level: slog.LevelError, Failed: "write results failed; retrying", Again: "results written again"},
 	}
 }
 
@@ -360,6 +364,7 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 		}
 		if err == nil {
 			c.refused.Store(nil)
+			c.fails.OK()
 			break
 		}
 		c.refused.Store(refusalOf(err))
@@ -371,7 +376,7 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 			c.log.Error("giving up writing results at shutdown; recovery will re-run these tasks", "tasks", len(batch), "err", err)
 			return held
 		}
-		c.log.Error("write results failed; retrying", "tasks", len(batch), "err", err, "in", delay)
+		c.fails.Fail(err, "tasks", len(batch))
 		time.Sleep(delay)
 		delay = min(delay*2, retryMax)
 	}

@@ -425,6 +425,7 @@ type faultyStore struct {
 	*store.Store
 	failMark    atomic.Int32
 	marks       atomic.Int32
+	failWrite   atomic.Int32
 	writeFailed atomic.Int32
 }
 
@@ -439,6 +440,10 @@ func (f *faultyStore) TaskMarkRunning(ctx context.Context, w string, fences []st
 }
 
 func (f *faultyStore) TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error) {
+	if f.failWrite.Add(-1) >= 0 {
+		f.writeFailed.Add(1)
+		return nil, errInjected
+	}
 	ok, err := f.Store.TaskTransition(ctx, ts)
 	if err != nil {
 		f.writeFailed.Add(1)
@@ -502,6 +507,28 @@ func TestMarkFailuresLoggedOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "running marks written again") }, 10*time.Second, 10*time.Millisecond)
 	close(release)
 	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+}
+
+// A result write that fails while the task center is unreachable is tried
+// again with a growing delay, said once (then once a minute), and once
+// more when it lands: an outage is a few lines, not one per try.
+func TestWriteFailuresLoggedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st := &faultyStore{Store: b.env.Store}
+	st.failWrite.Store(4)
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "done", nil }))
+	var logs testenv.LogBuffer
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 1}, Handlers: b.reg,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, st, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	id := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	require.EqualValues(t, 4, st.writeFailed.Load())
+	require.Equal(t, 1, strings.Count(logs.String(), `msg="write results failed; retrying"`), logs.String())
+	require.Contains(t, logs.String(), `msg="results written again" component=worker worker_id=`)
+	require.Contains(t, logs.String(), `failed_passes=4`)
 }
 
 // A result write that fails (here: a row lock held by someone else's long
