@@ -73,7 +73,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "tasktop: %s\n", strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " "))
+	fmt.Fprintf(stderr, "tasktop: %s\n", strings.ReplaceAll(strings.TrimSpace(node.ErrorText(err)), "\n", " "))
 	if task.ErrorCode(err) == task.CodeInvalid || !errors.As(err, new(runError)) {
 		return 2
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -180,7 +181,7 @@ func (m *Model) redisPartial(ov *Overview) {
 func (m *Model) errorText() string {
 	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount, loadTail, loadLocks} {
 		if err := m.errs[k]; err != nil {
-			s := err.Error() + " · retrying every " + m.opt.Refresh.String()
+			s := node.ErrorText(err) + " · retrying every " + m.opt.Refresh.String()
 			switch {
 			case k == loadOverview && m.ov != nil && m.ov.RedisErr != nil:
 				s += " · queues from the task center alone"

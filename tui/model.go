@@ -14,6 +14,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/taskd/taskd/pkg/alert"
+	"github.com/taskd/taskd/pkg/node"
 )
 
 // Defaults of Options.
@@ -284,9 +285,9 @@ func (m *Model) switchTo(v viewID) tea.Cmd {
 func (m *Model) setStatus(s string, err error) {
 	text := s
 	if err != nil {
-		text = s + ": " + err.Error()
+		text = s + ": " + node.ErrorText(err)
 		if s == "" {
-			text = err.Error()
+			text = node.ErrorText(err)
 		}
 	}
 	m.status = status{text: text, err: err != nil, at: m.opt.Now(), view: m.view}

@@ -611,6 +611,13 @@ func TestErrorBarKeepsDataAndRecovers(t *testing.T) {
 	b.press(t, m, "ctrl+r")
 	require.NotContains(t, screen(m), "✖")
 	require.NotEmpty(t, m.tasks.rows)
+
+	// An error whose own words do not say what to do gets what the
+	// command line and the log say (node.ErrorText).
+	b.src.fail(errors.New("Redis: NOAUTH Authentication required."))
+	b.press(t, m, "ctrl+r")
+	require.Contains(t, strings.Join(strings.Fields(screen(m)), " "),
+		"✖ Redis: NOAUTH Authentication required. (Redis asks for a password this process does not give: set redis.password and restart it)")
 }
 
 // While Redis does not answer, tasktop still shows what the task center

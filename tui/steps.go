@@ -12,6 +12,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/taskd/taskd/pkg/lock"
+	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -209,7 +210,7 @@ func (m *Model) locksView(width, height int) string {
 	p := m.cur.locks
 	switch {
 	case p.err != nil:
-		return m.empty(p.err.Error(), width, height)
+		return m.empty(node.ErrorText(p.err), width, height)
 	case p.held == nil:
 		return m.empty("reading locks…", width, height)
 	}

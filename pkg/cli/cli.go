@@ -99,7 +99,7 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 		}
 		return ee.code
 	}
-	msg := strings.ReplaceAll(strings.TrimSpace(errorText(err)), "\n", " ")
+	msg := strings.ReplaceAll(strings.TrimSpace(node.ErrorText(err)), "\n", " ")
 	fmt.Fprintf(a.Stderr, "taskd: %s\n", msg)
 	var re runError
 	if !errors.As(err, &re) {
@@ -484,23 +484,18 @@ func (h *warnings) WithAttrs(as []slog.Attr) slog.Handler {
 func (h *warnings) WithGroup(string) slog.Handler { return h }
 
 // logValue logs a time.Duration as "500ms", not as nanoseconds, and an
-// error with what it means (errorText).
+// error with what it means (node.ErrorText).
 func logValue(_ []string, a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {
 	case slog.KindDuration:
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	case slog.KindAny:
 		if err, ok := a.Value.Any().(error); ok {
-			a.Value = slog.StringValue(errorText(err)) // what both handlers write for an error, and more
+			a.Value = slog.StringValue(node.ErrorText(err)) // what both handlers write for an error, and more
 		}
 	}
 	return a
 }
-
-// errorText is err's message, with what the MySQL driver's "invalid
-// connection" (store.ErrorText) or Redis's refusal of a password
-// (broker.Hint) means, for an error line and a log line alike.
-func errorText(err error) string { return store.ErrorText(err) + broker.Hint(err) }
 
 // json reports whether output is JSON.
 func (a *App) json() bool { return a.output == "json" }

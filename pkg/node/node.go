@@ -207,6 +207,12 @@ const (
 	retryMax   = 10 * time.Second
 )
 
+// ErrorText is err's message, with what an error of MySQL or Redis means
+// where its own text does not say (store.ErrorText: "invalid connection",
+// the connection limits; broker.Hint: a password Redis asks for), for
+// every front end's error line and log line alike.
+func ErrorText(err error) string { return store.ErrorText(err) + broker.Hint(err) }
+
 // OpenStore opens the task center of cfg.
 func OpenStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	return store.Open(ctx, cfg.MySQL.DSN, storeOptions(cfg, "mysql.dsn"))
