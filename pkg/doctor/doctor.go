@@ -119,6 +119,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 
 	var d Deps
 	schemaOK := false
+	var server *store.ServerInfo
 	sctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	st, err := openStore(sctx)
 	cancel()
@@ -127,7 +128,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 	} else {
 		defer st.Close()
 		d.Store = st
-		schemaOK = checkMySQL(ctx, r, cfg, st, o)
+		server, schemaOK = checkMySQL(ctx, r, cfg, st, o)
 	}
 	bctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	br, err := openBroker(bctx)
@@ -146,8 +147,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 		checkWork(ctx, r, cfg, d, o)
 		checkLimits(ctx, r, cfg, d, o)
 	}
-	if d.Store != nil && d.Broker != nil {
-		checkConnections(ctx, r, cfg, d, o)
+	if server != nil && d.Broker != nil {
+		checkConnections(ctx, r, cfg, d, *server, o)
 	}
 	if d.Broker != nil {
 		checkZones(ctx, r, cfg, d.Broker, o)

@@ -24,9 +24,10 @@ var (
 	migratePrivileges = []string{"CREATE", "ALTER", "INDEX"}
 )
 
-// checkMySQL checks the task center; it reports whether its schema is
+// checkMySQL checks the task center; it returns what the server said of
+// itself (nil when it did not answer), and reports whether its schema is
 // this binary's (the checks of tasks need it).
-func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.Store, o Options) (schemaOK bool) {
+func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.Store, o Options) (_ *store.ServerInfo, schemaOK bool) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	sent := o.Now()
@@ -34,7 +35,7 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 	received := o.Now()
 	if err != nil {
 		r.add("mysql", Fail, "check the server's logs", "%v", err)
-		return false
+		return nil, false
 	}
 	r.ok("mysql", "%s answers as %s, database %s (%s)", dsnAddr(cfg.MySQL.DSN), in.User, in.Database, in.Version)
 	schemaOK = true
@@ -121,7 +122,7 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 	default:
 		r.ok("mysql.clock", "this host and the database agree within %s", max(skew.Abs(), rtt, time.Millisecond).Round(time.Millisecond))
 	}
-	return schemaOK
+	return &in, schemaOK
 }
 
 // joinInts is "12, 13".

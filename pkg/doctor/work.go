@@ -268,15 +268,10 @@ func checkZones(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 // max_connections: five hosts of the example configuration could take
 // all of a default server's 151, and the applications sharing the server
 // would then be refused theirs. With no live process, it counts one node
-// of this configuration.
-func checkConnections(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Options) {
+// of this configuration. in is what checkMySQL read of the server.
+func checkConnections(ctx context.Context, r *Report, cfg *config.Config, d Deps, in store.ServerInfo, o Options) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	in, err := d.Store.Server(ctx)
-	if err != nil {
-		r.add("mysql.connections", Warn, "", "%v", err)
-		return
-	}
 	procs, err := d.Broker.Processes(ctx, cfg.Worker.HeartbeatTTL)
 	if err != nil {
 		r.add("mysql.connections", Warn, "", "%v", err)
