@@ -21,7 +21,8 @@ type Lease struct {
 	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex
-	trustEnd time.Time // the lock is surely ours before this instant
+	trustEnd time.Time     // the lock is surely ours before this instant
+	trip     time.Duration // round trip of the request that set trustEnd
 
 	stop        chan struct{} // closed by Release
 	done        chan struct{} // closed when keepAlive returns
@@ -36,8 +37,8 @@ func newLease(parent context.Context, b backend, name, owner string, token uint6
 	l := &Lease{
 		b: b, name: name, owner: owner, token: token, ttl: ttl,
 		ctx: ctx, cancel: cancel,
-		trustEnd: start.Add(ttl - Margin(ttl)),
-		stop:     make(chan struct{}), done: make(chan struct{}),
+		trustEnd: start.Add(ttl - Margin(ttl)), trip: time.Since(start),
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go l.keepAlive()
 	return l
@@ -125,9 +126,16 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 func (l *Lease) until() time.Time {
+	end, _ := l.window()
+	return end
+}
+
+// window is the end of the trust window and the round trip of the
+// request that set it.
+func (l *Lease) window() (time.Time, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.trustEnd
+	return l.trustEnd, l.trip
 }
 
 // checkInterval is how often a lease checks its trust window besides its
@@ -179,7 +187,7 @@ func (l *Lease) keepAlive() {
 		case <-next.C:
 		}
 		start := time.Now()
-		trustEnd := l.until()
+		trustEnd, trip := l.window()
 		if !l.inWindow(start) { // e.g. the process was paused
 			l.cancel(l.windowErr(lastErr))
 			return
@@ -187,7 +195,7 @@ func (l *Lease) keepAlive() {
 		rctx, cancel := context.WithDeadline(context.Background(), earliest(start.Add(min(CallTimeout, l.ttl/3)), trustEnd))
 		res := make(chan renewal, 1)
 		go func() {
-			ok, err := l.b.renew(rctx, l.name, l.owner, l.ttl)
+			ok, err := l.b.renew(rctx, l.name, l.owner, l.ttl, Margin(l.ttl)+trip)
 			res <- renewal{ok, err}
 		}()
 		r, ended := l.await(res, expiry, check, lastErr)
@@ -211,6 +219,7 @@ func (l *Lease) keepAlive() {
 		default:
 			l.mu.Lock()
 			l.trustEnd = start.Add(l.ttl - Margin(l.ttl))
+			l.trip = time.Since(start)
 			l.mu.Unlock()
 			expiry.Reset(time.Until(l.until()))
 			next.Reset(l.ttl / 3)

@@ -14,7 +14,10 @@
 // other owner can hold the lock, even if this process is slow or paused.
 // When a renewal is refused (someone else owns the lock) or cannot be
 // confirmed before the window closes, the Lease is lost: its Context is
-// cancelled with a cause wrapping ErrLost, and the holder must stop.
+// cancelled with a cause wrapping ErrLost, and the holder must stop. The
+// server applies a renewal only while the holder still trusts its lease,
+// so one held up on the way or behind a row lock does not keep the lock
+// from the next owner after the holder gave up.
 //
 // Each acquisition also gets a fencing token (Lease.Token): a number that
 // grows with every acquisition of a name. A lease cannot stop a holder
@@ -63,6 +66,10 @@ var (
 	ErrLost = errors.New("lock lost")
 	// ErrReleased is the cause of a lease's Context after Release.
 	ErrReleased = errors.New("lock released")
+
+	// errTooLate is a renewal that reached the server when its holder
+	// had stopped trusting the lease, or was about to.
+	errTooLate = errors.New("renewal reached the server too late to be applied")
 )
 
 const (
@@ -143,8 +150,15 @@ type backend interface {
 	// unexpired. When owner holds it now, it returns the fencing token of
 	// this acquisition and true.
 	tryAcquire(ctx context.Context, name, owner string, ttl time.Duration, h holder) (uint64, bool, error)
-	// renew extends name by ttl if owner still holds it.
-	renew(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	// renew extends name by ttl if owner still holds it and more than late
+	// is left of it when the request is applied; else it changes nothing.
+	// late is the margin plus the round trip of the request that set the
+	// lock's expiry: the server set it no later than that trip's end, so
+	// with no more than late left, the holder's trust window has closed
+	// and it has given up on the lease (a renewal can be held up on the
+	// way, or behind a row lock). When owner holds the lock but less is
+	// left, renew returns errTooLate.
+	renew(ctx context.Context, name, owner string, ttl, late time.Duration) (bool, error)
 	// release frees name if owner holds it.
 	release(ctx context.Context, name, owner string) error
 }

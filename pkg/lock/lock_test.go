@@ -197,6 +197,14 @@ func TestExpiredLockCanBeTaken(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 
+		// Its last renewal, held up on the way until no more than late was
+		// left of the lock, came after it stopped trusting the lease: it
+		// changes nothing, and is no refusal.
+		ok, err = a.renew(ctx, "job", "dead-holder", time.Hour, 2*ttl)
+		require.ErrorIs(t, err, errTooLate)
+		require.False(t, ok)
+		require.Equal(t, "dead-holder", tb.owner(t, env, "job"))
+
 		_, err = tb.open(env).Acquire(ctx, "job", ttl)
 		require.ErrorIs(t, err, ErrNotAcquired)
 
@@ -208,7 +216,7 @@ func TestExpiredLockCanBeTaken(t *testing.T) {
 		require.Less(t, took, ttl+time.Second)
 
 		// The dead holder's token renews nothing.
-		ok, err = a.renew(ctx, "job", "dead-holder", ttl)
+		ok, err = a.renew(ctx, "job", "dead-holder", ttl, 0)
 		require.NoError(t, err)
 		require.False(t, ok)
 		require.NoError(t, lease.Release(ctx))

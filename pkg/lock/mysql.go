@@ -85,16 +85,27 @@ const lockOwned = `SELECT token FROM task_lock
 WHERE name = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(3)`
 
 // renewLock extends a lock its owner still holds, unexpired (an expired
-// lock is free for the taking, as in Redis).
+// lock is free for the taking, as in Redis), and only while the holder
+// still trusts it.
 //
 // UTC_TIMESTAMP and NOW are fixed at the statement's start, SYSDATE is read
-// when the row is: the last condition drops a renewal that waited for a
-// row lock longer than its caller waited for the reply. The caller has
-// given up on it, and applying it would keep the lock from the next owner
-// for another TTL. (A renewal that never reached the server is harmless.)
+// when the row is; a renewal can wait there behind another transaction's
+// row lock. Two conditions keep one that waited from extending a lock its
+// holder has given up on, which would keep it from the next owner for
+// another TTL:
+//   - it waited less than its caller waits for the reply (the 4th ?);
+//   - more than late (the 5th ?) is left of the lock when the row is read.
+//     The holder's trust window ends no later than that: see renew.
 const renewLock = `UPDATE task_lock SET expires_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND
-WHERE name = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(3)
-  AND TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) < ?`
+WHERE name = ? AND owner = ?
+  AND TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) < ?
+  AND TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) > ?`
+
+// lockRenewed tells, after a renewal that changed no row, whether owner
+// holds the lock (1st column) and whether its expiry is as late as the
+// renewal would have made it, less the ? microseconds since (2nd column).
+const lockRenewed = `SELECT expires_at >= UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND FROM task_lock
+WHERE name = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(3)`
 
 // releaseLock frees a lock its owner still holds, keeping the row and its
 // token.
@@ -214,17 +225,16 @@ func (m *MySQL) List(ctx context.Context) ([]Held, error) {
 	return out, nil
 }
 
-func (m *MySQL) renew(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+func (m *MySQL) renew(ctx context.Context, name, owner string, ttl, late time.Duration) (bool, error) {
 	wait := CallTimeout
 	if d, ok := ctx.Deadline(); ok {
 		wait = time.Until(d)
 	}
 	// The server counts from the statement's start, which comes after
-	// this by the time the request takes to be sent and read: on a loaded
-	// host, enough for a renewal the row lock held to apply just after its
-	// caller gave up. It gets a quarter less.
+	// this by the time the request takes to be sent and read. It gets a
+	// quarter less; late bounds what this cannot.
 	wait -= max(wait/4, 50*time.Millisecond)
-	res, err := m.db.ExecContext(ctx, renewLock, ttl.Microseconds(), name, owner, wait.Microseconds())
+	res, err := m.db.ExecContext(ctx, renewLock, ttl.Microseconds(), name, owner, wait.Microseconds(), late.Microseconds())
 	if err != nil {
 		return false, err
 	}
@@ -235,10 +245,22 @@ func (m *MySQL) renew(ctx context.Context, name, owner string, ttl time.Duration
 	if n == 1 {
 		return true, nil
 	}
-	// 0 rows: not ours, or (without CLIENT_FOUND_ROWS) renewed twice within
-	// one millisecond, leaving the row unchanged. Tell them apart.
-	_, ok, err := m.owned(ctx, name, owner)
-	return ok, err
+	// 0 rows: not ours; or renewed twice within one millisecond, leaving
+	// the row unchanged (without CLIENT_FOUND_ROWS); or ours, but the
+	// renewal came too late. Tell them apart: only the second is a renewal
+	// the caller may trust, and its expiry is this one's, less the time
+	// since, which a margin covers.
+	var extended bool
+	err = m.db.QueryRowContext(ctx, lockRenewed, (ttl - Margin(ttl)).Microseconds(), name, owner).Scan(&extended)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !extended:
+		return false, errTooLate
+	}
+	return true, nil
 }
 
 func (m *MySQL) release(ctx context.Context, name, owner string) error {

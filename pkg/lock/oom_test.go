@@ -47,7 +47,7 @@ func TestRedisLockAtMaxmemory(t *testing.T) {
 		require.NoError(t, err)
 		_, err = l.Acquire(ctx, "alerts", MinTTL)
 		require.ErrorIs(t, err, ErrNotAcquired)
-		ok, err := l.renew(ctx, "alerts", lease.owner, time.Minute)
+		ok, err := l.renew(ctx, "alerts", lease.owner, time.Minute, 0)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, lease.Release(ctx))

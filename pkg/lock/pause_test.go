@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -135,4 +136,43 @@ func TestMySQLRenewalBlockedByRowLock(t *testing.T) {
 	release(t, next)
 	require.NoError(t, next.Release(ctx))
 	require.NoError(t, lease.Release(ctx))
+}
+
+// TestMySQLRenewalHeldPastItsWait: a renewal the server drops because it
+// waited behind a row lock longer than its caller would (with the quarter
+// taken off) may still be answered before the caller's deadline. That
+// answer must not confirm it: the lock's expiry is the old one.
+func TestMySQLRenewalHeldPastItsWait(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	m := NewMySQL(env.Store.DB())
+	require.NoError(t, m.ensureTable(ctx))
+	ttl := 10 * time.Second
+	_, ok, err := m.tryAcquire(ctx, "job", "holder", ttl, thisHolder())
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	tx, err := env.Store.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	var expiry string
+	require.NoError(t, tx.QueryRowContext(ctx, `SELECT expires_at FROM task_lock WHERE name = 'job' FOR UPDATE`).Scan(&expiry))
+
+	// The server waits at most 3/4 of the 4 s, 3 s; the row is freed
+	// after 3.4 s, well before the caller's deadline.
+	rctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	go func() {
+		time.Sleep(3400 * time.Millisecond)
+		tx.Rollback()
+	}()
+	ok, err = m.renew(rctx, "job", "holder", ttl, Margin(ttl))
+	var after string
+	require.NoError(t, env.Store.DB().QueryRowContext(ctx, `SELECT expires_at FROM task_lock WHERE name = 'job'`).Scan(&after))
+	require.Equal(t, expiry, after, "the renewal was applied after its wait")
+	require.False(t, ok, "a renewal the server dropped was confirmed")
+	if !errors.Is(err, context.DeadlineExceeded) { // a host too slow to answer in 0.6 s
+		require.ErrorIs(t, err, errTooLate)
+	}
 }

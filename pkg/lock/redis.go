@@ -109,22 +109,31 @@ func refusesFlags(err error) bool {
 	return strings.Contains(err.Error(), "Error compiling script")
 }
 
-// renewScript extends a lock its caller still owns. A key of another type
-// (a string lock of an older taskd) is another owner's.
+// renewScript extends a lock its caller still owns, while more than late
+// is left of it (see backend.renew). A key of another type (a string lock
+// of an older taskd) is another owner's.
 //
 //	KEYS[1] lock key
 //	ARGV[1] owner id
 //	ARGV[2] TTL in milliseconds
-//	returns 1 when renewed, 0 when the key is missing or another owner's
+//	ARGV[3] late in milliseconds
+//	returns 1 when renewed, 0 when the key is missing or another owner's,
+//	-1 when it is the caller's but came too late
 var renewScript = redis.NewScript(`
 if redis.call('TYPE', KEYS[1]).ok == 'hash' and redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
+  if redis.call('PTTL', KEYS[1]) <= tonumber(ARGV[3]) then
+    return -1
+  end
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
 `)
 
-func (r *Redis) renew(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
-	n, err := renewScript.Run(ctx, r.rdb, []string{r.Key(name)}, owner, ttl.Milliseconds()).Int()
+func (r *Redis) renew(ctx context.Context, name, owner string, ttl, late time.Duration) (bool, error) {
+	n, err := renewScript.Run(ctx, r.rdb, []string{r.Key(name)}, owner, ttl.Milliseconds(), late.Milliseconds()).Int()
+	if err == nil && n == -1 {
+		return false, errTooLate
+	}
 	return n == 1, err
 }
 

@@ -186,7 +186,7 @@ func TestRedisOldStringLock(t *testing.T) {
 
 	_, err := r.Acquire(ctx, "job", time.Second)
 	require.ErrorIs(t, err, ErrNotAcquired)
-	ok, err := r.renew(ctx, "job", "old-owner", time.Second)
+	ok, err := r.renew(ctx, "job", "old-owner", time.Second, 0)
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.NoError(t, r.release(ctx, "job", "old-owner"))
