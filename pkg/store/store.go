@@ -238,6 +238,8 @@ func ErrorText(err error) string {
 	case !errors.As(err, &me):
 	case me.Number == 1040:
 		msg += " (every connection the server's max_connections allows is taken; taskd doctor's mysql.connections adds up what taskd's processes may open: mysql.max_open_conns each)"
+	case me.Number == errTableFull || me.Number == 1021:
+		msg += " (MySQL cannot store more: the disk under its data directory is full, or the table reached a size limit: free space there)"
 	case me.Number == 1203 || me.Number == 1226:
 		msg += " (the account's own connection limit is reached; each taskd process may open mysql.max_open_conns)"
 	case (me.Number == errAccessDenied || me.Number == errAccessDeniedNoPassword) && !strings.Contains(msg, "mysql.dsn"):
@@ -340,6 +342,7 @@ const (
 	errUnknownDB      = 1049
 	errNoSuchTable    = 1146
 	errNoSuchColumn   = 1054
+	errTableFull      = 1114
 	// A statement stopped at its time limit: MariaDB's max_statement_time,
 	// MySQL's MAX_EXECUTION_TIME.
 	errStatementTime = 1969
@@ -373,9 +376,10 @@ func configError(err error, cfg *mysql.Config, key string) error {
 
 // transientErrors are server errors that go away by themselves: lock waits,
 // deadlocks, a server shutting down or read-only during a failover, out of
-// memory or resources, a full disk.
+// memory or resources, a full disk (1021, and 1114, a table that cannot
+// grow: InnoDB's answer when the disk under it is full).
 var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true,
-	1021: true, 1037: true, 1038: true, 1041: true}
+	1021: true, errTableFull: true, 1037: true, 1038: true, 1041: true}
 
 // connectErrors refuse a connection, not a statement: the statement was
 // never sent, and may go through on a connection that opens later (the

@@ -494,6 +494,35 @@ func TestConnectionLimitIsNoRejection(t *testing.T) {
 	require.Contains(t, store.ErrorText(err), "(the account's password changed, or it was dropped, since this process connected: fix mysql.dsn and restart it)")
 }
 
+// A table that cannot grow (1114, InnoDB's answer when the disk under it
+// is full) refuses no statement for what it holds: a result written then
+// was replaced by "result not stored: ... The table 'task_center' is
+// full", and its history row was lost. The server's own 1114 comes here
+// from a MEMORY table at its max_heap_table_size.
+func TestFullTableIsNoRejection(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	conn, err := env.Store.DB().Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, q := range []string{`SET SESSION max_heap_table_size = 16384`,
+		`CREATE TEMPORARY TABLE full_table (v CHAR(255)) ENGINE = MEMORY`} {
+		_, err := conn.ExecContext(ctx, q)
+		require.NoError(t, err)
+	}
+	for range 10000 {
+		if _, err = conn.ExecContext(ctx, `INSERT INTO full_table VALUES (REPEAT('x', 255))`); err != nil {
+			break
+		}
+	}
+	var me *mysql.MySQLError
+	require.ErrorAs(t, err, &me)
+	require.EqualValues(t, 1114, me.Number, "%v", err)
+	require.False(t, store.IsRejected(err), "a full table refused nothing the statement holds")
+	require.Contains(t, store.ErrorText(err), "(MySQL cannot store more: the disk under its data directory is full, or the table reached a size limit: free space there)")
+}
+
 // handlerReads is the sum of the Handler_read_* counters of db's session
 // (open db with one connection); SHOW STATUS adds reads of its own.
 func handlerReads(t *testing.T, db *sql.DB) int64 {

@@ -78,6 +78,9 @@ type completer struct {
 	// connections) or no server to connect to (unreachable). Nil when the
 	// last try got no answer on a connection, or a write succeeded since.
 	refused atomic.Pointer[refusal]
+	// failing is set while a write is being retried after it failed: the
+	// attempts that end meanwhile can only wait behind it.
+	failing atomic.Bool
 	// fails logs the writes that fail: a task center down or refusing
 	// this node fails every try of every writer for as long as it lasts.
 	fails *startstop.FailLog
@@ -269,9 +272,10 @@ func (c *completer) waiting() time.Duration {
 	return time.Since(c.epoch) - time.Duration(oldest-1)
 }
 
-// backedUp reports whether a full batch of results waits behind the
-// writers: writing is slower than the attempts end.
-func (c *completer) backedUp() bool { return len(c.in) >= completerBatchMax }
+// backedUp reports whether results wait behind the writers: a full
+// batch of them (writing is slower than the attempts end), or any while a
+// write is being retried (the task center refuses or does not answer).
+func (c *completer) backedUp() bool { return len(c.in) >= completerBatchMax || c.failing.Load() }
 
 // later writes again, every lockedRetry and beside the writers, the
 // completions whose rows another transaction held, until they are written
@@ -364,11 +368,13 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 		}
 		if err == nil {
 			c.refused.Store(nil)
+			c.failing.Store(false)
 			c.fails.OK()
 			break
 		}
 		c.refused.Store(refusalOf(err))
 		if store.IsRejected(err) {
+			c.failing.Store(false)
 			c.rejected(ctx, batch, err)
 			return held
 		}
@@ -376,6 +382,7 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 			c.log.Error("giving up writing results at shutdown; recovery will re-run these tasks", "tasks", len(batch), "err", err)
 			return held
 		}
+		c.failing.Store(true)
 		c.fails.Fail(err, "tasks", len(batch))
 		time.Sleep(delay)
 		delay = min(delay*2, retryMax)

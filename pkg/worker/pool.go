@@ -211,10 +211,11 @@ func (p *pool) fetchAll(ctx context.Context) {
 	reconcileFails := startstop.FailLog{Log: w.log, Level: slog.LevelWarn,
 		Failed: "reconcile processing lists failed; trying again", Again: "processing lists reconciled again"}
 	for {
-		// A full batch of results waits for the writers (a slow link, a
-		// task center that does not answer): take nothing until they catch
-		// up. Writes stay full; what is taken meanwhile would only wait
-		// too, and run again after recovery if the task center is gone.
+		// Results wait for the writers: a full batch of them (a slow
+		// link), or any while a write fails (a task center down, or one
+		// whose disk is full). Take nothing until they catch up: what is
+		// taken meanwhile would run without its result being stored, and
+		// run again after recovery if the node stops before it is.
 		if w.comp.backedUp() {
 			if !backedUp {
 				backedUp = true

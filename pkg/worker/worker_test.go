@@ -532,6 +532,40 @@ func TestWriteFailuresLoggedOnce(t *testing.T) {
 	require.Contains(t, logs.String(), `failed_passes=4`)
 }
 
+// While its results cannot be written (a task center down, or one whose
+// disk is full), a worker takes no new work: each task it took would run
+// with no result stored, and run again if the node stopped before one was.
+// Once a write lands, the rest run, each once.
+func TestNoWorkTakenWhileWritesFail(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st := &faultyStore{Store: b.env.Store}
+	st.failWrite.Store(1 << 30)
+	var calls atomic.Int32
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) {
+		calls.Add(1)
+		time.Sleep(100 * time.Millisecond) // 20 tasks take a second on two slots
+		return "done", nil
+	}))
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg}, st, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	var ids []int64
+	for range 20 {
+		ids = append(ids, b.submit(t, producer.Submission{Code: "ok"}))
+	}
+	// Four failed writes take 0.7 s of retries.
+	b.dispatchUntil(t, "writes failing", func() bool { return st.writeFailed.Load() >= 4 })
+	// The first tasks' slots, and what they took before the first write.
+	require.LessOrEqual(t, calls.Load(), int32(6), "tasks ran while their results could not be written")
+
+	st.failWrite.Store(0)
+	for _, id := range ids {
+		b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	}
+	require.EqualValues(t, 20, calls.Load(), "each task ran once")
+}
+
 // A result write that fails (here: a row lock held by someone else's long
 // transaction, the seed's "alive but idle" night) is retried until it
 // lands; the task is neither lost nor run again.
