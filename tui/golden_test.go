@@ -37,13 +37,17 @@ func TestGolden(t *testing.T) {
 		{"audit", []step{first, {[]string{"5"}, "alice"}}},
 		{"tail", []step{first, {[]string{"3"}, "1010"}, {[]string{"down", "l"}, "Output of task 1009"}}},
 		{"help", []step{first, {[]string{"?"}, "Everywhere"}}},
-		{"worker", []step{first, {[]string{"2"}, "node-c-w1"}, {[]string{"down", "enter"}, "Worker node-a-w1"}}},
+		{"worker", []step{first, {[]string{"2"}, "node-c-w1"}, {[]string{"enter"}, "Worker node-a-w1"}}},
 	}
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
 		for _, v := range views {
 			t.Run(fmt.Sprintf("%s_%dx%d", v.name, size[0], size[1]), func(t *testing.T) {
 				t.Parallel()
-				m := New(Options{Source: fixture(), Actions: &fakeActions{}, Now: func() time.Time { return now }})
+				src := fixture()
+				// Results that wait to be written: a worker row and detail
+				// in trouble, and why.
+				src.ov.Workers[0].Heartbeat.ResultsWaitingMS = 45_000
+				m := New(Options{Source: src, Actions: &fakeActions{}, Now: func() time.Time { return now }})
 				m.noTick = true
 				tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(size[0], size[1]))
 				for _, st := range v.steps {

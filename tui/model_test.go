@@ -200,7 +200,7 @@ func TestViewsSwitch(t *testing.T) {
 	m, b := setup(t, false)
 	b.press(t, m, "2")
 	s := screen(m)
-	require.Regexp(t, `(?m)^  node-a-w1 .* ok +#1003 \(\+1\) s.* +1m15s$`, s)
+	require.Regexp(t, `(?m)^  node-a-w1 .* ok +#1003 \(\+1\) .* +1m15s$`, s)
 	require.Regexp(t, `(?m)^  node-b-w1 .* idle`, s)
 	require.Regexp(t, `(?m)^! node-c-w1 .* dead`, s)
 	b.press(t, m, "tab")
@@ -1196,4 +1196,18 @@ func TestDetailScheduledTime(t *testing.T) {
 	require.Contains(t, s, "Task 1006  failed")
 	require.Regexp(t, `(?m)^due +\S+`, s)
 	require.Regexp(t, `(?m)^scheduled +`+regexp.QuoteMeta(stamp(at)), s)
+}
+
+// A worker whose results have waited ResultsStuckAfter to be written is
+// in trouble (it takes no new work); results batched for a moment are not.
+func TestWorkerUnsaved(t *testing.T) {
+	t.Parallel()
+	w := broker.WorkerStatus{ID: "w1", LastBeat: now, Heartbeat: &broker.Heartbeat{ID: "w1", ResultsWaitingMS: 300}}
+	state, bad := workerState(&w, time.Second)
+	require.Equal(t, "idle", state)
+	require.Zero(t, bad)
+	w.Heartbeat.ResultsWaitingMS = broker.ResultsStuckAfter.Milliseconds()
+	state, bad = workerState(&w, time.Second)
+	require.Equal(t, "unsaved", state)
+	require.Equal(t, 2, bad)
 }

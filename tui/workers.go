@@ -13,6 +13,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/stats"
 )
 
 // lateBeat is the heartbeat age past which a live worker is shown late
@@ -42,13 +43,16 @@ func (v *workersView) shown(ov *Overview) []broker.WorkerStatus {
 	return out
 }
 
-// workerState is ok, idle, late, hung or dead, with how bad it is.
+// workerState is ok, idle, late, unsaved (its results wait to be
+// written), hung or dead, with how bad it is.
 func workerState(w *broker.WorkerStatus, beat time.Duration) (string, int) {
 	switch {
 	case !w.Alive():
 		return "dead", 2
 	case slices.ContainsFunc(w.Heartbeat.Slots, func(s broker.Slot) bool { return s.Abandoned }):
 		return "hung", 2
+	case w.Heartbeat.ResultsStuck() > 0:
+		return "unsaved", 2
 	case beat > lateBeat:
 		return "late", 1
 	}
@@ -74,7 +78,7 @@ var workerColumns = []column{
 	{title: "QUEUES", width: 10, flex: 30, drop: 4},
 	{title: "BEAT", width: 6, right: true},
 	{title: "/MIN", width: 5, right: true},
-	{title: "STATE", width: 5},
+	{title: "STATE", width: 7},
 	{title: "TASK", width: 12, flex: 30, drop: 3},
 	{title: "FOR", width: 6, right: true},
 }
@@ -239,6 +243,11 @@ func (m *Model) workerDetailView(width, height int) string {
 			busy += fmt.Sprintf(" of %d", hb.Capacity)
 		}
 		kv("slots", busy)
+		if d := hb.ResultsStuck(); d > 0 {
+			// Two short lines: the detail is read at 80 columns.
+			kv("results", m.st.Bad.Render("waiting "+stats.Roughly(d)+" to be written; it takes no new work"))
+			kv("", "the task center refuses them or does not answer: see its node's log")
+		}
 	} else {
 		kv("node", node)
 		if w.Drained {

@@ -420,6 +420,21 @@ type Heartbeat struct {
 	ResultsWaitingMS int64 `json:"results_waiting_ms,omitempty"`
 }
 
+// ResultsStuckAfter is how long a worker's oldest result may wait to be
+// written before stats, tasktop and doctor say so: results are batched
+// for milliseconds; this long, the task center refuses them or does not
+// answer, and the worker takes no new work until they are written.
+const ResultsStuckAfter = 10 * time.Second
+
+// ResultsStuck is how long the worker's oldest result has waited to be
+// written, when that is ResultsStuckAfter or more; else 0.
+func (h *Heartbeat) ResultsStuck() time.Duration {
+	if d := time.Duration(h.ResultsWaitingMS) * time.Millisecond; d >= ResultsStuckAfter {
+		return d
+	}
+	return 0
+}
+
 // Beat publishes a heartbeat with a TTL and records the worker in the
 // registry.
 func (b *Broker) Beat(ctx context.Context, hb *Heartbeat, ttl time.Duration) error {

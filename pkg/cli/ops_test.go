@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/cli"
 	"github.com/taskd/taskd/pkg/testenv"
 )
@@ -413,6 +414,14 @@ func TestTextOutput(t *testing.T) {
 	// A task due now, in a queue no worker takes from.
 	b.submitID(t, "report")
 	require.Contains(t, b.ok(t, "stats"), "\nwaiting 1 (DUE and BACKLOG); no time to drain: a queue waits with no attempt in the last minute\n")
+
+	// A worker whose results the task center does not take (a full disk):
+	// its queues stand still, and stats says why.
+	require.NoError(t, b.env.Broker.Beat(context.Background(), &broker.Heartbeat{ID: "w-full", Node: "web-2", Queues: []string{"hello"},
+		ResultsWaitingMS: 45_000}, time.Minute))
+	require.Contains(t, b.ok(t, "stats"), "\nwarning: worker w-full has results waiting 45s to be written: the task center refuses them or does not answer "+
+		"(its node's log says why); it takes no new work until they are written\n")
+	require.Contains(t, b.ok(t, "stats", "-o", "json"), `"results_stuck_seconds": 45`)
 }
 
 // With Redis down an operator can still act on what the task center

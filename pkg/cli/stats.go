@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -131,7 +132,15 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		g.add(wk.ID, dash(wk.Node), wk.Host, wk.PID, fmt.Sprintf("%.1fs", wk.HeartbeatAgeSeconds),
 			wk.ProcessedPerMin, wk.Busy, oneLine(joinIDs(wk.Current), 40), strings.Join(wk.Queues, ","))
 	}
-	return g.write(a.Stdout, width)
+	if err := g.write(a.Stdout, width); err != nil {
+		return err
+	}
+	for _, wk := range s.Workers {
+		if wk.ResultsStuckSeconds > 0 {
+			fmt.Fprintf(a.Stdout, "\nwarning: %s\n", stats.ResultsStuckText(wk.ID, time.Duration(wk.ResultsStuckSeconds*float64(time.Second))))
+		}
+	}
+	return nil
 }
 
 // oldestDue is the OLDEST DUE cell: "-" when no task is due, as tasktop

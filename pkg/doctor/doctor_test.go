@@ -102,13 +102,27 @@ func TestHealthy(t *testing.T) {
 	require.True(t, r.OK, "%+v", r.Checks)
 	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.max_allowed_packet", "mysql.time_zone",
 		"mysql.clock", "redis", "redis.oom", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "tasks.routes", "queues.consumers",
-		"queues.limits", "nodes.time_zones", "nodes.cron_timezone"} {
+		"workers.results", "queues.limits", "nodes.time_zones", "nodes.cron_timezone"} {
 		requireStatus(t, r, name, doctor.OK, "")
 	}
 	require.Equal(t, len(r.Checks), r.Counts[doctor.OK]+r.Counts[doctor.Warn])
 	requireStatus(t, r, "config", doctor.OK, "; 2 handlers, 2 queues")
 	r = setup(t, "handlers:\n  hello: { exec: [\"true\"] }\n").run(t, doctor.Options{})
 	requireStatus(t, r, "config", doctor.OK, "; 1 handler, 1 queue")
+}
+
+// A live worker whose results have waited to be written (the task
+// center's disk is full, or it is read-only) takes no new work: doctor
+// says so, where every other check is fine.
+func TestResultsStuck(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	ctx := context.Background()
+	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w1", Node: "n1", Queues: []string{"hello"}, ResultsWaitingMS: 300}, time.Minute))
+	requireStatus(t, b.run(t, doctor.Options{}), "workers.results", doctor.OK, "1 live worker, none with results waiting to be written")
+
+	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w1", Node: "n1", Queues: []string{"hello"}, ResultsWaitingMS: 125_000}, time.Minute))
+	requireStatus(t, b.run(t, doctor.Options{}), "workers.results", doctor.Warn, "worker w1 has results waiting 2m to be written")
 }
 
 // The connections taskd's live processes may open are added up against

@@ -18,6 +18,7 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/store"
 )
 
@@ -188,6 +189,7 @@ func checkWork(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Opt
 		r.add("queues.consumers", Warn, "", "%v", err)
 		return
 	}
+	checkResults(r, live)
 	consumed := map[string]bool{}
 	for _, w := range live {
 		for _, q := range w.Queues {
@@ -219,6 +221,24 @@ func checkWork(ctx context.Context, r *Report, cfg *config.Config, d Deps, o Opt
 		r.add("queues.consumers", Warn, "start a worker whose configuration has these queues (a handler's queue or a queues: entry)",
 			"no live worker consumes %s", strings.Join(orphans, ", "))
 	}
+}
+
+// checkResults warns of the live workers whose results wait to be
+// written: they take no new work, and nothing else says why their queues
+// stand still.
+func checkResults(r *Report, live []broker.LiveWorker) {
+	var stuck []string
+	for _, w := range live {
+		if d := w.ResultsStuck(); d > 0 {
+			stuck = append(stuck, stats.ResultsStuckText(w.ID, d))
+		}
+	}
+	if len(stuck) == 0 {
+		r.ok("workers.results", "%s, none with results waiting to be written", ops.Plural(len(live), "live worker"))
+		return
+	}
+	r.add("workers.results", Warn, "read the node's log: free the disk of MySQL's data directory, or make the server writable again",
+		"%s", strings.Join(stuck, "; "))
 }
 
 // checkZones lists the host time zones of the live taskd processes and

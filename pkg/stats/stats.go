@@ -101,6 +101,11 @@ type Worker struct {
 	// counts them too, not the heartbeat's count, which lags by up to a
 	// heartbeat interval, so the two always agree.
 	Current []int64 `json:"current"`
+	// ResultsStuckSeconds is how long its oldest result has waited to be
+	// written, once that is broker.ResultsStuckAfter or more (else 0):
+	// the task center refuses its writes or does not answer, and it takes
+	// no new work until they land.
+	ResultsStuckSeconds float64 `json:"results_stuck_seconds"`
 }
 
 // Stats is one snapshot.
@@ -156,6 +161,13 @@ func Roughly(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
+}
+
+// ResultsStuckText says that worker id's results have waited d to be
+// written (see Worker.ResultsStuckSeconds), and what that means.
+func ResultsStuckText(id string, d time.Duration) string {
+	return fmt.Sprintf("worker %s has results waiting %s to be written: the task center refuses them or does not answer "+
+		"(its node's log says why); it takes no new work until they are written", id, Roughly(d))
 }
 
 // Only keeps the queues named and the workers that consume any of them:
@@ -309,7 +321,7 @@ func collect(ctx context.Context, src Source) (*Stats, error) {
 	for _, w := range live {
 		sw := Worker{ID: w.ID, Node: w.Node, Host: w.Host, PID: w.PID, Queues: w.Queues,
 			HeartbeatAgeSeconds: max(0, time.Since(w.LastBeat).Seconds()), Current: []int64{},
-			ProcessedPerMin: int64(math.Round(perMin[w.ID]))}
+			ProcessedPerMin: int64(math.Round(perMin[w.ID])), ResultsStuckSeconds: w.ResultsStuck().Seconds()}
 		if c := wc[w.ID]; c != nil {
 			sw.Current = append(sw.Current, c.Running...)
 			slices.Sort(sw.Current)
