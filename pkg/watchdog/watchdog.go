@@ -250,10 +250,10 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			continue
 		}
 		// A worker whose results the task center turns down writes none,
-		// and once a batch of them waits it takes no more (worker's
-		// backedUp): its backlog waits on the task center, as every
-		// node's does, and a restart would only lose the results. Once
-		// the task center takes writes, the window starts over.
+		// and once a write failed it takes no more (worker's backedUp):
+		// its backlog waits on the task center, as every node's does,
+		// and a restart would only lose the results. Once the task
+		// center takes writes, the window starts over.
 		if refused != nil {
 			delete(d.idle, q)
 			if !d.waiting[q] {
