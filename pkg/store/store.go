@@ -343,6 +343,7 @@ const (
 	errNoSuchTable    = 1146
 	errNoSuchColumn   = 1054
 	errTableFull      = 1114
+	errInterrupted    = 1317 // a KILL QUERY
 	// A statement stopped at its time limit: MariaDB's max_statement_time,
 	// MySQL's MAX_EXECUTION_TIME.
 	errStatementTime = 1969
@@ -377,9 +378,12 @@ func configError(err error, cfg *mysql.Config, key string) error {
 // transientErrors are server errors that go away by themselves: lock waits,
 // deadlocks, a server shutting down or read-only during a failover, out of
 // memory or resources, a full disk (1021, and 1114, a table that cannot
-// grow: InnoDB's answer when the disk under it is full).
+// grow: InnoDB's answer when the disk under it is full), and a statement
+// stopped before its end, by a KILL QUERY (a DBA's, pt-kill's) or a time
+// limit, for how long it ran rather than for what it holds.
 var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true,
-	1021: true, errTableFull: true, 1037: true, 1038: true, 1041: true}
+	1021: true, errTableFull: true, 1037: true, 1038: true, 1041: true,
+	errInterrupted: true, errStatementTime: true, errExecutionTime: true}
 
 // connectErrors refuse a connection, not a statement: the statement was
 // never sent, and may go through on a connection that opens later (the

@@ -523,6 +523,48 @@ func TestFullTableIsNoRejection(t *testing.T) {
 	require.Contains(t, store.ErrorText(err), "(MySQL cannot store more: the disk under its data directory is full, or the table reached a size limit: free space there)")
 }
 
+// A statement stopped before its end, by a KILL QUERY (a DBA's during an
+// incident, pt-kill's) or by the server's time limit, was refused for how
+// long it ran, not for what it holds: a result write stopped so was
+// replaced by "result not stored: ... Query execution was interrupted".
+func TestStoppedStatementIsNoRejection(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	env.Exec(t, `CREATE TABLE stopped (id INT PRIMARY KEY, v INT)`)
+	env.Exec(t, `INSERT INTO stopped VALUES (1, 0)`)
+	tx, err := env.Store.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	_, err = tx.ExecContext(ctx, `UPDATE stopped SET v = 1 WHERE id = 1`) // holds the row
+	require.NoError(t, err)
+
+	conn, err := env.Store.DB().Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	var id int64
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&id))
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.ExecContext(ctx, `UPDATE stopped SET v = 2 WHERE id = 1`)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		return env.Count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'UPDATE stopped%'`, id) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	env.Exec(t, fmt.Sprintf(`KILL QUERY %d`, id))
+	err = <-done
+	var me *mysql.MySQLError
+	require.ErrorAs(t, err, &me)
+	require.EqualValues(t, 1317, me.Number, "%v", err)
+	require.False(t, store.IsRejected(err), "a KILL QUERY refused nothing the statement holds")
+
+	_, err = conn.ExecContext(ctx, `SET STATEMENT max_statement_time = 0.2 FOR UPDATE stopped SET v = 3 WHERE id = 1`)
+	require.ErrorAs(t, err, &me)
+	require.EqualValues(t, 1969, me.Number, "%v", err)
+	require.False(t, store.IsRejected(err), "a time limit refused nothing the statement holds")
+}
+
 // handlerReads is the sum of the Handler_read_* counters of db's session
 // (open db with one connection); SHOW STATUS adds reads of its own.
 func handlerReads(t *testing.T, db *sql.DB) int64 {
