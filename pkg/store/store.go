@@ -393,6 +393,14 @@ var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: 
 var connectErrors = map[uint16]bool{errDBAccessDenied: true, errAccessDenied: true, errUnknownDB: true,
 	1129: true, 1130: true, 1203: true, 1226: true, 1251: true, 1524: true, errAccessDeniedNoPassword: true, 1862: true, 3118: true}
 
+// IsStopped reports whether the server stopped a statement before its
+// end, by a KILL QUERY or at its time limit: for how long it ran, not for
+// what it holds. Sent again it may go through; a smaller one likelier.
+func IsStopped(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == errInterrupted || me.Number == errStatementTime || me.Number == errExecutionTime)
+}
+
 // serverOwnErrors is the range of the server's own file system and memory
 // errors (mysys, "Error 6 (HY000): Error on delete of '/tmp/#sql-update-...
 // .MAI'"): the server's trouble with its temporary tables, not with the

@@ -373,7 +373,10 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 			break
 		}
 		c.refused.Store(refusalOf(err))
-		if store.IsRejected(err) {
+		// A batch stopped at the server's time limit (or by a KILL) is
+		// split as a refused one is, so that one too big to write in
+		// time gets through; a single result so stopped is tried again.
+		if store.IsRejected(err) || store.IsStopped(err) && len(batch) > 1 {
 			c.failing.Store(false)
 			c.rejected(ctx, batch, err)
 			return held
@@ -453,8 +456,9 @@ func splitHeld(batch []completion, applied []bool, locked []int) (rest, held []c
 	return rest, held, restApplied
 }
 
-// rejected handles a batch the server refused outright: retrying it as is
-// cannot succeed, and must not hold back the other results. A batch is split
+// rejected handles a batch the server refused outright (or, of more than
+// one result, stopped at its time limit): retrying it as is cannot
+// succeed, and must not hold back the other results. A batch is split
 // in halves, each written on its own, to find the culprit in a few writes
 // (one result per statement, a refused batch of 500 cost 500 transactions);
 // the culprit is written once more with a short result in place of its

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/clock"
@@ -427,6 +428,10 @@ type faultyStore struct {
 	marks       atomic.Int32
 	failWrite   atomic.Int32
 	writeFailed atomic.Int32
+	// stopBatches stops every write of more than one result as the
+	// server's max_statement_time would; stopped counts them.
+	stopBatches atomic.Bool
+	stopped     atomic.Int32
 }
 
 var errInjected = errors.New("injected: connection refused")
@@ -440,6 +445,10 @@ func (f *faultyStore) TaskMarkRunning(ctx context.Context, w string, fences []st
 }
 
 func (f *faultyStore) TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error) {
+	if f.stopBatches.Load() && len(ts) > 1 {
+		f.stopped.Add(1)
+		return nil, &mysql.MySQLError{Number: 1969, Message: "Query execution was interrupted (max_statement_time exceeded)"}
+	}
 	if f.failWrite.Add(-1) >= 0 {
 		f.writeFailed.Add(1)
 		return nil, errInjected
@@ -564,6 +573,30 @@ func TestNoWorkTakenWhileWritesFail(t *testing.T) {
 		b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
 	}
 	require.EqualValues(t, 20, calls.Load(), "each task ran once")
+}
+
+// A batch of results the server stops at its time limit is split until
+// its parts get through, each result as the handler returned it: neither
+// retried as is forever (the worker would take no more work), nor
+// replaced by a note.
+func TestStoppedBatchSplit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st := &faultyStore{Store: b.env.Store}
+	st.stopBatches.Store(true)
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "done", nil }))
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 8}, Handlers: b.reg}, st, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	var ids []int64
+	for range 40 {
+		ids = append(ids, b.submit(t, producer.Submission{Code: "ok"}))
+	}
+	for _, id := range ids {
+		b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+		require.Equal(t, "done", b.task(t, id).LastResult)
+	}
+	require.Positive(t, st.stopped.Load(), "no batch of more than one result was written")
 }
 
 // A result write that fails (here: a row lock held by someone else's long
