@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/clock"
@@ -70,6 +70,16 @@ func (b *testBundle) submit(t *testing.T, s producer.Submission) int64 {
 	r, err := b.prod.Submit(context.Background(), s)
 	require.NoError(t, err)
 	return r.ID
+}
+
+// submitN submits n tasks of code to queue "q" and returns their ids.
+func (b *testBundle) submitN(t *testing.T, n int, code string) []int64 {
+	t.Helper()
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = b.submit(t, producer.Submission{Code: code})
+	}
+	return ids
 }
 
 // dispatchUntil runs the scheduler until cond holds (bounded).
@@ -559,10 +569,7 @@ func TestNoWorkTakenWhileWritesFail(t *testing.T) {
 	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 2}, Handlers: b.reg}, st, b.env.Broker)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
-	var ids []int64
-	for range 20 {
-		ids = append(ids, b.submit(t, producer.Submission{Code: "ok"}))
-	}
+	ids := b.submitN(t, 20, "ok")
 	// Four failed writes take 0.7 s of retries.
 	b.dispatchUntil(t, "writes failing", func() bool { return st.writeFailed.Load() >= 4 })
 	// The first tasks' slots, and what they took before the first write.
@@ -588,10 +595,7 @@ func TestStoppedBatchSplit(t *testing.T) {
 	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 8}, Handlers: b.reg}, st, b.env.Broker)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
-	var ids []int64
-	for range 40 {
-		ids = append(ids, b.submit(t, producer.Submission{Code: "ok"}))
-	}
+	ids := b.submitN(t, 40, "ok")
 	for _, id := range ids {
 		b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
 		require.Equal(t, "done", b.task(t, id).LastResult)
