@@ -277,20 +277,28 @@ func (c *completer) waiting() time.Duration {
 // write is being retried (the task center refuses or does not answer).
 func (c *completer) backedUp() bool { return len(c.in) >= completerBatchMax || c.failing.Load() }
 
-// later writes again, every lockedRetry and beside the writers, the
-// completions whose rows another transaction held, until they are written
-// (when stopping, until the flush deadline).
+// later writes again, beside the writers, the completions whose rows
+// another transaction held, until they are written (when stopping, until
+// the flush deadline): after lockedRetryFirst, then every lockedRetry.
+// Rows still held after the first try are someone's long transaction (the
+// seed's incident), worth a line; a claim's race for a row is not.
 func (c *completer) later(ctx context.Context, held []completion) {
 	if len(held) == 0 {
 		return
 	}
-	c.log.Warn("results of tasks locked by another transaction; writing them later", "tasks", len(held))
 	held = slices.Clone(held)
 	c.retries.Add(1)
 	go func() {
 		defer c.retries.Done()
-		for len(held) > 0 {
-			time.Sleep(lockedRetry)
+		for tries := 0; len(held) > 0; tries++ {
+			wait := lockedRetryFirst
+			if tries > 0 {
+				wait = lockedRetry
+			}
+			if tries == 1 {
+				c.log.Warn("results of tasks locked by another transaction; writing them later", "tasks", len(held))
+			}
+			time.Sleep(wait)
 			if c.givingUp(ctx) {
 				c.log.Error("giving up writing results of locked tasks at shutdown; recovery will re-run these tasks", "tasks", len(held))
 				return

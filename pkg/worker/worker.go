@@ -76,8 +76,11 @@ const (
 	retryFirst = 100 * time.Millisecond
 	retryMax   = 5 * time.Second
 	// lockedRetry is how long the worker waits before writing again what
-	// it could not because another transaction held the task's row.
-	lockedRetry = time.Second
+	// it could not because another transaction held the task's row;
+	// lockedRetryFirst before the first time: a scheduler's claim that
+	// raced for the row holds it for milliseconds.
+	lockedRetry      = time.Second
+	lockedRetryFirst = 50 * time.Millisecond
 )
 
 // Config configures a Worker.

@@ -72,6 +72,18 @@ func (b *testBundle) submit(t *testing.T, s producer.Submission) int64 {
 	return r.ID
 }
 
+// startLogged starts a worker of one slot on queue "q" over st, and
+// returns what it logs.
+func (b *testBundle) startLogged(t *testing.T, st worker.Store) *testenv.LogBuffer {
+	t.Helper()
+	var logs testenv.LogBuffer
+	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 1}, Handlers: b.reg,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, st, b.env.Broker)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	return &logs
+}
+
 // submitN submits n tasks of code to queue "q" and returns their ids.
 func (b *testBundle) submitN(t *testing.T, n int, code string) []int64 {
 	t.Helper()
@@ -442,6 +454,9 @@ type faultyStore struct {
 	// server's max_statement_time would; stopped counts them.
 	stopBatches atomic.Bool
 	stopped     atomic.Int32
+	// lockWrites: the next writes find every row held by another
+	// transaction.
+	lockWrites atomic.Int32
 }
 
 var errInjected = errors.New("injected: connection refused")
@@ -458,6 +473,13 @@ func (f *faultyStore) TaskTransition(ctx context.Context, ts []store.Transition)
 	if f.stopBatches.Load() && len(ts) > 1 {
 		f.stopped.Add(1)
 		return nil, &mysql.MySQLError{Number: 1969, Message: "Query execution was interrupted (max_statement_time exceeded)"}
+	}
+	if f.lockWrites.Add(-1) >= 0 {
+		all := make([]int, len(ts))
+		for i := range all {
+			all[i] = i
+		}
+		return make([]bool, len(ts)), &store.LockedError{Entries: all}
 	}
 	if f.failWrite.Add(-1) >= 0 {
 		f.writeFailed.Add(1)
@@ -537,11 +559,7 @@ func TestWriteFailuresLoggedOnce(t *testing.T) {
 	st := &faultyStore{Store: b.env.Store}
 	st.failWrite.Store(4)
 	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "done", nil }))
-	var logs testenv.LogBuffer
-	w := worker.New(worker.Config{Node: "test", Queues: map[string]int{"q": 1}, Handlers: b.reg,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, st, b.env.Broker)
-	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	logs := b.startLogged(t, st)
 	id := b.submit(t, producer.Submission{Code: "ok"})
 	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
 	require.EqualValues(t, 4, st.writeFailed.Load())
@@ -601,6 +619,29 @@ func TestStoppedBatchSplit(t *testing.T) {
 		require.Equal(t, "done", b.task(t, id).LastResult)
 	}
 	require.Positive(t, st.stopped.Load(), "no batch of more than one result was written")
+}
+
+// A result whose row another transaction holds is written again soon: a
+// scheduler's claim that raced for the row holds it for milliseconds, and
+// is not worth a line. Held past the first try (someone's long
+// transaction), it is said once.
+func TestLockedResultSaidOnceHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st := &faultyStore{Store: b.env.Store}
+	b.reg.Register("ok", handler.Func(func(context.Context, *handler.Request) (string, error) { return "done", nil }))
+	logs := b.startLogged(t, st)
+	const said = `msg="results of tasks locked by another transaction; writing them later"`
+
+	st.lockWrites.Store(1)
+	id := b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	require.NotContains(t, logs.String(), said, "a row held for one try")
+
+	st.lockWrites.Store(3)
+	id = b.submit(t, producer.Submission{Code: "ok"})
+	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
+	require.Equal(t, 1, strings.Count(logs.String(), said), logs.String())
 }
 
 // A result write that fails (here: a row lock held by someone else's long
