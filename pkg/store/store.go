@@ -240,6 +240,8 @@ func ErrorText(err error) string {
 		msg += " (every connection the server's max_connections allows is taken; taskd doctor's mysql.connections adds up what taskd's processes may open: mysql.max_open_conns each)"
 	case me.Number == errTableFull || me.Number == 1021:
 		msg += " (MySQL cannot store more: the disk under its data directory is full, or the table reached a size limit: free space there)"
+	case grantErrors[me.Number]:
+		msg += " (the account of mysql.dsn lacks a privilege taskd needs: taskd doctor's mysql.grants says which to GRANT)"
 	case me.Number == 1203 || me.Number == 1226:
 		msg += " (the account's own connection limit is reached; each taskd process may open mysql.max_open_conns)"
 	case (me.Number == errAccessDenied || me.Number == errAccessDeniedNoPassword) && !strings.Contains(msg, "mysql.dsn"):
@@ -344,6 +346,8 @@ const (
 	errNoSuchColumn   = 1054
 	errTableFull      = 1114
 	errInterrupted    = 1317 // a KILL QUERY
+	errTableAccess    = 1142 // "UPDATE command denied to user ... for table ..."
+	errColumnAccess   = 1143
 	// A statement stopped at its time limit: MariaDB's max_statement_time,
 	// MySQL's MAX_EXECUTION_TIME.
 	errStatementTime = 1969
@@ -401,6 +405,11 @@ func IsStopped(err error) bool {
 	return errors.As(err, &me) && (me.Number == errInterrupted || me.Number == errStatementTime || me.Number == errExecutionTime)
 }
 
+// grantErrors refuse a statement to the account, not for what it holds:
+// a privilege revoked (or never granted) under a running node. A GRANT lets
+// the same statement through; a result written then is not "refused".
+var grantErrors = map[uint16]bool{errTableAccess: true, errColumnAccess: true, 1227: true}
+
 // serverOwnErrors is the range of the server's own file system and memory
 // errors (mysys, "Error 6 (HY000): Error on delete of '/tmp/#sql-update-...
 // .MAI'"): the server's trouble with its temporary tables, not with the
@@ -412,5 +421,6 @@ const serverOwnErrors = 1000
 // succeed. Connection errors and transient server errors are not rejections.
 func IsRejected(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number >= serverOwnErrors && !transientErrors[me.Number] && !connectErrors[me.Number]
+	return errors.As(err, &me) && me.Number >= serverOwnErrors && !transientErrors[me.Number] && !connectErrors[me.Number] &&
+		!grantErrors[me.Number]
 }

@@ -492,6 +492,21 @@ func TestConnectionLimitIsNoRejection(t *testing.T) {
 	require.EqualValues(t, 1045, me.Number, "%v", err)
 	require.False(t, store.IsRejected(err))
 	require.Contains(t, store.ErrorText(err), "(the account's password changed, or it was dropped, since this process connected: fix mysql.dsn and restart it)")
+
+	// A privilege revoked under a running node refuses the statement to
+	// the account, not for what it holds: a GRANT lets it through.
+	reader := user + "r"
+	_, err = admin.Exec(fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw'", reader))
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", reader)) })
+	_, err = admin.Exec(fmt.Sprintf("GRANT SELECT ON `%s`.* TO '%s'@'%%'", env.Database, reader))
+	require.NoError(t, err)
+	cfg.User, cfg.Passwd, cfg.DBName = reader, "pw", env.Database
+	_, err = open().Exec(`UPDATE task_center SET priority = 5 WHERE id = 0`)
+	require.ErrorAs(t, err, &me)
+	require.EqualValues(t, 1142, me.Number, "%v", err)
+	require.False(t, store.IsRejected(err), "the account lacks a privilege")
+	require.Contains(t, store.ErrorText(err), "(the account of mysql.dsn lacks a privilege taskd needs: taskd doctor's mysql.grants says which to GRANT)")
 }
 
 // A table that cannot grow (1114, InnoDB's answer when the disk under it
