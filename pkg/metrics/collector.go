@@ -46,6 +46,8 @@ var (
 		"Slots of a live worker running a task.", []string{"worker", "node"}, nil)
 	descSlots = prometheus.NewDesc("taskd_worker_slots",
 		"Slots of a live worker.", []string{"worker", "node"}, nil)
+	descUnwritten = prometheus.NewDesc("taskd_worker_results_waiting_seconds",
+		"How long the oldest result of a live worker has waited to be written (0: none waits). Results are batched for milliseconds; 10 s or more, the task center refuses them or does not answer, and the worker takes no new work.", []string{"worker", "node"}, nil)
 	descBeatAge = prometheus.NewDesc("taskd_worker_heartbeat_age_seconds",
 		"Time since the worker's last heartbeat; dead workers stay until recovery drains them.", []string{"worker"}, nil)
 	descProcAge = prometheus.NewDesc("taskd_process_heartbeat_age_seconds",
@@ -83,7 +85,7 @@ func (m *Metrics) CollectSnapshots(take SnapshotFunc, log *slog.Logger) {
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSubmitted, descQueueTasks, descBacklog, descMessages, descOldest,
-		descConsumers, descPaused, descDead, descBusy, descSlots, descBeatAge, descProcAge, descProcStart, descLastHeal,
+		descConsumers, descPaused, descDead, descBusy, descSlots, descUnwritten, descBeatAge, descProcAge, descProcStart, descLastHeal,
 		descRedisUsed, descRedisMax, descUp} {
 		ch <- d
 	}
@@ -141,6 +143,7 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		if w.Alive() {
 			gauge(descBusy, float64(w.Heartbeat.Busy), w.ID, w.Heartbeat.Node)
 			gauge(descSlots, float64(w.Heartbeat.Capacity), w.ID, w.Heartbeat.Node)
+			gauge(descUnwritten, float64(w.Heartbeat.ResultsWaitingMS)/1000, w.ID, w.Heartbeat.Node)
 		}
 	}
 	for _, p := range s.Processes {

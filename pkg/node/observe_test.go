@@ -175,7 +175,8 @@ func TestMetricsAddUpToTheTaskCenter(t *testing.T) {
 		"taskd_queue_tasks": dto.MetricType_GAUGE, "taskd_queue_backlog_tasks": dto.MetricType_GAUGE,
 		"taskd_queue_messages": dto.MetricType_GAUGE, "taskd_queue_oldest_due_seconds": dto.MetricType_GAUGE,
 		"taskd_queue_consumers": dto.MetricType_GAUGE, "taskd_worker_busy_slots": dto.MetricType_GAUGE,
-		"taskd_worker_heartbeat_age_seconds": dto.MetricType_GAUGE, "taskd_process_heartbeat_age_seconds": dto.MetricType_GAUGE,
+		"taskd_worker_results_waiting_seconds": dto.MetricType_GAUGE,
+		"taskd_worker_heartbeat_age_seconds":   dto.MetricType_GAUGE, "taskd_process_heartbeat_age_seconds": dto.MetricType_GAUGE,
 		"taskd_process_start_time_seconds": dto.MetricType_GAUGE,
 		"taskd_build_info":                 dto.MetricType_GAUGE, "taskd_monitor_up": dto.MetricType_GAUGE,
 		"taskd_queue_paused": dto.MetricType_GAUGE, "taskd_queue_dead_tasks": dto.MetricType_GAUGE,
@@ -246,6 +247,15 @@ func TestMetricsPausedHostsAndHeals(t *testing.T) {
 	require.Len(t, heals, 1, "only workers healed in the last hour")
 	require.Equal(t, float64(healed.UnixMilli())/1000, heals[0].GetGauge().GetValue(), "the newest heal")
 	require.Equal(t, map[string]string{"worker": "h9-1-ab", "node": "web-9"}, labels(heals[0]))
+
+	// A worker whose results the task center does not take (a full disk):
+	// how long its oldest has waited.
+	require.NoError(t, env.Broker.Beat(ctx, &broker.Heartbeat{ID: "h6-1-ab", Node: "web-6", ResultsWaitingMS: 45_000}, time.Minute))
+	require.Eventually(t, func() bool {
+		return sum(scrape(t, addr), "taskd_worker_results_waiting_seconds", "worker", "h6-1-ab", "node", "web-6") == 45
+	}, 10*time.Second, 100*time.Millisecond)
+	require.Len(t, series(scrape(t, addr), "taskd_worker_results_waiting_seconds", "worker", n.ID), 1)
+	require.Zero(t, sum(scrape(t, addr), "taskd_worker_results_waiting_seconds", "worker", n.ID), "the node's own worker writes its results")
 }
 
 // series returns the series of a family whose labels match.
