@@ -417,9 +417,13 @@ var grantErrors = map[uint16]bool{errTableAccess: true, errColumnAccess: true, 1
 const serverOwnErrors = 1000
 
 // IsRejected reports whether the server refused a statement for what it
-// holds (a value it cannot store, say): retrying the same statement cannot
-// succeed. Connection errors and transient server errors are not rejections.
+// holds (a value it cannot store, say), or the driver refused to send one
+// larger than the server's max_allowed_packet: retrying the same statement
+// cannot succeed. Connection errors and transient server errors are not rejections.
 func IsRejected(err error) bool {
+	if errors.Is(err, mysql.ErrPktTooLarge) { // the driver's own refusal of a statement too large to send
+		return true
+	}
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number >= serverOwnErrors && !transientErrors[me.Number] && !connectErrors[me.Number] &&
 		!grantErrors[me.Number]

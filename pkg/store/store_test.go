@@ -580,6 +580,26 @@ func TestStoppedStatementIsNoRejection(t *testing.T) {
 	require.False(t, store.IsRejected(err), "a time limit refused nothing the statement holds")
 }
 
+// A statement larger than the client may send is refused for what it
+// holds, before it leaves: retried as is, it would fail forever (and a
+// worker whose result write fails takes no new work), where a refusal
+// has the completer split the batch and store a note for the one result
+// that cannot fit.
+func TestStatementTooLargeIsRejected(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	cfg, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	cfg.MaxAllowedPacket = 1 << 20
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	defer db.Close()
+	// A literal, as the batched writes are.
+	_, err = db.Exec(`SELECT LENGTH('` + strings.Repeat("x", 2<<20) + `')`)
+	require.ErrorIs(t, err, mysql.ErrPktTooLarge)
+	require.True(t, store.IsRejected(fmt.Errorf("write 1 task transitions: %w", err)))
+}
+
 // handlerReads is the sum of the Handler_read_* counters of db's session
 // (open db with one connection); SHOW STATUS adds reads of its own.
 func handlerReads(t *testing.T, db *sql.DB) int64 {
