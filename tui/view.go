@@ -127,10 +127,13 @@ func (m *Model) header() string {
 	for _, q := range ov.Stats.Queues {
 		perMin += q.ProcessedPerMin
 	}
-	live := 0
+	live, unsaved := 0, 0
 	for _, w := range ov.Workers {
 		if w.Alive() {
 			live++
+			if w.Heartbeat.ResultsStuck() > 0 {
+				unsaved++
+			}
 		}
 	}
 	// The queues' rates, each weighted by its attempts: what the rows
@@ -149,9 +152,18 @@ func (m *Model) header() string {
 	if ov.NodesUp == 0 {
 		nodes = m.st.Bad.Render("NO NODE UP")
 	}
-	workers := fmt.Sprintf("%d/%d workers", live, len(ov.Workers))
+	// Workers in trouble: dead, or alive with results the task center
+	// does not take (they take no work: the queues stand still).
+	workers := []string{fmt.Sprintf("%d/%d workers", live, len(ov.Workers))}
 	if dead := len(ov.Workers) - live; dead > 0 {
-		workers = m.st.Bad.Render(fmt.Sprintf("%s · %d dead", workers, dead))
+		workers = append(workers, fmt.Sprintf("%d dead", dead))
+	}
+	if unsaved > 0 {
+		workers = append(workers, fmt.Sprintf("%d unsaved", unsaved))
+	}
+	workersText := strings.Join(workers, " · ")
+	if len(workers) > 1 {
+		workersText = m.st.Bad.Render(workersText)
 	}
 	rate := "ok -"
 	if ended > 0 {
@@ -185,7 +197,7 @@ func (m *Model) header() string {
 		}
 	}
 	line := func(waitingText string) string {
-		figures := []string{nodes, workers, waitingText, count(perMin) + "/min", rate}
+		figures := []string{nodes, workersText, waitingText, count(perMin) + "/min", rate}
 		if ov.RedisErr != nil {
 			// What waits in the task center is known; what Redis holds is not.
 			var pending int64
