@@ -413,7 +413,7 @@ func TestTextOutput(t *testing.T) {
 
 	// A task due now, in a queue no worker takes from.
 	b.submitID(t, "report")
-	require.Contains(t, b.ok(t, "stats"), "\nwaiting 1 (DUE and BACKLOG); no time to drain: a queue waits with no attempt in the last minute\n")
+	require.Contains(t, b.ok(t, "stats"), "\nwaiting 1 (DUE and BACKLOG); no time to drain: a queue waits with no attempt in the last minute, or behind results waiting to be written\n")
 
 	// A worker whose results the task center does not take (a full disk):
 	// its queues stand still, and stats says why.

@@ -110,7 +110,7 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		return err
 	}
 	if n, drain, drains := s.Waiting(); n > 0 && !unknown {
-		when := "no time to drain: a queue waits with no attempt in the last minute"
+		when := "no time to drain: a queue waits with no attempt in the last minute, or behind results waiting to be written"
 		if drains {
 			when = "drains in ~" + stats.Roughly(drain) + " at the last minute's rates"
 		}

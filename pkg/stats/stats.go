@@ -130,8 +130,17 @@ type Stats struct {
 // INSERTed at once waits there, past the queues' windows) and queued in
 // Redis. It drains when its slowest queue does, at the attempts of the
 // last minute; drains is false while a queue waits with no attempt in the
-// last minute (its time is unknown).
+// last minute, or with a worker whose results wait to be written (it
+// takes no work): its time is unknown.
 func (s *Stats) Waiting() (tasks int64, drain time.Duration, drains bool) {
+	stuck := map[string]bool{}
+	for _, w := range s.Workers {
+		if w.ResultsStuckSeconds > 0 {
+			for _, q := range w.Queues {
+				stuck[q] = true
+			}
+		}
+	}
 	drains = true
 	for _, q := range s.Queues {
 		if q.Paused {
@@ -141,7 +150,7 @@ func (s *Stats) Waiting() (tasks int64, drain time.Duration, drains bool) {
 		tasks += w
 		switch {
 		case w == 0:
-		case q.ProcessedPerMin == 0:
+		case q.ProcessedPerMin == 0 || stuck[q.Name]:
 			drains = false
 		default:
 			drain = max(drain, time.Duration(float64(w)/float64(q.ProcessedPerMin)*float64(time.Minute)))

@@ -138,6 +138,13 @@ func TestWaiting(t *testing.T) {
 	require.Equal(t, "1s", stats.Roughly(100*time.Millisecond))
 	require.Equal(t, "3h10m", stats.Roughly(3*time.Hour+10*time.Minute+20*time.Second))
 
+	// A worker of import whose results wait to be written takes no work:
+	// the last minute's rate says nothing of what comes.
+	s.Workers = []stats.Worker{{ID: "w", Queues: []string{"import"}, ResultsStuckSeconds: 45}}
+	_, _, drains = s.Waiting()
+	require.False(t, drains, "import waits behind results waiting to be written")
+	s.Workers = nil
+
 	s.Queues[1].ProcessedPerMin = 0
 	_, _, drains = s.Waiting()
 	require.False(t, drains, "mail waits with no attempt in the last minute")
