@@ -73,12 +73,11 @@ func New(cfg Config, s *store.Store, b *broker.Broker) *Cache {
 
 // Start loads the state and keeps it fresh until Stop.
 func (c *Cache) Start(ctx context.Context) error {
+	// The first read's failure is the first of the loop's: one line for
+	// an outage that began before the start, and one when it ends.
 	rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
-	err := c.Refresh(rctx)
+	c.fails.Pass(ctx, c.Refresh(rctx))
 	cancel()
-	if err != nil {
-		c.log.Warn("read queue state; retrying", "err", err)
-	}
 	return c.runner.Start(ctx, func(ctx context.Context) {
 		nudges, closeSub := c.broker.QueueNudges(ctx)
 		defer closeSub()
