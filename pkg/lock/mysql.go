@@ -94,16 +94,18 @@ WHERE name = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(3)`
 // holder has given up on, which would keep it from the next owner for
 // another TTL:
 //   - it waited less than its caller waits for the reply (the 4th ?);
-//   - more than late (the 5th ?) is left of the lock when the row is read.
-//     The holder's trust window ends no later than that: see renew.
+//   - more than late (the 5th ?) is left of the lock when the row is read,
+//     a bound that ends no later than the holder's trust window (see
+//     backend.renew).
 const renewLock = `UPDATE task_lock SET expires_at = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND
 WHERE name = ? AND owner = ?
   AND TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) < ?
   AND TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) > ?`
 
-// lockRenewed tells, after a renewal that changed no row, whether owner
-// holds the lock (1st column) and whether its expiry is as late as the
-// renewal would have made it, less the ? microseconds since (2nd column).
+// lockRenewed tells, after a renewal that changed no row, whether it was
+// renewed all the same: no row when owner does not hold the lock
+// unexpired, else whether its expiry is at least ? microseconds (the TTL
+// less its margin) from now.
 const lockRenewed = `SELECT expires_at >= UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND FROM task_lock
 WHERE name = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(3)`
 

@@ -382,12 +382,9 @@ func configError(err error, cfg *mysql.Config, key string) error {
 // transientErrors are server errors that go away by themselves: lock waits,
 // deadlocks, a server shutting down or read-only during a failover, out of
 // memory or resources, a full disk (1021, and 1114, a table that cannot
-// grow: InnoDB's answer when the disk under it is full), and a statement
-// stopped before its end, by a KILL QUERY (a DBA's, pt-kill's) or a time
-// limit, for how long it ran rather than for what it holds.
+// grow: InnoDB's answer when the disk under it is full).
 var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true,
-	1021: true, errTableFull: true, 1037: true, 1038: true, 1041: true,
-	errInterrupted: true, errStatementTime: true, errExecutionTime: true}
+	1021: true, errTableFull: true, 1037: true, 1038: true, 1041: true}
 
 // connectErrors refuse a connection, not a statement: the statement was
 // never sent, and may go through on a connection that opens later (the
@@ -397,12 +394,16 @@ var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: 
 var connectErrors = map[uint16]bool{errDBAccessDenied: true, errAccessDenied: true, errUnknownDB: true,
 	1129: true, 1130: true, 1203: true, 1226: true, 1251: true, 1524: true, errAccessDeniedNoPassword: true, 1862: true, 3118: true}
 
-// IsStopped reports whether the server stopped a statement before its
-// end, by a KILL QUERY or at its time limit: for how long it ran, not for
-// what it holds. Sent again it may go through; a smaller one likelier.
+// stoppedErrors stop a statement before its end, by a KILL QUERY (a
+// DBA's, pt-kill's) or at the server's time limit: for how long it ran,
+// not for what it holds.
+var stoppedErrors = map[uint16]bool{errInterrupted: true, errStatementTime: true, errExecutionTime: true}
+
+// IsStopped reports whether the server stopped a statement before its end
+// (stoppedErrors). Sent again it may go through; a smaller one likelier.
 func IsStopped(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == errInterrupted || me.Number == errStatementTime || me.Number == errExecutionTime)
+	return errors.As(err, &me) && stoppedErrors[me.Number]
 }
 
 // grantErrors refuse a statement to the account, not for what it holds:
@@ -419,12 +420,14 @@ const serverOwnErrors = 1000
 // IsRejected reports whether the server refused a statement for what it
 // holds (a value it cannot store, say), or the driver refused to send one
 // larger than the server's max_allowed_packet: retrying the same statement
-// cannot succeed. Connection errors and transient server errors are not rejections.
+// cannot succeed. Connection errors, transient server errors, statements
+// stopped for how long they ran and privileges the account lacks are not
+// rejections.
 func IsRejected(err error) bool {
 	if errors.Is(err, mysql.ErrPktTooLarge) { // the driver's own refusal of a statement too large to send
 		return true
 	}
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number >= serverOwnErrors && !transientErrors[me.Number] && !connectErrors[me.Number] &&
-		!grantErrors[me.Number]
+		!stoppedErrors[me.Number] && !grantErrors[me.Number]
 }

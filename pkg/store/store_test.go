@@ -478,19 +478,14 @@ func TestConnectionLimitIsNoRejection(t *testing.T) {
 	}
 	require.NoError(t, open().Ping(), "the account's one connection")
 	err = open().Ping()
-	var me *mysql.MySQLError
-	require.ErrorAs(t, err, &me)
-	require.EqualValues(t, 1226, me.Number, "%v", err)
-	require.False(t, store.IsRejected(err), "the statement was never sent")
+	requireNoRejection(t, err, 1226, "the statement was never sent")
 	require.Contains(t, store.ErrorText(err), "(the account's own connection limit is reached; each taskd process may open mysql.max_open_conns)")
 
 	// The password changed under a running node: its new connections are
 	// refused, and neither is that a refusal of what it writes.
 	cfg.Passwd = "changed"
 	err = open().Ping()
-	require.ErrorAs(t, err, &me)
-	require.EqualValues(t, 1045, me.Number, "%v", err)
-	require.False(t, store.IsRejected(err))
+	requireNoRejection(t, err, 1045, "a refused connection refuses no statement")
 	require.Contains(t, store.ErrorText(err), "(the account's password changed, or it was dropped, since this process connected: fix mysql.dsn and restart it)")
 
 	// A privilege revoked under a running node refuses the statement to
@@ -503,10 +498,18 @@ func TestConnectionLimitIsNoRejection(t *testing.T) {
 	require.NoError(t, err)
 	cfg.User, cfg.Passwd, cfg.DBName = reader, "pw", env.Database
 	_, err = open().Exec(`UPDATE task_center SET priority = 5 WHERE id = 0`)
-	require.ErrorAs(t, err, &me)
-	require.EqualValues(t, 1142, me.Number, "%v", err)
-	require.False(t, store.IsRejected(err), "the account lacks a privilege")
+	requireNoRejection(t, err, 1142, "the account lacks a privilege")
 	require.Contains(t, store.ErrorText(err), "(the account of mysql.dsn lacks a privilege taskd needs: taskd doctor's mysql.grants says which to GRANT)")
+}
+
+// requireNoRejection checks that err is the server's error number, and
+// that it refuses nothing the statement holds.
+func requireNoRejection(t *testing.T, err error, number uint16, why string) {
+	t.Helper()
+	var me *mysql.MySQLError
+	require.ErrorAs(t, err, &me)
+	require.EqualValues(t, number, me.Number, "%v", err)
+	require.False(t, store.IsRejected(err), why)
 }
 
 // A table that cannot grow (1114, InnoDB's answer when the disk under it
@@ -531,10 +534,7 @@ func TestFullTableIsNoRejection(t *testing.T) {
 			break
 		}
 	}
-	var me *mysql.MySQLError
-	require.ErrorAs(t, err, &me)
-	require.EqualValues(t, 1114, me.Number, "%v", err)
-	require.False(t, store.IsRejected(err), "a full table refused nothing the statement holds")
+	requireNoRejection(t, err, 1114, "a full table refused nothing the statement holds")
 	require.Contains(t, store.ErrorText(err), "(MySQL cannot store more: the disk under its data directory is full, or the table reached a size limit: free space there)")
 }
 
@@ -569,15 +569,10 @@ func TestStoppedStatementIsNoRejection(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	env.Exec(t, fmt.Sprintf(`KILL QUERY %d`, id))
 	err = <-done
-	var me *mysql.MySQLError
-	require.ErrorAs(t, err, &me)
-	require.EqualValues(t, 1317, me.Number, "%v", err)
-	require.False(t, store.IsRejected(err), "a KILL QUERY refused nothing the statement holds")
+	requireNoRejection(t, err, 1317, "a KILL QUERY refused nothing the statement holds")
 
 	_, err = conn.ExecContext(ctx, `SET STATEMENT max_statement_time = 0.2 FOR UPDATE stopped SET v = 3 WHERE id = 1`)
-	require.ErrorAs(t, err, &me)
-	require.EqualValues(t, 1969, me.Number, "%v", err)
-	require.False(t, store.IsRejected(err), "a time limit refused nothing the statement holds")
+	requireNoRejection(t, err, 1969, "a time limit refused nothing the statement holds")
 }
 
 // A statement larger than the client may send is refused for what it

@@ -31,9 +31,7 @@ type heartbeater struct {
 // before it takes any work, then beats until Stop.
 func (h *heartbeater) Start(ctx context.Context) error {
 	h.fails = startstop.FailLog{Log: h.w.log, Level: slog.LevelWarn, Failed: "heartbeat failed", Again: "heartbeats work again"}
-	if err := h.runOnce(ctx); err != nil {
-		h.fails.Fail(err)
-	}
+	h.fails.Pass(ctx, h.runOnce(ctx))
 	return h.runner.Start(ctx, h.loop)
 }
 
