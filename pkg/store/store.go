@@ -238,8 +238,8 @@ func ErrorText(err error) string {
 	case !errors.As(err, &me):
 	case me.Number == 1040:
 		msg += " (every connection the server's max_connections allows is taken; taskd doctor's mysql.connections adds up what taskd's processes may open: mysql.max_open_conns each)"
-	case me.Number == errTableFull || me.Number == 1021:
-		msg += " (MySQL cannot store more: the disk under its data directory is full, or the table reached a size limit: free space there)"
+	case diskFull(me):
+		msg += " (MySQL cannot store more: the disk under its data directory or its tmpdir is full, or the table reached a size limit: free space there)"
 	case grantErrors[me.Number]:
 		msg += " (the account of mysql.dsn lacks a privilege taskd needs: taskd doctor's mysql.grants says which to GRANT)"
 	case me.Number == 1203 || me.Number == 1226:
@@ -386,6 +386,22 @@ func configError(err error, cfg *mysql.Config, key string) error {
 var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true,
 	1021: true, errTableFull: true, 1037: true, 1038: true, 1041: true}
 
+// diskFull reports whether the server could not write for want of space:
+// 1021 and 1114 say so; other numbers carry the OS's errno 28 (ENOSPC) in
+// their text, as "Got error 28 \"No space left on device\" from storage
+// engine" (1030) or "Error writing file ... (Errcode: 28 ...)" (1026) when
+// the disk under tmpdir or the data directory fills. The same 1030 with
+// another errno (139: a row too large) is a refusal of what the statement
+// holds.
+func diskFull(me *mysql.MySQLError) bool {
+	if me.Number == 1021 || me.Number == errTableFull {
+		return true
+	}
+	m := strings.ToLower(me.Message)
+	return strings.Contains(m, "no space left on device") || strings.Contains(m, "error 28 ") ||
+		strings.Contains(m, "errcode: 28 ") || strings.Contains(m, "errno: 28 ")
+}
+
 // connectErrors refuse a connection, not a statement: the statement was
 // never sent, and may go through on a connection that opens later (the
 // account's connection limit, a host blocked after connection errors,
@@ -429,5 +445,5 @@ func IsRejected(err error) bool {
 	}
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number >= serverOwnErrors && !transientErrors[me.Number] && !connectErrors[me.Number] &&
-		!stoppedErrors[me.Number] && !grantErrors[me.Number]
+		!stoppedErrors[me.Number] && !grantErrors[me.Number] && !diskFull(me)
 }

@@ -535,7 +535,27 @@ func TestFullTableIsNoRejection(t *testing.T) {
 		}
 	}
 	requireNoRejection(t, err, 1114, "a full table refused nothing the statement holds")
-	require.Contains(t, store.ErrorText(err), "(MySQL cannot store more: the disk under its data directory is full, or the table reached a size limit: free space there)")
+	require.Contains(t, store.ErrorText(err), "(MySQL cannot store more: the disk under its data directory or its tmpdir is full, or the table reached a size limit: free space there)")
+}
+
+// A full disk under the server's tmpdir or data directory reaches a write
+// under other numbers than 1114, with the OS's errno 28 in the text (the
+// server's own wording, which no test here can provoke without filling a
+// disk): it refuses nothing the statement holds, and says what to free.
+// The same 1030 with another errno, a row too large, is a refusal.
+func TestDiskFullIsNoRejection(t *testing.T) {
+	for _, me := range []*mysql.MySQLError{
+		{Number: 1030, Message: `Got error 28 "No space left on device" from storage engine InnoDB`},
+		{Number: 1026, Message: `Error writing file '/tmp/MYfd=42' (Errcode: 28 "No space left on device")`},
+		{Number: 3, Message: `Error writing file './binlog.000042' (errno: 28 - No space left on device)`},
+	} {
+		err := fmt.Errorf("write 3 task transitions: %w", me)
+		require.False(t, store.IsRejected(err), "%v", me)
+		require.Contains(t, store.ErrorText(err), "(MySQL cannot store more: the disk under its data directory or its tmpdir is full", "%v", me)
+	}
+	tooBig := &mysql.MySQLError{Number: 1030, Message: `Got error 139 "Too big row" from storage engine InnoDB`}
+	require.True(t, store.IsRejected(tooBig))
+	require.NotContains(t, store.ErrorText(tooBig), "cannot store more")
 }
 
 // A statement stopped before its end, by a KILL QUERY (a DBA's during an
