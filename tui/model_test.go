@@ -142,7 +142,7 @@ func TestQueuesAtAGlance(t *testing.T) {
 	m, _ := setup(t, false)
 	s := screen(m)
 	require.Contains(t, s, "1 ALERT · 2 nodes up · 2/3 workers · 1 dead · waiting 60 · 420/min · ok 99.3%") // the queues' rate, by their attempts
-	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, lagg`, s)                                 // worst first: the least is cut at 80 columns
+	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, lag…$`, s)                                // worst first: the least is cut at 80 columns
 	require.Regexp(t, `(?m)^  send_email .* 20 .* 1 dead$`, s)
 	require.Regexp(t, `(?m)^  reports_low .* PAUSED$`, s)
 	require.Less(t, strings.Index(s, "build_report"), strings.Index(s, "send_email"), "the worst first")
@@ -179,12 +179,12 @@ func TestRedisFullInHeader(t *testing.T) {
 	// paused one does not.
 	s := screen(m)
 	require.Regexp(t, `(?m)^! send_email .* 1\.5s redis full, 1 dead$`, s)
-	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, redis`, s)
+	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, red`, s)
 	require.Regexp(t, `(?m)^  reports_low .* PAUSED$`, s)
 	require.True(t, strings.HasPrefix(memory(m, 95<<20), "1 ALERT · redis 95% full · 2 nodes up"), screen(m))
 	s = screen(m)
 	require.Regexp(t, `(?m)^  send_email .* 1\.5s 1 dead$`, s)
-	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, laggin`, s)
+	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, lag`, s)
 	require.True(t, strings.HasPrefix(memory(m, 50<<20), "1 ALERT · 2 nodes up"), screen(m))
 
 	// The memory rule switched off: only a full Redis is shown.
@@ -700,7 +700,7 @@ func TestWorkingStaysWhileActing(t *testing.T) {
 func TestRowInFull(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
-	require.Contains(t, screen(m), "ALERT, no consumer, lagg", "cut at 80 columns")
+	require.Contains(t, screen(m), "ALERT, no consumer, lag…", "cut at 80 columns")
 	b.press(t, m, "v")
 	s := screen(m)
 	require.Contains(t, s, "STATE    ALERT, no consumer, lagging, 2 dead\n")
@@ -979,7 +979,7 @@ func TestTaskColumns(t *testing.T) {
 	b.press(t, m, "3")
 	s := screen(m)
 	require.Regexp(t, `(?m)^ +1004 disabled `, s)
-	require.Regexp(t, `(?m)^ +1008 dead +send_email +7/7 +- exit status 1`, s, "no future due, TRY of the budget")
+	require.Regexp(t, `(?m)^ +1008 dead +send_email +send_email +7/7 +- exit status 1`, s, "no future due, TRY of the budget")
 	require.Regexp(t, `(?m)^ +1007 pending .* 17m00s ago`, s)
 	for range 2 { // ID, STATUS
 		b.press(t, m, "o")
@@ -1210,4 +1210,33 @@ func TestWorkerUnsaved(t *testing.T) {
 	state, bad = workerState(&w, time.Second)
 	require.Equal(t, "unsaved", state)
 	require.Equal(t, 2, bad)
+}
+
+// TestColumnsFitTheirCells: a column is as wide as its cells, not its
+// room: at 80 columns, worker ids of 9 characters in a WORKER column of
+// 28 left the task each worker runs cut ("#1003 (+1) …"). A ranked
+// column's cells are whole before a column ranked below it is shown, and
+// get the room they need before a long result takes the rest.
+func TestColumnsFitTheirCells(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "2")
+	require.Regexp(t, `(?m)^  node-a-w1 +node-a .* ok +#1003 \(\+1\) send_email +1m15s *$`, screen(m))
+
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	b.press(t, m, "3")
+	s := screen(m)
+	require.Regexp(t, `(?m)^ +ID STATUS +CODE +QUEUE +TYPE +TRY +DUE +UPDATED LAST RESULT`, s)
+	require.Regexp(t, `(?m)^ +1009 running +build_report build_report `, s, "the queue whole, and UPDATED kept")
+
+	// An id longer than its column is cut and takes no ranked column's
+	// place; it gets what the task it runs leaves.
+	rows := []row{{cells: []string{"ip-10-0-1-23.eu-west-1.compute.internal-12345-a1b2c3d4", "node-a", "ip-10-0-1-23", "12345",
+		"mail", "2.0s", "10", "ok", "#1003 send_email", "1.0s"}}}
+	idx, widths := fit(workerColumns, rows, 80)
+	var titles []string
+	for k, i := range idx {
+		titles = append(titles, fmt.Sprintf("%s:%d", workerColumns[i].title, widths[k]))
+	}
+	require.Equal(t, []string{"WORKER:33", "NODE:6", "BEAT:4", "/MIN:4", "STATE:5", "TASK:16", "FOR:4"}, titles)
 }

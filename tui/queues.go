@@ -229,7 +229,7 @@ var queueColumns = []column{
 	{title: "FAIL", width: 4, right: true, drop: 5},
 	{title: "DEAD", width: 4, right: true},
 	{title: "/MIN", width: 5, right: true},
-	{title: "30 MIN", width: 8, flex: SeriesMinutes, drop: 6},
+	{title: "30 MIN", width: 8, flex: SeriesMinutes, drop: 6, fill: true},
 	{title: "OK 10M", width: 6, right: true, drop: 4},
 	{title: "OLDEST", width: 6, right: true, drop: 3},
 	{title: "LIMIT", width: 6, flex: 16, drop: 8},
@@ -282,18 +282,22 @@ func (m *Model) queueRows(sparkW int) ([]row, []stats.Queue) {
 }
 
 func (m *Model) queuesTable(width, height int) string {
-	idx, widths := fit(queueColumns, width)
+	// The sparkline is drawn as wide as its column, which the other
+	// columns' cells decide: measured with one as wide as it may be.
+	cols := m.queues.sort.titled(queueColumns)
+	rows, _ := m.queueRows(SeriesMinutes)
+	if len(rows) == 0 {
+		return m.empty("no queues yet", width, height)
+	}
+	idx, widths := fit(cols, rows, width)
 	sparkW := 10
 	for k, i := range idx {
 		if queueColumns[i].title == "30 MIN" {
 			sparkW = widths[k]
 		}
 	}
-	rows, _ := m.queueRows(sparkW)
-	if len(rows) == 0 {
-		return m.empty("no queues yet", width, height)
-	}
-	return renderTable(&m.st, m.queues.sort.titled(queueColumns), rows, &m.queues.cur, width, height)
+	rows, _ = m.queueRows(sparkW)
+	return renderTable(&m.st, cols, rows, &m.queues.cur, width, height)
 }
 
 // limitCell is a queue's limit in its column: "100/s ≤3/g serial", "-".

@@ -26,6 +26,9 @@ type column struct {
 	// queue_mail_high and queue_mail_low differ there, and cut at the
 	// end both read queue_mail_….
 	middle bool
+	// fill: its cells are drawn as wide as the column is (a sparkline),
+	// so they never read as cut.
+	fill bool
 }
 
 // row is one table row: its cells and its style (problem rows stand out).
@@ -38,53 +41,103 @@ type row struct {
 }
 
 // fit returns the indexes of the columns that fit in width and their
-// widths, flex columns widened into what is left.
-func fit(cols []column, width int) ([]int, []int) {
-	keep := make([]bool, len(cols))
-	total := 1 // the mark column
+// widths, flex columns widened into what is left. A column is never wider
+// than its title and its widest cell in rows (nil: as wide as it may
+// be): worker ids of 16 characters in a column of 28 left the task each
+// worker runs cut at 80 columns.
+func fit(cols []column, rows []row, width int) ([]int, []int) {
+	natural := make([]int, len(cols))
 	for i, c := range cols {
-		keep[i] = true
-		total += c.width + 1
+		natural[i] = max(c.width, c.flex)
+		if rows != nil && !c.fill {
+			natural[i] = ansi.StringWidth(c.title)
+			for _, r := range rows {
+				if i < len(r.cells) {
+					natural[i] = max(natural[i], ansi.StringWidth(r.cells[i]))
+				}
+			}
+		}
 	}
-	for total > width {
+	keep := make([]bool, len(cols))
+	for i := range keep {
+		keep[i] = true
+	}
+	// drop leaves out, of the kept columns ranked below rank (a drop
+	// over it), the one dropped first; it reports whether there was one.
+	drop := func(rank int) bool {
 		worst := -1
 		for i, c := range cols {
-			if keep[i] && c.drop > 0 && (worst < 0 || c.drop > cols[worst].drop) {
+			if keep[i] && c.drop > rank && (worst < 0 || c.drop > cols[worst].drop) {
 				worst = i
 			}
 		}
-		if worst < 0 {
-			break
+		if worst >= 0 {
+			keep[worst] = false
 		}
-		keep[worst] = false
-		total -= cols[worst].width + 1
+		return worst >= 0
 	}
-	var idx, widths []int
+	for {
+		idx, widths, need := layout(cols, keep, natural, width)
+		if need > width && drop(0) {
+			continue
+		}
+		// A ranked column whose cells are cut while one ranked below it
+		// is shown: the lower one goes, so the task a worker runs is read
+		// whole before its host and pid.
+		cut := 0 // the rank of the first such column
+		for k, i := range idx {
+			if c := cols[i]; c.drop > 0 && c.flex > 0 && !c.fill && widths[k] < min(c.flex, natural[i]) && (cut == 0 || c.drop < cut) {
+				cut = c.drop
+			}
+		}
+		if cut > 0 && drop(cut) {
+			continue
+		}
+		return idx, widths
+	}
+}
+
+// layout returns the kept columns, their widths, and the line's width
+// before any column is narrowed: each as wide as its width or its cells,
+// flex columns narrowed when the line is too wide, then widened into
+// what is left.
+func layout(cols []column, keep []bool, natural []int, width int) (idx, widths []int, need int) {
+	total := 1 // the mark column
 	for i, c := range cols {
 		if keep[i] {
 			idx = append(idx, i)
-			widths = append(widths, c.width)
+			widths = append(widths, min(c.width, natural[i]))
+			total += widths[len(widths)-1] + 1
 		}
 	}
+	need = total
 	// Still too wide (60 columns): the rightmost flex column gives up
 	// what it must, so its cells end in "…" rather than every line.
 	for k := len(idx) - 1; k >= 0 && total > width; k-- {
 		if cols[idx[k]].flex > 0 {
-			give := min(total-width, widths[k]-4)
+			give := max(0, min(total-width, widths[k]-4))
 			widths[k] -= give
 			total -= give
 		}
 	}
-	// The rightmost flex columns (state, detail, result) grow first.
+	// Flex columns grow up to what their cells need: first the ranked
+	// ones, so a queue name is whole before a long result takes the rest,
+	// then the rightmost (state, detail, result) first.
 	spare := max(0, width-total)
-	for k := len(idx) - 1; k >= 0 && spare > 0; k-- {
-		if c := cols[idx[k]]; c.flex > c.width {
-			grow := min(spare, c.flex-c.width)
-			widths[k] += grow
-			spare -= grow
+	for _, ranked := range []bool{true, false} {
+		for k := len(idx) - 1; k >= 0 && spare > 0; k-- {
+			c := cols[idx[k]]
+			if ranked && (c.drop == 0 || c.fill) {
+				continue
+			}
+			if grow := min(c.flex, natural[idx[k]]) - widths[k]; c.flex > 0 && grow > 0 {
+				grow = min(spare, grow)
+				widths[k] += grow
+				spare -= grow
+			}
 		}
 	}
-	return idx, widths
+	return idx, widths, need
 }
 
 // cell pads or cuts s to w cells.
@@ -114,7 +167,11 @@ func cutMiddle(s string, w int) string {
 // renderTable draws a header and the rows that fit in height, scrolled so
 // that the cursor row is visible; the cursor row is shown reversed.
 func renderTable(st *Styles, cols []column, rows []row, cur *cursor, width, height int) string {
-	idx, widths := fit(cols, width)
+	titles := make([]string, len(cols))
+	for i, c := range cols {
+		titles[i] = c.title
+	}
+	idx, widths := fit(cols, rows, width)
 	line := func(cells []string, mark string) string {
 		var b strings.Builder
 		b.WriteString(cell(mark, 1, false))
@@ -130,10 +187,6 @@ func renderTable(st *Styles, cols []column, rows []row, cur *cursor, width, heig
 			b.WriteString(cell(c, widths[k], cols[i].right))
 		}
 		return cell(b.String(), width, false)
-	}
-	titles := make([]string, len(cols))
-	for i, c := range cols {
-		titles[i] = c.title
 	}
 	out := []string{st.TableHead.Render(line(titles, ""))}
 	body := max(1, height-1)
