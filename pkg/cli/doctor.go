@@ -37,15 +37,18 @@ run it after every configuration change and in deploy pipelines.`,
 					return err
 				}
 			} else {
-				w := newTable(a.Stdout, 1)
+				var statusW, nameW int
+				for _, ch := range rep.Checks {
+					statusW, nameW = max(statusW, len(ch.Status)), max(nameW, len(ch.Name))
+				}
+				width := a.width()
 				for _, ch := range rep.Checks {
 					line := ch.Detail
 					if ch.Fix != "" {
 						line += "; fix: " + ch.Fix
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\n", ch.Status, ch.Name, line)
+					fmt.Fprintf(a.Stdout, "%-*s %-*s %s\n", statusW, ch.Status, nameW, ch.Name, hanging(line, statusW+nameW+2, width))
 				}
-				w.Flush()
 				fmt.Fprintf(a.Stdout, "doctor: %d ok, %s, %s\n", rep.Counts[doctor.OK],
 					ops.Plural(rep.Counts[doctor.Warn], "warning"), ops.Plural(rep.Counts[doctor.Fail], "failure"))
 			}

@@ -1,11 +1,14 @@
 package cli_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/rivo/uniseg"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/cli"
@@ -48,4 +51,38 @@ func TestDoctorCommand(t *testing.T) {
 	r = runCLI(t, typo, "", "doctor")
 	require.Equal(t, cli.ExitFailure, r.code)
 	require.Contains(t, r.stdout, `fail config unknown key "workr" in `+typo+` (did you mean "worker"?)`)
+}
+
+// On a terminal of 80 columns a long check is wrapped under its own
+// column instead of breaking mid-word under the names; piped, each check
+// stays one line for grep.
+func TestDoctorFitsTheTerminal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var stdout, stderr bytes.Buffer
+	a := &cli.App{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(""), Width: 80}
+	require.Equal(t, cli.ExitOK, a.Execute(context.Background(), []string{"--config", b.cfgPath, "doctor"}), stderr.String())
+	piped := strings.Split(strings.TrimSpace(b.ok(t, "doctor")), "\n")
+	narrow := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Greater(t, len(narrow), len(piped), "some checks are longer than 80 columns")
+	indent := regexp.MustCompile(`^(?:ok|warn|fail) +[a-z_.]+[a-z] +`).FindString(narrow[0])
+	require.NotEmpty(t, indent)
+	var joined []string
+	for _, l := range narrow {
+		require.LessOrEqual(t, uniseg.StringWidth(l), 80, "%q", l)
+		if rest, ok := strings.CutPrefix(l, strings.Repeat(" ", len(indent))); ok {
+			joined[len(joined)-1] += " " + rest // a continuation, under the detail column
+			continue
+		}
+		joined = append(joined, l)
+	}
+	figure := regexp.MustCompile(`\d`) // Redis's memory, the open connections: the shared servers' figures move
+	squeeze := func(ls []string) []string {
+		out := make([]string, len(ls))
+		for i, l := range ls {
+			out[i] = figure.ReplaceAllString(strings.Join(strings.Fields(l), ""), "0")
+		}
+		return out
+	}
+	require.Equal(t, squeeze(piped), squeeze(joined), "the same text, each check wrapped under its own column")
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/term"
 	"github.com/rivo/uniseg"
 )
@@ -58,6 +59,21 @@ func (a *App) width() int {
 		}
 	}
 	return 0
+}
+
+// hanging wraps text at width columns (0: not at all) for a line that
+// starts indent columns in, its next lines indented as much: an 80-column
+// terminal broke doctor's checks in mid-word under their names' column.
+// Piped or redirected, each stays one line for grep.
+func hanging(text string, indent, width int) string {
+	if width <= 0 || width-indent < 20 {
+		return text
+	}
+	lines := strings.Split(ansi.Wrap(text, width-indent, " "), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n"+strings.Repeat(" ", indent))
 }
 
 // write writes g to out within width columns (0: any), and under it which

@@ -119,7 +119,7 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	fmt.Fprintln(a.Stdout)
 	if m := s.RedisMemory; m != nil {
 		if warn := m.Warning(near); warn != "" {
-			fmt.Fprintf(a.Stdout, "warning: %s\n\n", warn)
+			fmt.Fprintf(a.Stdout, "warning: %s\n\n", hanging(warn, len("warning: "), width))
 		}
 	}
 	if unknown {
@@ -137,7 +137,8 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	}
 	for _, wk := range s.Workers {
 		if wk.ResultsStuckSeconds > 0 {
-			fmt.Fprintf(a.Stdout, "\nwarning: %s\n", stats.ResultsStuckText(wk.ID, time.Duration(wk.ResultsStuckSeconds*float64(time.Second))))
+			fmt.Fprintf(a.Stdout, "\nwarning: %s\n", hanging(stats.ResultsStuckText(wk.ID, time.Duration(wk.ResultsStuckSeconds*float64(time.Second))),
+				len("warning: "), width))
 		}
 	}
 	return nil
