@@ -151,7 +151,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 		checkConnections(ctx, r, cfg, d, *server, o)
 	}
 	if d.Broker != nil {
-		checkZones(ctx, r, cfg, d.Broker, o)
+		checkNodes(ctx, r, cfg, d.Broker, o)
 	}
 	return r.finish()
 }

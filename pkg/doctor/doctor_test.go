@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,7 +103,7 @@ func TestHealthy(t *testing.T) {
 	require.True(t, r.OK, "%+v", r.Checks)
 	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.max_allowed_packet", "mysql.time_zone",
 		"mysql.clock", "redis", "redis.oom", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "tasks.routes", "queues.consumers",
-		"workers.results", "queues.limits", "nodes.time_zones", "nodes.cron_timezone"} {
+		"workers.results", "queues.limits", "nodes.ids", "nodes.time_zones", "nodes.cron_timezone"} {
 		requireStatus(t, r, name, doctor.OK, "")
 	}
 	require.Equal(t, len(r.Checks), r.Counts[doctor.OK]+r.Counts[doctor.Warn])
@@ -205,8 +206,13 @@ func TestProblems(t *testing.T) {
 	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at, status, attempt, dispatched_at)
 		VALUES ('spook', '{}', NOW(3), 1, 1, NOW(3))`)
 	// A node in another zone, with another cron.timezone.
-	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "p1", Node: "tokyo-1", Zone: "Asia/Tokyo +09:00",
+	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "p1", Node: "tokyo-1", Host: "tk-a", Zone: "Asia/Tokyo +09:00",
 		CronTimezone: "Asia/Tokyo"}, time.Minute))
+	// A configuration copied to a second host with its node.id; two
+	// processes of one host under one node.id are fine.
+	for _, p := range []broker.Process{{ID: "p2", Node: "tokyo-1", Host: "tk-b"}, {ID: "p3", Node: "osaka", Host: "os-a"}, {ID: "p4", Node: "osaka", Host: "os-a"}} {
+		require.NoError(t, b.env.Broker.BeatProcess(ctx, &p, time.Minute))
+	}
 
 	// This host's clock 45 s ahead of the database's, in UTC+05:00.
 	skewed := func() time.Time { return time.Now().Add(45 * time.Second).In(time.FixedZone("X", 5*3600)) }
@@ -226,6 +232,16 @@ func TestProblems(t *testing.T) {
 	requireStatus(t, r, "mysql.max_allowed_packet", doctor.Warn, "less than the 100.0 MiB submit.max_payload allows")
 	requireStatus(t, r, "nodes.time_zones", doctor.OK, "hosts in 2 zones (Asia/Tokyo +09:00: tokyo-1; ")
 	requireStatus(t, r, "nodes.cron_timezone", doctor.Warn, "Asia/Tokyo: tokyo-1")
+	requireStatus(t, r, "nodes.ids", doctor.Warn, `cannot tell them apart: "tokyo-1" on tk-a, tk-b`)
+	require.NotContains(t, check(t, r, "nodes.ids").Detail, "osaka")
+	// Run on the host the configuration was copied to, before its node
+	// starts: this host takes osaka too.
+	id := b.cfg.Node.ID
+	b.cfg.Node.ID = "osaka"
+	here, err := os.Hostname()
+	require.NoError(t, err)
+	requireStatus(t, b.run(t, doctor.Options{Now: skewed}), "nodes.ids", doctor.Warn, `"osaka" on `+strings.Join(slices.Sorted(slices.Values([]string{"os-a", here})), ", "))
+	b.cfg.Node.ID = id
 
 	// A node records a handler for ghost, a worker consumes its queue.
 	_, err = b.env.Store.RouteRecord(ctx, "n2", map[string]string{"ghost": "ghost", "spook": "spook"})

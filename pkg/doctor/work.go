@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -241,19 +242,60 @@ func checkResults(r *Report, live []broker.LiveWorker) {
 		"%s", strings.Join(stuck, "; "))
 }
 
+// checkNodes checks what the live taskd processes say of themselves:
+// their node ids and time zones.
+func checkNodes(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	procs, err := br.Processes(ctx, cfg.Worker.HeartbeatTTL)
+	if err != nil {
+		r.add("nodes.ids", Warn, "", "%v", err)
+		return
+	}
+	checkNodeIDs(r, cfg, procs)
+	checkZones(r, cfg, procs, o)
+}
+
+// checkNodeIDs warns of a node.id taken by processes on more than one
+// host, this one included: a configuration file copied from host to host
+// with its node.id left in. Nothing breaks (a worker's id is its own), but
+// tasktop, stats, the history's NODE and the metrics' node label can no
+// longer tell the hosts apart. Processes of one host sharing its node.id
+// (Supervisor's numprocs) are fine.
+func checkNodeIDs(r *Report, cfg *config.Config, procs []broker.Process) {
+	hosts := map[string][]string{}
+	add := func(id, host string) {
+		if host != "" && !slices.Contains(hosts[id], host) {
+			hosts[id] = append(hosts[id], host)
+		}
+	}
+	if h, err := os.Hostname(); err == nil {
+		add(cfg.Node.ID, h)
+	}
+	for _, p := range procs {
+		add(p.Node, p.Host)
+	}
+	var shared []string
+	for _, id := range slices.Sorted(maps.Keys(hosts)) {
+		if hs := hosts[id]; len(hs) > 1 {
+			slices.Sort(hs)
+			shared = append(shared, fmt.Sprintf("%q on %s", id, strings.Join(hs, ", ")))
+		}
+	}
+	if len(shared) > 0 {
+		r.add("nodes.ids", Warn, "give each host its own node.id, or leave it empty (the hostname)",
+			"hosts share a node.id, so tasktop, stats, the run history and the metrics cannot tell them apart: %s", strings.Join(shared, "; "))
+		return
+	}
+	r.ok("nodes.ids", "%s, each host its own node.id", ops.Plural(len(procs), "live process"))
+}
+
 // checkZones lists the host time zones of the live taskd processes and
 // compares their cron.timezone with this host's. Hosts in different zones
 // are fine: every periodic task carries its own zone, and due times are
 // the database's clock. Nodes whose cron.timezone differs record different
 // zones for a `taskd cron add` without --tz.
-func checkZones(ctx context.Context, r *Report, cfg *config.Config, br *broker.Broker, o Options) {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	procs, err := br.Processes(ctx, cfg.Worker.HeartbeatTTL)
-	if err != nil {
-		r.add("nodes.time_zones", Warn, "", "%v", err)
-		return
-	}
+func checkZones(r *Report, cfg *config.Config, procs []broker.Process, o Options) {
 	here := node.HostZone(o.Now())
 	zones := map[string][]string{here: {"this host"}}
 	crons := map[string][]string{cronZone(cfg.Cron.Timezone, here): {"this host"}}

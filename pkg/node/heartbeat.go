@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/startstop"
 )
 
@@ -47,6 +49,31 @@ func (h *processBeat) Stop() {
 	defer cancel()
 	if err := h.broker.EndProcess(ctx, h.p.ID); err != nil {
 		h.log.Warn("withdraw process heartbeat", "err", err)
+	}
+}
+
+// warnSharedNodeID says so when a live process on another host runs under
+// this node.id: a configuration file copied from host to host with its
+// node.id left in. Nothing breaks, but tasktop, stats, the run history and
+// the metrics can no longer tell the hosts apart. Processes of one host
+// sharing its node.id (Supervisor's numprocs) are fine.
+func warnSharedNodeID(ctx context.Context, br *broker.Broker, cfg *config.Config, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, beatTimeout)
+	defer cancel()
+	procs, err := br.Processes(ctx, cfg.Worker.HeartbeatTTL)
+	host, _ := os.Hostname()
+	if err != nil || host == "" {
+		return // the heartbeat's own failures are said where they happen
+	}
+	var others []string
+	for _, p := range procs {
+		if p.Node == cfg.Node.ID && p.Host != "" && p.Host != host && !slices.Contains(others, p.Host) {
+			others = append(others, p.Host)
+		}
+	}
+	if len(others) > 0 {
+		log.Warn("node.id is taken by live processes on other hosts: tasktop, stats, the run history and the metrics cannot tell the hosts apart; give each host its own node.id, or leave it empty (the hostname)",
+			"node_id", cfg.Node.ID, "other_hosts", strings.Join(others, ","))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/producer"
@@ -117,14 +118,45 @@ func infoField(t *testing.T, rdb *redis.Client, section, field string) int64 {
 // went missing would otherwise idle without a word.
 func TestWorkerWithoutHandlersWarns(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t)
-	path := filepath.Join(t.TempDir(), "taskd.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(env.ConfigYAML("node: { roles: [worker] }\n")), 0o644))
-	cfg, err := config.Load(config.NewViper(), path)
-	require.NoError(t, err)
+	cfg := configWith(t, testenv.New(t), "node: { roles: [worker] }\n")
 	var logged bytes.Buffer
 	n, err := node.Open(context.Background(), cfg, nil, slog.New(slog.NewTextHandler(&logged, nil)))
 	require.NoError(t, err)
 	n.Close()
 	require.Contains(t, logged.String(), "the worker role has no handler and no queue in this configuration")
+}
+
+// A configuration copied to a second host with its node.id left in: the
+// node says so at start, as `taskd doctor` does (nodes.ids). Another
+// process of this host under the same node.id is no warning.
+func TestSharedNodeIDWarns(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	cfg := configWith(t, env, "node: { id: web }\n")
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	open := func() string {
+		var logged bytes.Buffer
+		n, err := node.Open(context.Background(), cfg, nil, slog.New(slog.NewTextHandler(&logged, nil)))
+		require.NoError(t, err)
+		n.Close()
+		return logged.String()
+	}
+	ctx := context.Background()
+	require.NoError(t, env.Broker.BeatProcess(ctx, &broker.Process{ID: "here", Node: "web", Host: host}, time.Minute))
+	require.NotContains(t, open(), "node.id is taken")
+	require.NoError(t, env.Broker.BeatProcess(ctx, &broker.Process{ID: "there", Node: "web", Host: "web-2"}, time.Minute))
+	logged := open()
+	require.Contains(t, logged, `msg="node.id is taken by live processes on other hosts: `)
+	require.Contains(t, logged, `node_id=web other_hosts=web-2`)
+}
+
+// configWith loads env's configuration with extra in it.
+func configWith(t *testing.T, env *testenv.Env, extra string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(env.ConfigYAML(extra)), 0o644))
+	cfg, err := config.Load(config.NewViper(), path)
+	require.NoError(t, err)
+	return cfg
 }

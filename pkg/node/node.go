@@ -111,6 +111,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		st.Close()
 		return nil, err
 	}
+	warnSharedNodeID(ctx, br, cfg, log)
 	tp, err := openTracing(ctx, cfg, log)
 	if err != nil {
 		st.Close()
