@@ -24,7 +24,7 @@ func TestGolden(t *testing.T) {
 		keys  []string
 		ready string
 	}
-	first := step{ready: "2 nodes up"}
+	first := step{ready: "2/3 workers"}
 	views := []struct {
 		name  string
 		steps []step

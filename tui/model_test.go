@@ -174,14 +174,14 @@ func TestRedisFullInHeader(t *testing.T) {
 		b.press(t, m, "ctrl+r")
 		return strings.SplitN(screen(m), "\n", 2)[0]
 	}
-	require.True(t, strings.HasPrefix(memory(m, 130<<20), "1 ALERT · REDIS FULL 130% · 2 nodes up"), screen(m))
+	require.True(t, strings.HasPrefix(memory(m, 130<<20), "1 ALERT · REDIS FULL 130% · 2/3 workers"), screen(m))
 	// A queue whose due tasks wait says why, in place of "lagging"; a
 	// paused one does not.
 	s := screen(m)
 	require.Regexp(t, `(?m)^! send_email .* 1\.5s redis full, 1 dead$`, s)
 	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, red`, s)
 	require.Regexp(t, `(?m)^  reports_low .* PAUSED$`, s)
-	require.True(t, strings.HasPrefix(memory(m, 95<<20), "1 ALERT · redis 95% full · 2 nodes up"), screen(m))
+	require.True(t, strings.HasPrefix(memory(m, 95<<20), "1 ALERT · redis 95% full · 2/3 workers"), screen(m))
 	s = screen(m)
 	require.Regexp(t, `(?m)^  send_email .* 1\.5s 1 dead$`, s)
 	require.Regexp(t, `(?m)^! build_report .* ALERT, no consumer, lag`, s)
@@ -192,7 +192,7 @@ func TestRedisFullInHeader(t *testing.T) {
 	off.noTick = true
 	b.settle(t, off, off.Init())
 	require.True(t, strings.HasPrefix(memory(off, 99<<20), "1 ALERT · 2 nodes up"), screen(off))
-	require.True(t, strings.HasPrefix(memory(off, 101<<20), "1 ALERT · REDIS FULL 101% · 2 nodes up"), screen(off))
+	require.True(t, strings.HasPrefix(memory(off, 101<<20), "1 ALERT · REDIS FULL 101% · 2/3 workers"), screen(off))
 }
 
 func TestViewsSwitch(t *testing.T) {
@@ -577,7 +577,7 @@ func TestQueueCursorFollowsItsQueue(t *testing.T) {
 func TestReadOnly(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, true)
-	require.Contains(t, screen(m), " READ-ONLY  1 ALERT · 2 nodes up")
+	require.Contains(t, screen(m), " READ-ONLY  1 ALERT · 2/3 workers · 1 dead · waiting 60 · 420/min · ok 99.3%", "at 80 columns the nodes up go before the rates")
 	b.press(t, m, "3", "x", "space", "r")
 	b.press(t, m, "1", "p", "S")
 	require.Nil(t, m.dialog)

@@ -196,8 +196,11 @@ func (m *Model) header() string {
 			first = append(first, m.st.Bad.Render(fmt.Sprintf("redis %.0f%% full", 100*r.Ratio())))
 		}
 	}
-	line := func(waitingText string) string {
+	line := func(waitingText string, withNodes bool) string {
 		figures := []string{nodes, workersText, waitingText, count(perMin) + "/min", rate}
+		if !withNodes {
+			figures = figures[1:]
+		}
 		if ov.RedisErr != nil {
 			// What waits in the task center is known; what Redis holds is not.
 			var pending int64
@@ -208,11 +211,17 @@ func (m *Model) header() string {
 		}
 		return strings.Join(append(parts, strings.Join(append(first, figures...), " · ")), " ")
 	}
-	// The time to drain goes in where the line has room for it.
-	if l := line("waiting " + count(waiting) + " (~" + stats.Roughly(drain) + ")"); drains && ansi.StringWidth(l) <= m.w {
+	// The time to drain goes in where the line has room for it; then the
+	// nodes up, unless none is, before the rate and the success rate are
+	// cut (alerts, dead and unsaved workers at 80 columns).
+	if l := line("waiting "+count(waiting)+" (~"+stats.Roughly(drain)+")", true); drains && ansi.StringWidth(l) <= m.w {
 		return cell(l, m.w, false)
 	}
-	return cell(line("waiting "+count(waiting)), m.w, false)
+	l := line("waiting "+count(waiting), true)
+	if ansi.StringWidth(l) > m.w && ov.NodesUp > 0 {
+		l = line("waiting "+count(waiting), false)
+	}
+	return cell(l, m.w, false)
 }
 
 // tabs names the views, the current one highlighted, and the view's
