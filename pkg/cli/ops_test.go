@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rivo/uniseg"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/broker"
@@ -422,6 +423,15 @@ func TestTextOutput(t *testing.T) {
 	require.Contains(t, b.ok(t, "stats"), "\nwarning: worker w-full has results waiting 45s to be written: the task center refuses them or does not answer "+
 		"(its node's log says why); it takes no new work until they are written\n")
 	require.Contains(t, b.ok(t, "stats", "-o", "json"), `"results_stuck_seconds": 45`)
+	// On a terminal of 80 columns the long lines wrap between words.
+	var narrow, stderr bytes.Buffer
+	a := &cli.App{Stdout: &narrow, Stderr: &stderr, Stdin: strings.NewReader(""), Width: 80}
+	require.Equal(t, cli.ExitOK, a.Execute(context.Background(), []string{"--config", b.cfgPath, "stats"}), stderr.String())
+	for _, l := range strings.Split(narrow.String(), "\n") {
+		require.LessOrEqual(t, uniseg.StringWidth(l), 80, "%q", l)
+	}
+	require.Contains(t, narrow.String(), "\nwarning: worker w-full has results waiting 45s to be written: the task center\n         refuses them")
+	require.Contains(t, narrow.String(), "\nwaiting 1 (DUE and BACKLOG); no time to drain: a queue waits with no attempt in\nthe last minute")
 }
 
 // With Redis down an operator can still act on what the task center

@@ -114,7 +114,7 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		if drains {
 			when = "drains in ~" + stats.Roughly(drain) + " at the last minute's rates"
 		}
-		fmt.Fprintf(a.Stdout, "waiting %d (DUE and BACKLOG); %s\n", n, when)
+		fmt.Fprintln(a.Stdout, hanging(fmt.Sprintf("waiting %d (DUE and BACKLOG); %s", n, when), 0, width))
 	}
 	fmt.Fprintln(a.Stdout)
 	if m := s.RedisMemory; m != nil {
