@@ -514,12 +514,12 @@ func TestServeOpenSSH(t *testing.T) {
 
 	s.tmux("resize-window", "-t", "t", "-x", "70", "-y", "20")
 	scr := s.waitFor("[1 Queues]", "STATE")
-	require.NotContains(t, scr, "OLDEST", "a narrow terminal drops columns")
+	require.NotContains(t, scr, "30 MIN", "a narrow terminal drops columns")
 	for _, line := range strings.Split(scr, "\n") {
 		require.LessOrEqual(t, len([]rune(line)), 70, "tasktop follows the new width: %q", line)
 	}
 	s.tmux("resize-window", "-t", "t", "-x", "120", "-y", "40")
-	s.waitFor("OLDEST")
+	s.waitFor("30 MIN")
 
 	s.keys("3")
 	s.waitFor("[3 Tasks]", " "+id+" dead ") // its row: the Queues view says "1 dead" too
