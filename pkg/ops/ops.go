@@ -304,16 +304,22 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 	}
 	var idle []int64
 	running := map[int64]*task.Task{}
-	dispatched := map[int64]int{} // their attempts
+	dispatched := map[int64]store.TaskState{}
+	// Messages left queued by kills before they were taken out: a kill
+	// of a cancelled task changes nothing, and takes them out too.
+	stale := map[string]map[int64]int{}
 	for _, id := range ids {
 		st, ok := states[id]
 		if !ok || !t.Attempts.Current(id, st.Attempt) {
 			continue
 		}
+		if st.Status == task.Cancelled {
+			addAttempt(stale, st.Queue, id, st.Attempt)
+		}
 		if st.Status != task.Running {
 			idle = append(idle, id)
 			if st.Status == task.Dispatched {
-				dispatched[id] = st.Attempt
+				dispatched[id] = st
 			}
 			continue
 		}
@@ -346,7 +352,12 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 		a.Target = store.IDsTarget(ids) // idle is only part of them
 	}
 	done, err := o.store.TaskCancel(ctx, a, idle)
-	warning := o.killDispatched(ctx, done, dispatched)
+	for _, id := range done {
+		if st, ok := dispatched[id]; ok {
+			addAttempt(stale, st.Queue, id, st.Attempt)
+		}
+	}
+	warning := cmp.Or(o.killDispatched(ctx, done, dispatched), o.unqueue(ctx, stale))
 	o.changed(len(done) + len(killed))
 	if err = cmp.Or(killErr, err); err != nil {
 		c := failed("kill")
@@ -366,12 +377,12 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 // not be sent, or not kept ("" when it was, or when no cancelled task was
 // dispatched): a worker that misses it runs the attempt once, and the
 // fence rejects its result.
-func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[int64]int) string {
+func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[int64]store.TaskState) string {
 	var rs []broker.KillRequest
 	var held []int64
 	for _, id := range done {
-		if attempt, ok := dispatched[id]; ok {
-			rs = append(rs, broker.KillRequest{ID: id, Attempt: attempt})
+		if st, ok := dispatched[id]; ok {
+			rs = append(rs, broker.KillRequest{ID: id, Attempt: st.Attempt})
 			held = append(held, id)
 		}
 	}
@@ -392,6 +403,42 @@ func (o *Ops) killDispatched(ctx context.Context, done []int64, dispatched map[i
 	}
 	return fmt.Sprintf("workers were not told of %s killed while dispatched (%s): %s; a worker that takes one runs it once, and its result is rejected",
 		Plural(len(held), "task"), joinIDs(held, 10), why)
+}
+
+// unqueue takes the messages of cancelled attempts (by queue, task id ->
+// attempt) out of their queues: in a queue no worker takes from they
+// stayed for good, counted in its backlog and by the no-consumer alert.
+// Where it cannot, they stay until a worker takes and drops them
+// (killDispatched's notice), as before, and it returns a warning that
+// says so ("" when they left): nothing is lost either way.
+func (o *Ops) unqueue(ctx context.Context, byQueue map[string]map[int64]int) string {
+	if o.broker == nil || len(byQueue) == 0 {
+		return ""
+	}
+	// Every shard that may hold messages, as the workers consume them.
+	span := map[string]int{}
+	qs, err := o.store.QueueList(ctx)
+	for _, q := range qs {
+		span[q.Name] = max(q.Shards, q.Span)
+	}
+	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
+		if err == nil {
+			_, err = o.broker.Unqueue(ctx, q, max(span[q], 1), byQueue[q])
+		}
+		if err != nil {
+			return fmt.Sprintf("the messages of %s killed while dispatched stay queued (%v): a worker that takes one drops it, and the queue's backlog counts them until then",
+				Plural(len(byQueue[q]), "task"), err)
+		}
+	}
+	return ""
+}
+
+// addAttempt adds task id's attempt to the queue q's of m.
+func addAttempt(m map[string]map[int64]int, q string, id int64, attempt int) {
+	if m[q] == nil {
+		m[q] = map[int64]int{}
+	}
+	m[q][id] = attempt
 }
 
 // runCancelled reports whether attempt of task id ended cancelled.

@@ -400,10 +400,18 @@ func TestKillDispatchedIsNotRun(t *testing.T) {
 		return b.get(t, victim).Status == task.Dispatched
 	}, 10*time.Second, 20*time.Millisecond)
 
-	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{victim}})
+	// The kill takes a queued message out: one it cannot reach (held by
+	// the worker's claim ahead, moved by a reshard meanwhile) is what the
+	// notice is for, so a queued one is pushed back.
+	ctx, lane := context.Background(), b.env.Broker.Keys.Lane("q", 0, task.DefaultPriority)
+	queued, _ := b.env.Broker.Client().LRange(ctx, lane, 0, -1).Result()
+	c, err := b.ops.Kill(ctx, ops.Target{IDs: []int64{victim}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{victim}, c.IDs)
 	require.Empty(t, c.Warning, "the workers were told")
+	for _, m := range queued {
+		require.NoError(t, b.env.Broker.Client().RPush(ctx, lane, m).Err())
+	}
 	time.Sleep(200 * time.Millisecond) // the notice is a publish: let it arrive before the slot frees
 	close(release)
 
@@ -436,10 +444,18 @@ func TestKillDispatchedBeforeTheWorkerStarts(t *testing.T) {
 		return b.get(t, victim).Status == task.Dispatched
 	}, 10*time.Second, 20*time.Millisecond)
 
-	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{victim}})
+	// The kill takes the message out of the queue; one it cannot reach
+	// (moved by a reshard meanwhile, held by a claim ahead) is pushed back
+	// here.
+	ctx, lane := context.Background(), b.env.Broker.Keys.Lane("q", 0, task.DefaultPriority)
+	msg, err := b.env.Broker.Client().LIndex(ctx, lane, 0).Result()
+	require.NoError(t, err)
+	c, err := b.ops.Kill(ctx, ops.Target{IDs: []int64{victim}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{victim}, c.IDs)
 	require.Empty(t, c.Warning)
+	require.Zero(t, b.env.Broker.Client().LLen(ctx, lane).Val(), "the kill took its message out")
+	require.NoError(t, b.env.Broker.Client().LPush(ctx, lane, msg).Err())
 
 	w := worker.New(worker.Config{Node: "n", Queues: map[string]int{"q": 1}, Handlers: reg}, b.env.Store, b.env.Broker)
 	require.NoError(t, w.Start(context.Background()))
@@ -448,6 +464,55 @@ func TestKillDispatchedBeforeTheWorkerStarts(t *testing.T) {
 		"the victim's message is taken and dropped")
 	require.Zero(t, ran.Load(), "a task killed before its worker started is not run")
 	require.Equal(t, task.Cancelled, b.get(t, victim).Status)
+}
+
+// The messages of tasks killed while dispatched leave their queue: in a
+// queue no worker takes from they stayed for good, and its backlog, the
+// waiting count and the no-consumer alert went on counting them. A kill
+// of a task already cancelled (by a release that left its message) takes
+// its message out too; a retry's newer attempt keeps its own.
+func TestKillUnqueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s := scheduler.New(scheduler.Config{}, b.env.Store, b.env.Broker)
+	var idsOf []int64
+	for range 3 {
+		r, err := b.prod.Submit(ctx, producer.Submission{Code: "x", Queue: "nobody"})
+		require.NoError(t, err)
+		idsOf = append(idsOf, r.ID)
+	}
+	require.Eventually(t, func() bool {
+		s.RunOnce(ctx)
+		n, err := b.env.Broker.QueueLen(ctx, "nobody")
+		return err == nil && n == 3
+	}, 10*time.Second, 20*time.Millisecond)
+	lane := b.env.Broker.Keys.Lane("nobody", 0, task.DefaultPriority)
+	msgs, err := b.env.Broker.Client().LRange(ctx, lane, 0, -1).Result()
+	require.NoError(t, err)
+
+	c, err := b.ops.Kill(ctx, ops.Target{IDs: idsOf[:2]})
+	require.NoError(t, err)
+	require.Len(t, c.IDs, 2)
+	require.Empty(t, c.Warning)
+	left, err := b.env.Broker.Client().LRange(ctx, lane, 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Contains(t, left[0], fmt.Sprintf(`{"id":%d,"attempt":1,`, idsOf[2]))
+
+	// Left behind by an older release's kill, in a shard this process's
+	// broker does not know of (the task center's reshard): a second kill
+	// changes nothing and takes them out.
+	_, err = b.ops.Reshard(ctx, "nobody", 3)
+	require.NoError(t, err)
+	far := b.env.Broker.Keys.Lane("nobody", 2, task.DefaultPriority)
+	require.NoError(t, b.env.Broker.Client().RPush(ctx, far, msgs[1], msgs[2]).Err())
+	c, err = b.ops.Kill(ctx, ops.Target{IDs: idsOf[:2]})
+	require.NoError(t, err)
+	require.Empty(t, c.IDs)
+	require.Empty(t, c.Warning)
+	require.Zero(t, b.env.Broker.Client().LLen(ctx, far).Val())
+	require.EqualValues(t, 1, b.env.Broker.Client().LLen(ctx, lane).Val())
 }
 
 // A kill of a dispatched task whose notice to the workers cannot be sent

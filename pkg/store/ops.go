@@ -361,6 +361,7 @@ type TaskState struct {
 	Status  task.Status
 	Type    task.Type
 	Attempt int
+	Queue   string
 }
 
 // TaskStates returns the state of each of ids that exists.
@@ -380,7 +381,7 @@ func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]TaskStat
 		for rows.Next() {
 			var id int64
 			var st TaskState
-			if err := rows.Scan(&id, &st.Status, &st.Type, &st.Attempt); err != nil {
+			if err := rows.Scan(&id, &st.Status, &st.Type, &st.Attempt, &st.Queue); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("read task states: %w", err)
 			}
