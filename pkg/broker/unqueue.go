@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -67,18 +69,33 @@ func (b *Broker) Unqueue(ctx context.Context, q string, span int, attempts map[i
 	token := make([]byte, 8)
 	_, _ = rand.Read(token)
 	mark := "unqueued:" + hex.EncodeToString(token)
+	// The lists that hold messages: a kill by filter over a long history
+	// names many cancelled tasks, and most of a queue's lanes are empty.
+	pipe := b.rdb.Pipeline()
+	var lanes []string
+	var lens []*redis.IntCmd
+	for s := range max(span, 1) {
+		for p := 0; p <= task.MaxPriority; p++ {
+			lanes = append(lanes, b.Keys.Lane(q, s, p))
+			lens = append(lens, pipe.LLen(ctx, lanes[len(lanes)-1]))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("unqueue messages of %s: %w", q, err)
+	}
 	var removed int64
 	// A kill of more attempts than a chunk reads the lists once for each
 	// chunk of them: a queue's lists hold a window of its tasks, not its
 	// backlog.
 	for chunk := range slices.Chunk(members, unqueueChunk) {
-		for s := range max(span, 1) {
-			for p := 0; p <= task.MaxPriority; p++ {
-				n, err := b.unqueueLane(ctx, b.Keys.Lane(q, s, p), mark, chunk)
-				removed += n
-				if err != nil {
-					return removed, fmt.Errorf("unqueue messages of %s: %w", q, err)
-				}
+		for i, lane := range lanes {
+			if lens[i].Val() == 0 {
+				continue
+			}
+			n, err := b.unqueueLane(ctx, lane, mark, chunk)
+			removed += n
+			if err != nil {
+				return removed, fmt.Errorf("unqueue messages of %s: %w", q, err)
 			}
 		}
 	}
