@@ -140,3 +140,19 @@ func BenchmarkTenSessions(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFit measures laying out the workers table of 300 workers at 80
+// columns, each column as wide as its widest cell: what every refresh and
+// key press of that view costs.
+//
+//	go test -run NONE -bench Fit ./tui/
+func BenchmarkFit(b *testing.B) {
+	rows := make([]row, 300)
+	for i := range rows {
+		rows[i].cells = []string{"web-" + strconv.Itoa(i%7) + "-12345-a1b2c3d4", "node-" + strconv.Itoa(i%7), "web-" + strconv.Itoa(i%7),
+			"12345", "mail,reports", "2.0s", "120", "ok", "#" + strconv.Itoa(100000+i) + " send_email", "1.5s"}
+	}
+	for b.Loop() {
+		fit(workerColumns, rows, 80)
+	}
+}
