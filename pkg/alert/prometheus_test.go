@@ -33,7 +33,7 @@ const promRulesFile = "../../deploy/prometheus/taskd-rules.yaml"
 
 // prometheusOnly are the alerts of the rules file that the built-in
 // alerter has no rule for.
-var prometheusOnly = []string{"taskd_monitor_down", "taskd_target_down"}
+var prometheusOnly = []string{"taskd_monitor_down", "taskd_target_down", "taskd_results_unwritten"}
 
 // The shipped Prometheus rules say what the built-in rules say: the same
 // alert names, severities, descriptions and runbooks, and the thresholds
