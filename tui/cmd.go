@@ -65,6 +65,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.Duration("refresh", RefreshDefault, "time between refreshes (tasktop.refresh)")
 	cmd.Flags().BoolVar(&version, "version", false, "print the version and exit")
 	cmd.AddCommand(serveCommand(v, &configPath, stderr))
+	cli.WrapHelp(cmd, cli.TerminalWidth(stdout))
 	for key, flag := range map[string]string{"mysql.dsn": "mysql-dsn", "redis.addr": "redis-addr",
 		"redis.prefix": "redis-prefix", "tasktop.readonly": "readonly", "tasktop.refresh": "refresh"} {
 		config.BindFlag(v, key, fl.Lookup(flag))

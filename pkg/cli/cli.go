@@ -171,6 +171,7 @@ func (a *App) Root() *cobra.Command {
 		a.runNowCmd(), a.deleteCmd(), a.enableCmd(), a.disableCmd(), a.pauseCmd(), a.resumeCmd(), a.reshardCmd(), a.limitCmd(), a.auditCmd(), a.statsCmd(),
 		a.batchCmd(), a.lockCmd(), a.doctorCmd(), a.locksCmd(), a.benchCmd(), a.versionCmd())
 	rejectUnknownSubcommands(root)
+	WrapHelp(root, a.width())
 	explainArgs(root)
 	markRunErrors(root)
 	return root

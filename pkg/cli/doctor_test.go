@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rivo/uniseg"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/cli"
@@ -85,4 +87,43 @@ func TestDoctorFitsTheTerminal(t *testing.T) {
 		return out
 	}
 	require.Equal(t, squeeze(piped), squeeze(joined), "the same text, each check wrapped under its own column")
+}
+
+// On a terminal of 80 columns every command's help fits it: descriptions
+// and flags wrap between words (examples, being commands, stay whole);
+// piped, the help is as it was written.
+func TestHelpFitsTheTerminal(t *testing.T) {
+	t.Parallel()
+	help := func(width int, path ...string) string {
+		var stdout, stderr bytes.Buffer
+		a := &cli.App{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(""), Width: width}
+		require.Equal(t, cli.ExitOK, a.Execute(context.Background(), append(path, "--help")), stderr.String())
+		return stdout.String()
+	}
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		inExamples := false
+		for _, l := range strings.Split(help(80, path...), "\n") {
+			switch {
+			case l == "Examples:":
+				inExamples = true
+			case inExamples && !strings.HasPrefix(l, "  "):
+				inExamples = false
+			}
+			if !inExamples {
+				require.LessOrEqual(t, uniseg.StringWidth(l), 80, "%v: %q", path, l)
+			}
+		}
+		for _, sub := range c.Commands() {
+			if !sub.Hidden && sub.Name() != "help" && sub.Name() != "completion" {
+				walk(sub, append(slices.Clone(path), sub.Name()))
+			}
+		}
+	}
+	walk((&cli.App{}).Root(), nil)
+
+	piped := help(0, "submit")
+	require.Regexp(t, `(?m)^      --on-conflict string +what a submit does when a task holds its unique key: reject .{200,}$`, piped, "one line each")
+	narrow := help(80, "submit")
+	require.Contains(t, narrow, "      --on-conflict string      what a submit does when a task holds its\n                                unique key:")
 }

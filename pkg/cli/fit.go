@@ -6,10 +6,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/term"
 	"github.com/rivo/uniseg"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // grid is a text table built whole before it is written, so that on a
@@ -53,12 +56,7 @@ func (a *App) width() int {
 	if a.Width > 0 {
 		return a.Width
 	}
-	if f, ok := a.Stdout.(*os.File); ok && isTerminal(f) {
-		if w, _, err := term.GetSize(f.Fd()); err == nil {
-			return w
-		}
-	}
-	return 0
+	return TerminalWidth(a.Stdout)
 }
 
 // hanging wraps text at width columns (0: not at all) for a line that
@@ -75,6 +73,56 @@ func hanging(text string, indent, width int) string {
 	}
 	return strings.Join(lines, "\n"+strings.Repeat(" ", indent))
 }
+
+// WrapHelp makes the help of root and its subcommands fit width columns
+// (0: no bound): each description line longer than that wraps between
+// words, and each subcommand's and flag's description wraps under the
+// descriptions' column. At 80 columns `taskd submit --help` broke every long one
+// mid-word at the screen's edge. Examples are commands, and stay whole.
+func WrapHelp(root *cobra.Command, width int) {
+	helpTemplateFuncs.Do(func() {
+		cobra.AddTemplateFunc("flagUsagesWrapped", func(f *pflag.FlagSet, cols int) string { return f.FlagUsagesWrapped(cols) })
+		cobra.AddTemplateFunc("linesWrapped", wrapLines)
+		// A subcommand's line: two spaces, its name padded, a space.
+		cobra.AddTemplateFunc("shortWrapped", func(short string, pad, width int) string { return hanging(short, pad+3, width) })
+	})
+	t := root.UsageTemplate()
+	t = strings.ReplaceAll(t, "{{rpad .Name .NamePadding }} {{.Short}}",
+		fmt.Sprintf("{{rpad .Name .NamePadding }} {{shortWrapped .Short .NamePadding %d}}", width))
+	for _, set := range []string{".LocalFlags", ".InheritedFlags"} {
+		t = strings.ReplaceAll(t, set+".FlagUsages", fmt.Sprintf("flagUsagesWrapped %s %d", set, width))
+	}
+	root.SetUsageTemplate(t)
+	root.SetHelpTemplate(strings.Replace(root.HelpTemplate(), "{{. | trimTrailingWhitespaces}}",
+		fmt.Sprintf("{{linesWrapped . %d | trimTrailingWhitespaces}}", width), 1))
+}
+
+// wrapLines wraps each line of s longer than width between words, keeping
+// the lines that fit as they are (0: s as it is).
+func wrapLines(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if ansi.StringWidth(l) > width {
+			lines[i] = strings.TrimRight(ansi.Wordwrap(l, width, ""), " ")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TerminalWidth is the width of w when it is a terminal, else 0.
+func TerminalWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok && isTerminal(f) {
+		if w, _, err := term.GetSize(f.Fd()); err == nil {
+			return w
+		}
+	}
+	return 0
+}
+
+var helpTemplateFuncs sync.Once
 
 // write writes g to out within width columns (0: any), and under it which
 // columns it left out.

@@ -62,7 +62,8 @@ run the same line, each would run CMD in turn once the lock is free.
 CMD is a program, not a shell line: wrap a line with builtins, pipes or &&
 in a shell, taskd lock NAME -- sh -c 'cd /srv/app && php artisan report:daily',
 or the part after && runs on every host, outside the lock. If taskd is
-killed (kill -9), the kernel kills CMD too; what CMD started itself runs on. If the lock is lost while CMD runs (its renewal is refused, or
+killed (kill -9), the kernel kills CMD too; what CMD started itself runs on.
+If the lock is lost while CMD runs (its renewal is refused, or
 cannot be confirmed before the TTL would run out), CMD's process group gets
 SIGTERM, then SIGKILL after 5s, and taskd exits 1. SIGTERM or SIGINT to
 taskd is passed on to CMD the same way.
