@@ -102,6 +102,9 @@ func (a *App) batchPayloads(args []string) ([]json.RawMessage, error) {
 	sc.Buffer(make([]byte, 64*1024), task.DefaultMaxPayload+1)
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
+		if n == 1 {
+			line = bytes.TrimPrefix(line, utf8BOM)
+		}
 		if len(line) == 0 {
 			continue
 		}

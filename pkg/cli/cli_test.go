@@ -430,6 +430,16 @@ func TestSubmit(t *testing.T) {
 		require.NotNil(t, m, r.stdout)
 		require.NoError(t, b.env.Store.DB().QueryRow(`SELECT payload FROM task_center WHERE id = ?`, m[1]).Scan(&payload))
 		require.JSONEq(t, `{"from":"stdin"}`, payload)
+
+		// Saved by Notepad or redirected by PowerShell: a byte order mark
+		// before the JSON was refused as "invalid character 'ï'".
+		require.NoError(t, os.WriteFile(file, []byte("\xef\xbb\xbf"+`{"from":"notepad"}`), 0o600))
+		id = b.submit(t, "hello", "--payload", "@"+file)
+		require.NoError(t, b.env.Store.DB().QueryRow(`SELECT payload FROM task_center WHERE id = ?`, id).Scan(&payload))
+		require.Equal(t, `{"from":"notepad"}`, payload)
+		r = runCLI(t, b.cfgPath, "\xef\xbb\xbf"+`{"n":1}`+"\n"+`{"n":2}`+"\n", "batch", "hello", "-", "--callback", "hello")
+		require.Equal(t, cli.ExitOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, "2 tasks")
 	})
 
 	t.Run("any-code accepts a code without a handler", func(t *testing.T) {

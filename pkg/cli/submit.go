@@ -100,6 +100,12 @@ func (a *App) warnStdinUnread(cmd *cobra.Command) {
 	}
 }
 
+// utf8BOM is the byte order mark Windows editors (Notepad) and PowerShell's
+// redirections put before UTF-8 text: a payload file saved there was
+// refused as "invalid character 'ï' looking for beginning of value". JSON
+// has no use for it, and parsers may ignore it (RFC 8259, 8.1).
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // readPayload resolves a payload flag's value p: JSON, @file or @-.
 // An empty one is refused: the library would store {} for it, and a
 // script piping a failed command's empty output would submit a task
@@ -128,6 +134,7 @@ func (a *App) readPayload(flag, p string) (json.RawMessage, error) {
 		if err != nil {
 			return nil, task.Invalidf("read payload %s: %v", p[1:], err)
 		}
+		b = bytes.TrimPrefix(b, utf8BOM)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, task.Invalidf("payload from %s is empty: give a JSON value, or leave %s out for {}", from, flag)
