@@ -283,20 +283,20 @@ func (m *Model) queueRows(sparkW int) ([]row, []stats.Queue) {
 
 func (m *Model) queuesTable(width, height int) string {
 	// The sparkline is drawn as wide as its column, which the other
-	// columns' cells decide: measured with one as wide as it may be.
+	// columns' cells decide (its own are not measured: fill).
 	cols := m.queues.sort.titled(queueColumns)
-	rows, _ := m.queueRows(SeriesMinutes)
+	rows, qs := m.queueRows(0)
 	if len(rows) == 0 {
 		return m.empty("no queues yet", width, height)
 	}
 	idx, widths := fit(cols, rows, width)
-	sparkW := 10
 	for k, i := range idx {
-		if queueColumns[i].title == "30 MIN" {
-			sparkW = widths[k]
+		if cols[i].fill {
+			for r := range rows {
+				rows[r].cells[i] = sparkline(m.ov.Series[qs[r].Name], widths[k])
+			}
 		}
 	}
-	rows, _ = m.queueRows(sparkW)
 	return renderTable(&m.st, cols, rows, &m.queues.cur, width, height)
 }
 

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -66,9 +65,7 @@ func (b *Broker) Unqueue(ctx context.Context, q string, span int, attempts map[i
 		members = append(members, strconv.FormatInt(id, 10)+":"+strconv.Itoa(attempt))
 	}
 	slices.Sort(members)
-	token := make([]byte, 8)
-	_, _ = rand.Read(token)
-	mark := "unqueued:" + hex.EncodeToString(token)
+	mark := "unqueued:" + rand.Text()
 	// The lists that hold messages: a kill by filter over a long history
 	// names many cancelled tasks, and most of a queue's lanes are empty.
 	pipe := b.rdb.Pipeline()

@@ -106,7 +106,7 @@ func wrapLines(s string, width int) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		if ansi.StringWidth(l) > width {
-			lines[i] = strings.TrimRight(ansi.Wordwrap(l, width, ""), " ")
+			lines[i] = hanging(l, 0, width)
 		}
 	}
 	return strings.Join(lines, "\n")

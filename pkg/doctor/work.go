@@ -238,7 +238,7 @@ func checkResults(r *Report, live []broker.LiveWorker) {
 		r.ok("workers.results", "%s, none with results waiting to be written", ops.Plural(len(live), "live worker"))
 		return
 	}
-	r.add("workers.results", Warn, "read the node's log: free the disk of MySQL's data directory, or make the server writable again",
+	r.add("workers.results", Warn, "read the node's log: free the disk under MySQL's data directory or tmpdir, or make the server writable again",
 		"%s", strings.Join(stuck, "; "))
 }
 
@@ -257,34 +257,17 @@ func checkNodes(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 }
 
 // checkNodeIDs warns of a node.id taken by processes on more than one
-// host, this one included: a configuration file copied from host to host
-// with its node.id left in. Nothing breaks (a worker's id is its own), but
-// tasktop, stats, the history's NODE and the metrics' node label can no
-// longer tell the hosts apart. Processes of one host sharing its node.id
-// (Supervisor's numprocs) are fine.
+// host, this one included (node.SharedNodeIDs).
 func checkNodeIDs(r *Report, cfg *config.Config, procs []broker.Process) {
-	hosts := map[string][]string{}
-	add := func(id, host string) {
-		if host != "" && !slices.Contains(hosts[id], host) {
-			hosts[id] = append(hosts[id], host)
-		}
-	}
-	if h, err := os.Hostname(); err == nil {
-		add(cfg.Node.ID, h)
-	}
-	for _, p := range procs {
-		add(p.Node, p.Host)
-	}
-	var shared []string
-	for _, id := range slices.Sorted(maps.Keys(hosts)) {
-		if hs := hosts[id]; len(hs) > 1 {
-			slices.Sort(hs)
-			shared = append(shared, fmt.Sprintf("%q on %s", id, strings.Join(hs, ", ")))
-		}
-	}
+	host, _ := os.Hostname()
+	shared := node.SharedNodeIDs(procs, cfg.Node.ID, host)
 	if len(shared) > 0 {
+		var said []string
+		for _, id := range slices.Sorted(maps.Keys(shared)) {
+			said = append(said, fmt.Sprintf("%q on %s", id, strings.Join(shared[id], ", ")))
+		}
 		r.add("nodes.ids", Warn, "give each host its own node.id, or leave it empty (the hostname)",
-			"hosts share a node.id, so tasktop, stats, the run history and the metrics cannot tell them apart: %s", strings.Join(shared, "; "))
+			"hosts share a node.id, so tasktop, stats, the run history and the metrics cannot tell them apart: %s", strings.Join(said, "; "))
 		return
 	}
 	r.ok("nodes.ids", "%s, each host its own node.id", ops.Plural(len(procs), "live process"))

@@ -52,11 +52,36 @@ func (h *processBeat) Stop() {
 	}
 }
 
+// SharedNodeIDs returns the node ids that live processes on more than one
+// host run under, each with its hosts, sorted; this host's own (id on
+// host) counts too. That is a configuration file copied from host to host
+// with its node.id left in: nothing breaks (a worker's id is its own), but
+// tasktop, stats, the run history and the metrics can no longer tell the
+// hosts apart. Processes of one host sharing its node.id (Supervisor's
+// numprocs) are fine.
+func SharedNodeIDs(procs []broker.Process, id, host string) map[string][]string {
+	hosts := map[string][]string{}
+	add := func(id, host string) {
+		if host != "" && !slices.Contains(hosts[id], host) {
+			hosts[id] = append(hosts[id], host)
+		}
+	}
+	add(id, host)
+	for _, p := range procs {
+		add(p.Node, p.Host)
+	}
+	for id, hs := range hosts {
+		if len(hs) < 2 {
+			delete(hosts, id)
+			continue
+		}
+		slices.Sort(hs)
+	}
+	return hosts
+}
+
 // warnSharedNodeID says so when a live process on another host runs under
-// this node.id: a configuration file copied from host to host with its
-// node.id left in. Nothing breaks, but tasktop, stats, the run history and
-// the metrics can no longer tell the hosts apart. Processes of one host
-// sharing its node.id (Supervisor's numprocs) are fine.
+// this node.id (SharedNodeIDs).
 func warnSharedNodeID(ctx context.Context, br *broker.Broker, cfg *config.Config, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, beatTimeout)
 	defer cancel()
@@ -65,13 +90,8 @@ func warnSharedNodeID(ctx context.Context, br *broker.Broker, cfg *config.Config
 	if err != nil || host == "" {
 		return // the heartbeat's own failures are said where they happen
 	}
-	var others []string
-	for _, p := range procs {
-		if p.Node == cfg.Node.ID && p.Host != "" && p.Host != host && !slices.Contains(others, p.Host) {
-			others = append(others, p.Host)
-		}
-	}
-	if len(others) > 0 {
+	if hs := SharedNodeIDs(procs, cfg.Node.ID, host)[cfg.Node.ID]; len(hs) > 0 {
+		others := slices.DeleteFunc(hs, func(h string) bool { return h == host })
 		log.Warn("node.id is taken by live processes on other hosts: tasktop, stats, the run history and the metrics cannot tell the hosts apart; give each host its own node.id, or leave it empty (the hostname)",
 			"node_id", cfg.Node.ID, "other_hosts", strings.Join(others, ","))
 	}

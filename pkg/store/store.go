@@ -381,13 +381,13 @@ func configError(err error, cfg *mysql.Config, key string) error {
 
 // transientErrors are server errors that go away by themselves: lock waits,
 // deadlocks, a server shutting down or read-only during a failover, out of
-// memory or resources, a full disk (1021, and 1114, a table that cannot
-// grow: InnoDB's answer when the disk under it is full).
+// memory or resources (a full disk: diskFull).
 var transientErrors = map[uint16]bool{1205: true, 1213: true, 1040: true, 1053: true, 1290: true, 1836: true, 1927: true,
-	1021: true, errTableFull: true, 1037: true, 1038: true, 1041: true}
+	1037: true, 1038: true, 1041: true}
 
 // diskFull reports whether the server could not write for want of space:
-// 1021 and 1114 say so; other numbers carry the OS's errno 28 (ENOSPC) in
+// 1021, and 1114 (a table that cannot grow: InnoDB's answer when the disk
+// under it is full) say so; other numbers carry the OS's errno 28 (ENOSPC) in
 // their text, as "Got error 28 \"No space left on device\" from storage
 // engine" (1030) or "Error writing file ... (Errcode: 28 ...)" (1026) when
 // the disk under tmpdir or the data directory fills. The same 1030 with
