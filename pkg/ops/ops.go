@@ -242,10 +242,32 @@ func (o *Ops) RunNow(ctx context.Context, t Target) (Change, error) {
 // (kill ends a run; retention deletes what succeeded), and so are periodic
 // tasks a filter matched: a cron definition is not part of a backlog
 // (cron remove, or its id, deletes one).
+//
+// A cancelled task's message may still be queued (a kill that could not
+// reach Redis, or a release before kills took them out): the delete takes
+// it out, or it would stay counted in a queue no worker takes from.
 func (o *Ops) Delete(ctx context.Context, t Target) (Change, error) {
-	return o.taskAction(ctx, "delete", t, false, func(ctx context.Context, a store.TaskAction, ids []int64) ([]int64, error) {
+	var warning string
+	c, err := o.taskAction(ctx, "delete", t, false, func(ctx context.Context, a store.TaskAction, ids []int64) ([]int64, error) {
+		if o.broker != nil {
+			// First: a cancelled attempt's message is dead whatever the
+			// delete then finds, and once the row is gone no kill finds it.
+			states, err := o.store.TaskStates(ctx, ids)
+			if err != nil {
+				return nil, err
+			}
+			stale := map[string]map[int64]int{}
+			for id, st := range states {
+				if st.Status == task.Cancelled {
+					addAttempt(stale, st.Queue, id, st.Attempt)
+				}
+			}
+			warning = o.unqueue(ctx, stale)
+		}
 		return o.store.TaskDeleteUnheld(ctx, a, ids, t.Filter != nil)
 	})
+	c.Warning = cmp.Or(c.Warning, warning)
+	return c, err
 }
 
 // Disable stops periodic tasks from running (they wait in cancelled until
@@ -357,7 +379,10 @@ func (o *Ops) Kill(ctx context.Context, t Target) (Change, error) {
 			addAttempt(stale, st.Queue, id, st.Attempt)
 		}
 	}
-	warning := cmp.Or(o.killDispatched(ctx, done, dispatched), o.unqueue(ctx, stale))
+	warning := o.killDispatched(ctx, done, dispatched)
+	if w := o.unqueue(ctx, stale); w != "" {
+		warning = cmp.Or(warning, w+"; the same kill, once Redis answers, takes them out")
+	}
 	o.changed(len(done) + len(killed))
 	if err = cmp.Or(killErr, err); err != nil {
 		c := failed("kill")
@@ -426,7 +451,7 @@ func (o *Ops) unqueue(ctx context.Context, byQueue map[string]map[int64]int) str
 			_, err = o.broker.Unqueue(ctx, q, max(span[q], 1), byQueue[q])
 		}
 		if err != nil {
-			return fmt.Sprintf("the messages of %s killed while dispatched stay queued (%v): a worker that takes one drops it, and the queue's backlog counts them until then",
+			return fmt.Sprintf("the messages of %s cancelled while dispatched stay queued (%v): a worker that takes one drops it, and the queue's backlog counts them until then",
 				Plural(len(byQueue[q]), "task"), err)
 		}
 	}

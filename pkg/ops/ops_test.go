@@ -471,22 +471,31 @@ func TestKillDispatchedBeforeTheWorkerStarts(t *testing.T) {
 // waiting count and the no-consumer alert went on counting them. A kill
 // of a task already cancelled (by a release that left its message) takes
 // its message out too; a retry's newer attempt keeps its own.
+// dispatchUnconsumed submits n tasks to the queue "nobody", which no
+// worker takes from, and dispatches them: their messages stay queued.
+func (b *testBundle) dispatchUnconsumed(t *testing.T, n int) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	s := scheduler.New(scheduler.Config{}, b.env.Store, b.env.Broker)
+	var ids []int64
+	for range n {
+		r, err := b.prod.Submit(ctx, producer.Submission{Code: "x", Queue: "nobody"})
+		require.NoError(t, err)
+		ids = append(ids, r.ID)
+	}
+	require.Eventually(t, func() bool {
+		s.RunOnce(ctx)
+		got, err := b.env.Broker.QueueLen(ctx, "nobody")
+		return err == nil && got == int64(n)
+	}, 10*time.Second, 20*time.Millisecond)
+	return ids
+}
+
 func TestKillUnqueues(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	s := scheduler.New(scheduler.Config{}, b.env.Store, b.env.Broker)
-	var idsOf []int64
-	for range 3 {
-		r, err := b.prod.Submit(ctx, producer.Submission{Code: "x", Queue: "nobody"})
-		require.NoError(t, err)
-		idsOf = append(idsOf, r.ID)
-	}
-	require.Eventually(t, func() bool {
-		s.RunOnce(ctx)
-		n, err := b.env.Broker.QueueLen(ctx, "nobody")
-		return err == nil && n == 3
-	}, 10*time.Second, 20*time.Millisecond)
+	idsOf := b.dispatchUnconsumed(t, 3)
 	lane := b.env.Broker.Keys.Lane("nobody", 0, task.DefaultPriority)
 	msgs, err := b.env.Broker.Client().LRange(ctx, lane, 0, -1).Result()
 	require.NoError(t, err)
@@ -513,6 +522,27 @@ func TestKillUnqueues(t *testing.T) {
 	require.Empty(t, c.Warning)
 	require.Zero(t, b.env.Broker.Client().LLen(ctx, far).Val())
 	require.EqualValues(t, 1, b.env.Broker.Client().LLen(ctx, lane).Val())
+}
+
+// A delete of cancelled tasks takes out the messages an older release's
+// kill (or one that could not reach Redis) left queued: once the rows are
+// gone, nothing else would, and a queue without workers kept them for good.
+func TestDeleteUnqueuesCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	idsOf := b.dispatchUnconsumed(t, 3)
+	// Cancelled as a kill without Redis leaves them: messages queued.
+	b.env.Exec(t, `UPDATE task_center SET status = 6, finished_at = NOW(3) WHERE id IN (?, ?)`, idsOf[0], idsOf[1])
+
+	c, err := b.ops.Delete(ctx, ops.Target{IDs: idsOf[:2]})
+	require.NoError(t, err)
+	require.Len(t, c.IDs, 2)
+	require.Empty(t, c.Warning)
+	left, err := b.env.Broker.Client().LRange(ctx, b.env.Broker.Keys.Lane("nobody", 0, task.DefaultPriority), 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Contains(t, left[0], fmt.Sprintf(`{"id":%d,"attempt":1,`, idsOf[2]))
 }
 
 // A kill of a dispatched task whose notice to the workers cannot be sent
