@@ -153,6 +153,6 @@ func BenchmarkFit(b *testing.B) {
 			"12345", "mail,reports", "2.0s", "120", "ok", "#" + strconv.Itoa(100000+i) + " send_email", "1.5s"}
 	}
 	for b.Loop() {
-		fit(workerColumns, rows, 80)
+		fit(workerColumns, rows, 80, nil)
 	}
 }

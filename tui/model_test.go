@@ -1217,6 +1217,20 @@ func TestWorkerUnsaved(t *testing.T) {
 // 28 left the task each worker runs cut ("#1003 (+1) …"). A ranked
 // column's cells are whole before a column ranked below it is shown, and
 // get the room they need before a long result takes the rest.
+// A table's columns do not narrow again while the terminal keeps its
+// width: a count going from 1,000 back to 999 left every column to its
+// right shifting on the next refresh. A new width measures afresh.
+func TestColumnsDoNotNarrowBetweenRefreshes(t *testing.T) {
+	t.Parallel()
+	cols := []column{{title: "Q", width: 20, flex: 20}, {title: "N", width: 8, right: true}, {title: "STATE", width: 10, flex: 30}}
+	rows := func(q, n string) []row { return []row{{cells: []string{q, n, "ok"}}} }
+	var seen widest
+	widths := func(r []row, width int) []int { _, w := fit(cols, r, width, &seen); return w }
+	require.Equal(t, []int{9, 5, 5}, widths(rows("mail_high", "1,000"), 80))
+	require.Equal(t, []int{9, 5, 5}, widths(rows("mail", "999"), 80), "as wide as before")
+	require.Equal(t, []int{4, 3, 5}, widths(rows("mail", "999"), 81), "a new width")
+}
+
 func TestColumnsFitTheirCells(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
@@ -1233,7 +1247,7 @@ func TestColumnsFitTheirCells(t *testing.T) {
 	// place; it gets what the task it runs leaves.
 	rows := []row{{cells: []string{"ip-10-0-1-23.eu-west-1.compute.internal-12345-a1b2c3d4", "node-a", "ip-10-0-1-23", "12345",
 		"mail", "2.0s", "10", "ok", "#1003 send_email", "1.0s"}}}
-	idx, widths := fit(workerColumns, rows, 80)
+	idx, widths := fit(workerColumns, rows, 80, nil)
 	var titles []string
 	for k, i := range idx {
 		titles = append(titles, fmt.Sprintf("%s:%d", workerColumns[i].title, widths[k]))

@@ -289,7 +289,7 @@ func (m *Model) queuesTable(width, height int) string {
 	if len(rows) == 0 {
 		return m.empty("no queues yet", width, height)
 	}
-	idx, widths := fit(cols, rows, width)
+	idx, widths := fit(cols, rows, width, &m.queues.cur.cols)
 	for k, i := range idx {
 		if cols[i].fill {
 			for r := range rows {

@@ -45,7 +45,10 @@ type row struct {
 // than its title and its widest cell in rows (nil: as wide as it may
 // be): worker ids of 16 characters in a column of 28 left the task each
 // worker runs cut at 80 columns.
-func fit(cols []column, rows []row, width int) ([]int, []int) {
+//
+// seen (nil: none) keeps the table's columns from narrowing again while
+// the terminal keeps its width.
+func fit(cols []column, rows []row, width int, seen *widest) ([]int, []int) {
 	natural := make([]int, len(cols))
 	for i, c := range cols {
 		natural[i] = max(c.width, c.flex)
@@ -57,6 +60,9 @@ func fit(cols []column, rows []row, width int) ([]int, []int) {
 				}
 			}
 		}
+	}
+	if rows != nil {
+		seen.widen(natural, width)
 	}
 	keep := make([]bool, len(cols))
 	for i := range keep {
@@ -94,6 +100,30 @@ func fit(cols []column, rows []row, width int) ([]int, []int) {
 			continue
 		}
 		return idx, widths
+	}
+}
+
+// widest is how wide a table's columns have been since the terminal last
+// changed its width. Columns only grow meanwhile: a count ticking between
+// 999 and 1,000, or a page of tasks with shorter results, moved every
+// column to its right on the next refresh, under the operator's eyes.
+type widest struct {
+	width int
+	cells []int
+}
+
+// widen raises natural to the widths seen before, and remembers it.
+func (w *widest) widen(natural []int, width int) {
+	if w == nil {
+		return
+	}
+	if w.width != width || len(w.cells) != len(natural) {
+		w.width, w.cells = width, slices.Clone(natural)
+		return
+	}
+	for i := range natural {
+		natural[i] = max(natural[i], w.cells[i])
+		w.cells[i] = natural[i]
 	}
 }
 
@@ -171,7 +201,7 @@ func renderTable(st *Styles, cols []column, rows []row, cur *cursor, width, heig
 	for i, c := range cols {
 		titles[i] = c.title
 	}
-	idx, widths := fit(cols, rows, width)
+	idx, widths := fit(cols, rows, width, &cur.cols)
 	line := func(cells []string, mark string) string {
 		var b strings.Builder
 		b.WriteString(cell(mark, 1, false))
@@ -202,10 +232,12 @@ func renderTable(st *Styles, cols []column, rows []row, cur *cursor, width, heig
 	return strings.Join(out, "\n")
 }
 
-// cursor is a position in a list and the first row shown.
+// cursor is a position in a list and the first row shown, and how wide
+// the list's columns have been.
 type cursor struct {
 	pos, offset int
 	n, height   int
+	cols        widest
 }
 
 // fit clamps the cursor to n rows shown height at a time.
