@@ -346,7 +346,7 @@ func ctxErr(ctx context.Context) error {
 // mid-rune when it is a tail).
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
-	return strings.ToValidUTF8(strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:]), "")
+	return ValidText(strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:]))
 }
 
 // whyLine is the line of a failed command's stderr that says why it
@@ -363,7 +363,7 @@ func whyLine(s string) string {
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])
 		if strings.HasPrefix(l, "PHP Fatal error:") || strings.HasPrefix(l, "Fatal error:") {
-			return strings.ToValidUTF8(l, "")
+			return ValidText(l)
 		}
 	}
 	return last

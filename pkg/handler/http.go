@@ -157,7 +157,7 @@ func errorLine(line string) string {
 			return utf8.RuneError
 		}
 		return r
-	}, strings.ToValidUTF8(strings.TrimSpace(line), "\uFFFD"))
+	}, ValidText(strings.TrimSpace(line)))
 }
 
 // statusError is an answer other than 2xx.

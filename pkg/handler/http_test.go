@@ -275,6 +275,6 @@ func TestHTTPErrorLineOfBinaryBody(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	out, err := (&HTTP{URL: srv.URL}).Handle(context.Background(), testRequest())
-	require.EqualError(t, err, "http 502: \uFFFDPNG\uFFFD\uFFFD\uFFFD[2J\tx\uFFFD")
+	require.EqualError(t, err, `http 502: \x89PNG`+"\uFFFD\uFFFD\uFFFD[2J\tx"+`\xff`)
 	require.Equal(t, "\x89PNG\x00\x00\x1b[2J\tx\xff\nrest", out, "the output keeps the body as it came")
 }

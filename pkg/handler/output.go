@@ -14,6 +14,28 @@ import (
 // OutputLimitDefault is the number of output bytes kept per attempt.
 const OutputLimitDefault = 64 << 10
 
+// ValidText is s with each byte that is not part of valid UTF-8 written as
+// \xNN: a utf8mb4 column refuses invalid UTF-8, and a script's GBK output
+// (你好 is \xc4\xe3\xba\xc3) stays readable to whoever knows the encoding,
+// where one U+FFFD in place of a run of bytes told nothing.
+func ValidText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(&b, "\\x%02x", s[0])
+		} else {
+			b.WriteString(s[:size])
+		}
+		s = s[size:]
+	}
+	return b.String()
+}
+
 // Truncate keeps the last limit bytes of s, starting on a UTF-8 boundary,
 // prefixed by "…(truncated N bytes)\n". The end of an output is kept because
 // that is where a failing program says why. An s that a handler truncated

@@ -131,7 +131,7 @@ func resultText(raw json.RawMessage) string {
 // quote shortens a line for an error message.
 func quote(line []byte) string {
 	const max = 200
-	s := strings.ToValidUTF8(string(line), "\uFFFD")
+	s := ValidText(string(line))
 	if len(s) > max {
 		s = s[:max] + "…"
 	}
@@ -426,7 +426,7 @@ func quoteLine(line []byte) string {
 	if len(line) > stderrLineLimit {
 		line = line[:stderrLineLimit]
 	}
-	return strings.ToValidUTF8(string(line), "\uFFFD")
+	return ValidText(string(line))
 }
 
 // flushPartial logs an unfinished line; mu is held.

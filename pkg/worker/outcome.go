@@ -67,20 +67,20 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 		// goes on after it.
 		// The error quotes it as valid UTF-8, as the result is kept.
 		line, rest, _ := strings.Cut(strings.TrimSpace(out), "\n")
-		if line = strings.ToValidUTF8(strings.TrimSpace(line), "\uFFFD"); line != "" && strings.HasSuffix(e.err.Error(), ": "+line) {
+		if line = handler.ValidText(strings.TrimSpace(line)); line != "" && strings.HasSuffix(e.err.Error(), ": "+line) {
 			out = rest
 		}
 	}
 	// Output is arbitrary bytes; a utf8mb4 column refuses invalid UTF-8, and
 	// a refused batch would hold every other result back. The output's
 	// tail is kept, after the error: its line says why it failed.
-	result := handler.Truncate(strings.ToValidUTF8(out, "\uFFFD"), p.outputLimit)
+	result := handler.Truncate(handler.ValidText(out), p.outputLimit)
 	if e.err != nil {
 		msg := e.err.Error()
 		if len(msg) > p.outputLimit {
 			msg = msg[:p.outputLimit] + "…"
 		}
-		msg = strings.ToValidUTF8(msg, "\uFFFD")
+		msg = handler.ValidText(msg)
 		if out != "" {
 			msg += "\n" + result
 		}

@@ -726,7 +726,7 @@ func TestBinaryOutputIsStored(t *testing.T) {
 	b.startWorker(t, nil)
 	id := b.submit(t, producer.Submission{Code: "bin"})
 	b.dispatchUntil(t, "success", func() bool { return b.task(t, id).Status == task.Succeeded })
-	require.Equal(t, "ok \uFFFD\x00 caf\uFFFD", b.task(t, id).LastResult)
+	require.Equal(t, `ok \xff\xfe`+"\x00"+` caf\xc3`, b.task(t, id).LastResult, "invalid bytes as \\xNN")
 }
 
 // One fetcher serves every queue: a queue whose only slot is held does not
@@ -1051,7 +1051,7 @@ func TestRetryAfterDelaysTheRetry(t *testing.T) {
 }
 
 // A failing endpoint's body that is not UTF-8 (a Latin-1 error page) is
-// quoted in the error as stored, invalid bytes as U+FFFD rather than
+// quoted in the error as stored, invalid bytes as \xNN rather than
 // dropped, and its first line is not repeated after the error.
 func TestFailureQuotingNonUTF8Body(t *testing.T) {
 	t.Parallel()
@@ -1065,7 +1065,7 @@ func TestFailureQuotingNonUTF8Body(t *testing.T) {
 	b.startWorker(t, nil)
 	id := b.submit(t, producer.Submission{Code: "latin1", MaxRetry: intp(0)})
 	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
-	require.Equal(t, "http 500: Fehler: M\uFFFDller\nstack trace", b.task(t, id).LastResult)
+	require.Equal(t, `http 500: Fehler: M\xfcller`+"\nstack trace", b.task(t, id).LastResult)
 }
 
 // A handler's own timeout (handlers.CODE.timeout) ends an attempt before
