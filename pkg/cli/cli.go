@@ -235,7 +235,13 @@ func flagError(cmd *cobra.Command, err error) error {
 			return unknownCommand(cmd, args[0])
 		}
 	}
-	return usageError{config.FlagError(cmd.Flags(), err)}
+	err = config.FlagError(cmd.Flags(), err)
+	if cmd.Name() == "lock" && cmd.ArgsLenAtDash() < 0 {
+		// `taskd lock job sh -c '...'`: the command's own flags were read
+		// as taskd's.
+		err = fmt.Errorf("%w; put -- before the command: taskd lock NAME [flags] -- CMD [ARGS...]", err)
+	}
+	return usageError{err}
 }
 
 // explainArgs makes every command's check of its positional arguments

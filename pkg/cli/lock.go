@@ -68,6 +68,11 @@ cannot be confirmed before the TTL would run out), CMD's process group gets
 SIGTERM, then SIGKILL after 5s, and taskd exits 1. SIGTERM or SIGINT to
 taskd is passed on to CMD the same way.
 
+The lock lives in the servers the configuration names. cron runs a job from
+$HOME: name the file (--config, TASKD_CONFIG) unless it is
+/etc/taskd/taskd.yaml. With no file, variable or flag naming them, each server
+would take the lock in its own local Redis, so taskd warns on stderr.
+
 CMD gets TASKD_LOCK_NAME and TASKD_LOCK_TOKEN, a fencing token: a number
 greater than that of every earlier holder of NAME. taskd cannot stop CMD
 while taskd itself is frozen (SIGSTOP, a suspended VM), so the next host may
@@ -115,7 +120,8 @@ cannot be run / is not found.`,
 				return exitError{code: exitNotFound, msg: msg}
 			}
 			return a.runLocked(cmd.Context(), lockRun{name: name, argv: argv, child: child,
-				ttl: ttl, wait: wait, backend: backend, skipExit: skipExit, verbose: verbose})
+				ttl: ttl, wait: wait, backend: backend, skipExit: skipExit, verbose: verbose,
+				serversNamed: cmd.Flags().Changed("redis-addr") || cmd.Flags().Changed("mysql-dsn")})
 		},
 	}
 	fl := cmd.Flags()
@@ -125,6 +131,25 @@ cannot be run / is not found.`,
 	fl.IntVar(&skipExit, "skip-exit", 0, "exit code when the lock is held elsewhere and CMD was not run")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "say on stderr that CMD was not run, also when stderr is not a terminal (cron mails it)")
 	return cmd
+}
+
+// warnDefaultServers says on stderr (cron mails it) when nothing named the
+// servers the lock lives in: no configuration file, no TASKD_* variable,
+// no flag. cron runs a job from $HOME, where ./taskd.yaml is not, and on
+// a host without /etc/taskd/taskd.yaml each server then took the lock in
+// its own local Redis, so every server ran the job, silently.
+func (a *App) warnDefaultServers(r lockRun) error {
+	c, err := a.config()
+	if err != nil || c.File != "" || config.EnvSetsAny() || r.serversNamed {
+		return err
+	}
+	where := "Redis at " + c.Redis.Addr
+	if r.backend == "mysql" {
+		where = "MySQL, " + c.MySQL.DSN // the built-in one: no password
+	}
+	fmt.Fprintf(a.Stderr, "taskd: warning: no configuration file, so lock %s is taken in the default %s, which keeps other servers out only if they use it too; %s, or set TASKD_CONFIG (cron runs jobs from $HOME)\n",
+		r.name, where, config.NoFileFix)
+	return nil
 }
 
 // lockArgs splits NAME from CMD: `NAME -- CMD ARGS...`, or `NAME CMD...`
@@ -151,6 +176,8 @@ type lockRun struct {
 	backend  string
 	skipExit int
 	verbose  bool
+	// serversNamed: --redis-addr or --mysql-dsn named the lock's servers.
+	serversNamed bool
 }
 
 // builtin reports whether name is a shell builtin that a crontab line may
@@ -166,6 +193,9 @@ func builtin(name string) bool {
 // runLocked takes the lock, runs the child under it and returns an
 // exitError carrying the child's exit code.
 func (a *App) runLocked(ctx context.Context, r lockRun) error {
+	if err := a.warnDefaultServers(r); err != nil {
+		return err
+	}
 	var locker lock.Locker
 	switch r.backend {
 	case "mysql":

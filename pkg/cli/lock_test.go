@@ -235,6 +235,38 @@ func TestLockHeldElsewhere(t *testing.T) {
 	require.FileExists(t, ran)
 }
 
+// With no configuration file, variable or flag naming the servers, the
+// lock is taken in the built-in default Redis: on hosts whose crontab runs
+// from $HOME without /etc/taskd/taskd.yaml, each server took it in its own
+// and every one ran the job, silently. It still runs, and says so.
+func TestLockWarnsWithoutConfiguration(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/etc/taskd/taskd.yaml"); err == nil {
+		t.Skip("/etc/taskd/taskd.yaml exists: a configuration file is found")
+	}
+	if testenv.RedisAddr() != "127.0.0.1:6379" {
+		t.Skip("the tests' Redis is not the built-in default")
+	}
+	b := lockSetup(t)
+	run := func(args ...string) lockResult {
+		var stdout, stderr bytes.Buffer
+		args = append([]string{"--redis-prefix", b.env.Prefix, "lock"}, args...)
+		code := cli.Execute(context.Background(), args, &stdout, &stderr, strings.NewReader(""))
+		return lockResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	}
+	r := run("nocfg", "--", "echo", "ran")
+	require.Zero(t, r.code, r.stderr)
+	require.Equal(t, "ran\n", r.stdout)
+	require.Equal(t, "taskd: warning: no configuration file, so lock nocfg is taken in the default Redis at 127.0.0.1:6379, "+
+		"which keeps other servers out only if they use it too; pass --config, or install /etc/taskd/taskd.yaml, "+
+		"or set TASKD_CONFIG (cron runs jobs from $HOME)\n", r.stderr)
+
+	r = run("nocfg", "--redis-addr", "127.0.0.1:6379", "--", "echo", "ran")
+	require.Zero(t, r.code, r.stderr)
+	require.Empty(t, r.stderr, "the servers named by a flag")
+	require.Empty(t, b.lock(context.Background(), "", "nocfg", "--", "true").stderr, "named by --config")
+}
+
 func TestLockUsage(t *testing.T) {
 	t.Parallel()
 	b := lockSetup(t)
@@ -257,6 +289,8 @@ func TestLockUsage(t *testing.T) {
 		{[]string{"bad name", "--", "true"}, "lock name"},
 		{[]string{"alerts", "--", "true"}, `lock name "alerts" is taken by taskd run itself`},
 		{[]string{"retention", "--", "true"}, `lock name "retention" is taken by taskd run itself`},
+		// The command's own flags, without the -- before it.
+		{[]string{"job", "sh", "-c", "true"}, "unknown shorthand flag: 'c' in -c; put -- before the command: taskd lock NAME [flags] -- CMD"},
 	} {
 		r := b.lock(ctx, "", tc.args...)
 		requireLockOneLine(t, r, cli.ExitUsage, tc.contains)
