@@ -124,7 +124,13 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 		defer close(errDone)
 		copyOutput(p.stderr, r.withTail(io.MultiWriter(out, stderr)))
 	}()
-	copyOutput(p.stdout, r.withTail(out))
+	stdout := io.Writer(out)
+	var value *tailBuffer // stdout alone, for the children's payload
+	if r.Value != nil {
+		value = &tailBuffer{limit: out.limit}
+		stdout = io.MultiWriter(out, value)
+	}
+	copyOutput(p.stdout, r.withTail(stdout))
 	<-errDone
 	p.wait() // the payload's writer, if the payload did not fit the pipe
 	<-exited
@@ -138,6 +144,9 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	case waitErr != nil:
 		return out.String(), fmt.Errorf("exec %s: %w", e.Argv[0], waitErr)
 	case ws.Exited() && ws.ExitStatus() == 0: // a straggler may have held a pipe
+		if value != nil {
+			r.Value(value.String())
+		}
 		return out.String(), nil
 	}
 	msg := exitString(ws)

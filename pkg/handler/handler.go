@@ -40,6 +40,12 @@ type Request struct {
 	// Tail): Exec its stdout and stderr, HTTP the response body, Pool
 	// the process's stderr. A Go handler may write its progress to it.
 	Tail io.Writer
+	// Value, when set (the task has children, whose payload it is), is
+	// told what a successful attempt returned apart from its logs, by a
+	// handler whose output mixes the two: an exec command's stdout
+	// without its stderr, a pool process's result without its stderr.
+	// Untold, the output is the value.
+	Value func(string)
 }
 
 // withTail is w, also writing to the request's tail when it has one.

@@ -108,7 +108,9 @@ type PoolStats struct {
 	Processes int    `json:"processes"` // running (booting, idle or busy)
 	Busy      int    `json:"busy"`      // running a task
 	// Starts counts processes that became ready; FailedStarts those that
-	// did not, or died before they answered a first task.
+	// did not, or that died (or wrote on stdout) after their ready line but
+	// before they were given a task. A process that dies during a task has
+	// started: that is the task's failure.
 	Starts       int64 `json:"starts"`
 	FailedStarts int64 `json:"failed_starts"`
 	// Ended counts processes that ended, by reason (End*).
@@ -359,17 +361,24 @@ func (p *Pool) slot(ctx context.Context, n int) {
 // idleFault is why a process that spoke or closed stdout between tasks is
 // replaced.
 func idleFault(proc *poolProc, line []byte, ok bool) error {
+	when := "between tasks"
+	if proc.jobs == 0 {
+		when = "after its ready line, before any task"
+	}
 	if ok {
-		return fmt.Errorf("pool process %d wrote on stdout between tasks: %q", proc.pid, quote(line))
+		return fmt.Errorf("pool process %d wrote on stdout %s: %q", proc.pid, when, quote(line))
 	}
 	if proc.lineErr != nil {
 		return fmt.Errorf("pool process %d: %w", proc.pid, proc.lineErr)
 	}
 	<-proc.exitedOrTimeout(time.Second)
-	return fmt.Errorf("pool process %d exited between tasks: %s", proc.pid, proc.exitErr())
+	return fmt.Errorf("pool process %d exited %s: %s", proc.pid, when, proc.exitErr())
 }
 
-// broken replaces a process that failed between tasks.
+// broken replaces a process that failed between tasks. One that failed
+// before it was given any task counts as a failed start: no task is to
+// blame, and without the backoff a worker that prints its ready line and
+// exits (a database it cannot reach) would be restarted in a loop.
 func (p *Pool) broken(proc *poolProc, err error) {
 	reason := EndExit
 	if errors.Is(err, errGarbage) || proc.lineErr != nil {
@@ -495,7 +504,8 @@ func (p *Pool) waitTurn(ctx context.Context) (release func(), ok bool) {
 }
 
 // startFailed counts a failed start and sets the backoff. Once the pool is
-// crash-looping, the tasks waiting for a process fail with err.
+// crash-looping, the tasks waiting for a process fail with err, which must
+// be the start's own error: never a task's.
 func (p *Pool) startFailed(err error) {
 	p.failedStarts.Add(1)
 	p.mu.Lock()
@@ -563,11 +573,13 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 	out := &tailBuffer{limit: p.cfg.OutputLimit}
 	proc.tap.begin(r.withTail(out), log)
 
+	// A process that dies during a task, even its first, printed its
+	// ready line: that is this task's failure, not a failed start. The
+	// task may be the cause (exit(), a segfault on its payload), and
+	// counting it would back off the pool and fail the tasks waiting for
+	// it with this task's error.
 	fail := func(reason string, err error) bool {
 		proc.tap.take()
-		if reason != EndTimeout && reason != EndCancelled && proc.jobs == 0 {
-			p.startFailed(err)
-		}
 		p.kill(proc, reason)
 		c.reply <- poolReply{out: out.String(), err: err}
 		return false
@@ -619,6 +631,9 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 			rep := poolReply{out: out.String()}
 			if *a.OK {
 				rep.out = joinOutput(rep.out, resultText(a.Result))
+				if r.Value != nil {
+					r.Value(resultText(a.Result)) // without the stderr before it
+				}
 			} else {
 				rep.err = errors.New(cmp.Or(strings.TrimSpace(a.Error), "the handler failed without a message"))
 				if a.Permanent {

@@ -251,7 +251,9 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 }
 
 // exitErr describes how the process ended, once exited is closed: "exit
-// status 3: <last stderr line>".
+// status 3: <last stderr line>", a line written since the running task
+// began (or since the last one ended, or since the start): never one left
+// by an earlier task.
 func (p *poolProc) exitErr() string {
 	select {
 	case <-p.exited:
@@ -269,7 +271,7 @@ func (p *poolProc) exitErr() string {
 	default:
 		msg = p.waitErr.Error()
 	}
-	if line := whyLine(p.tap.last.raw()); line != "" {
+	if line := p.tap.why(); line != "" {
 		msg += ": " + line
 	}
 	return msg
@@ -333,11 +335,14 @@ type stderrTap struct {
 	out     io.Writer    // the running task's output, or nil
 	partial []byte       // an unfinished line, for the log
 	logged  int          // lines logged since the task began or ended
-	last    *tailBuffer  // the last bytes, for an exit message
+	// last holds the last bytes since the task began or ended (since the
+	// start before the first task), for an exit message.
+	last *tailBuffer
 }
 
 func newStderrTap(f *os.File, log *slog.Logger) *stderrTap {
-	t := &stderrTap{f: f, log: log, closed: make(chan struct{}), last: &tailBuffer{limit: stderrLineLimit}}
+	t := &stderrTap{f: f, log: log, closed: make(chan struct{})}
+	t.forget()
 	rc, err := f.SyscallConn()
 	if err != nil { // an *os.File from os.Pipe always has one
 		panic(err)
@@ -437,12 +442,15 @@ func (t *stderrTap) flushPartial() {
 	}
 }
 
-// begin attributes what follows to a task, kept in out.
+// begin attributes what follows to a task, kept in out. What stderr
+// already holds was written before the task and is handled first.
 func (t *stderrTap) begin(out io.Writer, log *slog.Logger) {
+	t.drain()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.flushPartial()
 	t.out, t.taskLog, t.logged = out, log, 0
+	t.forget()
 }
 
 // take ends the task's attribution once every byte already written to
@@ -453,6 +461,20 @@ func (t *stderrTap) take() {
 	defer t.mu.Unlock()
 	t.flushPartial()
 	t.out, t.taskLog, t.logged = nil, nil, 0
+	t.forget()
+}
+
+// forget starts last afresh, so that an exit message does not quote an
+// earlier task's words; mu is held (or t is new).
+func (t *stderrTap) forget() {
+	t.last = &tailBuffer{limit: stderrLineLimit}
+}
+
+// why is the line of last that says why the process ended.
+func (t *stderrTap) why() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return whyLine(t.last.raw())
 }
 
 // drain handles what stderr holds now.

@@ -2,12 +2,14 @@ package handler
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,12 +23,18 @@ import (
 // poolHelper is a pool process for the tests: the test binary, run with
 // POOL_HELPER set to a mode. "serve" speaks the protocol and does what each
 // task's payload says; "noready" dies at start as a PHP parse error would;
-// "badproto" announces another protocol version; "silent" never gets ready.
+// "readydie" dies right after its ready line, as a worker that cannot reach
+// its database would; "badproto" announces another protocol version;
+// "silent" never gets ready.
 func poolHelper(mode string) int {
 	switch mode {
 	case "noready":
 		fmt.Fprintln(os.Stderr, "PHP Parse error: syntax error, unexpected '}' in app/Jobs/Resize.php on line 12")
 		return 255
+	case "readydie":
+		fmt.Println(`{"ready":true,"protocol":1}`)
+		fmt.Fprintln(os.Stderr, "SQLSTATE[HY000] [2002] Connection refused")
+		return 1
 	case "badproto":
 		fmt.Println(`{"ready":true,"protocol":99}`)
 	case "silent":
@@ -74,7 +82,9 @@ func poolHelper(mode string) int {
 		case "sleep":
 			time.Sleep(time.Duration(do.MS) * time.Millisecond) // the helper process's work
 		case "exit":
-			fmt.Fprintln(os.Stderr, "dying on purpose")
+			fmt.Fprintln(os.Stderr, cmp.Or(do.Text, "dying on purpose"))
+			return do.Code
+		case "vanish": // exit() without a word
 			return do.Code
 		case "garbage":
 			fmt.Println("Warning: Undefined variable $x in app/Jobs/Resize.php on line 3")
@@ -244,6 +254,24 @@ func TestPoolStderrIsTheTasksOutput(t *testing.T) {
 	require.Contains(t, out, "the end\n")
 }
 
+// A task with children is told the result alone, without the stderr
+// before it in its output: that is their payload.
+func TestPoolValueIsTheResultAlone(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	r := testRequest()
+	r.Payload = []byte(`{"do":"stderr","text":"a log line\n"}`)
+	var value *string
+	r.Value = func(v string) { value = &v }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := p.Handle(ctx, r)
+	require.NoError(t, err)
+	require.NotNil(t, value)
+	require.NotEmpty(t, *value)
+	require.Equal(t, "a log line\n"+*value, out)
+}
+
 func TestPoolTimeoutKillsAndReplaces(t *testing.T) {
 	t.Parallel()
 	p := newTestPool(t, "serve", nil)
@@ -320,6 +348,66 @@ func TestPoolCrashMidTask(t *testing.T) {
 	s := p.Stats()
 	require.Equal(t, int64(1), s.Ended[EndExit])
 	require.Zero(t, s.FailedStarts, "a process that served tasks before is no failed start")
+}
+
+// Tasks that kill their process (exit(), exit(0), a segfault) fail with
+// their own process's error, even on a fresh process's first task: it
+// printed its ready line, so it started. The pool neither backs off nor
+// crash-loops, and a task waiting behind them never gets another task's
+// error.
+func TestPoolTaskCrashesAreNotFailedStarts(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = handle(t, p, fmt.Sprintf(`{"do":"exit","code":%d,"text":"task %d dies"}`, i%2*7, i))
+		})
+	}
+	wg.Wait()
+	pids := map[string]bool{}
+	for i, err := range errs {
+		require.Error(t, err, "task %d", i)
+		m := regexp.MustCompile(fmt.Sprintf(`^pool process (\d+) exited mid-task: exit status %d: task %d dies$`, i%2*7, i)).FindStringSubmatch(err.Error())
+		require.NotNil(t, m, "task %d: %v", i, err)
+		pids[m[1]] = true
+	}
+	require.Len(t, pids, n, "a process per task")
+	s := p.Stats()
+	require.Zero(t, s.FailedStarts)
+	require.Zero(t, s.FailuresInARow)
+	require.False(t, s.CrashLooping)
+	require.Equal(t, int64(n), s.Ended[EndExit])
+	served(t, p, `{}`)
+}
+
+// A process that dies after its ready line but before it was given any
+// task counts as a failed start: no task is to blame, and restarting it
+// at once would spin.
+func TestPoolDeathBeforeAnyTaskIsAFailedStart(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "readydie", nil)
+	require.Eventually(t, func() bool { return p.Stats().CrashLooping }, 20*time.Second, 10*time.Millisecond)
+	require.Regexp(t, `^pool process \d+ exited after its ready line, before any task: exit status 1: SQLSTATE\[HY000\] \[2002\] Connection refused$`,
+		p.Stats().LastError)
+}
+
+// A process that dies mid-task is quoted from what it wrote on stderr
+// during that task only, never from what an earlier task left there (the
+// "#3 {main}" ending a handled exception's trace).
+func TestPoolCrashQuotesOnlyItsTasksStderr(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", nil)
+	first := served(t, p, `{"do":"stderr","text":"task 245 attempt 1 failed: RuntimeException: no mailbox\n#0 {main}\nchild-err\n"}`)
+	out, err := handle(t, p, `{"do":"vanish","code":0}`)
+	require.EqualError(t, err, fmt.Sprintf("pool process %d exited mid-task: exit status 0", first.PID))
+	require.Empty(t, out)
+
+	second := served(t, p, `{"do":"stderr","text":"#3 {main}\n"}`)
+	_, err = handle(t, p, `{"do":"exit","code":3}`)
+	require.EqualError(t, err, fmt.Sprintf("pool process %d exited mid-task: exit status 3: dying on purpose", second.PID))
 }
 
 func TestPoolGarbageMidTask(t *testing.T) {

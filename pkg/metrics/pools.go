@@ -16,7 +16,7 @@ var (
 	descPoolCrashLoop = prometheus.NewDesc("taskd_pool_crash_looping",
 		"1 while a pool handler's processes keep dying at start (starts backed off), else 0.", []string{"handler"}, nil)
 	descPoolStarts = prometheus.NewDesc("taskd_pool_starts_total",
-		"Pool process starts, by result: ok (ready line read), failed (died or stalled before it answered a first task).", []string{"handler", "result"}, nil)
+		"Pool process starts, by result: ok (ready line read), failed (could not start, stalled or died before its ready line, or died after it before any task).", []string{"handler", "result"}, nil)
 	descPoolEnds = prometheus.NewDesc("taskd_pool_process_ends_total",
 		"Pool processes that ended, by reason: max_jobs, max_memory, idle (recycled); exit, protocol, timeout, cancelled (replaced); stop.", []string{"handler", "reason"}, nil)
 )

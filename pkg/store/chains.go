@@ -72,11 +72,15 @@ func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []
 		if err != nil {
 			continue
 		}
-		payload := string(task.ChildPayload(t.Result))
+		value := t.Result
+		if t.Value != nil {
+			value = *t.Value
+		}
+		payload := string(task.ChildPayload(value))
 		// A cut result is no payload: the child is dead from the start,
 		// saying why, rather than run with the result's tail.
 		status, why := task.Pending, ""
-		if dropped := task.TruncatedBytes(t.Result); dropped > 0 {
+		if dropped := task.TruncatedBytes(value); dropped > 0 {
 			status, why = task.Dead, cutParent(t.ID, dropped)
 		}
 		for k := range cs {

@@ -421,9 +421,10 @@ type Transition struct {
 	// Zero: NOW(3) less Run.Duration.
 	StartedAt time.Time
 	// Then, when set, are the tasks to create if the transition applies
-	// (a parent's success: task.Message.Then), with Result as their
-	// payload.
-	Then []byte
+	// (a parent's success: task.Message.Then), with Value as their
+	// payload, else Result.
+	Then  []byte
+	Value *string
 	// Batch is the batch the task is a member of (0: none). After a write
 	// that ends members, their batches are finished if that was the last.
 	Batch int64

@@ -486,7 +486,7 @@ func (c *completer) rejected(ctx context.Context, batch []completion, err error)
 		return
 	}
 	c.log.Warn("result refused by the task center; storing a note instead", cp.attrs("err", err)...)
-	cp.tr.Result = note
+	cp.tr.Result, cp.tr.Value = note, nil
 	if cp.tr.Run != nil {
 		run := *cp.tr.Run
 		run.Result = note

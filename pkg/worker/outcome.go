@@ -28,7 +28,10 @@ func Backoff(base, max time.Duration, retry int) time.Duration {
 
 // attemptEnd is how a handler call ended.
 type attemptEnd struct {
-	output   string
+	output string
+	// value is what the handler told apart from its logs (Request.Value),
+	// the children's payload; nil: the output.
+	value    *string
 	err      error
 	timedOut bool
 	// interrupted: handed back on shutdown; no retry is counted.
@@ -107,6 +110,10 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 		run.Outcome = task.OutcomeSucceeded
 		t.Crash = store.RetryReset
 		t.Then = m.Then // created with the write, only if it applies
+		if len(t.Then) > 0 && e.value != nil {
+			v := handler.Truncate(handler.ValidText(*e.value), p.outputLimit)
+			t.Value = &v
+		}
 		if m.Type != task.Periodic {
 			t.To, t.Retry = task.Succeeded, store.RetryKeep
 			return t

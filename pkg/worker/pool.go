@@ -579,10 +579,14 @@ func (p *pool) run(j *job) {
 			return w.broker.PublishTail(ctx, &broker.TaskTail{ID: m.ID, Attempt: m.Attempt, Worker: w.cfg.ID,
 				At: w.clock.Now(), Done: done, Output: out})
 		}, 0, 0)
-		e.output, e.err = handler.Safe(ctx, h, &handler.Request{
+		r := &handler.Request{
 			ID: m.ID, Code: m.Code, Queue: m.Queue, Attempt: m.Attempt, Retry: m.RetryCount, MaxRetry: m.MaxRetry,
 			UniqueKey: m.UniqueKey, Group: m.Group, ScheduledAt: m.Scheduled(), Payload: m.Payload, Tail: tail,
-		})
+		}
+		if len(m.Then) > 0 {
+			r.Value = func(v string) { e.value = &v }
+		}
+		e.output, e.err = handler.Safe(ctx, h, r)
 		tail.Close()
 	}
 	e.duration = w.clock.Now().Sub(j.started)

@@ -64,6 +64,26 @@ func TestChainRuns(t *testing.T) {
 	require.Equal(t, 1, count(`SELECT COUNT(*) FROM task_center c JOIN task_center p ON c.parent_id = p.id WHERE c.task_code = 'c' AND p.parent_id = ?`, chain))
 }
 
+// An exec parent that logs on stderr and prints its result on stdout
+// passes its stdout alone to its child: with its log line before it, the
+// child got the whole output as one JSON string, and every chain whose
+// parent logged broke. The parent's result keeps both.
+func TestChainTakesStdoutNotLogs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("report", &handler.Exec{Argv: []string{"sh", "-c", `echo 'a log line' >&2; sleep 0.05; echo '{"report": 7}'`}})
+	got := make(chan string, 1)
+	b.reg.Register("mail", handler.Func(func(_ context.Context, r *handler.Request) (string, error) {
+		got <- string(r.Payload)
+		return "", nil
+	}))
+	b.startWorker(t, nil)
+	parent := b.submit(t, producer.Submission{Code: "report", Children: []producer.Child{{Code: "mail", Queue: "q"}}})
+	b.dispatchUntil(t, "the child", func() bool { return len(got) == 1 })
+	require.JSONEq(t, `{"report": 7}`, <-got)
+	require.Equal(t, "a log line\n{\"report\": 7}\n", b.task(t, parent).LastResult)
+}
+
 // TestBatchCallbackCounts: a batch whose members succeed, fail after a
 // retry, or die gets one callback with the counts once the last ended.
 func TestBatchCallbackCounts(t *testing.T) {
