@@ -235,8 +235,9 @@ func flagError(cmd *cobra.Command, err error) error {
 			return unknownCommand(cmd, args[0])
 		}
 	}
+	unknown := strings.HasPrefix(err.Error(), "unknown ")
 	err = config.FlagError(cmd.Flags(), err)
-	if cmd.Name() == "lock" && cmd.ArgsLenAtDash() < 0 {
+	if unknown && cmd.Name() == "lock" && cmd.ArgsLenAtDash() < 0 {
 		// `taskd lock job sh -c '...'`: the command's own flags were read
 		// as taskd's.
 		err = fmt.Errorf("%w; put -- before the command: taskd lock NAME [flags] -- CMD [ARGS...]", err)

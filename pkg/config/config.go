@@ -282,13 +282,29 @@ func bytesHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
+// wholeNumberHook refuses a number with a point where a whole number is
+// expected: the decoder would cut concurrency: 10.5 to 10 without a word.
+// 10.0 is refused too, as "10.0" in a variable is: one rule for the file
+// and the environment, digits only.
+func wholeNumberHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+	switch data.(type) {
+	case float32, float64:
+		if k := to.Kind(); k >= reflect.Int && k <= reflect.Uint64 {
+			return nil, fmt.Errorf("%v is not a whole number", data)
+		}
+	}
+	return data, nil
+}
+
 // decodeHook is how the configuration's values are decoded: viper's own
-// hooks (durations, comma-separated lists), and sizes with units.
+// hooks (durations, comma-separated lists), sizes with units, and whole
+// numbers kept whole.
 func decodeHook() mapstructure.DecodeHookFunc {
 	return mapstructure.ComposeDecodeHookFunc(
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
 		bytesHook,
+		wholeNumberHook,
 	)
 }
 
@@ -601,15 +617,20 @@ func (c *Config) Validate() error {
 	c.Redis.Addrs = addrs
 	if c.Redis.Addr != "" {
 		for _, a := range strings.Split(c.Redis.Addr, ",") { // a:1,b:2: the nodes of a Cluster
-			if !hostPort(strings.TrimSpace(a)) {
+			if !hostPort(strings.TrimSpace(a), 1) {
 				return invalid("redis.addr", c.Redis.Addr, "host:port, such as 127.0.0.1:6379, or several separated by commas")
 			}
 		}
 	}
 	for _, a := range addrs {
-		if !hostPort(a) {
+		if !hostPort(a, 1) {
 			return invalid("redis.addrs", a, "a list of host:port, such as [10.0.0.1:6379, 10.0.0.2:6379]")
 		}
+	}
+	// The listener would fail only once `taskd run` had started (exit 1,
+	// which a supervisor restarts): refused here, with every other value.
+	if c.Metrics.Addr != "" && !hostPort(c.Metrics.Addr, 0) {
+		return invalid("metrics.addr", c.Metrics.Addr, "host:port to listen on, such as :9464 or 127.0.0.1:9464 (empty: no listener)")
 	}
 	if c.Redis.Prefix == "" {
 		// Every key would sit among other applications' keys on that Redis.
@@ -768,7 +789,7 @@ func (h *HandlerSpec) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("http %q: want an http:// or https:// URL with a host", h.HTTP)
 		}
-		if p := u.Port(); p != "" && !hostPort(u.Host) {
+		if p := u.Port(); p != "" && !hostPort(u.Host, 1) {
 			return fmt.Errorf("http %q: port %s is not 1-65535", h.HTTP, p)
 		}
 	}
@@ -811,14 +832,16 @@ func (h *HandlerSpec) validate() error {
 	return nil
 }
 
-// hostPort reports whether addr is host:port with a port number.
-func hostPort(addr string) bool {
+// hostPort reports whether addr is host:port with a port number from
+// minPort to 65535 (0 is a listener's "any free port"); the host may be
+// empty.
+func hostPort(addr string, minPort int) bool {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
 	}
 	n, err := strconv.Atoi(port)
-	return err == nil && n > 0 && n < 65536
+	return err == nil && n >= minPort && n < 65536
 }
 
 // HasRole reports whether `taskd run` should run role.

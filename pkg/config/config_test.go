@@ -375,6 +375,11 @@ func TestBrokenYAML(t *testing.T) {
 		"open quote":    {"mysql:\n  dsn: \"root:@tcp(127.0.0.1:3306)/taskd\nredis:\n  addr: 127.0.0.1:6379\n", "(line 2 opens a quote it does not close)"},
 		"open bracket":  {"mysql:\n  dsn: root\n  bad: [1, 2\n", "yaml: line 2: did not find expected ',' or ']'"},
 		"apostrophe ok": {"log:\n  level: info # it's\n  x: [1\n", "yaml: line"},
+		// The quote runs on to the next one, and the parser names the
+		// mapping it was in, not the line that opened it.
+		"quote opened below": {openQuoteBelow, "yaml: line 16: did not find expected key (line 23 opens a quote it does not close)"},
+		"open quote first":   {"dsn: \"x\nredis: 1\nb: \"y\"\n", "yaml: line 2: did not find expected key (line 1 opens a quote it does not close)"},
+		"quoted over lines":  {"handlers:\n  x:\n    dir: \"/var/www\n      /app\"\n    exec: [\"true\"]\n    bad: [1, 2\n", "yaml: line"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -384,12 +389,42 @@ func TestBrokenYAML(t *testing.T) {
 			require.Contains(t, err.Error(), "config file "+path+": "+"yaml: line")
 			require.Contains(t, err.Error(), tc.want)
 			require.NotContains(t, err.Error(), "While parsing")
-			if strings.HasPrefix(name, "open bracket") || strings.HasPrefix(name, "apostrophe") {
+			if name == "open bracket" || name == "apostrophe ok" || name == "quoted over lines" {
 				require.NotContains(t, err.Error(), "(line", "no hint where the line shows no tab or open quote")
 			}
 		})
 	}
 }
+
+// openQuoteBelow is a file whose quote opened on line 23 is closed by
+// the one that opens on line 26, as a user's was.
+const openQuoteBelow = `node:
+  roles: [scheduler, worker]
+
+mysql:
+  dsn: "root:@tcp(127.0.0.1:3306)/taskd"
+
+redis:
+  addr: "127.0.0.1:6379"
+  prefix: "task:"
+
+worker:
+  concurrency: 4
+
+handlers:
+  artisan:
+    # Laravel's scheduler, every minute
+    queue: default
+    env: ["APP_ENV=production"]
+    timeout: 10m
+    dir: /var/www/app
+    permanent_exit_codes: [65]
+    # the closing quote is missing
+    command: "php artisan
+    queue: default
+  report:
+    http: "http://127.0.0.1:8080/report"
+`
 
 func TestUnknownVariable(t *testing.T) {
 	// t.Setenv: not parallel.
@@ -604,4 +639,93 @@ func TestHandlerTimeout(t *testing.T) {
 	_, err = load(t, "handlers:\n  x: { http: \"http://a/b\", timeout: -1s }\n")
 	requireInvalid(t, err)
 	require.ErrorContains(t, err, "config handlers.x: timeout -1s is negative")
+}
+
+// A section whose keys are all commented out is YAML null: the same as
+// the section left out, its defaults in force, not an unknown key.
+func TestEmptySectionIsItsDefaults(t *testing.T) {
+	t.Parallel()
+	def := config.Default()
+
+	c, err := load(t, "alerts:\n#  interval: 1m\nsubmit:\ntasktop:\n  serve:\nworker:\n  concurrency: 3\nhandlers:\nqueues:\n")
+	require.NoError(t, err)
+	require.Equal(t, def.Alerts, c.Alerts)
+	require.Equal(t, def.Submit, c.Submit)
+	require.Equal(t, def.Tasktop, c.Tasktop)
+	require.Equal(t, 3, c.Worker.Concurrency)
+	require.Empty(t, c.Handlers)
+
+	// The example file with the keys of a section commented out.
+	example, err := os.ReadFile("../../config/taskd.yaml")
+	require.NoError(t, err)
+	require.Contains(t, string(example), "\nsubmit:\n  max_payload:")
+	c, err = load(t, strings.Replace(string(example), "\nsubmit:\n  max_payload:", "\nsubmit:\n#  max_payload:", 1))
+	require.NoError(t, err)
+	require.Equal(t, def.Submit, c.Submit)
+
+	// A section given a value is not an unknown key either.
+	path := writeConfig(t, "alerts: 5\n")
+	_, err = config.Load(config.NewViper(), path)
+	requireInvalid(t, err)
+	require.EqualError(t, err, "bad value 5 for alerts in "+path+": want a map of the section's keys")
+}
+
+// metrics.addr is refused with the other values, exit 2, not by the
+// listener once `taskd run` has started (exit 1, restarted for ever).
+func TestMetricsAddr(t *testing.T) {
+	for _, addr := range []string{"", ":9464", "127.0.0.1:9464", "[::1]:9464", "localhost:9464", "127.0.0.1:0"} {
+		c, err := load(t, fmt.Sprintf("metrics: { addr: %q }\n", addr))
+		require.NoError(t, err, addr)
+		require.Equal(t, addr, c.Metrics.Addr)
+	}
+	for _, addr := range []string{"9472", "localhost", "localhost:", ":http", ":65536", ":-1", "a:b:9464"} {
+		path := writeConfig(t, fmt.Sprintf("metrics: { addr: %q }\n", addr))
+		_, err := config.Load(config.NewViper(), path)
+		requireInvalid(t, err)
+		require.EqualError(t, err, fmt.Sprintf("bad value %q for metrics.addr in %s: want host:port to listen on, such as :9464 or 127.0.0.1:9464 (empty: no listener)", addr, path))
+	}
+
+	t.Setenv("TASKD_METRICS_ADDR", "9472")
+	_, err := config.Load(config.NewViper(), writeConfig(t, ""))
+	requireInvalid(t, err)
+	require.EqualError(t, err, `bad value "9472" for metrics.addr in environment variable TASKD_METRICS_ADDR: want host:port to listen on, such as :9464 or 127.0.0.1:9464 (empty: no listener)`)
+}
+
+// A number with a point where a whole number is expected is refused, not
+// cut (concurrency 10.5 ran 10 slots): every integer key, 10.0 too, in
+// the file and the environment alike.
+func TestWholeNumbers(t *testing.T) {
+	for body, want := range map[string]string{
+		"worker: { concurrency: 10.5 }\n":                                      `bad value 10.5 for worker.concurrency in %s: want a whole number`,
+		"worker: { concurrency: 10.0 }\n":                                      `bad value 10.0 for worker.concurrency in %s: want a whole number`,
+		"scheduler: { batch_size: 1e3 }\n":                                     `bad value 1000.0 for scheduler.batch_size in %s: want a whole number`,
+		"mysql: { max_open_conns: 8.5 }\n":                                     `bad value 8.5 for mysql.max_open_conns in %s: want a whole number`,
+		"alerts: { backlog_threshold: 99.9 }\n":                                `bad value 99.9 for alerts.backlog_threshold in %s: want a whole number`,
+		"submit: { max_payload: 1.5 }\n":                                       `bad value 1.5 for submit.max_payload in %s: want a size`,
+		"handlers:\n  x: { pool: [php], size: 2.5 }\n":                         `bad value 2.5 for handlers.x.size in %s: want a whole number`,
+		"handlers:\n  x: { exec: [\"true\"], permanent_exit_codes: [65.5] }\n": `bad value [65.5] for handlers.x.permanent_exit_codes in %s: want a list`,
+		"queues:\n  q: { burst: 1.5 }\n":                                       `bad value 1.5 for queues.q.burst in %s: want a whole number`,
+	} {
+		path := writeConfig(t, body)
+		_, err := config.Load(config.NewViper(), path)
+		requireInvalid(t, err)
+		require.ErrorContains(t, err, fmt.Sprintf(want, path), body)
+	}
+
+	// A number key still takes a whole number and a fraction.
+	c, err := load(t, "tracing: { sample_ratio: 0.5 }\nalerts: { success_rate_threshold: 1 }\n")
+	require.NoError(t, err)
+	require.Equal(t, 0.5, c.Tracing.SampleRatio)
+	require.Equal(t, 1.0, c.Alerts.SuccessRateThreshold)
+
+	t.Setenv("TASKD_WORKER_CONCURRENCY", "12")
+	c, err = config.Load(config.NewViper(), writeConfig(t, ""))
+	require.NoError(t, err)
+	require.Equal(t, 12, c.Worker.Concurrency)
+	for _, v := range []string{"10.5", "10.0"} {
+		t.Setenv("TASKD_WORKER_CONCURRENCY", v)
+		_, err = config.Load(config.NewViper(), writeConfig(t, ""))
+		requireInvalid(t, err)
+		require.EqualError(t, err, fmt.Sprintf("bad value %q for worker.concurrency in environment variable TASKD_WORKER_CONCURRENCY: want a whole number", v))
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/taskd/taskd/pkg/suggest"
 	"github.com/taskd/taskd/pkg/task"
@@ -108,9 +109,17 @@ func checkNode(file, key string, val any) error {
 		}
 		return checkValue(key, val, t, file)
 	}
-	m, isMap := val.(map[string]any)
-	if !isMap || !isSection(key) {
+	if !isSection(key) {
 		return unknownKey(key, file)
+	}
+	// A section whose keys are all commented out is YAML null: the same
+	// as the section left out, its defaults in force.
+	if val == nil {
+		return nil
+	}
+	m, isMap := val.(map[string]any)
+	if !isMap {
+		return badValue(key, val, "a map of the section's keys", file)
 	}
 	for _, k := range sortedKeys(m) {
 		if err := checkNode(file, key+"."+strings.ToLower(k), m[k]); err != nil {
@@ -427,9 +436,24 @@ func checkValue(key string, val any, t reflect.Type, source string) error {
 		return badValue(key, val, "a duration with its unit, such as 100ms, 30s or 5m (a bare number is nanoseconds)", source)
 	}
 	if err := dec.Decode(val); err != nil {
+		if f, ok := val.(float64); ok {
+			val = decimal(f)
+		}
 		return badValue(key, val, Want(t), source)
 	}
 	return nil
+}
+
+// decimal prints a number the file gave with a point as written, 10.0,
+// where %v prints 10: "bad value 10 ...: want a whole number" would puzzle.
+type decimal float64
+
+func (d decimal) String() string {
+	s := strconv.FormatFloat(float64(d), 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eIN") { // not 1.5, 1e+21, Inf or NaN
+		s += ".0"
+	}
+	return s
 }
 
 // bareNumber reports a duration written as a number other than 0: "100"
@@ -705,21 +729,20 @@ var yamlLine = regexp.MustCompile(`line (\d+):`)
 
 // parseError is the error of a config file that is not valid YAML: the
 // parser's message without viper's prefix, and what most often causes it
-// where the named line shows it (a tab in its indentation, a quote left
-// open), since "found character that cannot start any token" says neither.
+// where the file shows it (a tab in the named line's indentation, a quote
+// left open), since "found character that cannot start any token" says
+// neither.
 func parseError(file string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "While parsing config: ")
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		n, _ := strconv.Atoi(m[1])
+	if n := errorLine(msg); n > 0 {
 		if b, rerr := os.ReadFile(file); rerr == nil {
-			if lines := strings.Split(string(b), "\n"); n >= 1 && n <= len(lines) {
+			if lines := strings.Split(string(b), "\n"); n <= len(lines) {
 				line := lines[n-1]
 				indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
-				switch {
-				case strings.Contains(indent, "\t"):
+				if strings.Contains(indent, "\t") {
 					msg += fmt.Sprintf(" (line %d is indented with a tab: YAML indents with spaces)", n)
-				case openQuote(line):
-					msg += fmt.Sprintf(" (line %d opens a quote it does not close)", n)
+				} else if q := quoteLeftOpen(lines, n); q > 0 {
+					msg += fmt.Sprintf(" (line %d opens a quote it does not close)", q)
 				}
 			}
 		}
@@ -727,18 +750,51 @@ func parseError(file string, err error) error {
 	return task.Invalidf("config file %s: %s", file, msg)
 }
 
-// openQuote reports whether a line's value starts with a quote that the
-// line does not close.
-func openQuote(line string) bool {
+// errorLine is the line a YAML parser's message names, 0 if none.
+func errorLine(msg string) int {
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// quoteLeftOpen is the line that opens a quote it does not close and
+// caused the parse error at line n, 0 if none did. It need not be line n:
+// a quoted value runs on over the next lines up to the next quote, and
+// the parser then names the mapping it was in ("line 16: did not find
+// expected key" for a quote opened on line 23). A line is the cause when
+// closing its quote leaves no error up to n and up to itself, so a value
+// rightly quoted over several lines is not blamed.
+func quoteLeftOpen(lines []string, n int) int {
+	for i, line := range lines {
+		q := openQuote(line)
+		if q == "" {
+			continue
+		}
+		fixed := slices.Clone(lines)
+		fixed[i] = strings.TrimRight(line, " \t\r") + q
+		var v any
+		err := yaml.Unmarshal([]byte(strings.Join(fixed, "\n")), &v)
+		if err == nil || errorLine(err.Error()) > max(n, i+1) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// openQuote is the quote that a line's value starts with and the line
+// does not close, "" if none.
+func openQuote(line string) string {
 	_, v, ok := strings.Cut(line, ": ")
 	if v = strings.TrimSpace(v); !ok || v == "" {
-		return false
+		return ""
 	}
-	switch v[0] {
-	case '"':
-		return strings.Count(strings.ReplaceAll(v, `\"`, ""), `"`) == 1
-	case '\'':
-		return strings.Count(v, "'")%2 == 1
+	switch {
+	case v[0] == '"' && strings.Count(strings.ReplaceAll(v, `\"`, ""), `"`) == 1,
+		v[0] == '\'' && strings.Count(v, "'")%2 == 1:
+		return v[:1]
 	}
-	return false
+	return ""
 }
