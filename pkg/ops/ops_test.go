@@ -471,21 +471,22 @@ func TestKillDispatchedBeforeTheWorkerStarts(t *testing.T) {
 // waiting count and the no-consumer alert went on counting them. A kill
 // of a task already cancelled (by a release that left its message) takes
 // its message out too; a retry's newer attempt keeps its own.
-// dispatchUnconsumed submits n tasks to the queue "nobody", which no
-// worker takes from, and dispatches them: their messages stay queued.
-func (b *testBundle) dispatchUnconsumed(t *testing.T, n int) []int64 {
+// dispatchUnconsumed submits n tasks of code x to queue q ("": the code's
+// own), which no worker takes from, and dispatches them: their messages
+// stay queued.
+func (b *testBundle) dispatchUnconsumed(t *testing.T, n int, q string) []int64 {
 	t.Helper()
 	ctx := context.Background()
 	s := scheduler.New(scheduler.Config{}, b.env.Store, b.env.Broker)
 	var ids []int64
 	for range n {
-		r, err := b.prod.Submit(ctx, producer.Submission{Code: "x", Queue: "nobody"})
+		r, err := b.prod.Submit(ctx, producer.Submission{Code: "x", Queue: q})
 		require.NoError(t, err)
 		ids = append(ids, r.ID)
 	}
 	require.Eventually(t, func() bool {
 		s.RunOnce(ctx)
-		got, err := b.env.Broker.QueueLen(ctx, "nobody")
+		got, err := b.env.Broker.QueueLen(ctx, task.QueueOf(q, "x"))
 		return err == nil && got == int64(n)
 	}, 10*time.Second, 20*time.Millisecond)
 	return ids
@@ -495,7 +496,7 @@ func TestKillUnqueues(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	idsOf := b.dispatchUnconsumed(t, 3)
+	idsOf := b.dispatchUnconsumed(t, 3, "nobody")
 	lane := b.env.Broker.Keys.Lane("nobody", 0, task.DefaultPriority)
 	msgs, err := b.env.Broker.Client().LRange(ctx, lane, 0, -1).Result()
 	require.NoError(t, err)
@@ -527,11 +528,12 @@ func TestKillUnqueues(t *testing.T) {
 // A delete of cancelled tasks takes out the messages an older release's
 // kill (or one that could not reach Redis) left queued: once the rows are
 // gone, nothing else would, and a queue without workers kept them for good.
+// Here in the code's own queue (the row's queue is empty).
 func TestDeleteUnqueuesCancelled(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	idsOf := b.dispatchUnconsumed(t, 3)
+	idsOf := b.dispatchUnconsumed(t, 3, "")
 	// Cancelled as a kill without Redis leaves them: messages queued.
 	b.env.Exec(t, `UPDATE task_center SET status = 6, finished_at = NOW(3) WHERE id IN (?, ?)`, idsOf[0], idsOf[1])
 
@@ -539,10 +541,18 @@ func TestDeleteUnqueuesCancelled(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, c.IDs, 2)
 	require.Empty(t, c.Warning)
-	left, err := b.env.Broker.Client().LRange(ctx, b.env.Broker.Keys.Lane("nobody", 0, task.DefaultPriority), 0, -1).Result()
+	lane := b.env.Broker.Keys.Lane("x", 0, task.DefaultPriority)
+	left, err := b.env.Broker.Client().LRange(ctx, lane, 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, left, 1)
 	require.Contains(t, left[0], fmt.Sprintf(`{"id":%d,"attempt":1,`, idsOf[2]))
+
+	// In its code's own queue, whose name the row leaves empty, a kill
+	// takes it out too: it looked in a queue named "".
+	c, err = b.ops.Kill(ctx, ops.Target{IDs: idsOf[2:]})
+	require.NoError(t, err)
+	require.Len(t, c.IDs, 1)
+	require.Zero(t, b.env.Broker.Client().LLen(ctx, lane).Val())
 }
 
 // A kill of a dispatched task whose notice to the workers cannot be sent

@@ -361,7 +361,7 @@ type TaskState struct {
 	Status  task.Status
 	Type    task.Type
 	Attempt int
-	Queue   string
+	Queue   string // the queue its messages go to
 }
 
 // TaskStates returns the state of each of ids that exists.

@@ -867,8 +867,10 @@ var qStatsInflight = `SELECT ` + queueOf("task_center") + ` q, status, worker_id
 var qStatsHeld = routedGroups(`SELECT MIN(queue) queue, MIN(task_code) task_code, held_status, COUNT(*) n FROM task_center FORCE INDEX (idx_held)
 	WHERE held_status IS NOT NULL GROUP BY `+exactly("queue", "task_code")+`, held_status`, "g.held_status, g.n")
 
-// qTaskStates reads the status, type, attempt and queue of a set of tasks.
-const qTaskStates = `SELECT id, status, task_type, attempt, queue FROM task_center WHERE id IN (%s)`
+// qTaskStates reads the status, type, attempt and queue of a set of tasks:
+// the queue their messages go to (queueOf), not the column, which is empty
+// for a task in its code's own queue.
+var qTaskStates = `SELECT id, status, task_type, attempt, ` + queueOf("task_center") + ` FROM task_center WHERE id IN (%s)`
 
 // qQueueNamed tells whether anything in the task center names a queue: a
 // node's handler configuration (task_route), a row that pauses or reshards
