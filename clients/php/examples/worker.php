@@ -63,5 +63,5 @@ exit(Worker::run(static function (Task $task) use (&$kept, $runLog): mixed {
     fwrite(STDERR, "handled task {$task->id}\n");
 
     return ['id' => $task->id, 'attempt' => $task->attempt, 'pid' => getmypid(), 'payload' => $task->payload,
-        'scheduled_at' => $task->scheduledAt?->format('Y-m-d\\TH:i:s.vp')];
+        'scheduled_at' => $task->scheduledAt?->format('Y-m-d\\TH:i:s.vp'), 'last_try' => $task->isLastTry(), 'group' => $task->group];
 }));

@@ -27,7 +27,16 @@ final class Task
         public readonly mixed $payload,
         public readonly ?DateTimeImmutable $deadline,
         public readonly ?DateTimeImmutable $scheduledAt = null,
+        public readonly int $retry = 0,
+        public readonly int $maxRetry = 0,
+        public readonly string $group = '',
     ) {
+    }
+
+    /** Whether this is the last try of the task's retry budget: its failure is final. */
+    public function isLastTry(): bool
+    {
+        return $this->retry >= $this->maxRetry;
     }
 
     /** @param array<string, mixed> $request a decoded request line */
@@ -51,6 +60,9 @@ final class Task
             $request['payload'] ?? null,
             $deadline,
             $scheduledAt,
+            (int) ($request['retry'] ?? 0),
+            (int) ($request['max_retry'] ?? 0),
+            (string) ($request['group'] ?? ''),
         );
     }
 

@@ -43,8 +43,8 @@ final class WorkerTest extends TestCase
 
     private function task(int $id, mixed $payload): array
     {
-        $line = json_encode(['id' => $id, 'code' => 'send_email', 'attempt' => 2, 'unique_key' => 'k', 'queue' => 'mail',
-            'payload' => $payload, 'deadline' => gmdate('Y-m-d\TH:i:s.000\Z', time() + 60),
+        $line = json_encode(['id' => $id, 'code' => 'send_email', 'attempt' => 2, 'retry' => 1, 'max_retry' => 3, 'group' => 'tenant-9',
+            'unique_key' => 'k', 'queue' => 'mail', 'payload' => $payload, 'deadline' => gmdate('Y-m-d\TH:i:s.000\Z', time() + 60),
             'scheduled_at' => '2026-12-05T02:00:00.250Z']);
         fwrite($this->pipes[0], $line . "\n");
 
@@ -67,6 +67,8 @@ final class WorkerTest extends TestCase
         self::assertSame(2, $a['result']['attempt']);
         self::assertSame(['to' => 'a@example.com'], $a['result']['payload']);
         self::assertSame('2026-12-05T02:00:00.250Z', $a['result']['scheduled_at'], 'the occurrence, to the millisecond');
+        self::assertFalse($a['result']['last_try'], 'retry 1 of 3');
+        self::assertSame('tenant-9', $a['result']['group']);
         $pid = $a['result']['pid'];
 
         self::assertSame(['ok' => false, 'error' => 'RuntimeException: no mailbox'], $this->task(8, ['fail' => 'no mailbox']));
