@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
@@ -31,6 +32,10 @@ func NewFromConfig(s *store.Store, b *broker.Broker, c *config.Config) *Ops {
 	limits := c.QueueLimits()
 	o.ConfiguredLimit = func(q string) limit.Limit { return limits[q] }
 	o.Timezone = c.Cron.Timezone
+	// A handler that ignores SIGTERM ends at SIGKILL, kill_grace later:
+	// its worker answers then. Waiting less took the task as if its worker
+	// were dead ("its worker did not answer") while it ran on.
+	o.KillWait = max(o.KillWait, c.Worker.KillGrace+2*time.Second)
 	return o
 }
 

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/producer"
@@ -575,5 +576,17 @@ func TestKillDispatchedWithoutRedisWarns(t *testing.T) {
 		require.Equal(t, task.Cancelled, b.get(t, id).Status, name)
 		require.Contains(t, c.Warning, "workers were not told of 1 task killed while dispatched ("+strconv.FormatInt(id, 10)+")", name)
 		require.Contains(t, c.Sentence(), "; warning: workers were not told", name)
+	}
+}
+
+// A kill waits for a running task's worker past the handlers' kill grace:
+// a handler that ignores SIGTERM ends at SIGKILL, kill_grace later, and
+// waiting less took its task as if its worker were dead while it ran on.
+func TestKillWaitsPastTheKillGrace(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	for _, grace := range []time.Duration{time.Second, 5 * time.Second, 30 * time.Second} {
+		c.Worker.KillGrace = grace
+		require.Greater(t, ops.NewFromConfig(nil, nil, c).KillWait, grace)
 	}
 }
