@@ -651,6 +651,8 @@ func TestTablesFitTheTerminal(t *testing.T) {
 	b.ok(t, "cron", "add", "hello", "0 3 * * *", "--name", "nightly-digest") // not due while the test runs: its figures stay put
 	b.env.Exec(t, `UPDATE task_center SET last_result = ? WHERE cron_expr IS NOT NULL`, strings.Repeat("sent the digest ", 10))
 	b.ok(t, "pause", "hello", "--yes") // an audit row
+	// One whose filter leaves too little room for DETAIL at 80 columns.
+	b.ok(t, "delete", "--status", "pending", "--code", "hello", "--search", "abc", "--yes")
 	for _, args := range [][]string{{"list"}, {"stats"}, {"cron", "list"}, {"audit"}} {
 		narrow := at(80, args...)
 		for _, line := range strings.Split(strings.TrimRight(narrow, "\n"), "\n") {

@@ -203,7 +203,14 @@ func (g *grid) fit(width int) (keep []int, widths []int) {
 		// What the others leave, down to a few cells when no column is
 		// left to drop.
 		others := total() - min(widths[g.cut], cutMin)
-		widths[g.cut] = min(widths[g.cut], max(width-others, cutLeast))
+		if width-others < cutLeast && len(keep) > 1 {
+			// Too few cells to read: left out (-o json has it) rather
+			// than every row wrapped (audit's DETAIL beside a long
+			// filter at 80 columns).
+			keep = slices.DeleteFunc(keep, func(c int) bool { return c == g.cut })
+		} else {
+			widths[g.cut] = min(widths[g.cut], max(width-others, cutLeast))
+		}
 	}
 	return keep, widths
 }
