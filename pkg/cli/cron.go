@@ -2,8 +2,12 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -60,11 +64,24 @@ same CODE and --name updates the task in place.`,
 			}
 			ch := ops.Change{Action: "cron add", Requested: 1, Changed: 1, IDs: []int64{res.ID}, Unchanged: []ops.Skipped{}, NextRun: &res.Next}
 			verb := "added"
+			disabled := false
 			if res.Updated {
 				ch.Action, verb = "cron update", "updated"
+				// An update leaves a disabled task disabled: it has no next
+				// run until taskd enable sets one.
+				t, err := cl.store.TaskGet(cmd.Context(), res.ID)
+				if err != nil {
+					fmt.Fprintf(a.Stderr, "taskd: warning: updated, but not read back to tell whether it is disabled: %v\n", err)
+				} else if disabled = t.Disabled(); disabled {
+					ch.NextRun = nil
+				}
 			}
 			if a.json() {
 				return a.printJSON(ch)
+			}
+			if disabled {
+				fmt.Fprintf(a.Stdout, "%s periodic task %d; disabled: taskd enable %d puts it back on its schedule\n", verb, res.ID, res.ID)
+				return nil
 			}
 			fmt.Fprintf(a.Stdout, "%s periodic task %d; next run %s\n", verb, res.ID, fmtTime(&res.Next))
 			return nil
@@ -107,7 +124,11 @@ func (a *App) cronListCmd() *cobra.Command {
 				}
 			}
 			if a.json() {
-				return a.printJSON(nonNil(ts))
+				out := make([]cronEntry, len(ts))
+				for i, t := range ts {
+					out[i] = cronEntry{Task: t, Name: producer.CronName(t.UniqueKey)}
+				}
+				return a.printJSON(out)
 			}
 			// Narrow: ID, TZ go first; LAST RESULT is cut before any.
 			g := newGrid(7, []int{0, 4}, "ID", "CODE", "NAME", "EXPR", "TZ", "STATUS", "NEXT RUN", "LAST RESULT")
@@ -118,6 +139,71 @@ func (a *App) cronListCmd() *cobra.Command {
 			return g.write(a.Stdout, a.width())
 		},
 	}
+}
+
+// cronEntry is a periodic task as cron list -o json prints it, with its
+// name ("": none), so that scripts need not take it out of the unique key.
+type cronEntry struct {
+	*task.Task
+	Name string `json:"name"`
+}
+
+// cronNotFound is the error of cron remove for a name code has no periodic
+// task of: err, the producer's, which names the code's periodic tasks,
+// unless some have no name (rows INSERTed the seed's way, with no unique
+// key). No --name picks those, so they are named by id, with the command
+// that removes one by id.
+func cronNotFound(ctx context.Context, st *store.Store, code, name string, err error) error {
+	const shown = 5
+	typ := task.Periodic
+	ts, lerr := st.TaskList(ctx, &store.TaskListParams{Code: code, Type: &typ, Limit: 1000, Brief: true})
+	if lerr != nil {
+		return err
+	}
+	var named []string
+	var unnamed []int64
+	for _, t := range ts {
+		if n := producer.CronName(t.UniqueKey); n != "" {
+			named = append(named, n)
+		} else {
+			unnamed = append(unnamed, t.ID)
+		}
+	}
+	if len(unnamed) == 0 {
+		return err
+	}
+	slices.Sort(unnamed)
+	ids := make([]string, 0, shown+1)
+	for _, id := range unnamed[:min(len(unnamed), shown)] {
+		ids = append(ids, strconv.FormatInt(id, 10))
+	}
+	if len(unnamed) > shown {
+		ids = append(ids, "...")
+	}
+	have, remove := "have", "taskd delete ID removes one"
+	if len(unnamed) == 1 {
+		have, remove = "has", fmt.Sprintf("taskd delete %d removes it", unnamed[0])
+	}
+	hint := fmt.Sprintf("%s %s no name (INSERTed without a unique key): %s",
+		strings.Join(ids, ", "), have, remove)
+	switch {
+	case len(named) == 0 && len(unnamed) == 1:
+		hint = "its periodic task " + hint
+	case len(named) == 0:
+		hint = "its periodic tasks " + hint
+	case len(named) == 1:
+		hint = fmt.Sprintf("its periodic task named %q is picked with --name %s, and %s", named[0], named[0], hint)
+	default:
+		quoted := make([]string, 0, shown+1)
+		for _, n := range named[:min(len(named), shown)] {
+			quoted = append(quoted, strconv.Quote(n))
+		}
+		if len(named) > shown {
+			quoted = append(quoted, "...")
+		}
+		hint = fmt.Sprintf("its periodic tasks named %s are picked with --name, and %s", strings.Join(quoted, ", "), hint)
+	}
+	return task.NotFoundf("no periodic task of code %s named %q: %s", code, cmp.Or(name, code), hint)
 }
 
 func (a *App) cronRemoveCmd() *cobra.Command {
@@ -140,7 +226,8 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 			t, err := cl.CronGet(cmd.Context(), args[0], name)
 			if task.ErrorCode(err) == task.CodeNotFound {
 				// A mistyped code: say so, with the nearest one.
-				return cmp.Or(a.unknown(cmd.Context(), cl.store, (*ops.Ops).CheckCode, args[0]), err)
+				return cmp.Or(a.unknown(cmd.Context(), cl.store, (*ops.Ops).CheckCode, args[0]),
+					cronNotFound(cmd.Context(), cl.store, args[0], name, err))
 			}
 			if err != nil {
 				return err
@@ -175,8 +262,9 @@ func (a *App) cronTimezoneCmd() *cobra.Command {
 		Long: `Periodic tasks INSERTed without a timezone (the seed's producers write
 none) run in one zone for the whole cluster, kept in the task center: the
 first node or migrate records cron.timezone, else its host's zone. With
-ZONE (an IANA name), set it; every node follows at once. Tasks added with
-taskd cron add record their own zone and are not affected.`,
+ZONE (an IANA name), set it; every node follows at once, and the next
+run of those waiting moves to its time in ZONE. Tasks added with taskd
+cron add record their own zone and are not affected.`,
 		Example: "  taskd cron timezone\n  taskd cron timezone Asia/Shanghai",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -197,26 +285,36 @@ taskd cron add record their own zone and are not affected.`,
 			if err != nil {
 				return err
 			}
-			out := map[string]string{"timezone": before}
+			out := map[string]any{"timezone": before}
 			changed := len(args) == 1 && args[0] != before
+			var moved []int64
 			if changed {
+				// The next runs first: should the setting then fail, the
+				// same command again moves them to the same times and sets it.
+				if moved, err = a.moveZoneless(cmd.Context(), st, args[0]); err != nil {
+					return err
+				}
 				if err := st.SettingSet(cmd.Context(), store.SettingCronTimezone, args[0]); err != nil {
 					return err
 				}
 				if err := st.Audit(cmd.Context(), ops.CurrentActor(), "cron timezone", args[0], 1,
-					map[string]string{"before": before, "after": args[0]}); err != nil {
+					map[string]any{"before": before, "after": args[0], "moved": nonNil(moved)}); err != nil {
 					fmt.Fprintf(a.Stderr, "taskd: warning: set, but the audit log was not written: %v\n", err)
 				}
-				out = map[string]string{"timezone": args[0], "before": before}
+				out = map[string]any{"timezone": args[0], "before": before, "moved": nonNil(moved)}
 			}
 			if a.json() {
 				return a.printJSON(out)
 			}
+			movedText := ""
+			if len(moved) > 0 {
+				movedText = "; moved the next run of " + ops.Plural(len(moved), "periodic task")
+			}
 			switch {
 			case changed && before == "":
-				fmt.Fprintf(a.Stdout, "periodic tasks that name no time zone now run in %s (each node used its own)\n", args[0])
+				fmt.Fprintf(a.Stdout, "periodic tasks that name no time zone now run in %s (each node used its own)%s\n", args[0], movedText)
 			case changed:
-				fmt.Fprintf(a.Stdout, "periodic tasks that name no time zone now run in %s (was %s)\n", args[0], before)
+				fmt.Fprintf(a.Stdout, "periodic tasks that name no time zone now run in %s (was %s)%s\n", args[0], before, movedText)
 			case before == "":
 				fmt.Fprintln(a.Stdout, "no default time zone: each node uses its own (set one: taskd cron timezone ZONE)")
 			default:
@@ -227,4 +325,36 @@ taskd cron add record their own zone and are not affected.`,
 	}
 	neverAsks(cmd, &yes)
 	return cmd
+}
+
+// moveZoneless moves the next run of the pending periodic tasks that name
+// no time zone to their first occurrence in zone after now, by the
+// database clock, as cron add moves a pending task whose zone it changes
+// (cronspec.NextRun, as enable), and returns the ids it moved. A task in
+// flight gets its next run when its run ends; a failed one keeps the time
+// of its retry.
+func (a *App) moveZoneless(ctx context.Context, st *store.Store, zone string) ([]int64, error) {
+	zs, err := st.CronZonelessList(ctx)
+	if err != nil || len(zs) == 0 {
+		return nil, err
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	move := make([]store.CronZoneless, 0, len(zs))
+	next := make([]time.Time, 0, len(zs))
+	for _, z := range zs {
+		if cronspec.ExprZone(z.Expr) != "" {
+			continue // CRON_TZ= names its own zone
+		}
+		at, err := cronspec.NextRun(z.Expr, zone, now, now)
+		if err != nil {
+			// Its next run ends it with this error anyway, in any zone.
+			fmt.Fprintf(a.Stderr, "taskd: warning: periodic task %d keeps its next run: %v\n", z.ID, err)
+			continue
+		}
+		move, next = append(move, z), append(next, at)
+	}
+	return st.CronZonelessMove(ctx, move, next)
 }

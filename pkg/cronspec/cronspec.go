@@ -191,7 +191,7 @@ func classic(expr string) (string, error) {
 			// more words, or one with a path's or a file's characters, are
 			// a command.
 			if !cronToken(field) && (len(f) > 6 || strings.ContainsFunc(field, notCronChar)) {
-				return "", task.Invalidf("malformed cron expression %q: %q looks like a crontab line's command: give the schedule alone (the command is the handler's: handlers.CODE.command)",
+				return "", task.Invalidf("malformed cron expression %q: %q looks like a crontab line's command: give the schedule alone (the command is the handler's: handlers.CODE.exec)",
 					expr, strings.Join(f[5+i:], " "))
 			}
 		}

@@ -576,7 +576,7 @@ func TestParseMalformed(t *testing.T) {
 			case expr == "* * *":
 				require.NotContains(t, err.Error(), "@every", "no interval hint for a schedule without words")
 			case strings.Contains(want, "looks like"):
-				require.ErrorContains(t, err, "handlers.CODE.command")
+				require.ErrorContains(t, err, "handlers.CODE.exec")
 			case expr == "0 30 9 * * MONN":
 				require.NotContains(t, err.Error(), "command")
 			}

@@ -751,6 +751,72 @@ func (s *Store) CronUpdate(ctx context.Context, id int64, p *TaskInsertParams) e
 	return nil
 }
 
+// CronZoneless is a pending periodic task whose row names no time zone
+// (an INSERT the seed's way): it runs in the cluster's default zone, so its
+// next run moves when that zone does.
+type CronZoneless struct {
+	ID   int64
+	Expr string
+	// What CronZonelessMove fences on: the attempt and next run read.
+	attempt int
+	planned string
+}
+
+// CronZonelessList returns the pending periodic tasks whose row names no
+// time zone. Those in flight get their next run when their run ends, and
+// a failed one waits for its retry, whatever the zone.
+func (s *Store) CronZonelessList(ctx context.Context) ([]CronZoneless, error) {
+	// The next run is read as text: compared back as it was read, exactly,
+	// whatever the session's time zone.
+	rows, err := s.db.QueryContext(ctx, `SELECT id, COALESCE(cron_expr, ''), attempt, CAST(plan_next_run_at AS CHAR)
+		FROM task_center WHERE task_type = 1 AND status = 0 AND timezone = '' ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list periodic tasks with no time zone: %w", err)
+	}
+	defer rows.Close()
+	var out []CronZoneless
+	for rows.Next() {
+		var z CronZoneless
+		if err := rows.Scan(&z.ID, &z.Expr, &z.attempt, &z.planned); err != nil {
+			return nil, fmt.Errorf("list periodic tasks with no time zone: %w", err)
+		}
+		out = append(out, z)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list periodic tasks with no time zone: %w", err)
+	}
+	return out, nil
+}
+
+// CronZonelessMove moves the next run of each task of ts to next[i], as
+// CronUpdate moves that of a task whose zone changed, and returns the ids
+// it moved. A task is moved only while it is as CronZonelessList read it:
+// still pending for the same occurrence, with the same expression and no
+// zone. One claimed, run-now, disabled or re-added meanwhile is left alone.
+func (s *Store) CronZonelessMove(ctx context.Context, ts []CronZoneless, next []time.Time) ([]int64, error) {
+	var moved []int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		moved = moved[:0]
+		for i, z := range ts {
+			res, err := tx.ExecContext(ctx, `UPDATE task_center SET scheduled_at = NULL, plan_next_run_at = FROM_UNIXTIME(?)
+				WHERE id = ? AND task_type = 1 AND status = 0 AND timezone = '' AND COALESCE(cron_expr, '') = ?
+				AND attempt = ? AND plan_next_run_at = ?`,
+				unixArg(next[i]), z.ID, z.Expr, z.attempt, z.planned)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				moved = append(moved, z.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("move the next run of %d periodic tasks with no time zone: %w", len(ts), err)
+	}
+	return moved, nil
+}
+
 // TaskDelete removes a task row (its runs stay as history).
 func (s *Store) TaskDelete(ctx context.Context, id int64) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM task_center WHERE id = ?`, id); err != nil {
