@@ -73,7 +73,7 @@ func New(version, node string) *Metrics {
 		}),
 		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskd_tasks_recovered_total",
-			Help: "Tasks put back by recovery or the watchdog, by kind: redispatched (message lost), running (worker dead or hung), orphan (never started), watchdog (slot abandoned).",
+			Help: "Tasks put back by recovery or the watchdog, by kind: redispatched (message lost), running (worker dead or hung), orphan (taken by a worker that died before marking it running: a crash), watchdog (slot abandoned).",
 		}, []string{"kind"}),
 		heals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskd_watchdog_heals_total",

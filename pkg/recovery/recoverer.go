@@ -93,7 +93,7 @@ type Result struct {
 	Redispatched int // dispatched tasks whose message was lost
 	Recovered    int // running tasks of dead or hung workers, back to pending
 	Poisoned     int // tasks that crashed their worker CrashLimit times
-	Orphans      int // never-started messages of dead workers handed back
+	Orphans      int // attempts dead workers had taken, not yet marked running, recovered as crashes
 	DeadWorkers  int // dead workers whose lists were drained
 	RedisReset   bool
 }
@@ -233,20 +233,47 @@ func (r *Recoverer) drainDeadWorkers(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
-		n, err := r.apply(ctx, ts)
+		applied, err := r.applyEach(ctx, ts)
 		if err != nil {
 			return err
+		}
+		n := 0
+		for i, ok := range applied {
+			if !ok {
+				continue
+			}
+			n++
+			// The attempt that killed its worker a last time: said as
+			// recoverRunning says it of a marked one, not as a message
+			// handed back.
+			if poisoned(ts[i]) {
+				res.Poisoned++
+				r.log.Warn("task recovered", "task_id", ts[i].ID, "task_code", ts[i].Run.Code,
+					"attempt", ts[i].Attempt, "to", ts[i].To.String(), "reason", ts[i].Result)
+				r.record(ctx, &broker.Event{Kind: KindPoisoned, Node: node, WorkerID: w, Queue: ts[i].Run.Queue, TaskID: ts[i].ID,
+					Code: ts[i].Run.Code, Attempt: ts[i].Attempt, Detail: fmt.Sprintf("task recovered, now %s: %s", ts[i].To, ts[i].Result)})
+			}
 		}
 		res.Orphans += n
 		if err := r.broker.Forget(ctx, w); err != nil {
 			return err
 		}
 		res.DeadWorkers++
-		r.log.Warn("dead worker drained", "worker_id", w, "worker_node", node, "handed_back", n)
+		r.log.Warn("dead worker drained", "worker_id", w, "worker_node", node, "recovered", n)
+		attempts := "attempts"
+		if n == 1 {
+			attempts = "attempt"
+		}
 		r.record(ctx, &broker.Event{Kind: KindDrained, Node: node, WorkerID: w,
-			Detail: fmt.Sprintf("dead worker drained: %d never-started messages handed back", n)})
+			Detail: fmt.Sprintf("dead worker drained: %d %s it had taken recovered, each counted as a crash", n, attempts)})
 	}
 	return nil
+}
+
+// poisoned reports whether crash transition tr gives its task up (dead) or
+// moves a periodic one past its occurrence: its crash limit was reached.
+func poisoned(tr store.Transition) bool {
+	return tr.To != task.Pending || !tr.NextAt.IsZero()
 }
 
 // redispatch hands back the dispatched tasks whose message was lost. After
@@ -442,7 +469,7 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 			}
 			res.Recovered++
 			kind := KindRecovered
-			if ts[i].To != task.Pending || !ts[i].NextAt.IsZero() {
+			if poisoned(ts[i]) {
 				res.Poisoned++
 				kind = KindPoisoned
 			}

@@ -404,12 +404,16 @@ func TestOverdueTaskOfAWorkerHoldingResultsIsLeft(t *testing.T) {
 
 func TestDeadWorkerOrphansHandedBack(t *testing.T) {
 	t.Parallel()
-	b := setup(t, recovery.Config{DispatchWindow: time.Hour})
+	b := setup(t, recovery.Config{DispatchWindow: time.Hour, CrashLimit: 3})
 	b.oldEpoch(t)
-	ids := b.submit(t, 2, producer.Submission{})
+	ids := b.submit(t, 3, producer.Submission{})
+	// The third killed its worker twice before: this is its last crash.
+	b.env.Exec(t, `UPDATE task_center SET crash_count = 2 WHERE id = ?`, ids[2])
+	poison := ids[2]
+	ids = ids[:2]
 	msgs := b.claim(t)
 	ctx := context.Background()
-	// Worker "ghost" took both messages, then died before starting them.
+	// Worker "ghost" took the messages, then died before marking them.
 	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "ghost", Node: "node-g", Queues: []string{"job"}}, time.Minute))
 	for _, m := range msgs {
 		raw, err := m.Encode()
@@ -422,10 +426,12 @@ func TestDeadWorkerOrphansHandedBack(t *testing.T) {
 	res, err := b.rec.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.DeadWorkers)
-	require.Equal(t, 2, res.Orphans)
+	require.Equal(t, 3, res.Orphans)
+	require.Equal(t, 1, res.Poisoned, "the poison task is said to be one")
 	for _, id := range ids {
 		require.Equal(t, task.Pending, b.status(t, id).Status)
 	}
+	require.Equal(t, task.Dead, b.status(t, poison).Status)
 	n, err := b.rdb.Exists(ctx, b.keys.Processing("job", "ghost"), b.keys.WorkerQueues("ghost")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
@@ -445,11 +451,13 @@ func TestDeadWorkerOrphansHandedBack(t *testing.T) {
 	require.Empty(t, gone, "its last beat is older than that")
 	events, err := b.env.Broker.Events(ctx, 10)
 	require.NoError(t, err)
-	require.Len(t, events, 1)
-	require.Equal(t, recovery.KindDrained, events[0].Kind)
+	require.Len(t, events, 2)
+	require.Equal(t, recovery.KindDrained, events[0].Kind, "newest first")
 	require.Equal(t, "node-g", events[0].Node)
 	require.Equal(t, "ghost", events[0].WorkerID)
-	require.Contains(t, events[0].Detail, "2 never-started messages handed back")
+	require.Contains(t, events[0].Detail, "3 attempts it had taken recovered, each counted as a crash")
+	require.Equal(t, recovery.KindPoisoned, events[1].Kind)
+	require.Equal(t, poison, events[1].TaskID)
 }
 
 func TestCompletedTaskIsNeverReverted(t *testing.T) {
