@@ -78,7 +78,15 @@ type PoolConfig struct {
 	BackoffMax time.Duration
 	// Timeout caps each attempt (0: the task's timeout alone).
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// WaitCredit is how much of the time a task waited for a free
+	// process it gets back: its timeout then runs from when a process
+	// took it (0: none). Four tasks per process wait in the worker's
+	// slots, and a task that waited 3 s behind a long one was killed 2 s
+	// into its 5 s timeout and run again. Recovery and the watchdog take
+	// a task at its timeout plus their grace, so the node gives half of
+	// the smaller one.
+	WaitCredit time.Duration
+	Logger     *slog.Logger
 }
 
 // AttemptTimeout implements Capped.
@@ -163,9 +171,10 @@ type Pool struct {
 }
 
 type poolCall struct {
-	ctx   context.Context
-	r     *Request
-	reply chan poolReply
+	ctx    context.Context
+	r      *Request
+	reply  chan poolReply
+	queued time.Time // when it began to wait for a process
 }
 
 type poolReply struct {
@@ -240,7 +249,7 @@ func (p *Pool) Handle(ctx context.Context, r *Request) (string, error) {
 	if ctx.Err() != nil {
 		return "", fmt.Errorf("pool %s: %w", p.cfg.Code, ctxErr(ctx))
 	}
-	c := &poolCall{ctx: ctx, r: r, reply: make(chan poolReply, 1)}
+	c := &poolCall{ctx: ctx, r: r, reply: make(chan poolReply, 1), queued: time.Now()}
 	select {
 	case p.calls <- c:
 	case <-ctx.Done():
@@ -254,6 +263,27 @@ func (p *Pool) Handle(ctx context.Context, r *Request) (string, error) {
 	}
 	rep := <-c.reply
 	return rep.out, rep.err
+}
+
+// credited is ctx with its deadline moved d later, cancelled as ctx is
+// for any other cause (a kill, a shutdown).
+func credited(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok || d <= 0 {
+		return ctx, func() {}
+	}
+	timed, cancelTimed := context.WithDeadline(context.WithoutCancel(ctx), dl.Add(d))
+	out, cancel := context.WithCancelCause(timed)
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel(context.Cause(ctx))
+		}
+	})
+	return out, func() {
+		stop()
+		cancel(nil)
+		cancelTimed()
+	}
 }
 
 // Stats returns a snapshot of the pool.
@@ -564,6 +594,9 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 	defer p.busy.Add(-1)
 	r := c.r
 	log := p.log.With("pid", proc.pid, "task_id", r.ID, "attempt", r.Attempt)
+	ctx, cancel := credited(c.ctx, min(time.Since(c.queued), p.cfg.WaitCredit))
+	defer cancel()
+	c = &poolCall{ctx: ctx, r: r, reply: c.reply}
 	deadline, _ := c.ctx.Deadline()
 	line, err := encodeRequest(r, deadline, tracing.TraceParent(c.ctx))
 	if err != nil {

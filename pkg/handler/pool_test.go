@@ -288,6 +288,41 @@ func TestPoolTimeoutKillsAndReplaces(t *testing.T) {
 	require.Equal(t, int64(1), p.Stats().Ended[EndTimeout])
 }
 
+// A task that waited for a free process gets that time back, up to
+// WaitCredit: its timeout runs from when a process took it. Without it,
+// the second of two 400 ms tasks with timeouts of 600 ms on one process
+// was killed 200 ms into its run.
+func TestPoolWaitIsCredited(t *testing.T) {
+	t.Parallel()
+	for _, credit := range []time.Duration{0, 2 * time.Second} {
+		p := newTestPool(t, "serve", func(c *PoolConfig) { c.WaitCredit = credit })
+		served(t, p, `{}`)
+		waitIdle(t, p)
+		errs := make(chan error, 2)
+		for i := range 2 {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+				defer cancel()
+				_, err := p.Handle(ctx, &Request{ID: int64(i + 1), Code: "resize_image", Payload: []byte(`{"do":"sleep","ms":400}`)})
+				errs <- err
+			}()
+		}
+		var failed []error
+		for range 2 {
+			if err := <-errs; err != nil {
+				failed = append(failed, err)
+			}
+		}
+		if credit == 0 {
+			require.Len(t, failed, 1, "the one that waited ran out of time")
+			require.ErrorIs(t, failed[0], context.DeadlineExceeded)
+			require.NotErrorIs(t, failed[0], ErrNotStarted, "it was started, and killed")
+		} else {
+			require.Empty(t, failed, "each had its 600 ms")
+		}
+	}
+}
+
 // A task whose timeout passes while every process is busy was never
 // started: its error says so (ErrNotStarted, which the worker hands back),
 // and the busy process is left alone.
