@@ -107,7 +107,9 @@ var errGarbage = errors.New("not a protocol line")
 func decodeAnswer(line []byte) (*poolAnswer, error) {
 	var a poolAnswer
 	if err := json.Unmarshal(line, &a); err != nil {
-		return nil, fmt.Errorf("%w: %q", errGarbage, quote(line))
+		// Most often a log line: an output stream opened on stdout
+		// before the worker took it (a console object made at boot).
+		return nil, fmt.Errorf("%w: %q (stdout is the protocol's: logs go to stderr)", errGarbage, quote(line))
 	}
 	return &a, nil
 }

@@ -38,6 +38,9 @@ exit(Worker::run(static function (Task $task) use (&$kept, $runLog): mixed {
         echo $p['echo'], "\n";
         print_r(['noise' => true]);
     }
+    if (isset($p['warn'])) {
+        trigger_error((string) $p['warn'], E_USER_WARNING);
+    }
     if (isset($p['sleep_ms'])) {
         usleep((int) $p['sleep_ms'] * 1000);
     }

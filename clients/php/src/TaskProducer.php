@@ -394,7 +394,10 @@ final class TaskProducer
     private function row(string $taskCode, array $payload, array $options): array
     {
         self::name('task code', $taskCode);
-        $json = json_encode((object) $payload, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_PRESERVE_ZERO_FRACTION);
+        // [] is {}, no payload; a list stays a list, as the CLI keeps it
+        // ([1,2,3] became {"0":1,"1":2,"2":3}).
+        $json = json_encode($payload === [] ? new \stdClass() : $payload,
+            JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_PRESERVE_ZERO_FRACTION);
         if ($json === false) {
             throw new InvalidArgumentException('payload is not JSON-encodable: ' . json_last_error_msg());
         }

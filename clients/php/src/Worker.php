@@ -37,6 +37,10 @@ final class Worker
     public static function run(callable $handle): int
     {
         ini_set('display_errors', 'stderr');
+        if ((string) ini_get('error_log') === '') {
+            // The CLI logs to stderr too: every warning came twice.
+            ini_set('log_errors', '0');
+        }
         $in = defined('STDIN') ? STDIN : fopen('php://stdin', 'rb');
         self::claimStdout();
         self::send(['ready' => true, 'protocol' => self::PROTOCOL]);

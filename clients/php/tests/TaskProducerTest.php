@@ -53,6 +53,9 @@ final class TaskProducerTest extends TestCase
         self::assertSame($this->code('php_lib_delay'), $row['task_code']);
         self::assertSame(0, (int) $row['task_type']);
         self::assertSame(['to' => 'a@example.com', 'name' => 'Zoë'], json_decode($row['payload'], true));
+        // No payload is {}; a list stays a list.
+        self::assertSame('{}', Env::task($this->pdo, $this->producer->submit($this->code('php_lib_delay'), []))['payload']);
+        self::assertSame('[1,2,3]', Env::task($this->pdo, $this->producer->submit($this->code('php_lib_delay'), [1, 2, 3]))['payload']);
         self::assertSame(2, (int) $row['priority']);
         self::assertSame(30, (int) $row['delay']);
         self::assertSame(60, (int) $row['timeout']);

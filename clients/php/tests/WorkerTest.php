@@ -91,6 +91,11 @@ final class WorkerTest extends TestCase
         self::assertStringContainsString("hello from the handler\n", $err);
         self::assertStringContainsString('[noise] => 1', $err);
         self::assertTrue($this->task(2, [])['ok']);
+
+        // A warning is on stderr once: the CLI's log to stderr is off
+        // where display_errors writes there.
+        self::assertTrue($this->task(3, ['warn' => 'disk nearly full'])['ok']);
+        self::assertSame(1, substr_count($this->stderr(), 'disk nearly full'));
     }
 
     public function testBadRequestAndEof(): void

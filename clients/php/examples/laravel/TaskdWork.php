@@ -21,6 +21,8 @@ namespace App\Console\Commands;
 
 use App\Jobs\Handlers;
 use Illuminate\Console\Command;
+use Illuminate\Console\OutputStyle;
+use Symfony\Component\Console\Output\StreamOutput;
 use Taskd\Task;
 use Taskd\Worker;
 
@@ -32,7 +34,12 @@ final class TaskdWork extends Command
 
     public function handle(Handlers $handlers): int
     {
+        // The console output the framework opened on stdout at boot would
+        // write $this->info() into the protocol: stdout is taskd's.
+        $this->setOutput(new OutputStyle($this->input, new StreamOutput(STDERR)));
+
         return Worker::run(function (Task $task) use ($handlers) {
+            $this->info("task {$task->id}: {$task->code}"); // stderr: logged with the task id
             // At-least-once: a crash can run a task twice. Key side effects
             // on the task's unique key, or on its id when it has none.
             $key = $task->uniqueKey !== '' ? $task->uniqueKey : "task-{$task->id}";
