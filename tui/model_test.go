@@ -116,6 +116,8 @@ func TestWaitingAndItsDrain(t *testing.T) {
 	}
 	b.src.mu.Unlock()
 	b.press(t, m, "ctrl+r")
+	require.Contains(t, screen(m), "paused 500 · ", "what the paused queue holds is said apart, first")
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 24})
 	require.Contains(t, screen(m), "waiting 47.0k (~24m) · 2060/min") // the slowest queue's time: import's 47,000 at 2,000 a minute
 
 	m.Update(tea.WindowSizeMsg{Width: 72, Height: 24})

@@ -196,6 +196,10 @@ func (m *Model) header() string {
 			first = append(first, m.st.Bad.Render(fmt.Sprintf("redis %.0f%% full", 100*r.Ratio())))
 		}
 	}
+	if held, _ := ov.Stats.Paused(); held > 0 {
+		// Left out of "waiting": a pause forgotten holds them for good.
+		first = append(first, m.st.Bad.Render("paused "+count(held)))
+	}
 	line := func(waitingText string, withNodes bool) string {
 		figures := []string{nodes, workersText, waitingText, count(perMin) + "/min", rate}
 		if !withNodes {

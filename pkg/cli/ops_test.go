@@ -415,6 +415,11 @@ func TestTextOutput(t *testing.T) {
 	// A task due now, in a queue no worker takes from.
 	b.submitID(t, "report")
 	require.Contains(t, b.ok(t, "stats"), "\nwaiting 1 (DUE and BACKLOG); no time to drain: a queue waits with no attempt in the last minute, or behind results waiting to be written\n")
+	// One due in the paused queue is not waiting: it is held, and said so.
+	b.submitID(t, "hello")
+	stats = b.ok(t, "stats")
+	require.Contains(t, stats, "\nwaiting 1 (DUE and BACKLOG)")
+	require.Contains(t, stats, "\nheld 1 in paused queue (hello); taskd resume QUEUE lets them run\n")
 
 	// A worker whose results the task center does not take (a full disk):
 	// its queues stand still, and stats says why.

@@ -146,6 +146,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 	if d.Store != nil && d.Broker != nil && schemaOK {
 		checkWork(ctx, r, cfg, d, o)
 		checkLimits(ctx, r, cfg, d, o)
+		checkPaused(ctx, r, d, o)
 	}
 	if server != nil && d.Broker != nil {
 		checkConnections(ctx, r, cfg, d, *server, o)

@@ -103,7 +103,7 @@ func TestHealthy(t *testing.T) {
 	require.True(t, r.OK, "%+v", r.Checks)
 	for _, name := range []string{"config", "mysql", "mysql.grants", "mysql.schema", "mysql.lock_wait_timeout", "mysql.max_allowed_packet", "mysql.time_zone",
 		"mysql.clock", "redis", "redis.oom", "redis.eviction", "redis.cluster", "handlers.hello", "handlers.web", "tasks.handlers", "tasks.routes", "queues.consumers",
-		"workers.results", "queues.limits", "nodes.ids", "nodes.time_zones", "nodes.cron_timezone"} {
+		"workers.results", "queues.limits", "queues.paused", "nodes.ids", "nodes.time_zones", "nodes.cron_timezone"} {
 		requireStatus(t, r, name, doctor.OK, "")
 	}
 	require.Equal(t, len(r.Checks), r.Counts[doctor.OK]+r.Counts[doctor.Warn])
@@ -205,6 +205,9 @@ func TestProblems(t *testing.T) {
 	// in a queue nobody consumes, for good.
 	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at, status, attempt, dispatched_at)
 		VALUES ('spook', '{}', NOW(3), 1, 1, NOW(3))`)
+	// Its queue paused by an operator, and forgotten.
+	_, err = ops.New(b.env.Store, b.env.Broker).Pause(ctx, "ghost")
+	require.NoError(t, err)
 	// A node in another zone, with another cron.timezone.
 	require.NoError(t, b.env.Broker.BeatProcess(ctx, &broker.Process{ID: "p1", Node: "tokyo-1", Host: "tk-a", Zone: "Asia/Tokyo +09:00",
 		CronTimezone: "Asia/Tokyo"}, time.Minute))
@@ -228,6 +231,9 @@ func TestProblems(t *testing.T) {
 	requireStatus(t, r, "queues.consumers", doctor.Warn, "ghost (1 task waiting), gone")
 	requireStatus(t, r, "queues.consumers", doctor.Warn, "spook (1 task waiting)")
 	requireStatus(t, r, "mysql.clock", doctor.Fail, "ahead of the database's")
+	requireStatus(t, r, "queues.paused", doctor.Warn, "queue ghost is paused since ")
+	require.Contains(t, check(t, r, "queues.paused").Detail, " by "+ops.CurrentActor().User+" with 1 task due: they wait until it is resumed")
+	require.Equal(t, "taskd resume ghost --yes, if what it was paused for is over", check(t, r, "queues.paused").Fix)
 	requireStatus(t, r, "mysql.time_zone", doctor.Warn, "this host's UTC+05:00")
 	requireStatus(t, r, "mysql.max_allowed_packet", doctor.Warn, "less than the 100.0 MiB submit.max_payload allows")
 	requireStatus(t, r, "nodes.time_zones", doctor.OK, "hosts in 2 zones (Asia/Tokyo +09:00: tokyo-1; ")

@@ -434,6 +434,54 @@ func checkLimits(ctx context.Context, r *Report, cfg *config.Config, d Deps, o O
 	}
 }
 
+// checkPaused warns of paused queues with due tasks: a pause forgotten
+// after an incident holds them for good, and no alert fires for a queue
+// paused on purpose. Who paused it, and when, is the audit log's.
+func checkPaused(ctx context.Context, r *Report, d Deps, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	rows, err := d.Store.QueueList(ctx)
+	if err != nil {
+		r.add("queues.paused", Warn, "", "%v", err)
+		return
+	}
+	var paused []string
+	for _, q := range rows {
+		if q.Paused {
+			paused = append(paused, q.Name)
+		}
+	}
+	if len(paused) == 0 {
+		r.ok("queues.paused", "no queue is paused")
+		return
+	}
+	depths, _, err := d.Store.QueueDepths(ctx)
+	if err != nil {
+		r.add("queues.paused", Warn, "", "%v", err)
+		return
+	}
+	held := 0
+	for _, q := range paused {
+		due := int64(0)
+		if dq := depths[q]; dq != nil {
+			due = dq.Due
+		}
+		if due == 0 {
+			continue
+		}
+		held++
+		since := ""
+		if e, err := d.Store.AuditLast(ctx, "pause", "queue "+q); err == nil && e != nil {
+			since = fmt.Sprintf(" since %s by %s", e.CreatedAt.Local().Format(time.DateTime), e.Actor)
+		}
+		r.add("queues.paused", Warn, fmt.Sprintf("taskd resume %s --yes, if what it was paused for is over", q),
+			"queue %s is paused%s with %s due: they wait until it is resumed", q, since, ops.Plural(int(due), "task"))
+	}
+	if held == 0 {
+		r.ok("queues.paused", "%s paused, with nothing due: %s", ops.Plural(len(paused), "queue"), strings.Join(paused, ", "))
+	}
+}
+
 // checkRoutes compares the queue this configuration takes each of its task
 // codes from with the routes in the task center, which send tasks INSERTed
 // with no queue: of nodes configured differently the last to start wins,

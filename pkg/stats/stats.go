@@ -159,6 +159,20 @@ func (s *Stats) Waiting() (tasks int64, drain time.Duration, drains bool) {
 	return tasks, drain, drains && tasks > 0
 }
 
+// Paused is the work Waiting leaves out: the due and queued tasks of the
+// paused queues, and those queues (sorted). A pause forgotten after an
+// incident holds them for good, while "waiting" reads 0.
+func (s *Stats) Paused() (tasks int64, queues []string) {
+	for _, q := range s.Queues {
+		if w := q.Due + q.BacklogTotal(); q.Paused && w > 0 {
+			tasks += w
+			queues = append(queues, q.Name)
+		}
+	}
+	slices.Sort(queues)
+	return tasks, queues
+}
+
 // Roughly writes a time to drain to the unit that matters: 40s, 22m,
 // 3h10m.
 func Roughly(d time.Duration) string {

@@ -317,9 +317,31 @@ func (s *Store) AuditList(ctx context.Context, beforeID int64, limit int) ([]Aud
 	if beforeID <= 0 {
 		beforeID = math.MaxInt64
 	}
-	rows, err := s.db.QueryContext(ctx, qAuditList, beforeID, limit)
+	out, err := s.audit(ctx, qAuditList, beforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit log: %w", err)
+	}
+	return out, nil
+}
+
+// AuditLast returns the latest audit entry of action on target ("queue
+// mail"), or nil when there is none.
+func (s *Store) AuditLast(ctx context.Context, action, target string) (*AuditEntry, error) {
+	out, err := s.audit(ctx, qAuditLast, action, target)
+	if err != nil {
+		return nil, fmt.Errorf("read the last %s of %s: %w", action, target, err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return &out[0], nil
+}
+
+// audit reads the audit entries q selects (auditColumns).
+func (s *Store) audit(ctx context.Context, q string, args ...any) ([]AuditEntry, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []AuditEntry
@@ -327,7 +349,7 @@ func (s *Store) AuditList(ctx context.Context, beforeID int64, limit int) ([]Aud
 		var e AuditEntry
 		var at, detail string
 		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Origin, &e.Key, &e.Action, &e.Target, &e.Affected, &detail); err != nil {
-			return nil, fmt.Errorf("list audit log: %w", err)
+			return nil, err
 		}
 		if json.Valid([]byte(detail)) {
 			e.Detail = json.RawMessage(detail)

@@ -703,8 +703,13 @@ const qAuditInsert = `INSERT INTO task_audit (actor, origin, action, target, aff
 // between installing a release and running its migrations.
 const qAuditInsertKey = `INSERT INTO task_audit (actor, origin, action, target, affected, detail, key_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)`
 
-const qAuditList = `SELECT id, UNIX_TIMESTAMP(created_at), actor, origin, key_fingerprint, action, target, affected, COALESCE(detail, '')
-	FROM task_audit WHERE id < ? ORDER BY id DESC LIMIT ?`
+const auditColumns = `id, UNIX_TIMESTAMP(created_at), actor, origin, key_fingerprint, action, target, affected, COALESCE(detail, '')`
+
+const qAuditList = `SELECT ` + auditColumns + ` FROM task_audit WHERE id < ? ORDER BY id DESC LIMIT ?`
+
+// qAuditLast is the latest entry of an action on a target (a scan: the
+// log is read by doctor, not by the hot path).
+const qAuditLast = `SELECT ` + auditColumns + ` FROM task_audit WHERE action = ? AND target = ? ORDER BY id DESC LIMIT 1`
 
 // qClaimWindow is the claim's candidate select while some queue is paused
 // or full: per priority, one bounded window of its lane in idx_lane
