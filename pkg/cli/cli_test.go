@@ -259,6 +259,7 @@ func TestBadFlagValue(t *testing.T) {
 		"submit hello --delay 5":     `bad value "5" for --delay: want a duration such as 500ms, 30s or 5m`,
 		"submit hello --priority hi": `bad value "hi" for --priority: want a whole number`,
 		"lock x --ttl 5 -- true":     `bad value "5" for --ttl: want a duration such as 500ms, 30s or 5m`,
+		"submit hello --delay 2d":    `bad value "2d" for --delay: want a duration such as 500ms, 30s or 5m; there is no d: 2d is 48h`,
 		"run --roles shceduler":      `bad value "shceduler" for node.roles in flag --roles: want some of scheduler, worker, recovery, retention, watchdog`,
 		"--mysql-dsn bogus list":     `bad value "bogus" for mysql.dsn in flag --mysql-dsn: want a DSN such as user:password@tcp(host:3306)/taskd`,
 	} {

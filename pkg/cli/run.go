@@ -36,6 +36,11 @@ func (a *App) runCmd() *cobra.Command {
 				// directory, and about to use the defaults' database.
 				log.Warn(config.NoFile, "fix", config.NoFileFix)
 			}
+			if c.HasRole("watchdog") && !c.HasRole("worker") {
+				// It watches this process's own workers: there are none.
+				log.Warn("the watchdog role does nothing without the worker role in the same process", "roles", c.Node.Roles,
+					"fix", "add worker to --roles, or leave watchdog out")
+			}
 			ctx := cmd.Context()
 			if err := handler.StartReaper(ctx); err != nil {
 				log.Warn("cannot reap orphans of exec handlers; run under an init that does", "err", err)

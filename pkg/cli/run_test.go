@@ -95,3 +95,26 @@ func TestRunWithoutConfigFileSaysSo(t *testing.T) {
 	t.Setenv("TASKD_LOG_LEVEL", "info")
 	require.NotContains(t, start(), "no configuration file", "configured by its environment")
 }
+
+// A node run with the watchdog role and no worker role says that the
+// watchdog has nothing to watch: it watches its own process's workers.
+func TestRunWatchdogAloneSaysSo(t *testing.T) {
+	t.Parallel()
+	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	cfg := writeConfig(t, "log: { level: info }\n")
+	start := func(roles string) string {
+		ctx, cancel := context.WithCancel(context.Background())
+		errOut := &testenv.LogBuffer{}
+		done := make(chan int, 1)
+		go func() {
+			done <- cli.Execute(ctx, []string{"--config", cfg, "--mysql-dsn", "root:@tcp(" + closed + ")/taskd", "--redis-addr", closed,
+				"run", "--roles", roles}, io.Discard, errOut, strings.NewReader(""))
+		}()
+		require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "cannot connect") }, 10*time.Second, 20*time.Millisecond)
+		cancel()
+		require.Equal(t, cli.ExitOK, <-done)
+		return errOut.String()
+	}
+	require.Contains(t, start("scheduler,watchdog"), "the watchdog role does nothing without the worker role in the same process")
+	require.NotContains(t, start("worker,watchdog"), "the watchdog role does nothing")
+}

@@ -469,6 +469,7 @@ func TestBadValues(t *testing.T) {
 		t.Parallel()
 		for body, want := range map[string]string{
 			"worker: { shutdown_grace: soon }\n":                                                         `bad value "soon" for worker.shutdown_grace in %s: want a duration`,
+			"retention: { task_age: 7d }\n":                                                              `bad value "7d" for retention.task_age in %s: want a duration such as 500ms, 30s or 5m; there is no d: 7d is 168h`,
 			"worker: { concurrency: many }\n":                                                            `bad value "many" for worker.concurrency in %s: want a whole number`,
 			"worker: { concurrency: 0 }\n":                                                               `bad value 0 for worker.concurrency in %s: want a positive number`,
 			"scheduler: { batch_size: 20000 }\n":                                                         `bad value 20000 for scheduler.batch_size in %s: want 1 to 10000`,

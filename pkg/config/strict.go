@@ -439,9 +439,23 @@ func checkValue(key string, val any, t reflect.Type, source string) error {
 		if f, ok := val.(float64); ok {
 			val = decimal(f)
 		}
-		return badValue(key, val, Want(t), source)
+		return badValue(key, val, wantFor(t, val), source)
 	}
 	return nil
+}
+
+// days matches a duration written in days, which Go's durations lack.
+var days = regexp.MustCompile(`^\s*([0-9]+)\s*d\s*$`)
+
+// wantFor is Want, with the hours of a duration given in days ("7d").
+func wantFor(t reflect.Type, val any) string {
+	want := Want(t)
+	if m := days.FindStringSubmatch(fmt.Sprint(val)); m != nil && t == reflect.TypeFor[time.Duration]() {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			want += fmt.Sprintf("; there is no d: %s is %dh", strings.TrimSpace(fmt.Sprint(val)), 24*n)
+		}
+	}
+	return want
 }
 
 // decimal prints a number the file gave with a point as written, 10.0,
@@ -651,7 +665,7 @@ func FlagError(flags *pflag.FlagSet, err error) error {
 	if !ok {
 		return err
 	}
-	return task.Invalidf("bad value %q for --%s: want %s", iv.GetValue(), iv.GetFlag().Name, Want(t))
+	return task.Invalidf("bad value %q for --%s: want %s", iv.GetValue(), iv.GetFlag().Name, wantFor(t, iv.GetValue()))
 }
 
 // flagSynonyms are the names other tools give taskd's flags (--json,

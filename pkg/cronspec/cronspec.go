@@ -119,6 +119,18 @@ func parseError(err error, fields string) string {
 		case strings.Contains(why, "out of range"):
 			return fmt.Sprintf("%s is too large", tok)
 		}
+		// A name in the wrong field: robfig reads names in their own
+		// field only.
+		for _, name := range strings.Fields("SUN MON TUE WED THU FRI SAT") {
+			if strings.EqualFold(tok, name) {
+				return fmt.Sprintf("%q is a day name, in a field that is not the day of the week (the 5th of minute hour day-of-month month day-of-week)", tok)
+			}
+		}
+		for _, name := range strings.Fields("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC") {
+			if strings.EqualFold(tok, name) {
+				return fmt.Sprintf("%q is a month name, in a field that is not the month (the 4th of minute hour day-of-month month day-of-week)", tok)
+			}
+		}
 		return fmt.Sprintf("%q is not a number, nor a month or day name (JAN-DEC, SUN-SAT)", tok)
 	}
 	if d, ok := strings.CutPrefix(msg, "unrecognized descriptor: "); ok {

@@ -343,4 +343,9 @@ func TestValidateOthers(t *testing.T) {
 	loc, err := task.ValidateTimezone("Asia/Shanghai")
 	require.NoError(t, err)
 	require.Equal(t, "Asia/Shanghai", loc.String())
+	// Names are case-sensitive: the one meant is suggested.
+	for typed, meant := range map[string]string{"asia/shanghai": "Asia/Shanghai", "america/new_york": "America/New_York", "etc/utc": "Etc/UTC", "utc": "UTC"} {
+		_, err = task.ValidateTimezone(typed)
+		require.EqualError(t, err, fmt.Sprintf("unknown time zone %q (did you mean %q? zone names are case-sensitive)", typed, meant))
+	}
 }

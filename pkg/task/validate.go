@@ -157,7 +157,34 @@ func ValidateTimezone(tz string) (*time.Location, error) {
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
+		if near := zoneCased(tz); near != "" {
+			return nil, Invalidf("unknown time zone %q (did you mean %q? zone names are case-sensitive)", tz, near)
+		}
 		return nil, Invalidf("unknown time zone %q", tz)
 	}
 	return loc, nil
+}
+
+// zoneCased is the zone tz names in another case (asia/shanghai,
+// america/new_york, etc/utc, utc), or "" when no such zone loads.
+func zoneCased(tz string) string {
+	parts := strings.Split(tz, "/")
+	for i, p := range parts {
+		words := strings.Split(strings.ToLower(p), "_")
+		for j, w := range words {
+			if w != "" {
+				words[j] = strings.ToUpper(w[:1]) + w[1:]
+			}
+		}
+		parts[i] = strings.Join(words, "_")
+	}
+	titled := strings.Join(parts, "/")
+	last := strings.LastIndexByte(titled, '/') + 1
+	// Etc/UTC and UTC: names in upper case.
+	for _, c := range []string{titled, titled[:last] + strings.ToUpper(titled[last:])} {
+		if _, err := time.LoadLocation(c); err == nil && c != tz {
+			return c
+		}
+	}
+	return ""
 }
