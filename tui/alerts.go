@@ -6,11 +6,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/store"
 )
 
 // alertDoc is the part of an alert's state (pkg/alert, kept in the
-// {prefix}alerts hash) that tasktop shows.
+// task_alert table) that tasktop shows.
 type alertDoc struct {
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
@@ -19,12 +19,13 @@ type alertDoc struct {
 	StartsAt    time.Time         `json:"starts_at"`
 }
 
-// BrokerAlerts reads the alert states the alerting node keeps in Redis:
+// StoredAlerts reads the alert states the alerting node keeps in the task
+// center:
 // firing ones, and those whose condition holds but not yet for long enough
 // (pending), or that resolved and are still remembered.
-func BrokerAlerts(br *broker.Broker) func(ctx context.Context) ([]Alert, error) {
+func StoredAlerts(st *store.Store) func(ctx context.Context) ([]Alert, error) {
 	return func(ctx context.Context) ([]Alert, error) {
-		raw, err := br.AlertStates(ctx)
+		raw, err := st.AlertStates(ctx)
 		if err != nil {
 			return nil, err
 		}

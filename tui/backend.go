@@ -57,7 +57,7 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 	}
 	sort.Strings(queues)
 	be.Loader = &Loader{Store: rs, Broker: br, Queues: queues, Configured: be.Ops.Configured,
-		ConfiguredLimit: be.Ops.ConfiguredLimit, Alerts: BrokerAlerts(br)}
+		ConfiguredLimit: be.Ops.ConfiguredLimit, Alerts: StoredAlerts(rs)}
 	return be, nil
 }
 

@@ -39,7 +39,7 @@ func BenchmarkRefresh(b *testing.B) {
 		}
 	}
 	b.Logf("filled %d tasks in %s", n, time.Since(start).Round(time.Second))
-	l := &Loader{Store: env.Store, Broker: env.Broker, Alerts: BrokerAlerts(env.Broker)}
+	l := &Loader{Store: env.Store, Broker: env.Broker, Alerts: StoredAlerts(env.Store)}
 	dead := task.Dead
 	var mid int64
 	if err := env.Store.DB().QueryRowContext(ctx, `SELECT id FROM task_center ORDER BY id LIMIT 1 OFFSET ?`, n/2).Scan(&mid); err != nil {
@@ -121,7 +121,7 @@ func BenchmarkTenSessions(b *testing.B) {
 		{"shared", func(s Source) Source { return NewShared(s) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			counted := &countedSource{Source: &Loader{Store: env.Store, Broker: env.Broker, Alerts: BrokerAlerts(env.Broker)}}
+			counted := &countedSource{Source: &Loader{Store: env.Store, Broker: env.Broker, Alerts: StoredAlerts(env.Store)}}
 			src := c.src(counted)
 			rounds := 0
 			for b.Loop() {

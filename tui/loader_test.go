@@ -44,14 +44,14 @@ func TestLoaderReadsTheServices(t *testing.T) {
 	require.NoError(t, env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w1", Node: "n1", Host: "h1", PID: 42,
 		Queues: []string{"mail"}, Busy: 1, Slots: []broker.Slot{{Queue: "mail", TaskID: first, Code: "mail", Since: time.Now()}}}, time.Minute))
 	require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: "idle", WorkerID: "w1", Queue: "mail"}))
-	require.NoError(t, env.Broker.SaveAlertStates(ctx, map[string]string{
+	require.NoError(t, env.Store.SaveAlertStates(ctx, map[string]string{
 		"taskd_backlog{queue=mail}": `{"firing":true,"starts_at":"2026-11-30T10:00:00Z","annotations":{"summary":"mail backlog 5"}}`,
 	}, nil))
 	o := ops.New(env.Store, env.Broker)
 	_, err = o.Pause(ctx, "mail")
 	require.NoError(t, err)
 
-	l := &Loader{Store: env.Store, Broker: env.Broker, Queues: []string{"other"}, Alerts: BrokerAlerts(env.Broker)}
+	l := &Loader{Store: env.Store, Broker: env.Broker, Queues: []string{"other"}, Alerts: StoredAlerts(env.Store)}
 	ov, err := l.Overview(ctx)
 	require.NoError(t, err)
 	names := map[string]bool{}
@@ -123,7 +123,7 @@ func TestLoaderRedisDownAndBack(t *testing.T) {
 		{Code: "mail", Payload: json.RawMessage(`{}`), Timeout: 60, MaxRetry: 3, Delay: time.Hour},
 		{Code: "mail", Payload: json.RawMessage(`{}`), Timeout: 60, MaxRetry: 3, Delay: time.Hour}})
 	require.NoError(t, err)
-	l := &Loader{Store: env.Store, Broker: br, Alerts: BrokerAlerts(br)}
+	l := &Loader{Store: env.Store, Broker: br, Alerts: StoredAlerts(env.Store)}
 	ov, err := l.Overview(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, ov.RedisErr)

@@ -14,8 +14,9 @@
 // Alerter, and the one that holds the "alerts" lock evaluates and sends,
 // keeping the lease while it lives; the others wait to take over. The
 // state of every alert (since when its condition holds, firing, last
-// notified) lives in Redis ({prefix}alerts), so a new holder neither
-// repeats nor forgets what the previous one did.
+// notified) lives in the task center (task_alert), so a new holder
+// neither repeats nor forgets what the previous one did, and a Redis that
+// lost its data forgets nothing: a firing alert is still resolved.
 package alert
 
 import (

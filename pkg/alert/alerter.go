@@ -269,7 +269,7 @@ func (a *Alerter) evaluate(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	raw, err := a.broker.AlertStates(ctx)
+	raw, err := a.store.AlertStates(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -334,7 +334,7 @@ func (a *Alerter) evaluate(ctx context.Context) (Result, error) {
 	if sent {
 		res.Notified = len(out)
 	}
-	return res, a.broker.SaveAlertStates(ctx, set, del)
+	return res, a.store.SaveAlertStates(ctx, set, del)
 }
 
 // restartedOn reports whether a process of host that started after since

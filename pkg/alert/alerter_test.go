@@ -581,3 +581,32 @@ func TestHeartbeatStaleOutlivesTheRegistry(t *testing.T) {
 	eval(0)
 	require.Equal(t, 1, b.count(t, alert.RuleHeartbeatStale, alert.StatusResolved), "its host restarted it")
 }
+
+// A Redis that lost its data (restarted without persistence, a failover
+// to an empty replica) takes no alert's state with it: a firing alert is
+// resolved once its condition ends, and not notified again meanwhile.
+// With the states in Redis the receiver kept it firing for good.
+func TestAlertsResolveAfterRedisLostItsData(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rules := allOff
+	rules.Backlog = alert.Rule{Threshold: 2}
+	a := b.alerter(t, rules, time.Hour)
+	prod := producer.New(b.env.Store, b.env.Broker, producer.Options{})
+	for range 3 {
+		_, err := prod.Submit(ctx, producer.Submission{Code: "job", Queue: "q"})
+		require.NoError(t, err)
+	}
+	evalUntil(t, a, func() bool { return b.count(t, alert.RuleBacklog, alert.StatusFiring) == 1 })
+
+	rdb := b.env.Broker.Client()
+	keys, err := rdb.Keys(ctx, b.env.Prefix+"*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys)
+	require.NoError(t, rdb.Del(ctx, keys...).Err())
+	b.env.Exec(t, `DELETE FROM task_center`)
+
+	evalUntil(t, a, func() bool { return b.count(t, alert.RuleBacklog, alert.StatusResolved) == 1 })
+	require.Equal(t, 1, b.count(t, alert.RuleBacklog, alert.StatusFiring), "not notified again")
+}

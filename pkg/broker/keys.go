@@ -29,7 +29,6 @@ import "strconv"
 //	{prefix}processes              sorted set of process ids by last heartbeat;
 //	                               a clean exit removes its entry
 //	{prefix}events                 list of watchdog events (JSON), newest first
-//	{prefix}alerts                 hash of alert states by fingerprint (JSON)
 type Keys struct {
 	Prefix string
 	// NotifyTag, set on a Cluster, is one hash tag for every queue's wake
@@ -111,7 +110,3 @@ func (k Keys) Processes() string { return k.Prefix + "processes" }
 
 // Events is the list of recorded watchdog events.
 func (k Keys) Events() string { return k.Prefix + "events" }
-
-// Alerts holds the state of every alert, shared by the nodes that take
-// turns evaluating them.
-func (k Keys) Alerts() string { return k.Prefix + "alerts" }

@@ -74,7 +74,6 @@ func TestFullRedisStillDrains(t *testing.T) {
 	ended := map[string]broker.Ended{}
 	broker.CountEnded(ended, "q", task.OutcomeSucceeded)
 	require.NoError(t, b.AckEnded(ctx, "w1", map[string][]string{"q": raws[1:]}, time.Now(), ended))
-	require.NoError(t, b.SaveAlertStates(ctx, map[string]string{"taskd_redis_memory{}": "{}"}, nil))
 	alive, err := b.Alive(ctx, []string{"w1"})
 	require.NoError(t, err)
 	require.True(t, alive["w1"])

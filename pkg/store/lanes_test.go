@@ -260,9 +260,12 @@ func TestLanesExpandThenContract(t *testing.T) {
 	require.NoError(t, err)
 	var prev []store.Migration // the previous release's: up to 0009
 	var contract store.Migration
+	var later []int // the expand steps after 0009
 	for _, m := range migs {
 		if m.Version <= 9 {
 			prev = append(prev, m)
+		} else if m.Version != 11 {
+			later = append(later, m.Version)
 		}
 		if m.Contract && m.Version > 9 {
 			contract = m
@@ -277,7 +280,8 @@ func TestLanesExpandThenContract(t *testing.T) {
 		return "node old-1 runs an older release"
 	}})
 	require.NoError(t, err)
-	require.Equal(t, []int{10, 12, 13, 14, 15}, res.Applied, "the later expand steps are not held back")
+	require.Equal(t, later, res.Applied, "the later expand steps are not held back")
+	require.Contains(t, later, 12)
 	require.Equal(t, []store.Deferred{{Version: 11, Name: contract.Name, Reason: "node old-1 runs an older release"}}, res.Deferred)
 	require.NoError(t, st.CheckSchema(ctx))
 	idx := indexesOf(t, raw)
