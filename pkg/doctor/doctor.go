@@ -124,7 +124,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 	st, err := openStore(sctx)
 	cancel()
 	if err != nil {
-		r.add("mysql", Fail, downFix(err, "start MySQL, or fix mysql.dsn"), "%v", err)
+		r.add("mysql", Fail, downFix(err, "start MySQL, or fix mysql.dsn",
+			"correct mysql.dsn (its user, password or database) or the server's account as the error says; restarting MySQL would not help"), "%v", err)
 	} else {
 		defer st.Close()
 		d.Store = st
@@ -134,7 +135,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 	br, err := openBroker(bctx)
 	cancel()
 	if err != nil {
-		r.add("redis", Fail, downFix(err, "start Redis, or fix redis.addr and redis.password"), "%v", err)
+		r.add("redis", Fail, downFix(err, "start Redis, or fix redis.addr and redis.password",
+			"correct redis.password (or redis.addr, redis.db) as the error says; restarting Redis would not help"), "%v", err)
 	} else {
 		defer br.Close()
 		d.Broker = br
@@ -161,9 +163,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 // does not answer, else (it answered and refused: bad credentials, an
 // unknown database; or the DSN names no database) what its error says,
 // which starting it would not.
-func downFix(err error, fix string) string {
+func downFix(err error, fix, refused string) string {
 	if task.ErrorCode(err) == task.CodeConfig {
-		return "do what the error says: (re)starting the server would not help"
+		return refused
 	}
 	return fix
 }
