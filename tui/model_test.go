@@ -948,7 +948,7 @@ func TestQueueTrouble(t *testing.T) {
 	clk.at = clk.at.Add(time.Minute)
 	b.press(t, m, "ctrl+r")
 	s := screen(m)
-	require.Regexp(t, `(?m)^! send_email .* 2 ALERTS, dead \+13, 0\.0% ok$`, s)
+	require.Regexp(t, `(?m)^! send_email .* 2 ALERTS, dead \+13, 0\.0% succeed$`, s)
 	require.Contains(t, s, "ok 0.0%", "the header agrees with the queue and its alert")
 	require.Less(t, strings.Index(s, "send_email"), strings.Index(s, "reports_low"))
 
@@ -1255,4 +1255,13 @@ func TestColumnsFitTheirCells(t *testing.T) {
 		titles = append(titles, fmt.Sprintf("%s:%d", workerColumns[i].title, widths[k]))
 	}
 	require.Equal(t, []string{"WORKER:33", "NODE:6", "BEAT:4", "/MIN:4", "STATE:5", "TASK:16", "FOR:4"}, titles)
+
+	// A long list of queues is shown whole where the terminal has room:
+	// at 200 columns it was cut at 30 cells.
+	queues := strings.Repeat("queue_x,", 12) + "send_email"
+	rows[0].cells[4] = queues
+	idx, widths = fit(workerColumns, rows, 200, nil)
+	k := slices.IndexFunc(idx, func(i int) bool { return workerColumns[i].title == "QUEUES" })
+	require.GreaterOrEqual(t, k, 0)
+	require.Equal(t, len(queues), widths[k])
 }

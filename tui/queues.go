@@ -112,7 +112,7 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 		if *r < badSuccess {
 			sev = 3
 		}
-		out = append(out, trouble{fmt.Sprintf("%s ok", percent(r)), sev})
+		out = append(out, trouble{fmt.Sprintf("%s succeed", percent(r)), sev}) // not "0.0% ok", which ends in ok
 	}
 	backlog := q.BacklogTotal()
 	// Without Redis, consumers and backlog are unknown: not "no consumer".

@@ -75,7 +75,7 @@ var workerColumns = []column{
 	{title: "NODE", width: 8, flex: 16, drop: 2},
 	{title: "HOST", width: 10, drop: 6},
 	{title: "PID", width: 6, right: true, drop: 5},
-	{title: "QUEUES", width: 10, flex: 30, drop: 4},
+	{title: "QUEUES", width: 10, flex: 160, drop: 4}, // a wide terminal shows a long list whole
 	{title: "BEAT", width: 6, right: true},
 	{title: "/MIN", width: 5, right: true},
 	{title: "STATE", width: 7},

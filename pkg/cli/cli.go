@@ -59,6 +59,9 @@ type App struct {
 	configPath string
 	output     string
 	cfg        *config.Config
+	// warning is what an action goes on without (Redis down), said with
+	// its outcome (flushWarning).
+	warning string
 }
 
 // usageError marks errors of the command line itself (exit 2).

@@ -85,6 +85,7 @@ func (a *App) confirm(yes bool, prompt string) error {
 	if !ok || !isTerminal(in) {
 		return task.Invalidf("%s: refusing without --yes (standard input is not a terminal)", prompt)
 	}
+	a.flushWarning() // before the question: it may change the answer
 	fmt.Fprintf(a.Stderr, "%s? [y/N] ", prompt)
 	line, _ := bufio.NewReader(in).ReadString('\n')
 	if ans := strings.ToLower(strings.TrimSpace(line)); ans != "y" && ans != "yes" {
@@ -129,7 +130,9 @@ func (a *App) ops(cmd *cobra.Command, need redisNeed) (*ops.Ops, func(), error) 
 				st.Close()
 				return nil, nil, err
 			}
-			fmt.Fprintf(a.Stderr, "taskd: warning: %v; going on with the task center alone\n", err)
+			// Said with the action's outcome, or before its question: an
+			// action that fails for want of Redis says so in its one line.
+			a.warning = fmt.Sprintf("%v; going on with the task center alone", err)
 			br = nil
 		}
 	}
@@ -142,8 +145,17 @@ func (a *App) ops(cmd *cobra.Command, need redisNeed) (*ops.Ops, func(), error) 
 	}, nil
 }
 
+// flushWarning prints the warning a.ops left, once.
+func (a *App) flushWarning() {
+	if a.warning != "" {
+		fmt.Fprintf(a.Stderr, "taskd: warning: %s\n", a.warning)
+		a.warning = ""
+	}
+}
+
 // printChange prints what an action did: its JSON, or one sentence.
 func (a *App) printChange(c ops.Change) error {
+	a.flushWarning()
 	if a.json() {
 		return a.printJSON(c)
 	}

@@ -472,6 +472,7 @@ func TestRedisDown(t *testing.T) {
 	r = runCLI(t, down, "", "kill", itoa(running), itoa(waiting), "--yes")
 	require.Equal(t, cli.ExitFailure, r.code, r.stderr)
 	require.Contains(t, r.stderr, fmt.Sprintf("taskd: kill running 1 task (%d): no connection to Redis", running))
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: no warning that it goes on, before the error that it could not: %q", r.stderr)
 	require.Equal(t, 2, status(running), "a running task is not cancelled behind its worker's back")
 	require.Equal(t, 6, status(waiting), "the waiting task is killed")
 

@@ -111,6 +111,9 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	}
 	if n, drain, drains := s.Waiting(); n > 0 && !unknown {
 		when := "no time to drain: a queue waits with no attempt in the last minute, or behind results waiting to be written"
+		if s.RedisMemory != nil && s.RedisMemory.Full() {
+			when = "no time to drain: Redis is full, and nothing is dispatched until it has room"
+		}
 		if drains {
 			when = "drains in ~" + stats.Roughly(drain) + " at the last minute's rates"
 		}

@@ -131,7 +131,7 @@ type Stats struct {
 // Redis. It drains when its slowest queue does, at the attempts of the
 // last minute; drains is false while a queue waits with no attempt in the
 // last minute, or with a worker whose results wait to be written (it
-// takes no work): its time is unknown.
+// takes no work), or while Redis is full: its time is unknown.
 func (s *Stats) Waiting() (tasks int64, drain time.Duration, drains bool) {
 	stuck := map[string]bool{}
 	for _, w := range s.Workers {
@@ -156,7 +156,10 @@ func (s *Stats) Waiting() (tasks int64, drain time.Duration, drains bool) {
 			drain = max(drain, time.Duration(float64(w)/float64(q.ProcessedPerMin)*float64(time.Minute)))
 		}
 	}
-	return tasks, drain, drains && tasks > 0
+	// At maxmemory nothing is pushed: the last minute's rate drains what
+	// Redis held, not what waits in the task center.
+	full := s.RedisMemory != nil && s.RedisMemory.Full()
+	return tasks, drain, drains && tasks > 0 && !full
 }
 
 // Paused is the work Waiting leaves out: the due and queued tasks of the

@@ -145,6 +145,15 @@ func TestWaiting(t *testing.T) {
 	require.False(t, drains, "import waits behind results waiting to be written")
 	s.Workers = nil
 
+	// At maxmemory nothing is dispatched: the rate drains what Redis
+	// held, not the task center's due tasks.
+	s.RedisMemory = &broker.Memory{Used: 101 << 20, Max: 100 << 20}
+	_, _, drains = s.Waiting()
+	require.False(t, drains, "Redis is full")
+	s.RedisMemory = &broker.Memory{Used: 10 << 20, Max: 100 << 20}
+	_, _, drains = s.Waiting()
+	require.True(t, drains, "Redis has room")
+
 	s.Queues[1].ProcessedPerMin = 0
 	_, _, drains = s.Waiting()
 	require.False(t, drains, "mail waits with no attempt in the last minute")
