@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,16 +33,21 @@ func (m *Model) canAct() bool {
 
 // act runs fn off the UI goroutine.
 func (m *Model) act(fn actionFn) tea.Cmd {
-	parent := m.opt.Context
+	parent, timeout := m.opt.Context, m.opt.ActionTimeout
 	m.setStatus("working…", nil)
 	if m.acting == 0 {
 		m.actingSince = m.opt.Now()
 	}
 	m.acting++
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(parent, actionTimeout)
+		ctx, cancel := context.WithTimeout(parent, timeout)
 		defer cancel()
 		text, err := fn(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// A write sent may have been done: the operator must look
+			// before doing it again.
+			err = fmt.Errorf("no answer within %s, so it may or may not have been done: look once the view refreshes (%w)", timeout, err)
+		}
 		return actionMsg{text: text, err: err}
 	}
 }

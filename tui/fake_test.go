@@ -121,6 +121,8 @@ type fakeActions struct {
 	partial  error
 	lenient  []bool          // each id target's Lenient, in order
 	attempts []map[int64]int // and its Attempts
+	// stall: a pause gets no answer (MySQL frozen) until its context ends.
+	stall bool
 }
 
 func (a *fakeActions) IDs(_ context.Context, t ops.Target) ([]int64, error) {
@@ -198,7 +200,11 @@ func (a *fakeActions) queue(name, q string, before, after ops.QueueState) (ops.C
 	}
 	return c, nil
 }
-func (a *fakeActions) Pause(_ context.Context, q string) (ops.Change, error) {
+func (a *fakeActions) Pause(ctx context.Context, q string) (ops.Change, error) {
+	if a.stall {
+		<-ctx.Done()
+		return ops.Change{Action: "pause"}, fmt.Errorf("pause queue %s: %w", q, ctx.Err())
+	}
 	return a.queue("pause", q, ops.QueueState{Shards: 1}, ops.QueueState{Shards: 1, Paused: true})
 }
 func (a *fakeActions) Resume(_ context.Context, q string) (ops.Change, error) {

@@ -35,6 +35,9 @@ type Options struct {
 	Refresh time.Duration
 	// Timeout bounds each refresh's queries (TimeoutDefault).
 	Timeout time.Duration
+	// ActionTimeout bounds an action (actionTimeout): a kill waits for the
+	// worker of a running task up to its kill grace.
+	ActionTimeout time.Duration
 	// Now is the clock ages are computed with (time.Now).
 	Now func() time.Time
 	// Context is cancelled when the program ends; queries in flight stop.
@@ -110,6 +113,13 @@ type status struct {
 	view viewID
 }
 
+// ActionTimeoutFor is the time an action may take when a kill waits up to
+// killWait for the worker of a running task (ops.Ops.KillWait): with a
+// long worker.kill_grace, a kill outlasted the 30 s actions had.
+func ActionTimeoutFor(killWait time.Duration) time.Duration {
+	return max(actionTimeout, killWait+10*time.Second)
+}
+
 // statusTTL is how long a message that is not an error stays.
 const statusTTL = 5 * time.Second
 
@@ -117,6 +127,7 @@ const statusTTL = 5 * time.Second
 func New(opt Options) *Model {
 	opt.Refresh = cmp.Or(opt.Refresh, RefreshDefault)
 	opt.Timeout = cmp.Or(opt.Timeout, TimeoutDefault)
+	opt.ActionTimeout = cmp.Or(opt.ActionTimeout, actionTimeout)
 	opt.RedisNear = cmp.Or(opt.RedisNear, alert.DefaultRules.RedisMemory.Threshold)
 	if opt.Now == nil {
 		opt.Now = time.Now

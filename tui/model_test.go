@@ -527,6 +527,23 @@ func TestSelectionOnlyWhileVisible(t *testing.T) {
 	require.NotContains(t, b.acts.Calls()[1], "1008")
 }
 
+// An action the task center does not answer (MySQL frozen) ends at its
+// timeout saying so, and that it may have been done: the bare "context
+// deadline exceeded" told the operator neither.
+func TestActionWithoutAnswer(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.acts.stall = true
+	m.opt.ActionTimeout = 50 * time.Millisecond
+	b.press(t, m, "G", "p", "y")
+	s := strings.Join(strings.Fields(screen(m)), " ")
+	require.Contains(t, s, "pause send_email: no answer within 50ms, so it may or may not have been done: look once the view refreshes")
+
+	// A kill waits for its worker up to the kill grace: an action has longer.
+	require.Equal(t, 30*time.Second, ActionTimeoutFor(7*time.Second))
+	require.Equal(t, 72*time.Second, ActionTimeoutFor(62*time.Second))
+}
+
 func TestQueueActions(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
