@@ -724,8 +724,64 @@ func (p *poolProc) exitedOrTimeout(d time.Duration) <-chan struct{} {
 
 // CheckProgram reports whether argv's program can be started from dir: it
 // exists and is executable (looked up in PATH when it has no slash), and
-// dir exists. For doctor-style checks of exec and pool handlers.
+// dir exists; for an interpreter (php, python, ...) its script exists too.
+// For doctor-style checks of exec and pool handlers.
 func CheckProgram(argv []string, dir string) error {
+	if err := checkProgram(argv, dir); err != nil {
+		return err
+	}
+	return checkScript(argv, dir)
+}
+
+// interpreters take a script file as their first argument that is not an
+// option (php artisan, python worker.py), unless an option says the code
+// is inline or a module.
+var interpreters = map[string]bool{"php": true, "python": true, "python3": true, "ruby": true, "node": true, "perl": true,
+	"bash": true, "sh": true}
+
+// checkScript reports a missing script of an interpreter, relative to dir
+// or, without one, to the daemon's working directory: `php worker.php`
+// copied from an example runs from / under Supervisor and crash-looped,
+// while doctor said the pool could start.
+func checkScript(argv []string, dir string) error {
+	if !interpreters[strings.TrimRight(filepath.Base(argv[0]), "0123456789.")] && !interpreters[filepath.Base(argv[0])] {
+		return nil
+	}
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		switch {
+		case a == "-" || a == "--eval" || a == "--command" ||
+			strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsAny(a[1:], "cemrpE"):
+			return nil // code inline (sh -c, bash -lc, php -r, node -e), a module (python -m), standard input
+		case a == "-f" && i+1 < len(argv):
+			return scriptExists(argv[i+1], dir) // php -f FILE
+		case a == "-d" || a == "-W" || a == "-X" || a == "-I":
+			i++ // the option's value (php -d memory_limit=256M)
+		case strings.HasPrefix(a, "-") || strings.Contains(a, "="):
+		default:
+			return scriptExists(a, dir)
+		}
+	}
+	return nil
+}
+
+func scriptExists(script, dir string) error {
+	path := script
+	if !filepath.IsAbs(path) && dir != "" {
+		path = filepath.Join(dir, path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		wd, _ := os.Getwd()
+		where := fmt.Sprintf("the working directory %s (the handler has no dir, so each daemon looks where it was started: give it one)", wd)
+		if dir != "" {
+			where = "dir " + dir
+		}
+		return fmt.Errorf("script %s: not found in %s", script, where)
+	}
+	return nil
+}
+
+func checkProgram(argv []string, dir string) error {
 	if len(argv) == 0 {
 		return errors.New("empty argv")
 	}

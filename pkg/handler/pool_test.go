@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -562,6 +564,27 @@ func TestCheckProgram(t *testing.T) {
 	require.ErrorContains(t, CheckProgram([]string{"no-such-php-binary"}, ""), "no-such-php-binary")
 	require.ErrorContains(t, CheckProgram([]string{"sh"}, "/nonexistent/dir"), "/nonexistent/dir")
 	require.Error(t, CheckProgram(nil, ""))
+
+	// An interpreter's script: relative to dir, else the working directory.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "artisan"), []byte("<?php\n"), 0o644))
+	require.NoError(t, CheckProgram([]string{"sh", "artisan"}, dir))
+	require.NoError(t, CheckProgram([]string{"sh", "-x", "artisan", "taskd:work"}, dir))
+	require.EqualError(t, CheckProgram([]string{"sh", "worker.php"}, dir), "script worker.php: not found in dir "+dir)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.EqualError(t, CheckProgram([]string{"sh", "no/such/worker.sh"}, ""), "script no/such/worker.sh: not found in the working directory "+wd+
+		" (the handler has no dir, so each daemon looks where it was started: give it one)")
+	for _, inline := range [][]string{{"sh", "-c", "exit 0"}, {"bash", "-lc", "exit 0"}, {"sh", "-"}} {
+		if _, err := exec.LookPath(inline[0]); err == nil {
+			require.NoError(t, CheckProgram(inline, dir), "%v", inline)
+		}
+	}
+	if _, err := exec.LookPath("php"); err == nil {
+		require.NoError(t, CheckProgram([]string{"php", "-d", "memory_limit=256M", "artisan", "taskd:work"}, dir))
+		require.ErrorContains(t, CheckProgram([]string{"php", "-d", "memory_limit=256M", "worker.php"}, dir), "script worker.php: not found")
+		require.NoError(t, CheckProgram([]string{"php", "-r", "echo 1;"}, dir))
+	}
 }
 
 // Not parallel: it runs while no other test does. After Stop, nothing of
