@@ -184,3 +184,45 @@ handlers:
 	show := b.taskd(t, "show", strconv.FormatInt(failID, 10))
 	require.Contains(t, show, "exit status 1: refusing task", show)
 }
+
+// A TaskProducer given Laravel's Redis client, whose own key prefix
+// (laravel_database_) phpredis puts before channels too, still wakes the
+// schedulers on the channel they listen on, and leaves the client's
+// prefix as it was. The wakeup went to laravel_database_task:wake.
+func TestPHPWakeThroughAPrefixedClient(t *testing.T) {
+	t.Parallel()
+	needTool(t, "php")
+	if out, err := exec.Command("php", "-r", `exit(extension_loaded("redis") ? 0 : 1);`).CombinedOutput(); err != nil {
+		t.Skipf("php has no redis extension: %s", out)
+	}
+	b := setup(t, "")
+	dsn, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	host, dbPort, err := net.SplitHostPort(dsn.Addr)
+	require.NoError(t, err)
+	redisHost, redisPort, err := net.SplitHostPort(b.env.RedisAddr)
+	require.NoError(t, err)
+	ctx := context.Background()
+	sub := b.env.Broker.Client().Subscribe(ctx, b.env.Prefix+"wake")
+	defer sub.Close()
+	_, err = sub.Receive(ctx) // subscribed
+	require.NoError(t, err)
+
+	lib, err := filepath.Abs("../clients/php/src/autoload.php")
+	require.NoError(t, err)
+	script := fmt.Sprintf(`require %q;
+$pdo = new PDO(sprintf("mysql:host=%%s;port=%%s;dbname=%%s;charset=utf8mb4", %q, %q, %q), %q, %q);
+$r = new Redis(); $r->connect(%q, %s);
+$r->setOption(Redis::OPT_PREFIX, "laravel_database_");
+(new Taskd\TaskProducer($pdo, $r, %q))->submit("hello", ["n" => 1]);
+echo $r->getOption(Redis::OPT_PREFIX);`, lib, host, dbPort, dsn.DBName, dsn.User, dsn.Passwd, redisHost, redisPort, b.env.Prefix)
+	out, err := exec.Command("php", "-r", script).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "laravel_database_", string(out), "the client's own prefix is left as it was")
+	select {
+	case m := <-sub.Channel():
+		require.Equal(t, b.env.Prefix+"wake", m.Channel)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wakeup on " + b.env.Prefix + "wake")
+	}
+}

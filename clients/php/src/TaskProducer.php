@@ -693,11 +693,25 @@ final class TaskProducer
         if ($this->redis === null) {
             return;
         }
+        // A client's own key prefix (Laravel's laravel_database_) is put
+        // before the channel too, where no scheduler listens: off for the
+        // publish.
+        $own = '';
+        if ($this->redis instanceof \Redis) {
+            $own = (string) $this->redis->getOption(\Redis::OPT_PREFIX);
+        }
         try {
+            if ($own !== '') {
+                $this->redis->setOption(\Redis::OPT_PREFIX, '');
+            }
             $this->redis->publish($this->redisPrefix . 'wake', (string) (int) round($in * 1000));
         } catch (\Throwable $e) {
             // The task is in the task center: the next poll finds it.
             error_log('taskd: wake schedulers failed; the task is picked up at the next poll: ' . $e->getMessage());
+        } finally {
+            if ($own !== '') {
+                $this->redis->setOption(\Redis::OPT_PREFIX, $own);
+            }
         }
     }
 
