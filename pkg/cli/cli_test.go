@@ -592,6 +592,13 @@ func TestCron(t *testing.T) {
 
 	out = b.ok(t, "cron", "remove", "hello", "--yes")
 	require.Equal(t, "removed periodic task "+id+"\n", out)
+
+	// One whose run is under way: that run ends on its own, and its
+	// result is not kept (its worker's log says so).
+	b.ok(t, "cron", "add", "hello", "*/5 * * * *", "--name", "mid-run")
+	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1, dispatched_at = NOW(3), started_at = NOW(3) WHERE unique_key = 'cron:mid-run'`)
+	require.Regexp(t, `^removed periodic task \d+; its run under way ends on its own, and its result is not kept\n$`,
+		b.ok(t, "cron", "remove", "hello", "--name", "mid-run", "--yes"))
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, id))
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'cron remove' AND target = ?`, "task "+id))
 

@@ -245,6 +245,11 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 			if a.json() {
 				return a.printJSON(ops.Change{Action: "cron remove", Requested: 1, Changed: 1, IDs: []int64{id}, Unchanged: []ops.Skipped{}})
 			}
+			if t.Status == task.Running || t.Status == task.Dispatched {
+				// Its worker runs it to the end and finds it gone.
+				fmt.Fprintf(a.Stdout, "removed periodic task %d; its run under way ends on its own, and its result is not kept\n", id)
+				return nil
+			}
 			fmt.Fprintf(a.Stdout, "removed periodic task %d\n", id)
 			return nil
 		},

@@ -18,6 +18,7 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // completerBatchMax bounds the transitions written per transaction.
@@ -417,7 +418,7 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 		wake = wake || batch[i].grouped
 		if !ok {
 			c.stale.Add(1)
-			c.log.Warn("stale result rejected by the fence", batch[i].attrs("status", ts[i].To.String())...)
+			c.fenced(batch[i], ts[i])
 		} else if run := ts[i].Run; run != nil {
 			broker.CountEnded(ended, batch[i].queue, run.Outcome)
 		}
@@ -462,6 +463,19 @@ func splitHeld(batch []completion, applied []bool, locked []int) (rest, held []c
 		}
 	}
 	return rest, held, restApplied
+}
+
+// fenced logs a result the fence turned down. A task deleted while it
+// ran (taskd cron remove of a periodic task mid-run, or a delete) is said
+// so, not as a stale result, which reads as a run twice.
+func (c *completer) fenced(cp completion, tr store.Transition) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	if _, err := c.store.TaskGet(ctx, tr.ID); task.ErrorCode(err) == task.CodeNotFound {
+		c.log.Info("result dropped: the task was deleted while it ran (taskd cron remove, or delete)", cp.attrs()...)
+		return
+	}
+	c.log.Warn("stale result rejected by the fence", cp.attrs("status", tr.To.String())...)
 }
 
 // rejected handles a batch the server refused outright (or, of more than

@@ -146,6 +146,33 @@ func TestStaleResultLogNamesTheTask(t *testing.T) {
 	require.EqualValues(t, 7, line["attempt"])
 }
 
+// A result whose task was deleted while it ran (taskd cron remove of a
+// periodic task mid-run) is said so, not as a stale result, which reads
+// as a task run twice.
+func TestResultOfADeletedTaskIsSaidSo(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	p := producer.New(env.Store, nil, producer.Options{})
+	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "mail"}})
+	require.NoError(t, err)
+	msgs, err := env.Store.TaskClaimDue(ctx, 10)
+	require.NoError(t, err)
+	require.NoError(t, env.Store.TaskDelete(ctx, rs[0].ID))
+
+	var buf bytes.Buffer
+	var stale atomic.Int64
+	c := newCompleter(env.Store, env.Broker, "w", slog.New(slog.NewJSONHandler(&buf, nil)), &stale)
+	c.write(ctx, []completion{{code: "mail", queue: "mail", raw: "m", tr: store.Transition{ID: rs[0].ID, Attempt: msgs[0].Attempt,
+		From: task.Dispatched, To: task.Succeeded}}})
+	require.EqualValues(t, 1, stale.Load())
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line), buf.String())
+	require.Equal(t, "result dropped: the task was deleted while it ran (taskd cron remove, or delete)", line["msg"])
+	require.Equal(t, "INFO", line["level"])
+	require.EqualValues(t, rs[0].ID, line["task_id"])
+}
+
 // Results that end a moment apart share a write: the first waits for the
 // others (up to the linger) instead of a transaction of its own each.
 func TestResultsEndingApartShareAWrite(t *testing.T) {
