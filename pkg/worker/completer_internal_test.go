@@ -123,25 +123,11 @@ func TestRefusedResultFoundInFewWrites(t *testing.T) {
 func TestStaleResultLogNamesTheTask(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	ctx := context.Background()
-	p := producer.New(env.Store, nil, producer.Options{})
-	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "mail"}})
-	require.NoError(t, err)
-	_, err = env.Store.TaskClaimDue(ctx, 10)
-	require.NoError(t, err)
-
-	var buf bytes.Buffer
-	var stale atomic.Int64
-	c := newCompleter(env.Store, env.Broker, "w", slog.New(slog.NewJSONHandler(&buf, nil)), &stale)
+	id, _ := dispatchedMail(t, env)
 	// Attempt 7 was never dispatched: the fence rejects it.
-	c.write(ctx, []completion{{code: "mail", queue: "mail", raw: "m", tr: store.Transition{ID: rs[0].ID, Attempt: 7,
-		From: task.Running, To: task.Succeeded}}})
-	require.EqualValues(t, 1, stale.Load())
-
-	var line map[string]any
-	require.NoError(t, json.Unmarshal(buf.Bytes(), &line), buf.String())
+	line := writeRejected(t, env, store.Transition{ID: id, Attempt: 7, From: task.Running, To: task.Succeeded})
 	require.Equal(t, "stale result rejected by the fence", line["msg"])
-	require.EqualValues(t, rs[0].ID, line["task_id"])
+	require.EqualValues(t, id, line["task_id"])
 	require.Equal(t, "mail", line["task_code"])
 	require.EqualValues(t, 7, line["attempt"])
 }
@@ -152,25 +138,38 @@ func TestStaleResultLogNamesTheTask(t *testing.T) {
 func TestResultOfADeletedTaskIsSaidSo(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
+	id, attempt := dispatchedMail(t, env)
+	require.NoError(t, env.Store.TaskDelete(context.Background(), id))
+	line := writeRejected(t, env, store.Transition{ID: id, Attempt: attempt, From: task.Dispatched, To: task.Succeeded})
+	require.Equal(t, "result dropped: the task was deleted while it ran (taskd cron remove, or delete)", line["msg"])
+	require.Equal(t, "INFO", line["level"])
+	require.EqualValues(t, id, line["task_id"])
+}
+
+// dispatchedMail submits a task of code mail and dispatches it.
+func dispatchedMail(t *testing.T, env *testenv.Env) (id int64, attempt int) {
+	t.Helper()
 	ctx := context.Background()
-	p := producer.New(env.Store, nil, producer.Options{})
-	rs, err := p.SubmitBatch(ctx, []producer.Submission{{Code: "mail"}})
+	rs, err := producer.New(env.Store, nil, producer.Options{}).SubmitBatch(ctx, []producer.Submission{{Code: "mail"}})
 	require.NoError(t, err)
 	msgs, err := env.Store.TaskClaimDue(ctx, 10)
 	require.NoError(t, err)
-	require.NoError(t, env.Store.TaskDelete(ctx, rs[0].ID))
+	require.Len(t, msgs, 1)
+	return rs[0].ID, msgs[0].Attempt
+}
 
+// writeRejected writes tr, which the fence rejects, and returns the line
+// the completer logged of it.
+func writeRejected(t *testing.T, env *testenv.Env, tr store.Transition) map[string]any {
+	t.Helper()
 	var buf bytes.Buffer
 	var stale atomic.Int64
 	c := newCompleter(env.Store, env.Broker, "w", slog.New(slog.NewJSONHandler(&buf, nil)), &stale)
-	c.write(ctx, []completion{{code: "mail", queue: "mail", raw: "m", tr: store.Transition{ID: rs[0].ID, Attempt: msgs[0].Attempt,
-		From: task.Dispatched, To: task.Succeeded}}})
+	c.write(context.Background(), []completion{{code: "mail", queue: "mail", raw: "m", tr: tr}})
 	require.EqualValues(t, 1, stale.Load())
 	var line map[string]any
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &line), buf.String())
-	require.Equal(t, "result dropped: the task was deleted while it ran (taskd cron remove, or delete)", line["msg"])
-	require.Equal(t, "INFO", line["level"])
-	require.EqualValues(t, rs[0].ID, line["task_id"])
+	return line
 }
 
 // Results that end a moment apart share a write: the first waits for the
