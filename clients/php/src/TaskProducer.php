@@ -418,8 +418,11 @@ final class TaskProducer
         }
         $key = (string) ($options['unique_key'] ?? '');
         if ($key !== '') {
+            if (preg_match('//u', $key) !== 1) {
+                throw new InvalidArgumentException('unique key is not UTF-8');
+            }
             if (self::chars($key) > self::MAX_UNIQUE_KEY) {
-                throw new InvalidArgumentException(sprintf('unique key is longer than %d characters, or not UTF-8', self::MAX_UNIQUE_KEY));
+                throw new InvalidArgumentException(sprintf('unique key is longer than %d characters', self::MAX_UNIQUE_KEY));
             }
             // Keys compare exactly but pad with spaces (utf8mb4_bin): 'k '
             // would be the key of 'k'. Whitespace as Go's unicode.IsSpace.
@@ -725,8 +728,15 @@ final class TaskProducer
     private static function int(array $options, string $key, int $min, int $max, ?int $default = null): int
     {
         $v = $options[$key] ?? $default;
-        if (!is_int($v) || $v < $min || $v > $max) {
-            throw new InvalidArgumentException(sprintf('%s %s is out of range %d-%d', $key, json_encode($v), $min, $max));
+        if (!is_int($v)) {
+            // "1" from a form or a query string: a string is no number here.
+            throw new InvalidArgumentException(sprintf('%s %s is not an integer', $key, json_encode($v)));
+        }
+        if ($v < $min && $max === PHP_INT_MAX) {
+            throw new InvalidArgumentException(sprintf('%s %d is less than %d', $key, $v, $min));
+        }
+        if ($v < $min || $v > $max) {
+            throw new InvalidArgumentException(sprintf('%s %d is out of range %d-%d', $key, $v, $min, $max));
         }
 
         return $v;

@@ -389,6 +389,21 @@ final class TaskProducerTest extends TestCase
         } catch (InvalidArgumentException $e) {
             self::assertSame('priority 10 is out of range 0-9', $e->getMessage());
         }
+        // A string is no number, a negative delay is said so, a key that
+        // is not UTF-8 is said to be that.
+        foreach ([
+            [['priority' => '1'], 'priority "1" is not an integer'],
+            [['delay' => -5], 'delay -5 is less than 0'],
+            [['unique_key' => "\xff\xfe"], 'unique key is not UTF-8'],
+            [['unique_key' => str_repeat('k', 192)], 'unique key is longer than 191 characters'],
+        ] as [$options, $want]) {
+            try {
+                $this->producer->submit($code, [], $options);
+                self::fail('no exception: ' . $want);
+            } catch (InvalidArgumentException $e) {
+                self::assertSame($want, $e->getMessage());
+            }
+        }
         $tasks[999] = ['code' => $code, 'uniqe_key' => 'k'];
         try {
             $this->producer->submitMany($tasks);
