@@ -507,6 +507,10 @@ func TestCron(t *testing.T) {
 	require.NotNil(t, m, "output %q", out)
 	require.Equal(t, "updated", m[1])
 	require.Equal(t, id, m[2], "same code and name: the same task")
+	// Both in the audit log, as cron remove is.
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'cron add' AND target = ?`, "task "+id))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'cron update' AND target = ?
+		AND JSON_VALUE(detail, '$.cron') = '0 2 * * *' AND JSON_VALUE(detail, '$.timezone') = 'Asia/Shanghai'`, "task "+id))
 	require.Equal(t, 1, b.rows(t))
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND cron_expr = '0 2 * * *'
 		AND timezone = 'Asia/Shanghai'`, id))

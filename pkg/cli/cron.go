@@ -76,6 +76,11 @@ same CODE and --name updates the task in place.`,
 					ch.NextRun = nil
 				}
 			}
+			// An operator's change of what runs when, as cron remove's is.
+			if err := cl.store.Audit(cmd.Context(), ops.CurrentActor(), ch.Action, fmt.Sprintf("task %d", res.ID), 1,
+				map[string]any{"code": args[0], "name": cmp.Or(name, args[0]), "cron": args[1], "timezone": tz}); err != nil {
+				fmt.Fprintf(a.Stderr, "taskd: warning: %s, but the audit log was not written: %v\n", verb, err)
+			}
 			if a.json() {
 				return a.printJSON(ch)
 			}
