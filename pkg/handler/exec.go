@@ -134,7 +134,11 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	<-errDone
 	p.wait() // the payload's writer, if the payload did not fit the pipe
 	<-exited
-	cutoff.Stop()
+	if !cutoff.Stop() {
+		// Said in the result: the attempt ended grace late, and what the
+		// straggler wrote after that is not in it.
+		fmt.Fprintf(out, "\n…(a process the command started kept its output open after it exited: output read for %s more, then no longer)\n", grace)
+	}
 
 	if !stopOnCancel() {
 		<-stopped
