@@ -534,3 +534,16 @@ func TestHTTPSHandlerUntrustedCertificate(t *testing.T) {
 	require.Contains(t, check(t, r, "handlers.web").Fix, "SSL_CERT_FILE")
 	require.NotContains(t, check(t, r, "handlers.web").Detail, "s3cret")
 }
+
+// An interpreter's script that is not where the handler runs it: in its
+// dir, a failure; without a dir, where doctor runs, a warning, as the
+// daemon may be started elsewhere.
+func TestHandlerScripts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := setup(t, "handlers:\n  nodir: { exec: [\"sh\", \"no-such-job.sh\"] }\n  indir: { exec: [\"sh\", \"no-such-job.sh\"], dir: "+dir+" }\n")
+	r := b.run(t, doctor.Options{})
+	requireStatus(t, r, "handlers.nodir", doctor.Warn, "script no-such-job.sh: not found in the working directory ")
+	require.Equal(t, "give the handler a dir, so that every daemon finds it wherever it was started", check(t, r, "handlers.nodir").Fix)
+	requireStatus(t, r, "handlers.indir", doctor.Fail, "script no-such-job.sh: not found in dir "+dir)
+}

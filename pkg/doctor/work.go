@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -43,7 +44,13 @@ func checkHandlers(ctx context.Context, r *Report, cfg *config.Config, br *broke
 			if len(h.Pool) > 0 {
 				argv, kind = h.Pool, "pool"
 			}
-			if err := handler.CheckProgram(argv, h.Dir); err != nil {
+			var script *handler.ScriptError
+			if err := handler.CheckProgram(argv, h.Dir); errors.As(err, &script) && script.Relative {
+				// Looked for where doctor runs, which need not be where the
+				// daemon was started.
+				r.add(name, Warn, "give the handler a dir, so that every daemon finds it wherever it was started",
+					"%s %s: %v", kind, argv[0], err)
+			} else if err != nil {
 				r.add(name, Fail, "install it, or fix the handler's argv or dir", "%s %q cannot start: %v", kind, argv[0], err)
 			} else {
 				r.ok(name, "%s %s is executable", kind, argv[0])

@@ -772,13 +772,28 @@ func scriptExists(script, dir string) error {
 	}
 	if _, err := os.Stat(path); err != nil {
 		wd, _ := os.Getwd()
-		where := fmt.Sprintf("the working directory %s (the handler has no dir, so each daemon looks where it was started: give it one)", wd)
-		if dir != "" {
-			where = "dir " + dir
-		}
-		return fmt.Errorf("script %s: not found in %s", script, where)
+		return &ScriptError{Script: script, Dir: dir, WorkDir: wd, Relative: !filepath.IsAbs(script) && dir == ""}
 	}
 	return nil
+}
+
+// ScriptError is an interpreter's script not found. Relative: the handler
+// has no dir and the path is relative, so it was looked for in this
+// process's working directory, which need not be the daemon's.
+type ScriptError struct {
+	Script, Dir, WorkDir string
+	Relative             bool
+}
+
+func (e *ScriptError) Error() string {
+	switch {
+	case e.Relative:
+		return fmt.Sprintf("script %s: not found in the working directory %s (the handler has no dir, so each daemon looks where it was started: give it one)",
+			e.Script, e.WorkDir)
+	case e.Dir != "" && !filepath.IsAbs(e.Script):
+		return fmt.Sprintf("script %s: not found in dir %s", e.Script, e.Dir)
+	}
+	return fmt.Sprintf("script %s: not found", e.Script)
 }
 
 func checkProgram(argv []string, dir string) error {
