@@ -2,6 +2,8 @@ package worker
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -153,3 +155,26 @@ func (p *policy) nextOccurrence(m *task.Message, t store.Transition) store.Trans
 	t.To, t.Retry, t.NextAt = task.Pending, store.RetryReset, next
 	return t
 }
+
+// timedOut is an attempt past its timeout, said without Go's words for
+// it: "timed out after 10s (signal: terminated)", not "timed out after
+// 10s: context deadline exceeded (signal: terminated)", which listings,
+// alerts and the run history showed.
+type timedOut struct {
+	after time.Duration
+	err   error
+}
+
+func (e timedOut) Error() string {
+	rest := strings.Replace(e.err.Error(), context.DeadlineExceeded.Error(), "", 1)
+	rest = strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), ":")), ":")
+	switch {
+	case rest == "":
+		return fmt.Sprintf("timed out after %s", e.after)
+	case strings.HasPrefix(rest, "("):
+		return fmt.Sprintf("timed out after %s %s", e.after, rest)
+	}
+	return fmt.Sprintf("timed out after %s: %s", e.after, rest)
+}
+
+func (e timedOut) Unwrap() error { return e.err }

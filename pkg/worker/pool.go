@@ -602,7 +602,7 @@ func (p *pool) run(j *job) {
 			e.interrupted = true // handed back, with why in its run row
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			e.timedOut = true
-			e.err = fmt.Errorf("timed out after %s: %w", timeout, e.err)
+			e.err = timedOut{after: timeout, err: e.err}
 		case errors.Is(e.err, handler.ErrPermanent):
 			e.permanent = true
 		default:
