@@ -59,6 +59,9 @@ same CODE and --name updates the task in place.`,
 			if err != nil {
 				return err
 			}
+			if w := cronspec.YearLike(args[1]); w != "" {
+				fmt.Fprintf(a.Stderr, "taskd: warning: %s\n", w)
+			}
 			for _, w := range cronspec.Oversteps(args[1]) {
 				fmt.Fprintf(a.Stderr, "taskd: warning: %s\n", w)
 			}

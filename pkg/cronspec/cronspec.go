@@ -389,6 +389,23 @@ func fieldsOf(fields string) ([]string, []cronField, bool) {
 	return nil, nil, false
 }
 
+// YearLike says, of a six-field expression whose last field is * and whose
+// fifth is not, that six fields are read with seconds first: "0 9 * * 1 *",
+// written as Quartz's minute hour day month weekday year, runs at minute 9
+// of every hour in January. "" for any other expression.
+func YearLike(expr string) string {
+	fields, err := classic(strings.TrimSpace(expr))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(fields)
+	if len(f) != 6 || (f[5] != "*" && f[5] != "?") || f[4] == "*" || f[4] == "?" {
+		return ""
+	}
+	return fmt.Sprintf("six fields are read with seconds first (second minute hour day-of-month month day-of-week): %q runs only in month %s; "+
+		"if its last field is meant as a year, drop it: %q", fields, f[4], strings.Join(f[:5], " "))
+}
+
 // Oversteps describes each step of expr larger than the values it steps
 // over: "*/61" in the minute field is minute 0 alone (an hourly run), not
 // every 61 minutes. Crontabs accept such steps (Debian's crontab -n

@@ -781,3 +781,14 @@ func TestOversteps(t *testing.T) {
 		require.NoError(t, err, "%s parses, as in a crontab", c.expr)
 	}
 }
+
+// Six fields whose last is * and whose fifth is not read as Quartz's
+// minute hour day month weekday year would run in one month only: said.
+func TestYearLike(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, `six fields are read with seconds first (second minute hour day-of-month month day-of-week): "0 9 * * 1 *" runs only in month 1; `+
+		`if its last field is meant as a year, drop it: "0 9 * * 1"`, cronspec.YearLike("0 9 * * 1 *"))
+	for _, quiet := range []string{"30 0 * * * *", "0 */5 * * * *", "0 9 * * 1", "@daily", "0 0 9 * * MON", "CRON_TZ=UTC 0 9 * * *"} {
+		require.Empty(t, cronspec.YearLike(quiet), quiet)
+	}
+}
