@@ -198,6 +198,15 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	if key.Matches(k, g.ForceQuit) {
 		return tea.Quit
 	}
+	// Esc and a key sent in one write (an SSH session that buffers) read
+	// as alt+key, which tasktop binds to nothing: "esc 1" went nowhere,
+	// with "alt+1: no meaning". Taken as the two keys, outside a prompt
+	// (where alt+backspace and the like edit) and a dialog.
+	if k.Mod.Contains(tea.ModAlt) && m.dialog == nil && m.input == nil {
+		plain := k
+		plain.Mod &^= tea.ModAlt
+		return tea.Batch(m.key(tea.KeyPressMsg{Code: tea.KeyEscape}), m.key(plain))
+	}
 	switch {
 	case m.dialog != nil:
 		return m.dialogKey(k)

@@ -1297,3 +1297,19 @@ func TestDetailWrapsBetweenWords(t *testing.T) {
 	require.Equal(t, "  ab cd\nef", wrap("  ab cd ef", 7), "indentation kept")
 	require.Equal(t, "short\n  ab\ncd", wrap("short\n  ab cd", 5))
 }
+
+// Esc and a key that arrive in one write read as alt+key: taken as the
+// two, "esc 2" leaves the task detail for the workers view, where it said
+// "alt+2: no meaning in this view".
+func TestEscAndAKeyInOneWrite(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "enter")
+	require.Contains(t, screen(m), "Payload")
+	_, cmd := m.Update(tea.KeyPressMsg{Code: '2', Mod: tea.ModAlt})
+	b.settle(t, m, cmd)
+	s := screen(m)
+	require.NotContains(t, s, "no meaning")
+	require.Contains(t, s, "[2 Workers]")
+	require.NotContains(t, s, "Payload")
+}
