@@ -145,7 +145,8 @@ func helpGroups() []helpGroup {
 }
 
 // helpText renders the help screen.
-func helpText(st *Styles, readonly bool) string {
+func helpText(st *Styles, readonly bool, width int) string {
+	const keyW = 2 + 15 + 1 // the indent, the key's column, a space
 	var b strings.Builder
 	if readonly {
 		b.WriteString("Read-only: actions are disabled.\n\n")
@@ -157,7 +158,13 @@ func helpText(st *Styles, readonly bool) string {
 		b.WriteString(st.Title.Render(g.title) + "\n")
 		for _, k := range g.keys {
 			h := k.Help()
-			b.WriteString("  " + cell(h.Key, 15, false) + " " + h.Desc + "\n")
+			desc := h.Desc
+			if width-keyW >= 20 {
+				// Between words, under its own column: at 60 columns the
+				// lines were cut mid-word at the screen's edge.
+				desc = strings.ReplaceAll(wrapLine(desc, width-keyW), "\n", "\n"+strings.Repeat(" ", keyW))
+			}
+			b.WriteString("  " + cell(h.Key, 15, false) + " " + desc + "\n")
 		}
 	}
 	return b.String()

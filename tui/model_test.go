@@ -1313,3 +1313,17 @@ func TestEscAndAKeyInOneWrite(t *testing.T) {
 	require.Contains(t, s, "[2 Workers]")
 	require.NotContains(t, s, "Payload")
 }
+
+// The help wraps each key's description between words under its own
+// column: at 60 columns its lines were cut mid-word at the screen's edge
+// ("go to queues, workers, tasks, events, audi").
+func TestHelpWrapsAt60Columns(t *testing.T) {
+	t.Parallel()
+	var st Styles
+	whole, narrow := helpText(&st, false, 0), helpText(&st, false, 60)
+	for _, l := range strings.Split(narrow, "\n") {
+		require.LessOrEqual(t, ansi.StringWidth(l), 60, "%q", l)
+	}
+	require.Equal(t, strings.Fields(whole), strings.Fields(narrow), "no word cut or lost")
+	require.NotEqual(t, whole, narrow, "some lines wrapped")
+}

@@ -98,7 +98,7 @@ func (m *Model) resizePages() {
 	if m.help != nil {
 		m.help.vp.SetWidth(m.w)
 		m.help.vp.SetHeight(h)
-		m.help.vp.SetContent(helpText(&m.st, m.opt.ReadOnly))
+		m.help.vp.SetContent(helpText(&m.st, m.opt.ReadOnly, m.w))
 		if m.help.vp.TotalLineCount() > h {
 			m.help.vp.SetHeight(h - 1) // the last line says how to see the rest
 		}
