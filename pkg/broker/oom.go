@@ -125,6 +125,11 @@ func (m Memory) Near(near float64) bool {
 	return m.Full() || (m.Max > 0 && near > 0 && m.Ratio() >= near)
 }
 
+// FullFix is what to do about a Redis near or at its maxmemory: the
+// queues' backlog is one thing that fills it, and keys of other programs
+// on the same server another (stats and doctor each named only one).
+const FullFix = "raise maxmemory, or find what fills Redis: the queues' backlog (taskd stats), or other keys (redis-cli --bigkeys)"
+
 // Warning says, in one line, that Redis is Near near and what follows, or
 // "" when it is not: what `taskd stats` prints.
 func (m Memory) Warning(near float64) string {
@@ -133,7 +138,7 @@ func (m Memory) Warning(near float64) string {
 	}
 	used := fmt.Sprintf("%s of its maxmemory of %s (%.0f%%)", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio())
 	if m.Full() {
-		return "Redis is full, it uses " + used + ": pushes are refused and due tasks wait in the task center; raise maxmemory, or find what else fills Redis"
+		return "Redis is full, it uses " + used + ": pushes are refused and due tasks wait in the task center; " + FullFix
 	}
 	return "Redis is nearly full, it uses " + used + ": past 100% pushes are refused and due tasks wait in the task center"
 }

@@ -526,6 +526,8 @@ func TestSubmitIntoFullRedis(t *testing.T) {
 	r = runCLI(t, full, "", "stats", "hello")
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
 	require.Regexp(t, `(?m)^warning: Redis is full, it uses [0-9.]+ MiB of its maxmemory of 2\.0 MiB \(1[0-9][0-9]%\): pushes are refused`, r.stdout)
+	require.Contains(t, strings.Join(strings.Fields(r.stdout), " "), "find what fills Redis: the queues' backlog (taskd stats), or other keys (redis-cli --bigkeys)",
+		"the same fix as doctor's")
 	var st struct {
 		Memory struct {
 			Used int64 `json:"used_bytes"`

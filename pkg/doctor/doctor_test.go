@@ -403,7 +403,11 @@ func TestRedis(t *testing.T) {
 			addr := testenv.PrivateRedis(t, 0, args...)
 			cfg := load(t, "mysql: { dsn: \""+env.DSN+"\" }\nredis: { addr: \""+addr+"\" }\n"+tc.extra)
 			b := &testBundle{env: env, cfg: cfg}
-			requireStatus(t, b.run(t, doctor.Options{}), tc.check, tc.want, tc.detail)
+			r := b.run(t, doctor.Options{})
+			requireStatus(t, r, tc.check, tc.want, tc.detail)
+			if tc.check == "redis.memory" && tc.want == doctor.Fail {
+				require.Equal(t, broker.FullFix, check(t, r, tc.check).Fix, "the same fix as stats'")
+			}
 		})
 	}
 }

@@ -63,7 +63,7 @@ func checkRedis(ctx context.Context, r *Report, cfg *config.Config, br *broker.B
 		r.add("redis.memory", Warn, "set maxmemory (with noeviction) below the host's memory",
 			"no maxmemory: Redis uses %s and may grow until the host runs out of memory", task.ByteSize(m.Used))
 	case m.Near(threshold):
-		r.add("redis.memory", Fail, "raise maxmemory, or drain the backlog (taskd stats)",
+		r.add("redis.memory", Fail, broker.FullFix,
 			"%s of %s used (%.0f%%, %s): pushes will fail with OOM", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio(), alertAt)
 	default:
 		r.ok("redis.memory", "%s of %s used (%.0f%%, %s)", task.ByteSize(m.Used), task.ByteSize(m.Max), 100*m.Ratio(), alertAt)
