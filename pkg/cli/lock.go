@@ -32,14 +32,16 @@ const lockKillGrace = 5 * time.Second
 const (
 	exitCannotRun = 126
 	exitNotFound  = 127
+	// exitTimedOut is CMD stopped at --timeout, as timeout(1) says it.
+	exitTimedOut = 124
 )
 
 func (a *App) lockCmd() *cobra.Command {
 	var (
-		ttl, wait time.Duration
-		backend   string
-		skipExit  int
-		verbose   bool
+		ttl, wait, timeout time.Duration
+		backend            string
+		skipExit           int
+		verbose            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lock NAME [flags] -- CMD [ARGS...]",
@@ -80,9 +82,12 @@ start while CMD still runs; CMD can make its writes refuse an older holder
 with it (UPDATE ... SET fence = TOKEN WHERE fence < TOKEN). taskd resumed
 after its lock's TTL stops CMD at once. See "taskd locks" for the held locks.
 
+--timeout bounds CMD's run: a hung job would otherwise hold the lock for
+good, and every later run on every host would skip quietly.
+
 Exit codes: CMD's; --skip-exit when the lock is held elsewhere; 1 when
-Redis/MySQL fails or the lock is lost; 2 for bad usage; 126/127 when CMD
-cannot be run / is not found.`,
+Redis/MySQL fails or the lock is lost; 2 for bad usage; 124 when CMD ran
+past --timeout; 126/127 when CMD cannot be run / is not found.`,
 		Example: `  # the same crontab line on every server; one of them runs it
   * * * * * taskd lock clean_orders -- php artisan orders:clean
   0 3 * * * taskd lock report_daily --ttl 5m -- sh -c 'cd /srv/app && php artisan report:daily'
@@ -96,6 +101,8 @@ cannot be run / is not found.`,
 			switch {
 			case wait < 0:
 				return task.Invalidf("--wait must not be negative")
+			case timeout < 0:
+				return task.Invalidf("--timeout must not be negative")
 			case skipExit < 0 || skipExit > 255:
 				return task.Invalidf("--skip-exit must be between 0 and 255, not %d", skipExit)
 			case backend != "redis" && backend != "mysql":
@@ -120,13 +127,14 @@ cannot be run / is not found.`,
 				return exitError{code: exitNotFound, msg: msg}
 			}
 			return a.runLocked(cmd.Context(), lockRun{name: name, argv: argv, child: child,
-				ttl: ttl, wait: wait, backend: backend, skipExit: skipExit, verbose: verbose,
+				ttl: ttl, wait: wait, timeout: timeout, backend: backend, skipExit: skipExit, verbose: verbose,
 				serversNamed: cmd.Flags().Changed("redis-addr") || cmd.Flags().Changed("mysql-dsn")})
 		},
 	}
 	fl := cmd.Flags()
 	fl.DurationVar(&ttl, "ttl", time.Minute, "lock TTL: how long the lock outlives a host that died holding it")
 	fl.DurationVar(&wait, "wait", 0, "how long to wait for a lock held elsewhere before giving up")
+	fl.DurationVar(&timeout, "timeout", 0, "stop CMD (SIGTERM, SIGKILL 5s later) and release the lock once it has run this long; exit 124 (0: no limit)")
 	fl.StringVar(&backend, "backend", "redis", "where the lock lives: redis, or mysql (table task_lock)")
 	fl.IntVar(&skipExit, "skip-exit", 0, "exit code when the lock is held elsewhere and CMD was not run")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "say on stderr that CMD was not run, also when stderr is not a terminal (cron mails it)")
@@ -173,6 +181,7 @@ type lockRun struct {
 	child    *exec.Cmd
 	ttl      time.Duration
 	wait     time.Duration
+	timeout  time.Duration // 0: none
 	backend  string
 	skipExit int
 	verbose  bool
@@ -271,10 +280,21 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 	signal.Notify(resumed, syscall.SIGCONT)
 	defer signal.Stop(resumed)
 
+	var timeout <-chan time.Time
+	if r.timeout > 0 {
+		t := time.NewTimer(r.timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
 	for done := false; !done; {
 		select {
 		case <-waitErr:
 			done = true
+		case <-timeout:
+			// A hung job held the lock for good, and every later run
+			// on every host skipped quietly.
+			stopProcessGroup(c.Process.Pid, waitErr)
+			return exitError{code: exitTimedOut, msg: fmt.Sprintf("%s ran past --timeout %s: stopped (%s); lock %s released", r.argv[0], r.timeout, c.ProcessState, r.name)}
 		case <-resumed:
 			lease.Check()
 		case <-lease.Context().Done():

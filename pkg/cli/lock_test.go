@@ -267,6 +267,19 @@ func TestLockWarnsWithoutConfiguration(t *testing.T) {
 	require.Empty(t, b.lock(context.Background(), "", "nocfg", "--", "true").stderr, "named by --config")
 }
 
+// A command that runs past --timeout is stopped, exit 124 as timeout(1),
+// and the lock is released at once: a hung job held it for good, and
+// every later run on every host skipped quietly.
+func TestLockTimeout(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	r := b.lock(context.Background(), "", "hung", "--timeout", "300ms", "--", "sleep", "30")
+	requireLockOneLine(t, r, 124, "taskd: sleep ran past --timeout 300ms: stopped (signal: terminated); lock hung released")
+	require.Empty(t, b.owner(t, "hung"), "released")
+	r = b.lock(context.Background(), "", "quick", "--timeout", "1m", "--", "true")
+	require.Zero(t, r.code, r.stderr)
+}
+
 func TestLockUsage(t *testing.T) {
 	t.Parallel()
 	b := lockSetup(t)
@@ -284,6 +297,7 @@ func TestLockUsage(t *testing.T) {
 		{[]string{"job", "--ttl", "100000h", "--", "true"}, "longer than the maximum of 24h0m0s"},
 		{[]string{"job", "--ttl", "soon", "--", "true"}, `bad value "soon" for --ttl: want a duration`},
 		{[]string{"job", "--wait", "-1s", "--", "true"}, "--wait"},
+		{[]string{"job", "--timeout", "-1s", "--", "true"}, "--timeout must not be negative"},
 		{[]string{"job", "--backend", "etcd", "--", "true"}, "--backend"},
 		{[]string{"job", "--skip-exit", "256", "--", "true"}, "--skip-exit"},
 		{[]string{"bad name", "--", "true"}, "lock name"},
