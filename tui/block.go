@@ -5,6 +5,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/taskd/taskd/pkg/cli"
 )
 
 // A payload can be megabytes (submit.max_payload), and so can a result
@@ -52,7 +54,7 @@ func (b *textBlock) text(width int, make func() string) string {
 func cutText(s string, width int, note string) string {
 	kept := cutBytes(s, blockMaxBytes)
 	cut := len(kept) < len(s)
-	lines := strings.Split(wrap(kept, width), "\n")
+	lines := strings.Split(cli.WrapWords(kept, width), "\n")
 	if len(lines) > blockMaxLines {
 		lines, cut = lines[:blockMaxLines], true
 	}

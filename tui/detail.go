@@ -10,8 +10,8 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 
+	"github.com/taskd/taskd/pkg/cli"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -73,43 +73,8 @@ func (d *detailView) show(m *Model) {
 		return cutText(strings.TrimRight(clean(t.LastResult), "\n"), w, note("result", len(t.LastResult)))
 	})
 	head, runs := m.detailText(t, d.runs)
-	d.vp.SetContent(wrap(head, w) + "\n" + payload + "\n" + wrap(runs, w) + "\n" + result + "\n" +
-		wrap(m.stepsText(t, d.steps), w))
-}
-
-// wrap breaks s's lines at width columns, between words where it can (a
-// worker id at a line's end was cut in two), never inside a character: a
-// wide one that does not fit starts the next line.
-func wrap(s string, width int) string {
-	if width <= 0 {
-		return s
-	}
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = wrapLine(l, width)
-	}
-	return strings.Join(lines, "\n")
-}
-
-// wrapLine wraps one line at its spaces only (ansi's word wrap also breaks
-// at hyphens, inside a worker id), a word wider than the line cut.
-func wrapLine(l string, width int) string {
-	if ansi.StringWidth(l) <= width {
-		return l
-	}
-	words := strings.Split(l, " ")
-	var out []string
-	cur := words[0]
-	for _, w := range words[1:] {
-		if next := cur + " " + w; ansi.StringWidth(next) <= width {
-			cur = next
-			continue
-		}
-		out = append(out, strings.TrimRight(cur, " "))
-		cur = w
-	}
-	out = append(out, cur)
-	return ansi.Hardwrap(strings.Join(out, "\n"), width, true)
+	d.vp.SetContent(cli.WrapWords(head, w) + "\n" + payload + "\n" + cli.WrapWords(runs, w) + "\n" + result + "\n" +
+		cli.WrapWords(m.stepsText(t, d.steps), w))
 }
 
 func (m *Model) detailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {

@@ -5,6 +5,8 @@ import (
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
+
+	"github.com/taskd/taskd/pkg/cli"
 )
 
 // The key bindings of every view. The key handlers match these, and the
@@ -162,7 +164,7 @@ func helpText(st *Styles, readonly bool, width int) string {
 			if width-keyW >= 20 {
 				// Between words, under its own column: at 60 columns the
 				// lines were cut mid-word at the screen's edge.
-				desc = strings.ReplaceAll(wrapLine(desc, width-keyW), "\n", "\n"+strings.Repeat(" ", keyW))
+				desc = strings.ReplaceAll(cli.WrapWords(desc, width-keyW), "\n", "\n"+strings.Repeat(" ", keyW))
 			}
 			b.WriteString("  " + cell(h.Key, 15, false) + " " + desc + "\n")
 		}

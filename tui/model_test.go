@@ -1283,21 +1283,6 @@ func TestColumnsFitTheirCells(t *testing.T) {
 	require.Equal(t, len(queues), widths[k])
 }
 
-// The task detail wraps between words: a worker id at a line's end was cut
-// in two (vm-26115-b90 / 8c3f2). A word longer than the line is still cut.
-func TestDetailWrapsBetweenWords(t *testing.T) {
-	t.Parallel()
-	line := "#1   crashed     2026-12-07 01:05:22        0s  vm-26115-b908c3f2"
-	got := wrap(line, 60)
-	require.Contains(t, got, "\nvm-26115-b908c3f2")
-	for _, l := range strings.Split(got, "\n") {
-		require.LessOrEqual(t, ansi.StringWidth(l), 60)
-	}
-	require.Equal(t, "abcde\nfghij", wrap("abcdefghij", 5))
-	require.Equal(t, "  ab cd\nef", wrap("  ab cd ef", 7), "indentation kept")
-	require.Equal(t, "short\n  ab\ncd", wrap("short\n  ab cd", 5))
-}
-
 // Esc and a key that arrive in one write read as alt+key: taken as the
 // two, "esc 2" leaves the task detail for the workers view, where it said
 // "alt+2: no meaning in this view".

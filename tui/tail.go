@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/cli"
 )
 
 // tailView is the live output of a running task: the latest output its
@@ -41,7 +42,7 @@ func (v *tailView) set(t *broker.TaskTail) {
 // show fills the viewport with the output, wrapped to its width.
 func (v *tailView) show() {
 	if v.t != nil {
-		v.vp.SetContent(wrap(strings.TrimRight(clean(v.t.Output), "\n"), v.vp.Width()))
+		v.vp.SetContent(cli.WrapWords(strings.TrimRight(clean(v.t.Output), "\n"), v.vp.Width()))
 	} else {
 		v.vp.SetContent("")
 	}

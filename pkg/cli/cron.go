@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -156,64 +154,6 @@ type cronEntry struct {
 	Name string `json:"name"`
 }
 
-// cronNotFound is the error of cron remove for a name code has no periodic
-// task of: err, the producer's, which names the code's periodic tasks,
-// unless some have no name (rows INSERTed the seed's way, with no unique
-// key). No --name picks those, so they are named by id, with the command
-// that removes one by id.
-func cronNotFound(ctx context.Context, st *store.Store, code, name string, err error) error {
-	const shown = 5
-	typ := task.Periodic
-	ts, lerr := st.TaskList(ctx, &store.TaskListParams{Code: code, Type: &typ, Limit: 1000, Brief: true})
-	if lerr != nil {
-		return err
-	}
-	var named []string
-	var unnamed []int64
-	for _, t := range ts {
-		if n := producer.CronName(t.UniqueKey); n != "" {
-			named = append(named, n)
-		} else {
-			unnamed = append(unnamed, t.ID)
-		}
-	}
-	if len(unnamed) == 0 {
-		return err
-	}
-	slices.Sort(unnamed)
-	ids := make([]string, 0, shown+1)
-	for _, id := range unnamed[:min(len(unnamed), shown)] {
-		ids = append(ids, strconv.FormatInt(id, 10))
-	}
-	if len(unnamed) > shown {
-		ids = append(ids, "...")
-	}
-	have, remove := "have", "taskd delete ID removes one"
-	if len(unnamed) == 1 {
-		have, remove = "has", fmt.Sprintf("taskd delete %d removes it", unnamed[0])
-	}
-	hint := fmt.Sprintf("%s %s no name (INSERTed without a unique key): %s",
-		strings.Join(ids, ", "), have, remove)
-	switch {
-	case len(named) == 0 && len(unnamed) == 1:
-		hint = "its periodic task " + hint
-	case len(named) == 0:
-		hint = "its periodic tasks " + hint
-	case len(named) == 1:
-		hint = fmt.Sprintf("its periodic task named %q is picked with --name %s, and %s", named[0], named[0], hint)
-	default:
-		quoted := make([]string, 0, shown+1)
-		for _, n := range named[:min(len(named), shown)] {
-			quoted = append(quoted, strconv.Quote(n))
-		}
-		if len(named) > shown {
-			quoted = append(quoted, "...")
-		}
-		hint = fmt.Sprintf("its periodic tasks named %s are picked with --name, and %s", strings.Join(quoted, ", "), hint)
-	}
-	return task.NotFoundf("no periodic task of code %s named %q: %s", code, cmp.Or(name, code), hint)
-}
-
 func (a *App) cronRemoveCmd() *cobra.Command {
 	var name string
 	var yes bool
@@ -234,8 +174,7 @@ func (a *App) cronRemoveCmd() *cobra.Command {
 			t, err := cl.CronGet(cmd.Context(), args[0], name)
 			if task.ErrorCode(err) == task.CodeNotFound {
 				// A mistyped code: say so, with the nearest one.
-				return cmp.Or(a.unknown(cmd.Context(), cl.store, (*ops.Ops).CheckCode, args[0]),
-					cronNotFound(cmd.Context(), cl.store, args[0], name, err))
+				return cmp.Or(a.unknown(cmd.Context(), cl.store, (*ops.Ops).CheckCode, args[0]), err)
 			}
 			if err != nil {
 				return err

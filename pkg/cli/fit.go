@@ -67,11 +67,36 @@ func hanging(text string, indent, width int) string {
 	if width <= 0 || width-indent < 20 {
 		return text
 	}
-	lines := strings.Split(ansi.Wrap(text, width-indent, " "), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " ")
+	return strings.ReplaceAll(WrapWords(text, width-indent), "\n", "\n"+strings.Repeat(" ", indent))
+}
+
+// WrapWords wraps each line of s longer than width columns at its spaces,
+// a word wider than the line cut, never inside a character (0: s as it
+// is). Not at hyphens, as ansi's word wrap does: a worker id or a date at
+// a line's end was cut in two.
+func WrapWords(s string, width int) string {
+	if width <= 0 {
+		return s
 	}
-	return strings.Join(lines, "\n"+strings.Repeat(" ", indent))
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if ansi.StringWidth(l) <= width {
+			continue
+		}
+		words := strings.Split(l, " ")
+		var out []string
+		cur := words[0]
+		for _, w := range words[1:] {
+			if next := cur + " " + w; ansi.StringWidth(next) <= width {
+				cur = next
+				continue
+			}
+			out = append(out, strings.TrimRight(cur, " "))
+			cur = w
+		}
+		lines[i] = ansi.Hardwrap(strings.Join(append(out, cur), "\n"), width, true)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // WrapHelp makes the help of root and its subcommands fit width columns
@@ -100,16 +125,10 @@ func WrapHelp(root *cobra.Command, width int) {
 // wrapLines wraps each line of s longer than width between words, keeping
 // the lines that fit as they are (0: s as it is).
 func wrapLines(s string, width int) string {
-	if width <= 0 {
+	if width < 20 {
 		return s
 	}
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if ansi.StringWidth(l) > width {
-			lines[i] = hanging(l, 0, width)
-		}
-	}
-	return strings.Join(lines, "\n")
+	return WrapWords(s, width)
 }
 
 // TerminalWidth is the width of w when it is a terminal, else 0.

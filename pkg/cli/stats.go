@@ -120,8 +120,12 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		fmt.Fprintln(a.Stdout, hanging(fmt.Sprintf("waiting %d (DUE and BACKLOG); %s", n, when), 0, width))
 	}
 	if n, qs := s.Paused(); n > 0 && !unknown {
+		queues := "queues"
+		if len(qs) == 1 {
+			queues = "queue"
+		}
 		fmt.Fprintln(a.Stdout, hanging(fmt.Sprintf("held %d in paused %s (%s); taskd resume QUEUE lets them run",
-			n, map[bool]string{true: "queue", false: "queues"}[len(qs) == 1], strings.Join(qs, ", ")), 0, width))
+			n, queues, strings.Join(qs, ", ")), 0, width))
 	}
 	fmt.Fprintln(a.Stdout)
 	if m := s.RedisMemory; m != nil {

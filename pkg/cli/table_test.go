@@ -42,3 +42,19 @@ func TestTableAlignsWideText(t *testing.T) {
 	require.Contains(t, out.String(), "中文")
 	require.NotContains(t, out.String(), "\xfe")
 }
+
+// Wrapped between words, at spaces only: tasktop's task detail cut a
+// worker id at a line's end in two (vm-26115-b90 / 8c3f2), and ansi's
+// word wrap breaks at its hyphens. A word longer than the line is cut.
+func TestWrapWords(t *testing.T) {
+	t.Parallel()
+	line := "#1   crashed     2026-12-07 01:05:22        0s  vm-26115-b908c3f2"
+	got := WrapWords(line, 60)
+	require.Contains(t, got, "\nvm-26115-b908c3f2")
+	for _, l := range strings.Split(got, "\n") {
+		require.LessOrEqual(t, uniseg.StringWidth(l), 60)
+	}
+	require.Equal(t, "abcde\nfghij", WrapWords("abcdefghij", 5))
+	require.Equal(t, "  ab cd\nef", WrapWords("  ab cd ef", 7), "indentation kept")
+	require.Equal(t, "short\n  ab\ncd", WrapWords("short\n  ab cd", 5))
+}

@@ -45,7 +45,7 @@ func checkHandlers(ctx context.Context, r *Report, cfg *config.Config, br *broke
 				argv, kind = h.Pool, "pool"
 			}
 			var script *handler.ScriptError
-			if err := handler.CheckProgram(argv, h.Dir); errors.As(err, &script) && script.Relative {
+			if err := handler.CheckProgram(argv, h.Dir); errors.As(err, &script) && script.Relative() {
 				// Looked for where doctor runs, which need not be where the
 				// daemon was started.
 				r.add(name, Warn, "give the handler a dir, so that every daemon finds it wherever it was started",

@@ -736,7 +736,7 @@ func CheckProgram(argv []string, dir string) error {
 // interpreters take a script file as their first argument that is not an
 // option (php artisan, python worker.py), unless an option says the code
 // is inline or a module.
-var interpreters = map[string]bool{"php": true, "python": true, "python3": true, "ruby": true, "node": true, "perl": true,
+var interpreters = map[string]bool{"php": true, "python": true, "ruby": true, "node": true, "perl": true,
 	"bash": true, "sh": true}
 
 // checkScript reports a missing script of an interpreter, relative to dir
@@ -744,7 +744,7 @@ var interpreters = map[string]bool{"php": true, "python": true, "python3": true,
 // copied from an example runs from / under Supervisor and crash-looped,
 // while doctor said the pool could start.
 func checkScript(argv []string, dir string) error {
-	if !interpreters[strings.TrimRight(filepath.Base(argv[0]), "0123456789.")] && !interpreters[filepath.Base(argv[0])] {
+	if !interpreters[strings.TrimRight(filepath.Base(argv[0]), "0123456789.")] { // php8.2, python3.11
 		return nil
 	}
 	for i := 1; i < len(argv); i++ {
@@ -772,25 +772,27 @@ func scriptExists(script, dir string) error {
 	}
 	if _, err := os.Stat(path); err != nil {
 		wd, _ := os.Getwd()
-		return &ScriptError{Script: script, Dir: dir, WorkDir: wd, Relative: !filepath.IsAbs(script) && dir == ""}
+		return &ScriptError{Script: script, Dir: dir, WorkDir: wd}
 	}
 	return nil
 }
 
-// ScriptError is an interpreter's script not found. Relative: the handler
-// has no dir and the path is relative, so it was looked for in this
-// process's working directory, which need not be the daemon's.
+// ScriptError is an interpreter's script not found, looked for in Dir, or
+// in WorkDir, this process's working directory, when the handler has none.
 type ScriptError struct {
 	Script, Dir, WorkDir string
-	Relative             bool
 }
+
+// Relative reports whether the script was looked for in WorkDir, which
+// need not be the daemon's.
+func (e *ScriptError) Relative() bool { return e.Dir == "" && !filepath.IsAbs(e.Script) }
 
 func (e *ScriptError) Error() string {
 	switch {
-	case e.Relative:
+	case e.Relative():
 		return fmt.Sprintf("script %s: not found in the working directory %s (the handler has no dir, so each daemon looks where it was started: give it one)",
 			e.Script, e.WorkDir)
-	case e.Dir != "" && !filepath.IsAbs(e.Script):
+	case !filepath.IsAbs(e.Script):
 		return fmt.Sprintf("script %s: not found in dir %s", e.Script, e.Dir)
 	}
 	return fmt.Sprintf("script %s: not found", e.Script)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -635,25 +636,59 @@ func (c *Client) CronGet(ctx context.Context, code, name string) (*task.Task, er
 
 // cronNames names the periodic tasks code has, for a lookup by a name it
 // has not: `taskd cron remove hello` of a task added with --name demo.
+// Rows INSERTed the seed's way have no name (no unique key), which no
+// --name picks: they are named by id, with the command that removes one.
 func (c *Client) cronNames(ctx context.Context, code string) string {
 	const shown = 5
 	typ := task.Periodic
-	ts, err := c.store.TaskList(ctx, &store.TaskListParams{Code: code, Type: &typ, Limit: shown + 1, Brief: true})
+	ts, err := c.store.TaskList(ctx, &store.TaskListParams{Code: code, Type: &typ, Limit: 100, Brief: true})
 	if err != nil || len(ts) == 0 {
 		return ""
 	}
-	names := make([]string, 0, len(ts))
-	for _, t := range ts[:min(len(ts), shown)] {
-		names = append(names, strconv.Quote(CronName(t.UniqueKey)))
+	var named []string
+	var unnamed []int64
+	for _, t := range ts {
+		if n := CronName(t.UniqueKey); n != "" {
+			named = append(named, n)
+		} else {
+			unnamed = append(unnamed, t.ID)
+		}
 	}
-	if len(ts) == 1 {
-		return fmt.Sprintf(": its periodic task is named %s (--name %s)", names[0], CronName(ts[0].UniqueKey))
+	list := func(items []string) string {
+		if len(items) > shown {
+			items = append(items[:shown:shown], "...")
+		}
+		return strings.Join(items, ", ")
 	}
-	more := ""
-	if len(ts) > shown {
-		more = ", ..."
+	quoted := make([]string, len(named))
+	for i, n := range named {
+		quoted[i] = strconv.Quote(n)
 	}
-	return fmt.Sprintf(": its periodic tasks are named %s%s (pick one with --name)", strings.Join(names, ", "), more)
+	switch {
+	case len(unnamed) == 0 && len(named) == 1:
+		return fmt.Sprintf(": its periodic task is named %s (--name %s)", quoted[0], named[0])
+	case len(unnamed) == 0:
+		return fmt.Sprintf(": its periodic tasks are named %s (pick one with --name)", list(quoted))
+	}
+	slices.Sort(unnamed)
+	ids := make([]string, len(unnamed))
+	for i, id := range unnamed {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	have, remove := "have", "taskd delete ID removes one"
+	if len(unnamed) == 1 {
+		have, remove = "has", fmt.Sprintf("taskd delete %d removes it", unnamed[0])
+	}
+	hint := fmt.Sprintf("%s %s no name (INSERTed without a unique key): %s", list(ids), have, remove)
+	switch {
+	case len(named) == 0 && len(unnamed) == 1:
+		return ": its periodic task " + hint
+	case len(named) == 0:
+		return ": its periodic tasks " + hint
+	case len(named) == 1:
+		return fmt.Sprintf(": its periodic task named %s is picked with --name %s, and %s", quoted[0], named[0], hint)
+	}
+	return fmt.Sprintf(": its periodic tasks named %s are picked with --name, and %s", list(quoted), hint)
 }
 
 // CronRemove deletes the periodic task of code with name (default: the

@@ -768,21 +768,17 @@ type CronZoneless struct {
 func (s *Store) CronZonelessList(ctx context.Context) ([]CronZoneless, error) {
 	// The next run is read as text: compared back as it was read, exactly,
 	// whatever the session's time zone.
-	rows, err := s.db.QueryContext(ctx, `SELECT id, COALESCE(cron_expr, ''), attempt, CAST(plan_next_run_at AS CHAR)
-		FROM task_center WHERE task_type = 1 AND status = 0 AND timezone = '' ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list periodic tasks with no time zone: %w", err)
-	}
-	defer rows.Close()
 	var out []CronZoneless
-	for rows.Next() {
+	err := scanRows(ctx, s.db, `SELECT id, COALESCE(cron_expr, ''), attempt, CAST(plan_next_run_at AS CHAR)
+		FROM task_center WHERE task_type = 1 AND status = 0 AND timezone = '' ORDER BY id`, func(r *sql.Rows) error {
 		var z CronZoneless
-		if err := rows.Scan(&z.ID, &z.Expr, &z.attempt, &z.planned); err != nil {
-			return nil, fmt.Errorf("list periodic tasks with no time zone: %w", err)
+		if err := r.Scan(&z.ID, &z.Expr, &z.attempt, &z.planned); err != nil {
+			return err
 		}
 		out = append(out, z)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list periodic tasks with no time zone: %w", err)
 	}
 	return out, nil

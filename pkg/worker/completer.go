@@ -18,7 +18,6 @@ import (
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
-	"github.com/taskd/taskd/pkg/task"
 )
 
 // completerBatchMax bounds the transitions written per transaction.
@@ -408,6 +407,7 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 	// Attempts whose result was applied, for the queues' per-minute
 	// counters: a result the fence rejected is no run.
 	ended := map[string]broker.Ended{}
+	var fenced []int // results the fence rejected
 	for i, ok := range applied {
 		if l := batch[i].lease; l != "" {
 			if leases == nil {
@@ -418,11 +418,14 @@ func (c *completer) write(ctx context.Context, batch []completion) (held []compl
 		wake = wake || batch[i].grouped
 		if !ok {
 			c.stale.Add(1)
-			c.fenced(batch[i], ts[i])
+			fenced = append(fenced, i)
 		} else if run := ts[i].Run; run != nil {
 			broker.CountEnded(ended, batch[i].queue, run.Outcome)
 		}
 		acks[batch[i].queue] = append(acks[batch[i].queue], batch[i].raw)
+	}
+	if len(fenced) > 0 {
+		c.fenced(batch, ts, fenced)
 	}
 	if c.written != nil {
 		c.written(batch, applied)
@@ -465,17 +468,26 @@ func splitHeld(batch []completion, applied []bool, locked []int) (rest, held []c
 	return rest, held, restApplied
 }
 
-// fenced logs a result the fence turned down. A task deleted while it
-// ran (taskd cron remove of a periodic task mid-run, or a delete) is said
-// so, not as a stale result, which reads as a run twice.
-func (c *completer) fenced(cp completion, tr store.Transition) {
+// fenced logs the results (indexes into batch) the fence turned down, with
+// one read of their tasks' states: a frozen worker's resumed batch may be
+// hundreds. A task deleted while it ran (taskd cron remove of a periodic
+// task mid-run, or a delete) is said so, not as a stale result, which
+// reads as a run twice.
+func (c *completer) fenced(batch []completion, ts []store.Transition, idx []int) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	if _, err := c.store.TaskGet(ctx, tr.ID); task.ErrorCode(err) == task.CodeNotFound {
-		c.log.Info("result dropped: the task was deleted while it ran (taskd cron remove, or delete)", cp.attrs()...)
-		return
+	ids := make([]int64, len(idx))
+	for k, i := range idx {
+		ids[k] = ts[i].ID
 	}
-	c.log.Warn("stale result rejected by the fence", cp.attrs("status", tr.To.String())...)
+	states, err := c.store.TaskStates(ctx, ids)
+	for _, i := range idx {
+		if _, ok := states[ts[i].ID]; err == nil && !ok {
+			c.log.Info("result dropped: the task was deleted while it ran (taskd cron remove, or delete)", batch[i].attrs()...)
+			continue
+		}
+		c.log.Warn("stale result rejected by the fence", batch[i].attrs("status", ts[i].To.String())...)
+	}
 }
 
 // rejected handles a batch the server refused outright (or, of more than

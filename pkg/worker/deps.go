@@ -18,6 +18,8 @@ type Store interface {
 	// TaskTransition writes results and hand-backs (fenced).
 	TaskTransition(ctx context.Context, ts []store.Transition) ([]bool, error)
 	TaskGet(ctx context.Context, id int64) (*task.Task, error)
+	// TaskStates reads the state of tasks (absent: deleted).
+	TaskStates(ctx context.Context, ids []int64) (map[int64]store.TaskState, error)
 }
 
 // Broker is what the worker needs of Redis: *broker.Broker, or a wrapper
