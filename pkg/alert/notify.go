@@ -11,6 +11,8 @@ import (
 	neturl "net/url"
 	"strings"
 	"time"
+
+	"github.com/taskd/taskd/pkg/stats"
 )
 
 // Notifier delivers notifications. Notify gets every notification of one
@@ -182,7 +184,7 @@ func (s *Slack) Notify(ctx context.Context, alerts []Alert) error {
 		if a.Status == StatusResolved {
 			icon = ":white_check_mark:"
 		}
-		fmt.Fprintf(&b, "%s *[%s] %s*%s %s", icon, strings.ToUpper(a.Status), a.Name(), severity(&a), a.Annotations["summary"])
+		fmt.Fprintf(&b, "%s *[%s] %s*%s %s", icon, strings.ToUpper(a.Status), a.Name(), severity(&a), summary(&a))
 		if u := a.Annotations["runbook_url"]; u != "" && a.Status != StatusResolved {
 			fmt.Fprintf(&b, " <%s|runbook>", u)
 		}
@@ -201,7 +203,25 @@ func line(a *Alert) string {
 		runbook = " [runbook](" + u + ")"
 	}
 	return fmt.Sprintf("<font color=\"%s\">[%s]</font> **%s**%s %s%s\n", color, strings.ToUpper(a.Status), a.Name(), severity(a),
-		a.Annotations["summary"], runbook)
+		summary(a), runbook)
+}
+
+// summary is a chat line's text: a firing alert's summary, or, once it
+// resolved, how long it fired with its summary as what was: "RESOLVED"
+// beside "5,000 tasks waiting" read at 2 a.m. as the backlog still there.
+func summary(a *Alert) string {
+	s := a.Annotations["summary"]
+	if a.Status != StatusResolved {
+		return s
+	}
+	fired := "resolved"
+	if !a.StartsAt.IsZero() && a.EndsAt.After(a.StartsAt) {
+		fired = "after " + stats.Roughly(a.EndsAt.Sub(a.StartsAt))
+	}
+	if s == "" {
+		return fired
+	}
+	return fired + " (was: " + s + ")"
 }
 
 // severity is " (critical)" for a firing alert's severity, for the chat

@@ -106,7 +106,7 @@ func TestSlackPayload(t *testing.T) {
 	var m map[string]string
 	require.NoError(t, json.Unmarshal(bodies[0], &m))
 	require.Equal(t, ":red_circle: *[FIRING] taskd_no_consumer* (warning) queue mail: something <https://example.com/runbook#taskd_no_consumer|runbook>\n"+
-		":white_check_mark: *[RESOLVED] taskd_backlog* queue sms: something", m["text"])
+		":white_check_mark: *[RESOLVED] taskd_backlog* after 1m (was: queue sms: something)", m["text"])
 }
 
 // A refusing receiver is an error the alerter sees.
