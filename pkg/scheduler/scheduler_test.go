@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
@@ -202,19 +203,14 @@ func TestPushFailureHandsBack(t *testing.T) {
 	require.Equal(t, int64(20), ql)
 }
 
-// A Redis at maxmemory caps the window of the queue it refused: the
-// scheduler does not claim, fail to push and hand back the same tasks
-// many times a second (each round a read of their payloads and two
-// writes), but waits for the queue's workers to drain it. Here none run,
-// so after the first refusal no task is claimed again.
-func TestFullRedisCapsTheWindow(t *testing.T) {
-	t.Parallel()
-	_, b := setup(t, scheduler.Config{})
-	env := b.env
+// fullRedisBacklog submits 1,500 tasks of 2 KB and returns a broker on a
+// private Redis of 2 MB (noeviction) that cannot hold them.
+func fullRedisBacklog(t *testing.T, b *testBundle) *broker.Broker {
+	t.Helper()
 	addr := testenv.PrivateRedis(t, 0, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
-	br, err := broker.Open(b.ctx, broker.Options{Addr: addr, Prefix: env.Prefix})
+	br, err := broker.Open(b.ctx, broker.Options{Addr: addr, Prefix: b.env.Prefix})
 	require.NoError(t, err)
-	defer br.Close()
+	t.Cleanup(func() { br.Close() })
 	pad := strings.Repeat("x", 2048)
 	for range 3 {
 		subs := make([]producer.Submission, 500)
@@ -224,6 +220,19 @@ func TestFullRedisCapsTheWindow(t *testing.T) {
 		_, err := b.producer.SubmitBatch(b.ctx, subs)
 		require.NoError(t, err)
 	}
+	return br
+}
+
+// A Redis at maxmemory caps the window of the queue it refused: the
+// scheduler does not claim, fail to push and hand back the same tasks
+// many times a second (each round a read of their payloads and two
+// writes), but waits for the queue's workers to drain it. Here none run,
+// so after the first refusal no task is claimed again.
+func TestFullRedisCapsTheWindow(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, scheduler.Config{})
+	env := b.env
+	br := fullRedisBacklog(t, b)
 	s := scheduler.New(scheduler.Config{BatchSize: 500, PollInterval: 50 * time.Millisecond, Logger: quiet}, env.Store, br)
 	require.NoError(t, s.Start(b.ctx))
 	defer s.Stop()
@@ -237,6 +246,43 @@ func TestFullRedisCapsTheWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1500-env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 0`), int(ql),
 		"every task is pending or queued")
+}
+
+// A cap that ran its FullRedisWait while Redis is still past its
+// maxmemory is renewed, not lifted: claiming the whole window again would
+// be refused as surely, and each round spends an attempt of every task it
+// took (an hour of a full Redis was 360 attempts of the same tasks, shown
+// to their handlers as TASK_ATTEMPT=361).
+func TestFullRedisStillFullKeepsTheCap(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, scheduler.Config{})
+	env := b.env
+	br := fullRedisBacklog(t, b)
+	clk := clock.NewManual(time.Now())
+	s := scheduler.New(scheduler.Config{BatchSize: 500, Clock: clk, Logger: quiet}, env.Store, br)
+	defer s.Stop()
+	handedBack := `SELECT COUNT(*) FROM task_center WHERE status = 0 AND attempt > 0`
+	for i := 0; env.Count(t, handedBack) == 0; i++ {
+		require.Less(t, i, 10, "Redis never refused a push")
+		_, _ = s.RunOnce(b.ctx)
+	}
+	m, err := br.Memory(b.ctx)
+	require.NoError(t, err)
+	require.True(t, m.Full(), "Redis past its maxmemory: %+v", m)
+
+	clk.Advance(scheduler.FullRedisWait + time.Second)
+	for range 3 {
+		_, _ = s.RunOnce(b.ctx)
+	}
+	require.Zero(t, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE attempt > 1`),
+		"tasks claimed again into a Redis still full")
+
+	// Memory freed (here: maxmemory raised), the next round claims again.
+	require.NoError(t, br.Client().ConfigSet(b.ctx, "maxmemory", "64mb").Err())
+	clk.Advance(scheduler.FullRedisWait + time.Second)
+	n, err := s.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Positive(t, n)
 }
 
 func TestRunOnceNothingDue(t *testing.T) {

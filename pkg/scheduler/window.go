@@ -173,6 +173,7 @@ func (w *windows) refresh(ctx context.Context, b *broker.Broker) error {
 		return err
 	}
 	w.queued = lens
+	w.renewCaps(ctx, b, now)
 	w.anyFull = false
 	for q, n := range lens {
 		if n >= int64(w.window(q)) {
@@ -183,6 +184,29 @@ func (w *windows) refresh(ctx context.Context, b *broker.Broker) error {
 		}
 	}
 	return nil
+}
+
+// renewCaps keeps the caps of a Redis still past its maxmemory when one
+// ran its FullRedisWait, at what each queue's lists hold now: a whole
+// window claimed then is refused as surely, and each such round spends an
+// attempt of every task it took (an hour of a full Redis made the same
+// tasks' attempt 361). Once the queues' workers or an operator freed
+// memory, the caps run out as before. mu is held.
+func (w *windows) renewCaps(ctx context.Context, b *broker.Broker, now time.Time) {
+	expiring := false
+	for _, c := range w.capped {
+		expiring = expiring || now.Sub(c.at) >= FullRedisWait
+	}
+	if !expiring {
+		return
+	}
+	m, err := b.Memory(ctx)
+	if err != nil || !m.Full() {
+		return // unknown: the window is tried, as it was before this check
+	}
+	for q, c := range w.capped {
+		w.capped[q] = windowCap{n: min(c.n, int(w.queued[q])), at: now}
+	}
 }
 
 // walk reports whether the claims should walk past the backlog of queues
