@@ -257,7 +257,17 @@ type HandlerSpec struct {
 	// StartTimeout bounds a pool process's boot, up to its ready line
 	// (default handler.PoolStartTimeoutDefault).
 	StartTimeout time.Duration `mapstructure:"start_timeout"`
+	// Stdout is what a pool process's stdout carries: "protocol" (the
+	// default, its answers) or "output" (kept as the task's output, like
+	// stderr; it answers on descriptor 3, named by TASK_POOL_FD).
+	Stdout string `mapstructure:"stdout"`
 }
+
+// Pool stdout values (HandlerSpec.Stdout).
+const (
+	StdoutProtocol = "protocol"
+	StdoutOutput   = "output"
+)
 
 // poolSizeMax bounds handlers.CODE.size.
 const poolSizeMax = 1000
@@ -815,10 +825,14 @@ func (h *HandlerSpec) validate() error {
 		}
 	}
 	if len(h.Pool) == 0 {
-		if h.Size != 0 || h.MaxJobs != 0 || h.MaxMemory != "" || h.Idle != 0 || h.StartTimeout != 0 {
-			return errors.New("size, max_jobs, max_memory, idle and start_timeout apply to pool handlers only")
+		if h.Size != 0 || h.MaxJobs != 0 || h.MaxMemory != "" || h.Idle != 0 || h.StartTimeout != 0 || h.Stdout != "" {
+			return errors.New("size, max_jobs, max_memory, idle, start_timeout and stdout apply to pool handlers only")
 		}
 		return nil
+	}
+	if h.Stdout != "" && h.Stdout != StdoutProtocol && h.Stdout != StdoutOutput {
+		return fmt.Errorf("stdout %q is neither %q (its answers, the default) nor %q (kept as output; answers on descriptor 3)",
+			h.Stdout, StdoutProtocol, StdoutOutput)
 	}
 	if h.Size < 0 || h.Size > poolSizeMax {
 		return fmt.Errorf("size %d is out of range 1-%d", h.Size, poolSizeMax)

@@ -262,6 +262,27 @@ queues:
 	}, c.WorkerQueues())
 }
 
+// A pool's stdout is its answers unless it is output; the option is a
+// pool's alone, and a typo of its value names both values.
+func TestPoolStdout(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, `
+handlers:
+  resize_image: { pool: ["php", "artisan", "taskd:work"], stdout: output }
+  thumbs: { pool: ["php", "w.php"] }
+`)
+	require.NoError(t, err)
+	require.Equal(t, config.StdoutOutput, c.Handlers["resize_image"].Stdout)
+	require.Empty(t, c.Handlers["thumbs"].Stdout)
+	for body, want := range map[string]string{
+		`{ pool: ["php", "w.php"], stdout: outptu }`: `stdout "outptu" is neither "protocol" (its answers, the default) nor "output"`,
+		`{ exec: ["php", "w.php"], stdout: output }`: "size, max_jobs, max_memory, idle, start_timeout and stdout apply to pool handlers only",
+	} {
+		_, err := load(t, "handlers:\n  resize_image: "+body+"\n")
+		require.ErrorContains(t, err, want, body)
+	}
+}
+
 func TestParseBytes(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]int64{

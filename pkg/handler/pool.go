@@ -70,6 +70,11 @@ type PoolConfig struct {
 	Idle time.Duration
 	// StartTimeout bounds the wait for the ready line.
 	StartTimeout time.Duration
+	// StdoutOutput keeps what a process writes on stdout as the task's
+	// output, as stderr is, and has it answer on descriptor
+	// PoolProtocolFD instead (TASK_POOL_FD names it): a framework's
+	// console opened on stdout at boot cannot break the protocol.
+	StdoutOutput bool
 	// KillGrace is the time between SIGTERM and SIGKILL, and the time a
 	// process has to exit after EOF on stdin.
 	KillGrace   time.Duration
@@ -116,7 +121,7 @@ type PoolStats struct {
 	Processes int    `json:"processes"` // running (booting, idle or busy)
 	Busy      int    `json:"busy"`      // running a task
 	// Starts counts processes that became ready; FailedStarts those that
-	// did not, or that died (or wrote on stdout) after their ready line but
+	// did not, or that died (or spoke unasked) after their ready line but
 	// before they were given a task. A process that dies during a task has
 	// started: that is the task's failure.
 	Starts       int64 `json:"starts"`
@@ -133,8 +138,9 @@ type PoolStats struct {
 
 // Pool runs tasks on long-lived processes, one task at a time each, over
 // the pool protocol (docs/pool-protocol.md): one JSON line per task on the
-// process's stdin, one JSON line back on its stdout. What a process writes
-// on stderr is logged with the task's id and kept as the attempt's output.
+// process's stdin, one JSON line back on its stdout (or on descriptor 3,
+// StdoutOutput). What a process writes on stderr (and then stdout) is
+// logged with the task's id and kept as the attempt's output.
 //
 // Each process runs in its own process group. A task whose context ends
 // (timeout, operator kill, watchdog, shutdown) gets its process group
@@ -199,6 +205,9 @@ func NewPool(cfg PoolConfig) *Pool {
 	// TASK_* come last: they are the contract with the process.
 	p.env = append(append(inheritedEnv(), cfg.Env...),
 		"TASK_CODE="+cfg.Code, "TASK_POOL_PROTOCOL="+strconv.Itoa(PoolProtocol))
+	if cfg.StdoutOutput {
+		p.env = append(p.env, "TASK_POOL_FD="+strconv.Itoa(PoolProtocolFD))
+	}
 	return p
 }
 
@@ -396,7 +405,7 @@ func idleFault(proc *poolProc, line []byte, ok bool) error {
 		when = "after its ready line, before any task"
 	}
 	if ok {
-		return fmt.Errorf("pool process %d wrote on stdout %s: %q", proc.pid, when, quote(line))
+		return fmt.Errorf("pool process %d wrote on %s %s: %q", proc.pid, proc.channel, when, quote(line))
 	}
 	if proc.lineErr != nil {
 		return fmt.Errorf("pool process %d: %w", proc.pid, proc.lineErr)
@@ -445,7 +454,7 @@ func (p *Pool) start(ctx context.Context, n int) (*poolProc, error) {
 	}
 	defer release()
 	env := append(p.env[:len(p.env):len(p.env)], "TASK_POOL_SLOT="+strconv.Itoa(n))
-	proc, err := startProc(p.cfg.Argv, env, p.cfg.Dir, p.log)
+	proc, err := startProc(p.cfg.Argv, env, p.cfg.Dir, p.cfg.StdoutOutput, p.log)
 	if err != nil {
 		p.startFailed(fmt.Errorf("pool %s: %w", p.cfg.Code, err))
 		return nil, p.failure(err)
@@ -488,7 +497,7 @@ func (p *Pool) ready(ctx context.Context, proc *poolProc) error {
 			<-proc.exitedOrTimeout(p.cfg.KillGrace)
 			return fmt.Errorf("exited before it was ready: %s", proc.exitErr())
 		}
-		a, err := decodeAnswer(line)
+		a, err := proc.decode(line)
 		switch {
 		case err != nil || !a.Ready:
 			return fmt.Errorf("did not start with a ready line (%s): %q", `{"ready":true,"protocol":1}`, quote(line))
@@ -497,6 +506,12 @@ func (p *Pool) ready(ctx context.Context, proc *poolProc) error {
 		}
 		return nil
 	case <-t.C:
+		if proc.channel != "stdout" {
+			// A program that does not read TASK_POOL_FD prints it on
+			// stdout, which is now its output.
+			return fmt.Errorf("printed no ready line on %s within %s (the handler's stdout: output has it answer there, "+
+				"as TASK_POOL_FD says; what it printed on stdout is in the log)", proc.channel, p.cfg.StartTimeout)
+		}
 		return fmt.Errorf("printed no ready line within %s", p.cfg.StartTimeout)
 	case <-ctx.Done():
 		return ctx.Err()
@@ -651,7 +666,7 @@ func (p *Pool) run(proc *poolProc, c *poolCall) bool {
 				<-proc.exitedOrTimeout(p.cfg.KillGrace)
 				return fail(EndExit, fmt.Errorf("pool process %d exited mid-task: %s", proc.pid, proc.exitErr()))
 			}
-			a, err := decodeAnswer(l)
+			a, err := proc.decode(l)
 			if err == nil && a.OK == nil {
 				err = fmt.Errorf(`%w: an answer needs "ok": %q`, errGarbage, quote(l))
 			}

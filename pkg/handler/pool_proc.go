@@ -22,9 +22,14 @@ import (
 // version is refused at start.
 const PoolProtocol = 1
 
-// poolLineLimit bounds one line a pool process writes on stdout: a longer
-// one is garbage (a result is truncated to the output limit anyway).
+// poolLineLimit bounds one line a pool process writes on its protocol
+// channel: a longer one is garbage (a result is truncated to the output
+// limit anyway).
 const poolLineLimit = 16 << 20
+
+// PoolProtocolFD is the descriptor a process answers on when its stdout is
+// output (PoolConfig.StdoutOutput), named to it by TASK_POOL_FD.
+const PoolProtocolFD = 3
 
 // poolLogLines bounds the stderr lines logged per task (or between two
 // tasks); the attempt's output keeps the tail of all of them.
@@ -49,8 +54,8 @@ type poolRequest struct {
 	Traceparent string `json:"traceparent,omitempty"`
 }
 
-// poolAnswer is a line a process writes on stdout: its ready line first,
-// then one answer per task.
+// poolAnswer is a line a process writes on its protocol channel: its ready
+// line first, then one answer per task.
 type poolAnswer struct {
 	Ready    bool            `json:"ready"`
 	Protocol int             `json:"protocol"`
@@ -100,16 +105,22 @@ func encodeRequest(r *Request, deadline time.Time, traceparent string) ([]byte, 
 	return b.Bytes(), nil
 }
 
-// errGarbage marks a stdout line that is not a protocol line.
+// errGarbage marks a line on the protocol channel that is not a protocol
+// line.
 var errGarbage = errors.New("not a protocol line")
 
-// decodeAnswer parses one stdout line of a process.
-func decodeAnswer(line []byte) (*poolAnswer, error) {
+// decode parses one line of the process's protocol channel.
+func (p *poolProc) decode(line []byte) (*poolAnswer, error) {
 	var a poolAnswer
 	if err := json.Unmarshal(line, &a); err != nil {
-		// Most often a log line: an output stream opened on stdout
-		// before the worker took it (a console object made at boot).
-		return nil, fmt.Errorf("%w: %q (stdout is the protocol's: logs go to stderr)", errGarbage, quote(line))
+		hint := "descriptor 3 is the protocol's"
+		if p.channel == "stdout" {
+			// Most often a log line: an output stream opened on stdout
+			// before the worker took it (a console object made at boot).
+			hint = "stdout is the protocol's: logs go to stderr, or give the handler stdout: output, " +
+				"which keeps stdout as the task's output and moves the protocol to descriptor 3"
+		}
+		return nil, fmt.Errorf("%w: %q (%s)", errGarbage, quote(line), hint)
 	}
 	return &a, nil
 }
@@ -145,7 +156,8 @@ type poolProc struct {
 	cmd     *exec.Cmd
 	pid     int
 	stdin   *os.File
-	lines   chan []byte   // stdout lines; closed at EOF or on a read error
+	channel string        // where it answers: "stdout" or "descriptor 3"
+	lines   chan []byte   // its lines; closed at EOF or on a read error
 	lineErr error         // why lines was closed, read after it was
 	exited  chan struct{} // closed once the process was waited for
 	waitErr error         // cmd.Wait's, read after exited
@@ -157,8 +169,10 @@ type poolProc struct {
 }
 
 // startProc starts argv with the pool protocol's pipes in its own process
-// group. It does not wait for the ready line.
-func startProc(argv, env []string, dir string, log *slog.Logger) (*poolProc, error) {
+// group. It does not wait for the ready line. With stdoutOutput the
+// process answers on descriptor PoolProtocolFD, and its stdout shares
+// stderr's pipe: both are its output, in the order written.
+func startProc(argv, env []string, dir string, stdoutOutput bool, log *slog.Logger) (*poolProc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("pool pipe: %w", err)
@@ -183,6 +197,10 @@ func startProc(argv, env []string, dir string, log *slog.Logger) (*poolProc, err
 	// copying goroutines, so Wait returns when the process exits, and the
 	// reads stay ours.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	channel := "stdout"
+	if stdoutOutput {
+		cmd.Stdout, cmd.ExtraFiles, channel = errW, []*os.File{outW}, fmt.Sprintf("descriptor %d", PoolProtocolFD)
+	}
 	cmd.SysProcAttr = GroupAttr()
 	err = cmd.Start()
 	inR.Close()
@@ -196,10 +214,14 @@ func startProc(argv, env []string, dir string, log *slog.Logger) (*poolProc, err
 	}
 	groupStarted(cmd.Process.Pid) // withdrawn by close and kill
 	p := &poolProc{
-		cmd: cmd, pid: cmd.Process.Pid, stdin: inW, lines: make(chan []byte), exited: make(chan struct{}),
+		cmd: cmd, pid: cmd.Process.Pid, stdin: inW, channel: channel, lines: make(chan []byte), exited: make(chan struct{}),
 		done: make(chan struct{}), started: time.Now(),
 	}
-	p.tap = newStderrTap(errR, log.With("pid", p.pid))
+	msg := "pool stderr"
+	if stdoutOutput {
+		msg = "pool output" // stdout and stderr: one pipe
+	}
+	p.tap = newStderrTap(errR, log.With("pid", p.pid), msg)
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
@@ -208,14 +230,14 @@ func startProc(argv, env []string, dir string, log *slog.Logger) (*poolProc, err
 	return p, nil
 }
 
-// readLines sends each stdout line on p.lines until EOF, a read error, an
-// overlong line, or the pool letting go of the process.
+// readLines sends each line of the protocol channel on p.lines until EOF,
+// a read error, an overlong line, or the pool letting go of the process.
 func (p *poolProc) readLines(r *os.File) {
 	defer r.Close()
 	defer close(p.lines)
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
-		line, err := readLine(br)
+		line, err := readLine(br, p.channel)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				p.lineErr = err
@@ -230,13 +252,14 @@ func (p *poolProc) readLines(r *os.File) {
 	}
 }
 
-// readLine reads one line without its newline, at most poolLineLimit long.
-func readLine(br *bufio.Reader) ([]byte, error) {
+// readLine reads one line of channel without its newline, at most
+// poolLineLimit long.
+func readLine(br *bufio.Reader, channel string) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(line)+len(chunk) > poolLineLimit {
-			return nil, fmt.Errorf("%w: a stdout line longer than %d bytes", errGarbage, poolLineLimit)
+			return nil, fmt.Errorf("%w: a line on %s longer than %d bytes", errGarbage, channel, poolLineLimit)
 		}
 		line = append(line, chunk...)
 		switch {
@@ -245,7 +268,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF) && len(line) > 0:
-			return nil, fmt.Errorf("%w: stdout closed in the middle of a line: %q", errGarbage, quote(line))
+			return nil, fmt.Errorf("%w: %s closed in the middle of a line: %q", errGarbage, channel, quote(line))
 		default:
 			return nil, err
 		}
@@ -324,12 +347,13 @@ func (p *poolProc) kill(grace time.Duration) {
 // stderrTap reads a process's stderr: each line is logged, with the task
 // id while a task runs, and kept in the task's output. A task's output
 // holds everything the process wrote on stderr before it answered: the
-// answer is read from stdout, so take drains what stderr still holds
+// answer is read from its own pipe, so take drains what stderr still holds
 // before the answer is handled.
 type stderrTap struct {
 	f      *os.File
 	rc     syscall.RawConn
 	closed chan struct{}
+	msg    string // the log message of each line
 
 	mu      sync.Mutex
 	log     *slog.Logger // the process's logger
@@ -342,8 +366,8 @@ type stderrTap struct {
 	last *tailBuffer
 }
 
-func newStderrTap(f *os.File, log *slog.Logger) *stderrTap {
-	t := &stderrTap{f: f, log: log, closed: make(chan struct{})}
+func newStderrTap(f *os.File, log *slog.Logger, msg string) *stderrTap {
+	t := &stderrTap{f: f, log: log, closed: make(chan struct{}), msg: msg}
 	t.forget()
 	rc, err := f.SyscallConn()
 	if err != nil { // an *os.File from os.Pipe always has one
@@ -422,9 +446,9 @@ func (t *stderrTap) logLine(line []byte) {
 	}
 	switch {
 	case t.logged <= poolLogLines:
-		log.Info("pool stderr", "line", quoteLine(line))
+		log.Info(t.msg, "line", quoteLine(line))
 	case t.logged == poolLogLines+1:
-		log.Info("pool stderr: more lines, not logged; the attempt's output keeps their tail")
+		log.Info(t.msg + ": more lines, not logged; the attempt's output keeps their tail")
 	}
 }
 

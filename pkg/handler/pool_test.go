@@ -27,22 +27,27 @@ import (
 // task's payload says; "noready" dies at start as a PHP parse error would;
 // "readydie" dies right after its ready line, as a worker that cannot reach
 // its database would; "badproto" announces another protocol version;
-// "silent" never gets ready.
+// "silent" never gets ready. It answers on descriptor 3 when TASK_POOL_FD
+// says so, as Taskd\Worker does.
 func poolHelper(mode string) int {
+	proto := os.Stdout
+	if os.Getenv("TASK_POOL_FD") == "3" {
+		proto = os.NewFile(3, "protocol")
+	}
 	switch mode {
 	case "noready":
 		fmt.Fprintln(os.Stderr, "PHP Parse error: syntax error, unexpected '}' in app/Jobs/Resize.php on line 12")
 		return 255
 	case "readydie":
-		fmt.Println(`{"ready":true,"protocol":1}`)
+		fmt.Fprintln(proto, `{"ready":true,"protocol":1}`)
 		fmt.Fprintln(os.Stderr, "SQLSTATE[HY000] [2002] Connection refused")
 		return 1
 	case "badproto":
-		fmt.Println(`{"ready":true,"protocol":99}`)
+		fmt.Fprintln(proto, `{"ready":true,"protocol":99}`)
 	case "silent":
 		time.Sleep(time.Hour) // a helper process that hangs, as a stuck PHP worker does
 	}
-	fmt.Println(`{"ready":true,"protocol":1}`)
+	fmt.Fprintln(proto, `{"ready":true,"protocol":1}`)
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var hog [][]byte
@@ -93,6 +98,10 @@ func poolHelper(mode string) int {
 			continue
 		case "stderr":
 			fmt.Fprint(os.Stderr, do.Text)
+		case "both": // a console on stdout beside a log on stderr
+			fmt.Printf("%s: on stdout\n", do.Text)
+			fmt.Fprintf(os.Stderr, "%s: on stderr\n", do.Text)
+			fmt.Printf("%s: stdout again\n", do.Text)
 		case "alloc":
 			b := make([]byte, do.MB<<20)
 			for i := range b {
@@ -109,7 +118,7 @@ func poolHelper(mode string) int {
 			answer["result"] = do.Result
 		}
 		b, _ := json.Marshal(answer)
-		os.Stdout.Write(append(b, '\n'))
+		proto.Write(append(b, '\n'))
 	}
 	return 0
 }
@@ -457,6 +466,49 @@ func TestPoolGarbageMidTask(t *testing.T) {
 	requireGroupGone(t, first.PID)
 	require.NotEqual(t, first.PID, served(t, p, `{}`).PID)
 	require.Equal(t, int64(1), p.Stats().Ended[EndProtocol])
+}
+
+// With StdoutOutput (a handler's stdout: output) what a process writes on
+// stdout is its task's output, in order with stderr, and it answers on
+// descriptor 3: a framework's console opened on stdout at boot no longer
+// breaks the protocol. A line on descriptor 3 that is no answer still does.
+func TestPoolStdoutAsOutput(t *testing.T) {
+	t.Parallel()
+	p := newTestPool(t, "serve", func(c *PoolConfig) { c.StdoutOutput = true })
+	first := served(t, p, `{}`)
+	for i := range 20 {
+		b, err := json.Marshal(map[string]any{"do": "both", "text": fmt.Sprintf("task %d", i)})
+		require.NoError(t, err)
+		out, err := handle(t, p, string(b))
+		require.NoError(t, err)
+		want := fmt.Sprintf("task %d: on stdout\ntask %d: on stderr\ntask %d: stdout again\n{", i, i, i)
+		require.True(t, strings.HasPrefix(out, want), "task %d: output %.120q", i, out)
+	}
+	require.Equal(t, first.PID, served(t, p, `{}`).PID, "one process served them all")
+	require.Zero(t, p.Stats().Ended[EndProtocol])
+
+	// The same console without the option breaks the protocol, and the
+	// error names the option.
+	plain := newTestPool(t, "serve", nil)
+	_, err := handle(t, plain, `{"do":"both","text":"console"}`)
+	require.ErrorContains(t, err, `broke the protocol: not a protocol line: "console: on stdout"`)
+	require.ErrorContains(t, err, "give the handler stdout: output")
+}
+
+// A process given descriptor 3 that prints its ready line on stdout (a
+// program that does not read TASK_POOL_FD) has not started, and the
+// error says where taskd waited for it.
+func TestPoolStdoutOutputWaitsOnDescriptor3(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	p := NewPool(PoolConfig{Code: "resize_image", Argv: []string{"env", "-u", "TASK_POOL_FD", self}, Env: []string{"POOL_HELPER=serve"},
+		Size: 1, KillGrace: time.Second, StartTimeout: 300 * time.Millisecond, StdoutOutput: true, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, p.Start(context.Background()))
+	t.Cleanup(p.Stop)
+	require.Eventually(t, func() bool { return p.Stats().FailedStarts > 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Contains(t, p.Stats().LastError, "printed no ready line on descriptor 3 within 300ms")
+	require.Contains(t, p.Stats().LastError, "TASK_POOL_FD")
 }
 
 func TestPoolRecyclesAfterMaxJobs(t *testing.T) {

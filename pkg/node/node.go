@@ -291,7 +291,7 @@ func Handlers(cfg *config.Config, extra *handler.Registry, log *slog.Logger) *ha
 				Code: code, Argv: h.Pool, Env: h.Env, Dir: h.Dir, Size: h.PoolSize(),
 				MaxJobs: h.MaxJobs, MaxMemory: mem, Idle: h.Idle, StartTimeout: h.StartTimeout, Timeout: h.Timeout,
 				KillGrace: cfg.Worker.KillGrace, OutputLimit: int(cfg.Worker.OutputLimit), Logger: log,
-				WaitCredit: min(cfg.Recovery.RunningGrace, cfg.Watchdog.Grace) / 2,
+				WaitCredit: min(cfg.Recovery.RunningGrace, cfg.Watchdog.Grace) / 2, StdoutOutput: h.Stdout == config.StdoutOutput,
 			}))
 		case h.HTTP != "":
 			reg.Register(code, &handler.HTTP{URL: h.HTTP, Header: h.Header, OutputLimit: int(cfg.Worker.OutputLimit), Timeout: h.Timeout})

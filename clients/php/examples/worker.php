@@ -11,7 +11,10 @@
 // RetryLater (the retry waits N s), {"sleep_ms": N} works N ms,
 // {"echo": "text"} prints (stdout noise that must not break the protocol),
 // {"exit": N} dies mid-task (on attempts up to "exit_until_attempt" when
-// given), {"grow_mb": N} keeps N MB more memory.
+// given), {"grow_mb": N} keeps N MB more memory, {"console": "text"} writes
+// to a stream opened on stdout at boot, as a framework's console does
+// (output with the handler's `stdout: output`; without it, the protocol
+// breaks).
 // WORKER_BOOT_MS sleeps that long before the ready line: an application's
 // boot.
 declare(strict_types=1);
@@ -24,12 +27,13 @@ use Taskd\Worker;
 if ($boot = (int) getenv('WORKER_BOOT_MS')) {
     usleep($boot * 1000);
 }
+$console = fopen('php://stdout', 'wb'); // opened before Worker::run, as a framework's console is
 $kept = [];
 // WORKER_RUN_LOG names a file that gets "id attempt pid" per task run: the
 // benchmarks count runs with it.
 $runLog = getenv('WORKER_RUN_LOG') ? fopen((string) getenv('WORKER_RUN_LOG'), 'ab') : null;
 
-exit(Worker::run(static function (Task $task) use (&$kept, $runLog): mixed {
+exit(Worker::run(static function (Task $task) use (&$kept, $runLog, $console): mixed {
     if ($runLog !== null) {
         fwrite($runLog, "{$task->id} {$task->attempt} " . getmypid() . "\n");
     }
@@ -37,6 +41,9 @@ exit(Worker::run(static function (Task $task) use (&$kept, $runLog): mixed {
     if (isset($p['echo'])) {
         echo $p['echo'], "\n";
         print_r(['noise' => true]);
+    }
+    if (isset($p['console'])) {
+        fwrite($console, $p['console'] . "\n");
     }
     if (isset($p['warn'])) {
         trigger_error((string) $p['warn'], E_USER_WARNING);

@@ -13,12 +13,17 @@ use Throwable;
  *
  * The handler's return value is the task's result (JSON-encoded); an
  * exception fails the attempt with its class and message (retried as the
- * task's max_retry allows), and its trace goes to stderr. stdout carries
- * the protocol only: before the first task the process's file descriptor
- * 1 is pointed at stderr, so `echo`, `var_dump`, Symfony Console and
- * Monolog output to php://stdout, and child processes all land in the
- * attempt's output instead of breaking the protocol. (The STDOUT constant
- * is closed by that: write to php://stdout instead.)
+ * task's max_retry allows), and its trace goes to stderr.
+ *
+ * With the handler's `stdout: output`, taskd names the descriptor to
+ * answer on in TASK_POOL_FD (3), and everything printed on stdout is the
+ * task's output, a console opened at boot included. Otherwise stdout
+ * carries the protocol: before the first task the process's file
+ * descriptor 1 is pointed at stderr, so `echo`, `var_dump`, Monolog and
+ * child processes land in the attempt's output instead of breaking the
+ * protocol (the STDOUT constant is closed by that: write to php://stdout
+ * instead), but a stream opened on stdout before run() (a framework's
+ * console) still writes into it.
  */
 final class Worker
 {
@@ -42,7 +47,7 @@ final class Worker
             ini_set('log_errors', '0');
         }
         $in = defined('STDIN') ? STDIN : fopen('php://stdin', 'rb');
-        self::claimStdout();
+        self::openProtocol();
         self::send(['ready' => true, 'protocol' => self::PROTOCOL]);
         while (($line = fgets($in)) !== false) {
             $line = trim($line);
@@ -104,6 +109,28 @@ final class Worker
         }
         fwrite(self::$protocol, $json . "\n");
         fflush(self::$protocol);
+    }
+
+    /**
+     * Opens the descriptor taskd named in TASK_POOL_FD for the protocol,
+     * or, without it, takes stdout for it.
+     */
+    private static function openProtocol(): void
+    {
+        $fd = getenv('TASK_POOL_FD');
+        if ($fd === false || $fd === '') {
+            self::claimStdout();
+
+            return;
+        }
+        if (self::$protocol !== null) {
+            return;
+        }
+        if (!ctype_digit($fd) || ($stream = @fopen('php://fd/' . $fd, 'wb')) === false) {
+            fwrite(STDERR, "taskd worker: TASK_POOL_FD={$fd} is not a descriptor this process can write\n");
+            exit(1);
+        }
+        self::$protocol = $stream;
     }
 
     /**

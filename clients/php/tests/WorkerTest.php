@@ -12,11 +12,19 @@ final class WorkerTest extends TestCase
     private $proc;
     /** @var array<int, resource> */
     private array $pipes = [];
+    /** The descriptor the worker answers on: 1, or 3 as a pool with stdout: output gives it. */
+    private int $answers = 1;
 
-    private function start(array $env = []): void
+    private function start(array $env = [], int $answers = 1): void
     {
         $cmd = [PHP_BINARY, __DIR__ . '/../examples/worker.php'];
-        $this->proc = proc_open($cmd, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $this->pipes, null, $env + getenv());
+        $spec = [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']];
+        if ($answers !== 1) {
+            $spec[$answers] = ['pipe', 'w'];
+            $env['TASK_POOL_FD'] = (string) $answers;
+        }
+        $this->answers = $answers;
+        $this->proc = proc_open($cmd, $spec, $this->pipes, null, $env + getenv());
         stream_set_blocking($this->pipes[2], false);
         self::assertSame(['ready' => true, 'protocol' => 1], $this->read());
     }
@@ -33,8 +41,12 @@ final class WorkerTest extends TestCase
 
     private function read(): array
     {
-        $line = fgets($this->pipes[1]);
-        self::assertTrue($line !== false, 'the worker closed stdout');
+        $r = [$this->pipes[$this->answers]];
+        $w = $e = null;
+        // A worker answering elsewhere fails the test instead of hanging it.
+        self::assertSame(1, stream_select($r, $w, $e, 10), "no line on descriptor {$this->answers} within 10 s");
+        $line = fgets($this->pipes[$this->answers]);
+        self::assertTrue($line !== false, "the worker closed descriptor {$this->answers}");
         $decoded = json_decode($line, true);
         self::assertTrue(is_array($decoded), 'not a protocol line: ' . var_export($line, true));
 
@@ -96,6 +108,33 @@ final class WorkerTest extends TestCase
         // where display_errors writes there.
         self::assertTrue($this->task(3, ['warn' => 'disk nearly full'])['ok']);
         self::assertSame(1, substr_count($this->stderr(), 'disk nearly full'));
+    }
+
+    /**
+     * With TASK_POOL_FD the worker answers there, and stdout, a console
+     * opened on it at boot included, is output: taskd keeps it in order
+     * with stderr.
+     */
+    public function testAnswersOnTheDescriptorTaskdNames(): void
+    {
+        $this->start([], 3);
+        stream_set_blocking($this->pipes[1], false);
+        $a = $this->task(1, ['console' => 'console line', 'echo' => 'echoed']);
+        self::assertTrue($a['ok']);
+        self::assertSame(1, $a['result']['id']);
+        usleep(50_000);
+        $out = (string) stream_get_contents($this->pipes[1]);
+        self::assertStringContainsString("console line\n", $out);
+        self::assertStringContainsString("echoed\n", $out);
+        self::assertTrue($this->task(2, [])['ok'], 'the process goes on');
+    }
+
+    /** Without it, a console opened on stdout at boot writes into the protocol: what stdout: output is for. */
+    public function testConsoleOpenedAtBootBreaksStdout(): void
+    {
+        $this->start();
+        fwrite($this->pipes[0], json_encode(['id' => 1, 'code' => 'c', 'attempt' => 1, 'payload' => ['console' => 'console line']]) . "\n");
+        self::assertSame("console line\n", fgets($this->pipes[1]));
     }
 
     public function testBadRequestAndEof(): void

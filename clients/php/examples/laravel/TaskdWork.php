@@ -12,6 +12,7 @@
 //       max_memory: 256MB
 //       dir: /var/www/app
 //       env: ["APP_ENV=production"]
+//       stdout: output   # $this->info() is the task's output; answers go on descriptor 3
 //
 // Install the client with Composer (a path repository pointing at
 // clients/php, or a copy of it), so that Taskd\ autoloads.
@@ -34,12 +35,16 @@ final class TaskdWork extends Command
 
     public function handle(Handlers $handlers): int
     {
-        // The console output the framework opened on stdout at boot would
-        // write $this->info() into the protocol: stdout is taskd's.
-        $this->setOutput(new OutputStyle($this->input, new StreamOutput(STDERR)));
+        // The console the framework opened on stdout at boot: with the
+        // handler's stdout: output it is the task's output and the
+        // answers go on descriptor 3 (TASK_POOL_FD). Without it, stdout
+        // is the protocol's, and the console must write to stderr.
+        if (getenv('TASK_POOL_FD') === false) {
+            $this->setOutput(new OutputStyle($this->input, new StreamOutput(STDERR)));
+        }
 
         return Worker::run(function (Task $task) use ($handlers) {
-            $this->info("task {$task->id}: {$task->code}"); // stderr: logged with the task id
+            $this->info("task {$task->id}: {$task->code}"); // logged with the task id, kept as its output
             // At-least-once: a crash can run a task twice. Key side effects
             // on the task's unique key, or on its id when it has none.
             $key = $task->uniqueKey !== '' ? $task->uniqueKey : "task-{$task->id}";
