@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
@@ -74,8 +75,10 @@ type dispatcher struct {
 	readAt time.Time
 	// fullUntil: queues a Redis at maxmemory refused lately, left to the
 	// schedulers until then (scheduler.FullRedisWait), so that a submit
-	// does not insert claimed, fail to push and hand back every time.
+	// does not insert claimed, fail to push and hand back every time; and
+	// after, while Redis is still full (stillFull).
 	fullUntil map[string]time.Time
+	clock     clock.Clock
 	routes    map[string]string // task code -> queue, for rows that name none
 	// reading is closed when the read in flight ends (nil: none is).
 	reading chan struct{}
@@ -86,7 +89,7 @@ func newDispatcher(c *Client) *dispatcher {
 		return nil
 	}
 	return &dispatcher{queues: c.opts.Queues, window: c.opts.Window, windowBytes: scheduler.WindowBytes(c.opts.WindowBytes),
-		push: c.broker.Push}
+		push: c.broker.Push, clock: clock.Or(c.opts.Clock)}
 }
 
 // refresh reads the queue state and the routes when they are older than
@@ -196,7 +199,7 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 		ps[i].DispatchQueue = q
 		eligible = append(eligible, i)
 	}
-	if len(eligible) == 0 {
+	if eligible = c.stillFull(ctx, eligible, ps); len(eligible) == 0 {
 		return
 	}
 	var lens map[string]int64
@@ -225,7 +228,57 @@ func (c *Client) claimNow(ctx context.Context, subs []Submission, ps []store.Tas
 func (d *dispatcher) full(q string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return time.Now().Before(d.fullUntil[q])
+	return d.clock.Now().Before(d.fullUntil[q])
+}
+
+// stillFull drops from eligible the tasks of queues whose wait after a
+// refusal ran out while Redis is still past its maxmemory, and leaves
+// those queues to the schedulers for another wait: a task inserted
+// claimed into a Redis that refuses its push goes back with its attempt
+// spent, once per queue and wait for as long as Redis stays full. Once
+// Redis has room, the queues are forgotten. One INFO per such queue's
+// wait, none otherwise.
+func (c *Client) stillFull(ctx context.Context, eligible []int, ps []store.TaskInsertParams) []int {
+	d := c.disp
+	d.mu.Lock()
+	var lapsed []string
+	for _, i := range eligible {
+		if q := ps[i].DispatchQueue; !d.fullUntil[q].IsZero() && !slices.Contains(lapsed, q) {
+			lapsed = append(lapsed, q)
+		}
+	}
+	d.mu.Unlock()
+	if len(lapsed) == 0 {
+		return eligible
+	}
+	var m broker.Memory
+	if ok, _ := c.redisStep(ctx, func(ctx context.Context) (err error) {
+		m, err = c.broker.Memory(ctx)
+		return err
+	}); !ok {
+		return eligible // unknown: tried, as before this check
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, q := range lapsed {
+		if m.Full() {
+			d.fullUntil[q] = d.clock.Now().Add(scheduler.FullRedisWait)
+		} else {
+			delete(d.fullUntil, q)
+		}
+	}
+	if !m.Full() {
+		return eligible
+	}
+	kept := eligible[:0]
+	for _, i := range eligible {
+		if slices.Contains(lapsed, ps[i].DispatchQueue) {
+			ps[i].DispatchQueue = ""
+			continue
+		}
+		kept = append(kept, i)
+	}
+	return kept
 }
 
 // refused records that Redis refused pushes to the queues of msgs for
@@ -236,7 +289,7 @@ func (d *dispatcher) refused(msgs []*task.Message) (fresh []string) {
 	if d.fullUntil == nil {
 		d.fullUntil = map[string]time.Time{}
 	}
-	now := time.Now()
+	now := d.clock.Now()
 	for _, m := range msgs {
 		if !now.Before(d.fullUntil[m.Queue]) {
 			fresh = append(fresh, m.Queue)

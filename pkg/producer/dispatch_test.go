@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/queues"
 	"github.com/taskd/taskd/pkg/recovery"
@@ -315,6 +316,43 @@ func TestSubmitIntoFullRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND attempt = 1`, other.ID),
 		"another queue is still tried at once")
+}
+
+// TestSubmitIntoStillFullRedis: when the wait after a refusal runs out
+// and Redis is still past its maxmemory, the queue is left to the
+// schedulers for another wait, not tried with a task whose attempt the
+// refusal would spend; once Redis has room, submits dispatch at once again.
+func TestSubmitIntoStillFullRedis(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	addr := testenv.FullRedis(t)
+	b, err := broker.Open(ctx, broker.Options{Addr: addr, Prefix: env.Prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	qc := queues.New(queues.Config{Logger: quiet}, env.Store, b)
+	b.SetLayout(qc)
+	clk := clock.NewManual(time.Now())
+	cl := producer.New(env.Store, b, producer.Options{Queues: qc, Logger: quiet, Clock: clk})
+	_, err = cl.Submit(ctx, producer.Submission{Code: "full"})
+	require.NoError(t, err)
+	require.Equal(t, producer.Counts{HandedBack: 1}, cl.Counts())
+
+	clk.Advance(scheduler.FullRedisWait + time.Second)
+	res, err := cl.Submit(ctx, producer.Submission{Code: "full"})
+	require.NoError(t, err)
+	requirePending(t, env, res.ID)
+	require.Equal(t, producer.Counts{HandedBack: 1}, cl.Counts(), "not tried into a Redis still full")
+
+	// The other application's keys go; the next wait's end finds room.
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	require.NoError(t, rdb.Del(ctx, "other-app:blobs").Err())
+	clk.Advance(scheduler.FullRedisWait + time.Second)
+	res, err = cl.Submit(ctx, producer.Submission{Code: "full"})
+	require.NoError(t, err)
+	require.True(t, res.Dispatched)
+	require.Equal(t, producer.Counts{HandedBack: 1, Dispatched: 1}, cl.Counts())
 }
 
 // TestSubmitterDiesBeforePush: a submitter that commits and never pushes

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/cronspec"
 	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/queues"
@@ -125,6 +126,9 @@ type Options struct {
 	// payload, would hold more than this many bytes, unless it is empty
 	// (default scheduler.WindowBytesDefault; negative: no bound).
 	WindowBytes int64
+	// Clock is the local clock a queue refused by a full Redis is left to
+	// the schedulers by (tests drive it; default the system's).
+	Clock clock.Clock
 }
 
 // Client submits tasks.
