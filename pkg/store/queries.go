@@ -680,9 +680,14 @@ var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, t
 const qPurgeTasks = `DELETE FROM task_center WHERE lane = 11 AND lane_at < NOW(3) - INTERVAL ? MICROSECOND AND status IN (3, 6)
 	ORDER BY lane_at LIMIT ?`
 
-// qPurgeRuns deletes one batch of run rows older than a cutoff.
-const qPurgeRuns = `DELETE FROM task_run WHERE finished_at < NOW(3) - INTERVAL ? MICROSECOND
-	ORDER BY finished_at LIMIT ?`
+// qPurgeRuns deletes the run rows older than a cutoff among the oldest
+// ids, a batch of them: by primary key, as a run's id follows its end (a
+// result written late waits until those before it go). The derived table
+// is materialized first, which MySQL requires of a read of the table a
+// DELETE changes.
+const qPurgeRuns = `DELETE FROM task_run WHERE id <= (SELECT MAX(id) FROM
+	(SELECT id FROM task_run FORCE INDEX (PRIMARY) ORDER BY id LIMIT ?) w)
+	AND finished_at < NOW(3) - INTERVAL ? MICROSECOND`
 
 // qRetry moves a dead, failed or cancelled task back to pending, due now,
 // with its retry and crash counts reset.

@@ -18,9 +18,11 @@ func (s *Store) TaskPurgeFinished(ctx context.Context, age time.Duration, limit 
 	return int(n), nil
 }
 
-// RunPurge deletes up to limit task_run rows older than age.
+// RunPurge deletes the task_run rows older than age among the limit
+// oldest by id; fewer than limit deleted means it reached the runs to
+// keep.
 func (s *Store) RunPurge(ctx context.Context, age time.Duration, limit int) (int, error) {
-	res, err := s.db.ExecContext(ctx, qPurgeRuns, age.Microseconds(), limit)
+	res, err := s.db.ExecContext(ctx, qPurgeRuns, limit, age.Microseconds())
 	if err != nil {
 		return 0, fmt.Errorf("purge runs: %w", err)
 	}
