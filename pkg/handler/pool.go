@@ -405,7 +405,7 @@ func idleFault(proc *poolProc, line []byte, ok bool) error {
 		when = "after its ready line, before any task"
 	}
 	if ok {
-		return fmt.Errorf("pool process %d wrote on %s %s: %q", proc.pid, proc.channel, when, quote(line))
+		return fmt.Errorf("pool process %d wrote on %s %s: %q", proc.pid, proc.channel(), when, quote(line))
 	}
 	if proc.lineErr != nil {
 		return fmt.Errorf("pool process %d: %w", proc.pid, proc.lineErr)
@@ -506,11 +506,11 @@ func (p *Pool) ready(ctx context.Context, proc *poolProc) error {
 		}
 		return nil
 	case <-t.C:
-		if proc.channel != "stdout" {
+		if proc.fd3 {
 			// A program that does not read TASK_POOL_FD prints it on
 			// stdout, which is now its output.
 			return fmt.Errorf("printed no ready line on %s within %s (the handler's stdout: output has it answer there, "+
-				"as TASK_POOL_FD says; what it printed on stdout is in the log)", proc.channel, p.cfg.StartTimeout)
+				"as TASK_POOL_FD says; what it printed on stdout is in the log)", proc.channel(), p.cfg.StartTimeout)
 		}
 		return fmt.Errorf("printed no ready line within %s", p.cfg.StartTimeout)
 	case <-ctx.Done():

@@ -113,12 +113,12 @@ var errGarbage = errors.New("not a protocol line")
 func (p *poolProc) decode(line []byte) (*poolAnswer, error) {
 	var a poolAnswer
 	if err := json.Unmarshal(line, &a); err != nil {
-		hint := "descriptor 3 is the protocol's"
-		if p.channel == "stdout" {
+		hint := p.channel() + " is the protocol's"
+		if !p.fd3 {
 			// Most often a log line: an output stream opened on stdout
 			// before the worker took it (a console object made at boot).
-			hint = "stdout is the protocol's: logs go to stderr, or give the handler stdout: output, " +
-				"which keeps stdout as the task's output and moves the protocol to descriptor 3"
+			hint += fmt.Sprintf(": logs go to stderr, or give the handler stdout: output, "+
+				"which keeps stdout as the task's output and moves the protocol to descriptor %d", PoolProtocolFD)
 		}
 		return nil, fmt.Errorf("%w: %q (%s)", errGarbage, quote(line), hint)
 	}
@@ -156,8 +156,8 @@ type poolProc struct {
 	cmd     *exec.Cmd
 	pid     int
 	stdin   *os.File
-	channel string        // where it answers: "stdout" or "descriptor 3"
-	lines   chan []byte   // its lines; closed at EOF or on a read error
+	fd3     bool          // it answers on PoolProtocolFD, its stdout is output
+	lines   chan []byte   // its answers; closed at EOF or on a read error
 	lineErr error         // why lines was closed, read after it was
 	exited  chan struct{} // closed once the process was waited for
 	waitErr error         // cmd.Wait's, read after exited
@@ -197,9 +197,8 @@ func startProc(argv, env []string, dir string, stdoutOutput bool, log *slog.Logg
 	// copying goroutines, so Wait returns when the process exits, and the
 	// reads stay ours.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	channel := "stdout"
 	if stdoutOutput {
-		cmd.Stdout, cmd.ExtraFiles, channel = errW, []*os.File{outW}, fmt.Sprintf("descriptor %d", PoolProtocolFD)
+		cmd.Stdout, cmd.ExtraFiles = errW, []*os.File{outW}
 	}
 	cmd.SysProcAttr = GroupAttr()
 	err = cmd.Start()
@@ -214,7 +213,7 @@ func startProc(argv, env []string, dir string, stdoutOutput bool, log *slog.Logg
 	}
 	groupStarted(cmd.Process.Pid) // withdrawn by close and kill
 	p := &poolProc{
-		cmd: cmd, pid: cmd.Process.Pid, stdin: inW, channel: channel, lines: make(chan []byte), exited: make(chan struct{}),
+		cmd: cmd, pid: cmd.Process.Pid, stdin: inW, fd3: stdoutOutput, lines: make(chan []byte), exited: make(chan struct{}),
 		done: make(chan struct{}), started: time.Now(),
 	}
 	msg := "pool stderr"
@@ -230,6 +229,14 @@ func startProc(argv, env []string, dir string, stdoutOutput bool, log *slog.Logg
 	return p, nil
 }
 
+// channel names where p answers, for messages.
+func (p *poolProc) channel() string {
+	if p.fd3 {
+		return fmt.Sprintf("descriptor %d", PoolProtocolFD)
+	}
+	return "stdout"
+}
+
 // readLines sends each line of the protocol channel on p.lines until EOF,
 // a read error, an overlong line, or the pool letting go of the process.
 func (p *poolProc) readLines(r *os.File) {
@@ -237,7 +244,7 @@ func (p *poolProc) readLines(r *os.File) {
 	defer close(p.lines)
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
-		line, err := readLine(br, p.channel)
+		line, err := readLine(br, p.channel())
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				p.lineErr = err

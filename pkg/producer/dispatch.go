@@ -260,15 +260,14 @@ func (c *Client) stillFull(ctx context.Context, eligible []int, ps []store.TaskI
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, q := range lapsed {
-		if m.Full() {
-			d.fullUntil[q] = d.clock.Now().Add(scheduler.FullRedisWait)
-		} else {
+	if !m.Full() {
+		for _, q := range lapsed {
 			delete(d.fullUntil, q)
 		}
-	}
-	if !m.Full() {
 		return eligible
+	}
+	for _, q := range lapsed {
+		d.fullUntil[q] = d.clock.Now().Add(scheduler.FullRedisWait)
 	}
 	kept := eligible[:0]
 	for _, i := range eligible {
