@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/rivo/uniseg"
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 var (
@@ -258,6 +261,40 @@ func TestTasktop(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "tasktop did not exit on q:\n%s", s.capture())
 	}
 	require.Equal(t, "0", strings.TrimSpace(string(status)))
+}
+
+// An operator paged because MySQL is down opens tasktop: it starts, says
+// MySQL does not answer, and shows what Redis holds (the node, its
+// workers, the queues' backlogs). Once MySQL answers where the
+// configuration says, the same screen connects and acts.
+func TestTasktopMySQLDown(t *testing.T) {
+	t.Parallel()
+	bin := buildTasktop(t)
+	b := setup(t, `handlers:
+  hello: { exec: ["true"] }
+`)
+	b.startDaemon(t, "node-a")
+	cfg, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	mysqlAddr := cfg.Addr
+	cfg.Addr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // nothing listens there yet
+	s := newScreen(t, bin, "--config", b.config, "--refresh", "500ms", "--mysql-dsn", cfg.FormatDSN())
+	s.waitFor("MYSQL DOWN · 1 node up", "✖ MySQL: connect to mysql "+cfg.Addr, "connection refused", "Redis's figures alone", "hello")
+	s.keys("2")
+	s.waitFor("[2 Workers]", "node-a")
+	s.keys("1", "p")
+	s.waitFor("Pause queue hello?")
+	s.keys("y")
+	s.waitFor("connection refused")
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_queue WHERE paused = 1`))
+
+	testenv.NewFreezeProxyOn(t, cfg.Addr, mysqlAddr)
+	s.waitFor("1 node up · 1/1 workers · waiting 0")
+	s.keys("p")
+	s.waitFor("Pause queue hello?")
+	s.keys("y")
+	s.waitFor("pause: queue hello paused", "PAUSED")
+	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_queue WHERE name = 'hello' AND paused = 1`)
 }
 
 // TestTasktopIncident drives the built tasktop in tmux through an

@@ -3,67 +3,203 @@ package tui
 import (
 	"context"
 	"sort"
+	"sync"
+	"time"
 
+	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
 	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // backend is what a tasktop reads and acts through, opened from the
 // configuration: tasktop and each session of tasktop serve.
 type backend struct {
 	Loader *Loader
-	Ops    *ops.Ops
+	// Ops are the operator actions; each waits for the task center's
+	// connection (see connect).
+	Ops *actions
+	// KillWait is how long a kill waits for its worker (ops.KillWaitFor).
+	KillWait time.Duration
+
+	cfg *config.Config
+	br  *broker.Broker
+	// changed is told after an action changed something (tasktop serve
+	// refreshes its sessions' shared reads).
+	changed func()
+
+	mu     sync.Mutex
+	ops    *ops.Ops     // nil until the task center answered
+	read   *store.Store // where the screens read from: ops' store or mysql.read_dsn
 	closes []func() error
 }
 
-// openBackend connects to the task center and Redis. What the screens
+// openBackend connects to Redis and the task center. What the screens
 // show may come from a replica (mysql.read_dsn); actions write the
-// primary.
+// primary. A task center that does not answer at start is shown like one
+// that stops answering later: in the error bar, with what Redis holds,
+// connected at the first refresh it answers. A configuration it refuses
+// (a password, a database, the schema) ends the start.
 func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
-	be := &backend{}
-	st, err := node.OpenStore(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	be.closes = append(be.closes, st.Close)
-	// An unmigrated or outdated schema says to run taskd migrate, as
-	// every taskd command does.
-	if err := st.CheckSchema(ctx); err != nil {
-		be.Close()
-		return nil, err
-	}
 	// Redis down at start is shown like Redis down later, in the error
 	// bar, with what the task center holds: an operator needs tasktop
 	// most during an outage.
 	br, err := node.DialBroker(ctx, cfg)
 	if err != nil {
+		return nil, err
+	}
+	be := &backend{cfg: cfg, br: br, closes: []func() error{br.Close}, KillWait: ops.KillWaitFor(cfg)}
+	be.Ops = &actions{be: be}
+	if _, err := be.connect(ctx); err != nil && task.ErrorCode(err) == task.CodeConfig {
 		be.Close()
 		return nil, err
 	}
-	be.closes = append(be.closes, br.Close)
-	rs := st
-	if cfg.MySQL.ReadDSN != "" {
-		if rs, err = node.OpenReadStore(ctx, cfg); err != nil {
-			be.Close()
-			return nil, err
-		}
-		be.closes = append(be.closes, rs.Close)
-	}
-	be.Ops = ops.NewFromConfig(st, br, cfg)
 	var queues []string
 	for q := range cfg.WorkerQueues() {
 		queues = append(queues, q)
 	}
 	sort.Strings(queues)
-	be.Loader = &Loader{Store: rs, Broker: br, Queues: queues, Configured: be.Ops.Configured,
-		ConfiguredLimit: be.Ops.ConfiguredLimit, Alerts: StoredAlerts(rs)}
+	be.Loader = &Loader{Broker: br, Queues: queues, Connect: be.readStore}
+	be.Loader.Configured, be.Loader.ConfiguredLimit = ops.ConfiguredOf(cfg)
+	be.Loader.Alerts = func(ctx context.Context) ([]Alert, error) {
+		st, err := be.Loader.store(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return StoredAlerts(st)(ctx)
+	}
 	return be, nil
+}
+
+// connect returns the actions on the task center, connecting to it
+// first if no try did yet (an unmigrated or outdated schema says to run
+// taskd migrate, as every taskd command does).
+func (be *backend) connect(ctx context.Context) (*ops.Ops, error) {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if be.ops != nil {
+		return be.ops, nil
+	}
+	st, err := node.OpenStore(ctx, be.cfg)
+	if err != nil {
+		return nil, unreached(err)
+	}
+	if err := st.CheckSchema(ctx); err != nil {
+		st.Close()
+		return nil, unreached(err)
+	}
+	rs := st
+	if be.cfg.MySQL.ReadDSN != "" {
+		if rs, err = node.OpenReadStore(ctx, be.cfg); err != nil {
+			st.Close()
+			return nil, unreached(err)
+		}
+		be.closes = append(be.closes, rs.Close)
+	}
+	be.closes = append(be.closes, st.Close)
+	be.ops, be.read = ops.NewFromConfig(st, be.br, be.cfg), rs
+	be.ops.Changed = be.onChange
+	return be.ops, nil
+}
+
+// unreached names the server of a connection's error, unless its words
+// already say what to fix (a password, the schema).
+func unreached(err error) error {
+	if task.ErrorCode(err) == task.CodeConfig {
+		return err
+	}
+	return fromMySQL(err)
+}
+
+// readStore is the Loader's Connect: the store the screens read.
+func (be *backend) readStore(ctx context.Context) (*store.Store, error) {
+	if _, err := be.connect(ctx); err != nil {
+		return nil, err
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	return be.read, nil
+}
+
+func (be *backend) onChange() {
+	if be.changed != nil {
+		be.changed()
+	}
 }
 
 // Close closes the connections, the last opened first.
 func (be *backend) Close() {
+	be.mu.Lock()
+	defer be.mu.Unlock()
 	for i := len(be.closes) - 1; i >= 0; i-- {
 		_ = be.closes[i]()
 	}
+	be.closes = nil
+}
+
+// actions are a backend's operator actions, attributed to the process's
+// user or, when as is set, to a tasktop serve session's key.
+type actions struct {
+	be *backend
+	as *store.Actor
+}
+
+var _ Actions = (*actions)(nil)
+
+// As returns the same actions attributed to a.
+func (a *actions) As(actor store.Actor) *actions { return &actions{be: a.be, as: &actor} }
+
+// act runs f on the task center's actions, once it answers.
+func act[T any](ctx context.Context, a *actions, f func(*ops.Ops) (T, error)) (T, error) {
+	o, err := a.be.connect(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	if a.as != nil {
+		o = o.As(*a.as)
+	}
+	return f(o)
+}
+
+func (a *actions) Retry(ctx context.Context, t ops.Target) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.Retry(ctx, t) })
+}
+
+func (a *actions) Kill(ctx context.Context, t ops.Target) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.Kill(ctx, t) })
+}
+
+func (a *actions) RunNow(ctx context.Context, t ops.Target) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.RunNow(ctx, t) })
+}
+
+func (a *actions) Delete(ctx context.Context, t ops.Target) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.Delete(ctx, t) })
+}
+
+func (a *actions) Enable(ctx context.Context, t ops.Target) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.Enable(ctx, t) })
+}
+
+func (a *actions) Disable(ctx context.Context, t ops.Target) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.Disable(ctx, t) })
+}
+
+func (a *actions) Pause(ctx context.Context, q string) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.Pause(ctx, q) })
+}
+
+func (a *actions) Resume(ctx context.Context, q string) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.Resume(ctx, q) })
+}
+
+func (a *actions) Reshard(ctx context.Context, q string, n int) (ops.Change, error) {
+	return act(ctx, a, func(o *ops.Ops) (ops.Change, error) { return o.Reshard(ctx, q, n) })
+}
+
+func (a *actions) IDs(ctx context.Context, t ops.Target) ([]int64, error) {
+	return act(ctx, a, func(o *ops.Ops) ([]int64, error) { return o.IDs(ctx, t) })
 }

@@ -131,7 +131,7 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		Refresh:  cfg.Tasktop.Refresh,
 		Context:  ctx,
 		// A kill waits for its worker up to the kill grace.
-		ActionTimeout: ActionTimeoutFor(be.Ops.KillWait),
+		ActionTimeout: ActionTimeoutFor(be.KillWait),
 		// Negative (the rule off) is kept: only a full Redis is shown.
 		RedisNear: cfg.Alerts.RedisMemoryThreshold,
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/lock"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -130,6 +131,12 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 		} else {
 			m.redisAt = time.Time{}
 		}
+		if ov.MySQLErr != nil {
+			m.errs[loadOverview] = ov.MySQLErr
+			m.mysqlPartial(ov)
+		} else {
+			m.mysqlAt = time.Time{}
+		}
 		m.keepQueue(func() {
 			m.ov, m.ovAt = ov, m.opt.Now()
 			m.queues.observe(ov, m.opt.Now())
@@ -177,12 +184,44 @@ func (m *Model) redisPartial(ov *Overview) {
 	ov.Workers, ov.NodesUp, ov.Events, ov.Alerts = m.ov.Workers, m.ov.NodesUp, m.ov.Events, m.ov.Alerts
 }
 
+// mysqlPartial completes an overview read while the task center did not
+// answer with the series, alerts and queue states last read from it,
+// which the error bar dates (mysqlAt). Counts of tasks are not kept: they
+// show as unknown.
+func (m *Model) mysqlPartial(ov *Overview) {
+	if m.ov == nil {
+		return
+	}
+	if m.ov.MySQLErr == nil {
+		m.mysqlAt = m.ovAt
+	}
+	ov.Series, ov.Alerts = m.ov.Series, m.ov.Alerts
+	if m.ov.Stats == nil {
+		return
+	}
+	was := map[string]stats.Queue{}
+	for _, q := range m.ov.Stats.Queues {
+		was[q.Name] = q
+	}
+	for i := range ov.Stats.Queues {
+		q := &ov.Stats.Queues[i]
+		if w, ok := was[q.Name]; ok {
+			q.Paused, q.Shards, q.Limit = w.Paused, w.Shards, w.Limit
+		}
+	}
+}
+
 // errorText is the error bar's text ("" when everything answers).
 func (m *Model) errorText() string {
 	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount, loadTail, loadLocks} {
 		if err := m.errs[k]; err != nil {
 			s := node.ErrorText(err) + " · retrying every " + m.opt.Refresh.String()
 			switch {
+			case k == loadOverview && m.ov != nil && m.ov.MySQLErr != nil:
+				s += " · Redis's figures alone"
+				if !m.mysqlAt.IsZero() {
+					s += "; alerts of " + clock(m.mysqlAt)
+				}
 			case k == loadOverview && m.ov != nil && m.ov.RedisErr != nil:
 				s += " · queues from the task center alone"
 				if !m.redisAt.IsZero() {

@@ -3,6 +3,7 @@ package tui
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -25,8 +26,13 @@ const DeadShownDefault = 10 * time.Minute
 // Loader is the production Source: it reads the task center and Redis
 // with the functions `taskd stats`, `taskd list` and `taskd show` use.
 type Loader struct {
-	Store  *store.Store
-	Broker *broker.Broker
+	// Store is the task center; nil until Connect reached it.
+	Store *store.Store
+	// Connect, when set, opens the task center while Store is nil: a
+	// tasktop started while MySQL does not answer connects at the first
+	// refresh it does.
+	Connect func(ctx context.Context) (*store.Store, error)
+	Broker  *broker.Broker
 	// Queues are shown even when nothing of them is in the task center
 	// (the configured ones).
 	Queues []string
@@ -39,6 +45,8 @@ type Loader struct {
 	// DeadShown is how long a drained dead worker is still listed
 	// (DeadShownDefault).
 	DeadShown time.Duration
+
+	connMu sync.Mutex // over Store while Connect may set it
 
 	mu sync.Mutex
 	// series caches ended attempts per queue and minute, so a refresh
@@ -58,39 +66,109 @@ const textsKept = 8
 var _ Source = (*Loader)(nil)
 
 // Overview implements Source. When Redis does not answer, it returns the
-// task center's figures alone, with RedisErr saying why.
+// task center's figures alone, with RedisErr saying why; when the task
+// center does not, Redis's figures alone, with MySQLErr saying why.
 func (l *Loader) Overview(ctx context.Context) (*Overview, error) {
-	// Tell which service does not answer before reading anything else.
-	if _, err := l.Store.Now(ctx); err != nil {
-		return nil, fromMySQL(err)
-	}
-	src := stats.Source{Store: l.Store, Broker: l.Broker, Queues: l.Queues, Configured: l.Configured,
-		ConfiguredLimit: l.ConfiguredLimit}
-	var st *stats.Stats
-	var err error
+	// Tell which service does not answer before reading anything else,
+	// each within half of what is left of ctx's deadline: one that hangs
+	// must leave the other time to answer the refresh.
+	st, mysqlErr := l.reach(ctx)
 	redisErr := l.ping(ctx)
+	if mysqlErr != nil {
+		if redisErr != nil {
+			return nil, mysqlErr
+		}
+		return l.overviewWithoutMySQL(ctx, mysqlErr)
+	}
+	src := stats.Source{Store: st, Broker: l.Broker, Queues: l.Queues, Configured: l.Configured,
+		ConfiguredLimit: l.ConfiguredLimit}
+	var s *stats.Stats
+	var err error
 	if redisErr != nil {
 		redisErr = fmt.Errorf("Redis: %w", redisErr)
-		st, err = stats.CollectWithoutRedis(ctx, src, redisErr)
+		s, err = stats.CollectWithoutRedis(ctx, src, redisErr)
 	} else {
-		st, err = stats.Collect(ctx, src)
+		s, err = stats.Collect(ctx, src)
 	}
 	if err != nil {
 		return nil, err
 	}
-	ov := &Overview{Stats: st, RedisErr: redisErr}
-	if ov.Series, err = l.readSeries(ctx, st.At); err != nil {
+	ov := &Overview{Stats: s, RedisErr: redisErr}
+	if ov.Series, err = l.readSeries(ctx, st, s.At); err != nil {
 		return nil, fromMySQL(err)
 	}
 	if redisErr == nil {
 		if err := l.readRedis(ctx, ov); err != nil {
 			return nil, fmt.Errorf("Redis: %w", err)
 		}
+		if l.Alerts != nil {
+			if ov.Alerts, err = l.Alerts(ctx); err != nil {
+				return nil, fromMySQL(err)
+			}
+		}
 	}
 	return ov, nil
 }
 
-// readRedis reads what only Redis holds: workers, nodes, events, alerts.
+// overviewWithoutMySQL reads what Redis holds while the task center does
+// not answer: workers, backlogs, throughput, events.
+func (l *Loader) overviewWithoutMySQL(ctx context.Context, mysqlErr error) (*Overview, error) {
+	src := stats.Source{Broker: l.Broker, Queues: l.Queues, Configured: l.Configured, ConfiguredLimit: l.ConfiguredLimit}
+	s, err := stats.CollectWithoutMySQL(ctx, src, mysqlErr)
+	if err != nil {
+		return nil, err
+	}
+	ov := &Overview{Stats: s, MySQLErr: mysqlErr}
+	if err := l.readRedis(ctx, ov); err != nil {
+		return nil, fmt.Errorf("Redis: %w", err)
+	}
+	return ov, nil
+}
+
+// reach returns the task center once it answers, connecting to it
+// first while it never did, within half of what is left of ctx's
+// deadline.
+func (l *Loader) reach(ctx context.Context) (*store.Store, error) {
+	ctx, cancel := halfDeadline(ctx)
+	defer cancel()
+	st, err := l.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.Now(ctx); err != nil {
+		return nil, fromMySQL(err)
+	}
+	return st, nil
+}
+
+// store returns the task center, connecting to it while it never
+// answered (Connect).
+func (l *Loader) store(ctx context.Context) (*store.Store, error) {
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	if l.Store == nil {
+		if l.Connect == nil {
+			return nil, fromMySQL(errors.New("no task center"))
+		}
+		st, err := l.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l.Store = st
+	}
+	return l.Store, nil
+}
+
+// halfDeadline bounds ctx to half of what is left of its deadline, if
+// it has one.
+func halfDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithTimeout(ctx, time.Until(d)/2)
+	}
+	return context.WithCancel(ctx)
+}
+
+// readRedis reads what only Redis holds: workers, nodes, events.
 func (l *Loader) readRedis(ctx context.Context, ov *Overview) (err error) {
 	if ov.Workers, err = l.Broker.Workers(ctx, SeriesMinutes); err != nil {
 		return err
@@ -115,26 +193,16 @@ func (l *Loader) readRedis(ctx context.Context, ov *Overview) (err error) {
 			ov.NodesUp++
 		}
 	}
-	if ov.Events, err = l.Broker.Events(ctx, eventsShown); err != nil {
-		return err
-	}
-	if l.Alerts != nil {
-		if ov.Alerts, err = l.Alerts(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	ov.Events, err = l.Broker.Events(ctx, eventsShown)
+	return err
 }
 
 // ping asks Redis whether it answers, within half of what is left of
 // ctx's deadline: a Redis that hangs must leave the task center time to
 // answer the refresh.
 func (l *Loader) ping(ctx context.Context) error {
-	if d, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Until(d)/2)
-		defer cancel()
-	}
+	ctx, cancel := halfDeadline(ctx)
+	defer cancel()
 	return l.Broker.Ping(ctx)
 }
 
@@ -143,7 +211,7 @@ func fromMySQL(err error) error { return fmt.Errorf("MySQL: %w", err) }
 
 // readSeries brings the per-minute cache up to the database clock now and
 // returns the last SeriesMinutes of each queue.
-func (l *Loader) readSeries(ctx context.Context, now time.Time) (map[string][]int64, error) {
+func (l *Loader) readSeries(ctx context.Context, st *store.Store, now time.Time) (map[string][]int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cur := now.Unix() / 60
@@ -154,7 +222,7 @@ func (l *Loader) readSeries(ctx context.Context, now time.Time) (map[string][]in
 		// are written in batches: read it and the one before again.
 		from = max(first, l.seriesLast-1)
 	}
-	rows, err := l.Store.RunSeries(ctx, from)
+	rows, err := st.RunSeries(ctx, from)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +256,11 @@ func (l *Loader) readSeries(ctx context.Context, now time.Time) (map[string][]in
 
 // Tasks implements Source.
 func (l *Loader) Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error) {
-	ts, err := l.Store.TaskList(ctx, &store.TaskListParams{Status: q.Status, Queue: q.Queue, Code: q.Code,
+	st, err := l.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := st.TaskList(ctx, &store.TaskListParams{Status: q.Status, Queue: q.Queue, Code: q.Code,
 		Search: q.Search, BeforeID: q.BeforeID, Limit: q.Limit, Brief: true})
 	if err != nil {
 		return nil, fmt.Errorf("MySQL: %w", err)
@@ -198,7 +270,11 @@ func (l *Loader) Tasks(ctx context.Context, q TaskQuery) ([]*task.Task, error) {
 
 // Count implements Source.
 func (l *Loader) Count(ctx context.Context, q TaskQuery) (int, error) {
-	n, err := l.Store.TaskCount(ctx, store.TaskListParams{Status: q.Status, Queue: q.Queue, Code: q.Code, Search: q.Search})
+	st, err := l.store(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := st.TaskCount(ctx, store.TaskListParams{Status: q.Status, Queue: q.Queue, Code: q.Code, Search: q.Search})
 	if err != nil {
 		return 0, fmt.Errorf("MySQL: %w", err)
 	}
@@ -210,11 +286,15 @@ const runsShown = 50
 
 // Task implements Source.
 func (l *Loader) Task(ctx context.Context, id int64) (*task.Task, []*task.Run, error) {
-	t, err := l.task(ctx, id)
+	st, err := l.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := l.task(ctx, st, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("MySQL: %w", err)
 	}
-	runs, err := l.Store.RunList(ctx, id, runsShown)
+	runs, err := st.RunList(ctx, id, runsShown)
 	if err != nil {
 		return nil, nil, fmt.Errorf("MySQL: %w", err)
 	}
@@ -225,12 +305,12 @@ func (l *Loader) Task(ctx context.Context, id int64) (*task.Task, []*task.Run, e
 // changed since a still read of them: a payload of 8 MB was read at each
 // refresh of the detail, and it changes only by a submit that replaces
 // it (--on-conflict replace, debounce) or a periodic task's update.
-func (l *Loader) task(ctx context.Context, id int64) (*task.Task, error) {
+func (l *Loader) task(ctx context.Context, st *store.Store, id int64) (*task.Task, error) {
 	l.mu.Lock()
 	was := l.texts[id]
 	l.mu.Unlock()
 	if was != nil {
-		t, _, err := l.Store.TaskGetStill(ctx, id, true)
+		t, _, err := st.TaskGetStill(ctx, id, true)
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +319,7 @@ func (l *Loader) task(ctx context.Context, id int64) (*task.Task, error) {
 			return t, nil
 		}
 	}
-	t, still, err := l.Store.TaskGetStill(ctx, id, false)
+	t, still, err := st.TaskGetStill(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +343,11 @@ func (l *Loader) task(ctx context.Context, id int64) (*task.Task, error) {
 
 // Audit implements Source.
 func (l *Loader) Audit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error) {
-	es, err := l.Store.AuditList(ctx, beforeID, limit)
+	st, err := l.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	es, err := st.AuditList(ctx, beforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("MySQL: %w", err)
 	}

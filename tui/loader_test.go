@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
@@ -151,6 +153,67 @@ func TestLoaderRedisDownAndBack(t *testing.T) {
 		ov, err := l.Overview(ctx)
 		return err == nil && ov.RedisErr == nil
 	}, 10*time.Second, 100*time.Millisecond)
+}
+
+// While the task center does not answer, a refresh reads Redis's figures
+// (workers and their current tasks, backlogs, events) and says MySQL did
+// not answer; a loader that never reached it connects at the first
+// refresh it answers, and reads everything again.
+func TestLoaderMySQLDownAndBack(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	require.NoError(t, env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w1", Node: "n1", Host: "h1", PID: 42,
+		Queues: []string{"mail"}, Busy: 1, Slots: []broker.Slot{{Queue: "mail", TaskID: 77, Code: "mail", Since: time.Now()}}}, time.Minute))
+	_, err := env.Broker.Push(ctx, []*task.Message{{ID: 78, Attempt: 1, Code: "mail", Queue: "mail", Payload: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	require.NoError(t, env.Broker.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: "idle", WorkerID: "w1", Queue: "mail"}))
+
+	cfg, err := store.ParseDSN(env.DSN, store.Options{})
+	require.NoError(t, err)
+	cfg.Addr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // nothing listens there
+	var up atomic.Bool
+	tries := 0
+	l := &Loader{Broker: env.Broker, Queues: []string{"other"}, Connect: func(ctx context.Context) (*store.Store, error) {
+		tries++
+		if !up.Load() {
+			_, err := store.Open(ctx, cfg.FormatDSN(), store.Options{})
+			return nil, fromMySQL(err)
+		}
+		return env.Store, nil
+	}}
+	ctx2, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ov, err := l.Overview(ctx2)
+	require.NoError(t, err, "Redis answers")
+	require.ErrorContains(t, ov.MySQLErr, "MySQL: connect to mysql "+cfg.Addr)
+	require.NoError(t, ov.RedisErr)
+	require.Contains(t, ov.Stats.MySQLError, "connection refused")
+	var mail *stats.Queue
+	for i := range ov.Stats.Queues {
+		if ov.Stats.Queues[i].Name == "mail" {
+			mail = &ov.Stats.Queues[i]
+		}
+	}
+	require.NotNil(t, mail, "the queue of a live worker")
+	require.Equal(t, int64(1), mail.BacklogTotal())
+	require.Equal(t, 1, mail.LiveWorkers)
+	require.Len(t, ov.Stats.Workers, 1)
+	require.Equal(t, []int64{77}, ov.Stats.Workers[0].Current, "the heartbeat's tasks")
+	require.Len(t, ov.Workers, 1)
+	require.Len(t, ov.Events, 1)
+	_, err = l.Tasks(ctx, TaskQuery{Limit: 10})
+	require.ErrorContains(t, err, "MySQL: ")
+
+	up.Store(true)
+	ov, err = l.Overview(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ov.MySQLErr)
+	require.Empty(t, ov.Stats.MySQLError)
+	require.Equal(t, 3, tries, "each read tries while it never answered")
+	_, err = l.Tasks(ctx, TaskQuery{Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 3, tries, "connected once")
 }
 
 // A Redis that accepts connections and never answers holds a refresh at

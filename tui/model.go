@@ -78,6 +78,9 @@ type Model struct {
 	// redisAt is when the workers and events on screen were read, while
 	// Redis does not answer (zero: it answers, or it never did).
 	redisAt time.Time
+	// mysqlAt is when the alerts and series on screen were read, while
+	// the task center does not answer (zero: it answers, or never did).
+	mysqlAt time.Time
 	// errs are the errors of the last load of each kind; the error bar
 	// shows them while the last good data stays on screen.
 	errs    map[loadKind]error

@@ -693,6 +693,69 @@ func TestRedisDownShowsTheTaskCenter(t *testing.T) {
 	require.Contains(t, s, "waiting 60")
 }
 
+// While the task center does not answer, tasktop still shows what Redis
+// holds: the workers, each queue's backlog and throughput, the header
+// says MySQL is down, the task center's figures read "?", and a count
+// unknown is not taken for dead tasks gone or come. The alerts last read
+// stay, dated; a tasktop started while MySQL is down shows Redis's
+// figures from its first refresh.
+func TestMySQLDownShowsRedis(t *testing.T) {
+	t.Parallel()
+	mysqlDown := func(src *fakeSource) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		st := *src.ov.Stats
+		st.Queues = slices.Clone(st.Queues)
+		for i := range st.Queues {
+			q := &st.Queues[i]
+			q.Pending, q.Running, q.Failed, q.Dead, q.Due, q.OldestDueSeconds, q.Paused = 0, 0, 0, 0, 0, 0, false
+		}
+		src.ov = &Overview{Stats: &st, Workers: src.ov.Workers, NodesUp: src.ov.NodesUp, Events: src.ov.Events,
+			MySQLErr: errors.New("MySQL: dial tcp 127.0.0.1:3306: connect: connection refused")}
+	}
+	m, b := setup(t, false)
+	mysqlDown(b.src)
+	b.press(t, m, "ctrl+r")
+	s := screen(m)
+	require.Contains(t, s, "1 ALERT · MYSQL DOWN · 2/3 workers · 1 dead · backlog 60 · 420/min · ok 99.3%")
+	require.Contains(t, strings.Join(strings.Fields(s), " "), "✖ MySQL: dial tcp 127.0.0.1:3306: connect: connection refused · retrying every 2s · Redis's figures alone; alerts of 10:00:00")
+	require.Regexp(t, `(?m)^ +send_email +\? +20 +\? +\? +\? +420 +99.3% +\? +ok$`, s, "the task center's figures unknown, Redis's shown")
+	require.Regexp(t, `(?m)^ *reports_low .*PAUSED`, s, "the pause last read stays")
+	require.NotContains(t, s, "dead +", "no dead count")
+	b.press(t, m, "2")
+	require.Contains(t, screen(m), "node-a-w1")
+	b.press(t, m, "4")
+	require.Contains(t, screen(m), "no_consumer build_report", "the alerts last read stay")
+
+	// Back: the counts come back, and dead tasks that were there before
+	// are not new.
+	b.src.mu.Lock()
+	b.src.ov = fixture().ov
+	b.src.mu.Unlock()
+	b.press(t, m, "1", "ctrl+r")
+	s = screen(m)
+	require.NotContains(t, s, "✖")
+	require.NotContains(t, s, "dead +")
+	require.Contains(t, s, "waiting 60")
+
+	fresh := fixture()
+	mysqlDown(fresh)
+	m2 := New(Options{Source: fresh, Actions: &fakeActions{src: fresh}, Now: func() time.Time { return now }})
+	m2.noTick = true
+	b2 := &testBundle{src: fresh}
+	b2.settle(t, m2, m2.Init())
+	s = screen(m2)
+	require.Contains(t, s, "MYSQL DOWN")
+	require.Contains(t, s, "send_email")
+	require.NotContains(t, s, "alerts of")
+	fresh.mu.Lock()
+	fresh.ov = fixture().ov
+	fresh.mu.Unlock()
+	b2.press(t, m2, "ctrl+r")
+	require.Regexp(t, `(?m)^  send_email .* 1 dead$`, screen(m2))
+	require.NotContains(t, screen(m2), "dead +", "dead tasks are not new because the first count was unknown")
+}
+
 // An action kept waiting (a row lock, a worker that does not answer a
 // kill) says so in the footer until it ends, past the five seconds after
 // which messages fade.

@@ -62,6 +62,9 @@ func (v *queuesView) observe(ov *Overview, now time.Time) {
 			h := append(v.hist[q.Name], q.BacklogTotal())
 			v.hist[q.Name] = h[max(0, len(h)-histKeep):]
 		}
+		if ov.MySQLErr != nil {
+			continue // the dead count is unknown: not a drop to zero
+		}
 		d := append(v.dead[q.Name], deadSample{now, q.Dead})
 		for len(d) > 1 && now.Sub(d[0].at) > deadWindow {
 			d = d[1:]
@@ -169,6 +172,10 @@ func (m *Model) redisFull() bool {
 // did not answer: its queues hold the task center's figures alone.
 func (m *Model) redisDown() bool { return m.ov != nil && m.ov.RedisErr != nil }
 
+// mysqlDown reports whether the overview on screen was read while the
+// task center did not answer: its queues hold Redis's figures alone.
+func (m *Model) mysqlDown() bool { return m.ov != nil && m.ov.MySQLErr != nil }
+
 // worst is the severity of the worst trouble (0: none).
 func worst(ts []trouble) int {
 	if len(ts) == 0 {
@@ -267,10 +274,15 @@ func (m *Model) queueRows(sparkW int) ([]row, []stats.Queue) {
 		if m.redisDown() {
 			backlog, perMin = "?", "?" // Redis's figures
 		}
+		pending, running, failed, dead, oldest := count(q.Pending), count(q.Running), count(q.Failed), count(q.Dead),
+			ageOrDash(q.OldestDueSeconds)
+		if m.mysqlDown() {
+			pending, running, failed, dead, oldest = "?", "?", "?", "?", "?" // the task center's
+		}
 		r.cells = []string{
-			q.Name, strconv.Itoa(q.Shards), count(q.Pending), backlog, count(q.Running), count(q.Failed),
-			count(q.Dead), perMin, sparkline(m.ov.Series[q.Name], sparkW),
-			percent(q.SuccessRate10m), ageOrDash(q.OldestDueSeconds), limitCell(q.Limit), strings.Join(state, ", "),
+			q.Name, strconv.Itoa(q.Shards), pending, backlog, running, failed,
+			dead, perMin, sparkline(m.ov.Series[q.Name], sparkW),
+			percent(q.SuccessRate10m), oldest, limitCell(q.Limit), strings.Join(state, ", "),
 		}
 		r.keys = []any{q.Name, q.Shards, q.Pending, q.BacklogTotal(), q.Running, q.Failed, q.Dead, q.ProcessedPerMin,
 			total(m.ov.Series[q.Name]), rate, q.OldestDueSeconds, q.Limit.Short(), sev}

@@ -58,7 +58,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	}
 	defer be.Close()
 	shared := NewShared(be.Loader)
-	be.Ops.Changed = shared.Invalidate
+	be.changed = shared.Invalidate
 	host := cfg.Node.ID
 	if host == "" {
 		host, _ = os.Hostname()
@@ -70,7 +70,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		Events: be.Loader.Broker, Node: host, Version: "tasktop-" + node.Version, Logger: log,
 		NewProgram: func(se *sshserve.Session) tea.Model {
 			opt := Options{Source: shared, Refresh: cfg.Tasktop.Refresh, Context: se.Context(), ReadOnly: true,
-				RedisNear: cfg.Alerts.RedisMemoryThreshold, ActionTimeout: ActionTimeoutFor(be.Ops.KillWait)}
+				RedisNear: cfg.Alerts.RedisMemoryThreshold, ActionTimeout: ActionTimeoutFor(be.KillWait)}
 			if se.Role == sshserve.Operator && !cfg.Tasktop.ReadOnly {
 				opt.Actions, opt.ReadOnly = be.Ops.As(se.Actor()), false
 			}

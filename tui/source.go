@@ -90,6 +90,12 @@ type Overview struct {
 	// Alerts, which only Redis holds, are empty. An operator opening
 	// tasktop because Redis is down still sees what waits in MySQL.
 	RedisErr error
+	// MySQLErr is set when the task center did not answer: Stats holds
+	// Redis's figures alone (each queue's counts of tasks by state, due
+	// tasks and oldest wait unknown), and Series and Alerts, which the
+	// task center holds, are empty. The workers' heartbeats say whether
+	// they still run and how long their results wait to be written.
+	MySQLErr error
 }
 
 // Alert is one alert rule's state.

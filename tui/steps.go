@@ -33,7 +33,11 @@ const stepsShown = 20
 
 // Steps implements StepSource.
 func (l *Loader) Steps(ctx context.Context, t *task.Task) (*store.Steps, error) {
-	st, err := l.Store.TaskSteps(ctx, t, stepsShown)
+	s, err := l.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.TaskSteps(ctx, t, stepsShown)
 	if err != nil {
 		return nil, fmt.Errorf("MySQL: %w", err)
 	}
@@ -42,7 +46,11 @@ func (l *Loader) Steps(ctx context.Context, t *task.Task) (*store.Steps, error) 
 
 // Locks implements StepSource.
 func (l *Loader) Locks(ctx context.Context) ([]lock.Held, error) {
-	return lock.ListAll(ctx, lock.NewRedis(l.Broker.Client(), l.Broker.Keys.Prefix), lock.NewMySQL(l.Store.DB()))
+	st, err := l.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return lock.ListAll(ctx, lock.NewRedis(l.Broker.Client(), l.Broker.Keys.Prefix), lock.NewMySQL(st.DB()))
 }
 
 // Steps implements StepSource when the shared Source does (nil steps

@@ -213,6 +213,17 @@ func (m *Model) header() string {
 			}
 			figures = []string{m.st.Bad.Render("REDIS DOWN"), count(pending) + " pending in the task center"}
 		}
+		if ov.MySQLErr != nil {
+			// What Redis holds is known; what waits in the task center,
+			// and so the time to drain, is not.
+			var backlog int64
+			for _, q := range ov.Stats.Queues {
+				backlog += q.BacklogTotal()
+			}
+			n := len(figures)
+			figures = append(append([]string{m.st.Bad.Render("MYSQL DOWN")}, figures[:n-3]...),
+				"backlog "+count(backlog), figures[n-2], figures[n-1])
+		}
 		return strings.Join(append(parts, strings.Join(append(first, figures...), " · ")), " ")
 	}
 	// The time to drain goes in where the line has room for it; then the

@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/rivo/uniseg"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/cli"
+	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
@@ -503,6 +505,56 @@ func TestRedisDown(t *testing.T) {
 		Queue   string `json:"queue"`
 		Pending int    `json:"pending"`
 	}{"hello", 1})
+}
+
+// With MySQL down, stats still shows what Redis holds (each queue's
+// backlog, the workers and the tasks their heartbeats run), with ? for
+// the task center's counts, and fails after it with one line; with both
+// down it fails as before. A password the task center refuses is not an
+// outage: it fails at once.
+func TestStatsWithMySQLDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	require.NoError(t, b.env.Broker.Beat(ctx, &broker.Heartbeat{ID: "w-1", Node: "web-1", Host: "h", PID: 7, Queues: []string{"hello"},
+		Busy: 1, Slots: []broker.Slot{{Queue: "hello", TaskID: 41, Code: "hello", Since: time.Now()}}, ResultsWaitingMS: 30_000}, time.Minute))
+	_, err := b.env.Broker.Push(ctx, []*task.Message{{ID: 42, Attempt: 1, Code: "hello", Queue: "hello", Payload: json.RawMessage(`{}`)},
+		{ID: 43, Attempt: 1, Code: "hello", Queue: "hello", Payload: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	cfg, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	cfg.Addr = "127.0.0.1:1"
+	down := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s",
+		cfg.FormatDSN(), b.env.RedisAddr, b.env.Prefix, handlersYAML))
+	r := runCLI(t, down, "", "stats")
+	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
+	require.Regexp(t, `^taskd: MySQL: connect to mysql 127\.0\.0\.1:1: .*: the task center's counts are not shown \(\?\)\n$`, r.stderr)
+	require.Regexp(t, `(?m)^hello +\? +\? +\? +\? +\? +\? +\? +2 +0 +0 +- +\? +paused \?, 1 shard +1$`, r.stdout)
+	require.Regexp(t, `(?m)^w-1 +web-1 +h +7 +.* 1 +41 +hello$`, r.stdout)
+	require.Contains(t, r.stdout, "warning: worker w-1 has results waiting 30s to be written")
+	r = runCLI(t, down, "", "stats", "-o", "json")
+	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
+	var st struct {
+		MySQLError string `json:"mysql_error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Contains(t, st.MySQLError, "127.0.0.1:1")
+
+	both := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: \"127.0.0.1:1\"\n%s", cfg.FormatDSN(), handlersYAML))
+	r = runCLI(t, both, "", "stats")
+	require.Equal(t, cli.ExitFailure, r.code)
+	require.Empty(t, r.stdout)
+	require.Regexp(t, `^taskd: connect to mysql 127\.0\.0\.1:1: .*\n$`, r.stderr)
+
+	cfg, err = mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	cfg.Passwd = "wrong"
+	refused := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s",
+		cfg.FormatDSN(), b.env.RedisAddr, b.env.Prefix, handlersYAML))
+	r = runCLI(t, refused, "", "stats")
+	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
+	require.Empty(t, r.stdout)
+	require.Regexp(t, `^taskd: mysql 127\.0\.0\.1:\d+: Access denied .*: fix the user or password in mysql.dsn\n$`, r.stderr)
 }
 
 // A submit into a Redis at maxmemory keeps its task (pending, for the

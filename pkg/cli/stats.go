@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/stats"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 func (a *App) statsCmd() *cobra.Command {
@@ -19,37 +20,54 @@ func (a *App) statsCmd() *cobra.Command {
 		Long:    "Per-queue and per-worker figures (cheap enough to poll every second): of every queue, or of the queues named and the workers that consume them.",
 		Example: "  taskd stats\n  taskd stats send_email\n  taskd -o json stats",
 		RunE: func(cmd *cobra.Command, only []string) error {
-			o, closeFn, err := a.ops(cmd, noRedis)
+			c, err := a.config()
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			for _, q := range only {
-				if err := o.CheckQueue(cmd.Context(), q); err != nil {
-					return err
-				}
-			}
-			rs, err := a.openReadStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer rs.Close()
-			c, _ := a.config()
 			var names []string
 			for q := range c.WorkerQueues() {
 				names = append(names, q)
 			}
 			sort.Strings(names)
-			src := stats.Source{Store: rs, Queues: names, Configured: o.Configured, ConfiguredLimit: o.ConfiguredLimit}
-			// During a Redis outage the task center's figures still say
-			// what waits: they are shown, and the command fails after.
-			var s *stats.Stats
+			src := stats.Source{Queues: names}
+			src.Configured, src.ConfiguredLimit = ops.ConfiguredOf(c)
+			// During an outage of either server the other's figures still
+			// say what waits and who works: they are shown, and the
+			// command fails after. A configuration the task center
+			// refuses (a password, the schema) fails at once.
+			o, closeFn, mysqlErr := a.ops(cmd, noRedis)
+			if mysqlErr != nil && task.ErrorCode(mysqlErr) == task.CodeConfig {
+				return mysqlErr
+			}
+			if mysqlErr == nil {
+				defer closeFn()
+				for _, q := range only {
+					if err := o.CheckQueue(cmd.Context(), q); err != nil {
+						return err
+					}
+				}
+				rs, err := a.openReadStore(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer rs.Close()
+				src.Store = rs
+			}
 			br, redisErr := a.openBroker(cmd.Context())
-			if redisErr != nil {
-				s, err = stats.CollectWithoutRedis(cmd.Context(), src, redisErr)
-			} else {
+			if redisErr == nil {
 				defer br.Close()
 				src.Broker = br
+			}
+			var s *stats.Stats
+			switch {
+			case mysqlErr != nil && redisErr != nil:
+				return mysqlErr
+			case mysqlErr != nil:
+				mysqlErr = fmt.Errorf("MySQL: %w", mysqlErr)
+				s, err = stats.CollectWithoutMySQL(cmd.Context(), src, mysqlErr)
+			case redisErr != nil:
+				s, err = stats.CollectWithoutRedis(cmd.Context(), src, redisErr)
+			default:
 				s, err = stats.Collect(cmd.Context(), src)
 			}
 			if err != nil {
@@ -61,7 +79,10 @@ func (a *App) statsCmd() *cobra.Command {
 			if err := a.printStats(s, c.Alerts.RedisMemoryThreshold); err != nil {
 				return err
 			}
-			if redisErr != nil {
+			switch {
+			case mysqlErr != nil:
+				return exitError{code: ExitFailure, msg: fmt.Sprintf("%v: the task center's counts are not shown (?)", mysqlErr)}
+			case redisErr != nil:
 				return exitError{code: ExitFailure, msg: fmt.Sprintf("%v: the backlog in Redis, throughput and workers are not shown (?)", redisErr)}
 			}
 			return nil
@@ -77,7 +98,7 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	if a.json() {
 		return a.printJSON(s)
 	}
-	unknown := s.RedisError != ""
+	unknown, noCounts := s.RedisError != "", s.MySQLError != ""
 	// Narrow: CANC, DISP, FAIL/MIN, FAILED, OK 10M, DONE/MIN go first;
 	// STATE (paused, limited) is cut before any.
 	g := newGrid(13, []int{7, 3, 10, 5, 11, 9}, "QUEUE", "PENDING", "DUE", "DISP", "RUN", "FAILED", "DEAD", "CANC", "BACKLOG",
@@ -88,7 +109,10 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 			rate = fmt.Sprintf("%.1f%%", 100**q.SuccessRate10m)
 		}
 		state := ops.Plural(q.Shards, "shard")
-		if q.Paused {
+		switch {
+		case noCounts:
+			state = "paused ?, " + state // a pause is the task center's
+		case q.Paused:
 			state = "PAUSED, " + state
 		}
 		if !q.Limit.IsZero() {
@@ -102,14 +126,18 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		if unknown {
 			redis, workers = []any{"?", "?", "?", "?"}, "?"
 		}
-		g.add(q.Name, q.Pending, q.Due, q.Dispatched, q.Running, q.Failed, q.Dead, q.Cancelled, redis[0], redis[1], redis[2], redis[3],
-			oldestDue(q.OldestDueSeconds), state, workers)
+		counts := []any{q.Pending, q.Due, q.Dispatched, q.Running, q.Failed, q.Dead, q.Cancelled, oldestDue(q.OldestDueSeconds)}
+		if noCounts {
+			counts = []any{"?", "?", "?", "?", "?", "?", "?", "?"}
+		}
+		g.add(q.Name, counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6], redis[0], redis[1], redis[2], redis[3],
+			counts[7], state, workers)
 	}
 	width := a.width()
 	if err := g.write(a.Stdout, width); err != nil {
 		return err
 	}
-	if n, drain, drains := s.Waiting(); n > 0 && !unknown {
+	if n, drain, drains := s.Waiting(); n > 0 && !unknown && !noCounts {
 		when := "no time to drain: a queue waits with no attempt in the last minute, or behind results waiting to be written"
 		if s.RedisMemory != nil && s.RedisMemory.Full() {
 			when = "no time to drain: Redis is full, and nothing is dispatched until it has room"
@@ -119,7 +147,7 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 		}
 		fmt.Fprintln(a.Stdout, hanging(fmt.Sprintf("waiting %d (DUE and BACKLOG); %s", n, when), 0, width))
 	}
-	if n, qs := s.Paused(); n > 0 && !unknown {
+	if n, qs := s.Paused(); n > 0 && !unknown && !noCounts {
 		queues := "queues"
 		if len(qs) == 1 {
 			queues = "queue"

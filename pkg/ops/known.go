@@ -23,20 +23,30 @@ import (
 // shards and names of queues and the default time zone of periodic tasks.
 func NewFromConfig(s *store.Store, b *broker.Broker, c *config.Config) *Ops {
 	o := New(s, b)
-	shards := c.QueueShards()
 	queues := c.WorkerQueues()
-	o.Configured = func(q string) int { return shards[q] }
+	o.Configured, o.ConfiguredLimit = ConfiguredOf(c)
 	o.Known = func(q string) bool { _, ok := queues[q]; return ok }
 	o.Handled = func(code string) bool { _, ok := c.Handlers[code]; return ok }
 	o.QueueNames, o.CodeNames = slices.Collect(maps.Keys(queues)), slices.Collect(maps.Keys(c.Handlers))
-	limits := c.QueueLimits()
-	o.ConfiguredLimit = func(q string) limit.Limit { return limits[q] }
 	o.Timezone = c.Cron.Timezone
-	// A handler that ignores SIGTERM ends at SIGKILL, kill_grace later:
-	// its worker answers then. Waiting less took the task as if its worker
-	// were dead ("its worker did not answer") while it ran on.
-	o.KillWait = max(o.KillWait, c.Worker.KillGrace+2*time.Second)
+	o.KillWait = KillWaitFor(c)
 	return o
+}
+
+// ConfiguredOf returns each queue's shard count and limit under c, as
+// Ops' Configured and ConfiguredLimit: what a reader without the task
+// center (stats and tasktop while MySQL is down) shows.
+func ConfiguredOf(c *config.Config) (shards func(queue string) int, limits func(queue string) limit.Limit) {
+	sh, li := c.QueueShards(), c.QueueLimits()
+	return func(q string) int { return sh[q] }, func(q string) limit.Limit { return li[q] }
+}
+
+// KillWaitFor is how long a kill waits for the worker running its task
+// under c. A handler that ignores SIGTERM ends at SIGKILL, kill_grace
+// later: its worker answers then. Waiting less took the task as if its
+// worker were dead ("its worker did not answer") while it ran on.
+func KillWaitFor(c *config.Config) time.Duration {
+	return max(killWaitDefault, c.Worker.KillGrace+2*time.Second)
 }
 
 // QueueKnown reports whether queue q exists for taskd: the configuration

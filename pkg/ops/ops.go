@@ -54,10 +54,13 @@ type Ops struct {
 	QueueNames, CodeNames []string
 }
 
+// killWaitDefault is KillWait when no configuration raises it.
+const killWaitDefault = 3 * time.Second
+
 // New returns the operator actions, attributed to the current OS user and
 // SSH client.
 func New(s *store.Store, b *broker.Broker) *Ops {
-	return &Ops{store: s, broker: b, actor: CurrentActor(), KillWait: 3 * time.Second,
+	return &Ops{store: s, broker: b, actor: CurrentActor(), KillWait: killWaitDefault,
 		Configured: func(string) int { return 0 }}
 }
 

@@ -118,6 +118,12 @@ type Stats struct {
 	// counts, success rate and live workers are then unknown (left zero),
 	// and so are the workers.
 	RedisError string `json:"redis_error,omitempty"`
+	// MySQLError is set when the snapshot holds Redis's figures alone,
+	// the task center having not answered: each queue's counts of tasks
+	// by state, due tasks and oldest wait are then unknown (left zero),
+	// its pause and shards are the configured ones, and a worker's
+	// current tasks are those of its heartbeat.
+	MySQLError string `json:"mysql_error,omitempty"`
 	// RedisMemory is Redis's memory use against its maxmemory: at the
 	// limit pushes are refused, and due tasks wait in the task center with
 	// no backlog in Redis to show for it. Nil when Redis did not answer
@@ -240,22 +246,40 @@ func CollectWithoutRedis(ctx context.Context, src Source, redisErr error) (*Stat
 	return s, nil
 }
 
+// CollectWithoutMySQL takes Redis's figures alone, for an operator to see
+// the workers, the backlog and the throughput while the task center is
+// down: mysqlErr (not nil) says why. The snapshot is taken at this
+// host's clock, the database's being out of reach.
+func CollectWithoutMySQL(ctx context.Context, src Source, mysqlErr error) (*Stats, error) {
+	src.Store = nil
+	s, err := collect(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	s.MySQLError = mysqlErr.Error()
+	return s, nil
+}
+
 // fromMySQL and fromRedis name the server an error came from: an operator
 // reading "context deadline exceeded" must know which one to look at.
 func fromMySQL(err error) error { return fmt.Errorf("MySQL: %w", err) }
 func fromRedis(err error) error { return fmt.Errorf("Redis: %w", err) }
 
 // collect takes a snapshot, without Redis's figures when src has no
-// broker.
+// broker, without the task center's when it has no store.
 func collect(ctx context.Context, src Source) (*Stats, error) {
-	withRedis := src.Broker != nil
-	qc, wc, err := src.Store.StatsCounts(ctx)
-	if err != nil {
-		return nil, fromMySQL(err)
-	}
-	states, err := src.Store.QueueList(ctx)
-	if err != nil {
-		return nil, fromMySQL(err)
+	withRedis, withMySQL := src.Broker != nil, src.Store != nil
+	var qc map[string]*store.QueueCounts
+	var wc map[string]*store.WorkerCounts
+	var states []store.Queue
+	var err error
+	if withMySQL {
+		if qc, wc, err = src.Store.StatsCounts(ctx); err != nil {
+			return nil, fromMySQL(err)
+		}
+		if states, err = src.Store.QueueList(ctx); err != nil {
+			return nil, fromMySQL(err)
+		}
 	}
 	var live []broker.LiveWorker
 	if withRedis {
@@ -264,10 +288,15 @@ func collect(ctx context.Context, src Source) (*Stats, error) {
 		}
 	}
 	var now time.Time
-	if src.Clock != nil {
+	switch {
+	case src.Clock != nil:
 		now = src.Clock.Now()
-	} else if now, err = src.Store.Now(ctx); err != nil {
-		return nil, fromMySQL(err)
+	case !withMySQL:
+		now = time.Now()
+	default:
+		if now, err = src.Store.Now(ctx); err != nil {
+			return nil, fromMySQL(err)
+		}
 	}
 	names := slices.Clone(src.Queues)
 	for q := range qc {
@@ -350,8 +379,13 @@ func collect(ctx context.Context, src Source) (*Stats, error) {
 			ProcessedPerMin: int64(math.Round(perMin[w.ID])), ResultsStuckSeconds: w.ResultsStuck().Seconds()}
 		if c := wc[w.ID]; c != nil {
 			sw.Current = append(sw.Current, c.Running...)
-			slices.Sort(sw.Current)
+		} else if !withMySQL {
+			// The heartbeat's, up to a heartbeat interval old.
+			for _, sl := range w.Slots {
+				sw.Current = append(sw.Current, sl.TaskID)
+			}
 		}
+		slices.Sort(sw.Current)
 		sw.Busy = len(sw.Current)
 		out.Workers = append(out.Workers, sw)
 	}

@@ -30,7 +30,14 @@ type FreezeProxy struct {
 // target (host:port).
 func NewFreezeProxy(t testing.TB, target string) *FreezeProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return NewFreezeProxyOn(t, "127.0.0.1:0", target)
+}
+
+// NewFreezeProxyOn is NewFreezeProxy listening on addr: a server that
+// comes up where a client was told to find it.
+func NewFreezeProxyOn(t testing.TB, addr, target string) *FreezeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	p := &FreezeProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
