@@ -19,8 +19,8 @@ need_go
 say "checking services"
 bash scripts/services.sh
 
-say "building bin/taskd"
-go build -o bin/taskd ./cmd/taskd
+say "building bin/taskd and bin/tasktop"
+go build -o bin/ ./cmd/taskd ./cmd/tasktop
 
 # The task center database: the DSN taskd will use (TASKD_MYSQL_DSN, else
 # mysql.dsn of the config file).
@@ -94,6 +94,7 @@ cat <<EOF
 The nodes keep running (the periodic task fires every 5 seconds):
   logs:  .run/node-a.log  .run/node-b.log
   look:  bin/taskd --config $CONFIG list      bin/taskd --config $CONFIG cron list
+  watch: bin/tasktop --config $CONFIG          (the terminal UI; q quits)
   stop:  scripts/down.sh
 Remove the demo periodic task with: bin/taskd --config $CONFIG cron remove hello --name demo
 EOF
