@@ -160,7 +160,7 @@ var auditColumns = []column{
 func (m *Model) auditTable(width, height int) string {
 	rows := m.auditRows()
 	if len(rows) == 0 {
-		msg := "loading…"
+		msg := m.notYet(loadAudit, "the audit log")
 		if m.audit.loaded {
 			msg = "no operator actions recorded"
 		}

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,13 +30,16 @@ var now = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
 // fakeSource serves fixed data; err, when set, fails every read.
 type fakeSource struct {
-	mu      sync.Mutex
-	tails   map[int64]*broker.TaskTail
-	ov      *Overview
-	tasks   []*task.Task // newest first
-	runs    map[int64][]*task.Run
-	audit   []store.AuditEntry
-	err     error
+	mu    sync.Mutex
+	tails map[int64]*broker.TaskTail
+	ov    *Overview
+	tasks []*task.Task // newest first
+	runs  map[int64][]*task.Run
+	audit []store.AuditEntry
+	err   error
+	// taskErr, when set, fails the reads of tasks and the audit log
+	// alone (the task center down, the overview read from Redis).
+	taskErr error
 	queries []TaskQuery
 }
 
@@ -55,8 +59,8 @@ func (f *fakeSource) Tasks(_ context.Context, q TaskQuery) ([]*task.Task, error)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queries = append(f.queries, q)
-	if f.err != nil {
-		return nil, f.err
+	if err := cmp.Or(f.err, f.taskErr); err != nil {
+		return nil, err
 	}
 	var out []*task.Task
 	for _, t := range f.tasks {
@@ -88,8 +92,8 @@ func (f *fakeSource) Count(_ context.Context, q TaskQuery) (int, error) {
 func (f *fakeSource) Task(_ context.Context, id int64) (*task.Task, []*task.Run, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, nil, f.err
+	if err := cmp.Or(f.err, f.taskErr); err != nil {
+		return nil, nil, err
 	}
 	for _, t := range f.tasks {
 		if t.ID == id {
@@ -108,7 +112,10 @@ func (f *fakeSource) Tail(_ context.Context, id int64) (*broker.TaskTail, error)
 func (f *fakeSource) Audit(_ context.Context, before int64, limit int) ([]store.AuditEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.audit, f.err
+	if err := cmp.Or(f.err, f.taskErr); err != nil {
+		return nil, err
+	}
+	return f.audit, nil
 }
 
 // fakeActions records the actions asked for.

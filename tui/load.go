@@ -211,6 +211,16 @@ func (m *Model) mysqlPartial(ov *Overview) {
 	}
 }
 
+// notYet is what a view shows until its first read of what arrives:
+// "loading…", or, while that read fails (MySQL down), that it is not
+// read yet, not a blank that looks like nothing to show.
+func (m *Model) notYet(kind loadKind, what string) string {
+	if m.errs[kind] == nil {
+		return "loading…"
+	}
+	return what + " not read: retrying every " + m.opt.Refresh.String() + " (the error above says why)"
+}
+
 // errorText is the error bar's text ("" when everything answers).
 func (m *Model) errorText() string {
 	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount, loadTail, loadLocks} {

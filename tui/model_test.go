@@ -712,6 +712,7 @@ func TestMySQLDownShowsRedis(t *testing.T) {
 		}
 		src.ov = &Overview{Stats: &st, Workers: src.ov.Workers, NodesUp: src.ov.NodesUp, Events: src.ov.Events,
 			MySQLErr: errors.New("MySQL: dial tcp 127.0.0.1:3306: connect: connection refused")}
+		src.taskErr = src.ov.MySQLErr
 	}
 	m, b := setup(t, false)
 	mysqlDown(b.src)
@@ -730,7 +731,7 @@ func TestMySQLDownShowsRedis(t *testing.T) {
 	// Back: the counts come back, and dead tasks that were there before
 	// are not new.
 	b.src.mu.Lock()
-	b.src.ov = fixture().ov
+	b.src.ov, b.src.taskErr = fixture().ov, nil
 	b.src.mu.Unlock()
 	b.press(t, m, "1", "ctrl+r")
 	s = screen(m)
@@ -748,8 +749,15 @@ func TestMySQLDownShowsRedis(t *testing.T) {
 	require.Contains(t, s, "MYSQL DOWN")
 	require.Contains(t, s, "send_email")
 	require.NotContains(t, s, "alerts of")
+	// Views read from the task center alone say they are not read, not
+	// "loading…" for as long as it is down.
+	b2.press(t, m2, "3")
+	require.Contains(t, screen(m2), "tasks not read: retrying every 2s (the error above says why)")
+	b2.press(t, m2, "5")
+	require.Contains(t, screen(m2), "the audit log not read: retrying every 2s")
+	b2.press(t, m2, "1")
 	fresh.mu.Lock()
-	fresh.ov = fixture().ov
+	fresh.ov, fresh.taskErr = fixture().ov, nil
 	fresh.mu.Unlock()
 	b2.press(t, m2, "ctrl+r")
 	require.Regexp(t, `(?m)^  send_email .* 1 dead$`, screen(m2))

@@ -420,7 +420,7 @@ func (m *Model) tasksTable(width, height int) string {
 		rows[i] = r
 	}
 	if len(rows) == 0 {
-		msg := "loading…"
+		msg := m.notYet(loadTasks, "tasks")
 		if v.loaded {
 			msg = "no tasks match"
 			if f := v.filterText(); f != "" {

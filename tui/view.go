@@ -63,7 +63,7 @@ func (m *Model) render() string {
 	case m.cur.row != nil:
 		body = m.rowView(m.w)
 	case d != nil && d.task == nil:
-		body = m.empty(fmt.Sprintf("loading task %d…", d.id), m.w, h)
+		body = m.empty(m.notYet(loadDetail, fmt.Sprintf("task %d", d.id)), m.w, h)
 	case d != nil:
 		body = d.vp.View()
 	default:
