@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -125,6 +126,11 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 	switch msg.kind {
 	case loadOverview:
 		ov := msg.ov
+		if ov.RedisErr != nil || ov.MySQLErr != nil {
+			// Completed below with what this screen read before; tasktop
+			// serve's sessions share one read.
+			ov = ov.partialCopy()
+		}
 		if ov.RedisErr != nil {
 			m.errs[loadOverview] = ov.RedisErr
 			m.redisPartial(ov)
@@ -182,6 +188,17 @@ func (m *Model) redisPartial(ov *Overview) {
 		m.redisAt = m.ovAt
 	}
 	ov.Workers, ov.NodesUp, ov.Events, ov.Alerts = m.ov.Workers, m.ov.NodesUp, m.ov.Events, m.ov.Alerts
+}
+
+// partialCopy copies what redisPartial and mysqlPartial change.
+func (ov *Overview) partialCopy() *Overview {
+	c := *ov
+	if ov.Stats != nil {
+		st := *ov.Stats
+		st.Queues = slices.Clone(st.Queues)
+		c.Stats = &st
+	}
+	return &c
 }
 
 // mysqlPartial completes an overview read while the task center did not

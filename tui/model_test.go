@@ -764,6 +764,34 @@ func TestMySQLDownShowsRedis(t *testing.T) {
 	require.NotContains(t, screen(m2), "dead +", "dead tasks are not new because the first count was unknown")
 }
 
+// tasktop serve's sessions share one read of the overview: a session
+// completing a partial read with what it read before must not hand its
+// alerts and workers to another session, which never read them.
+func TestPartialOverviewIsCompletedPerSession(t *testing.T) {
+	t.Parallel()
+	for _, down := range []string{"MySQL", "Redis"} {
+		m, b := setup(t, false)
+		b.src.mu.Lock()
+		st := *b.src.ov.Stats
+		ov := &Overview{Stats: &st}
+		if down == "MySQL" {
+			ov.MySQLErr, ov.Workers = errors.New("MySQL: connection refused"), b.src.ov.Workers
+		} else {
+			ov.RedisErr = errors.New("Redis: connection refused")
+		}
+		b.src.ov = ov
+		b.src.mu.Unlock()
+		b.press(t, m, "ctrl+r")
+		require.Contains(t, screen(m), "1 ALERT", "%s down: the first session keeps the alerts it read", down)
+
+		m2 := New(Options{Source: b.src, Actions: &fakeActions{src: b.src}, Now: func() time.Time { return now }})
+		m2.noTick = true
+		b.settle(t, m2, m2.Init())
+		require.NotContains(t, screen(m2), "ALERT", "%s down: a session opened during the outage read no alert", down)
+		require.Nil(t, ov.Alerts, "%s down: the shared read is left as read", down)
+	}
+}
+
 // An action kept waiting (a row lock, a worker that does not answer a
 // kill) says so in the footer until it ends, past the five seconds after
 // which messages fade.
