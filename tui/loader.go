@@ -76,7 +76,7 @@ func (l *Loader) Overview(ctx context.Context) (*Overview, error) {
 	redisErr := l.ping(ctx)
 	if mysqlErr != nil {
 		if redisErr != nil {
-			return nil, mysqlErr
+			return nil, fmt.Errorf("%w; Redis: %w", mysqlErr, redisErr)
 		}
 		return l.overviewWithoutMySQL(ctx, mysqlErr)
 	}

@@ -205,15 +205,25 @@ func TestLoaderMySQLDownAndBack(t *testing.T) {
 	_, err = l.Tasks(ctx, TaskQuery{Limit: 10})
 	require.ErrorContains(t, err, "MySQL: ")
 
+	// Both down: the refresh fails naming both.
+	dead, err := broker.Dial(ctx, broker.Options{Addr: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)), Prefix: env.Prefix})
+	require.NoError(t, err)
+	defer dead.Close()
+	both := &Loader{Broker: dead, Connect: l.Connect}
+	ctx3, cancel3 := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel3()
+	_, err = both.Overview(ctx3)
+	require.Regexp(t, `^MySQL: connect to mysql .*; Redis: .*connection refused$`, err.Error())
+
 	up.Store(true)
 	ov, err = l.Overview(ctx)
 	require.NoError(t, err)
 	require.NoError(t, ov.MySQLErr)
 	require.Empty(t, ov.Stats.MySQLError)
-	require.Equal(t, 3, tries, "each read tries while it never answered")
+	require.Equal(t, 4, tries, "each read tries while it never answered")
 	_, err = l.Tasks(ctx, TaskQuery{Limit: 10})
 	require.NoError(t, err)
-	require.Equal(t, 3, tries, "connected once")
+	require.Equal(t, 4, tries, "connected once")
 }
 
 // A Redis that accepts connections and never answers holds a refresh at
