@@ -19,7 +19,8 @@ import (
 const snapshotTimeout = 8 * time.Second
 
 // upHelp is taskd_monitor_up's help, also served while a node starts.
-const upHelp = "1 when the last snapshot of MySQL and Redis succeeded; the gauges above are missing otherwise."
+const upHelp = "1 when the last snapshot of MySQL and Redis succeeded, 0 otherwise: while only MySQL fails the gauges read from Redis " +
+	"(messages, consumers, pauses, workers, processes, Redis memory) are still served, the others are missing."
 
 // snapshotMaxAge bounds the queries scrapes cause: scrapers arriving
 // within it share one snapshot.
@@ -117,26 +118,36 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	gauge(descUp, 1)
-	ch <- prometheus.MustNewConstMetric(descSubmitted, prometheus.CounterValue, float64(s.MaxTaskID))
+	// Without the task center its figures are missing, not zero: a
+	// dashboard must not read an outage as empty queues.
+	counts := s.MySQLErr == nil
+	if counts {
+		gauge(descUp, 1)
+		ch <- prometheus.MustNewConstMetric(descSubmitted, prometheus.CounterValue, float64(s.MaxTaskID))
+	} else {
+		c.log.Warn("metrics snapshot without the task center", "err", s.MySQLErr)
+		gauge(descUp, 0)
+	}
 	if s.Redis != nil {
 		gauge(descRedisUsed, float64(s.Redis.Used))
 		gauge(descRedisMax, float64(s.Redis.Max))
 	}
 	for _, name := range s.QueueNames() {
 		q := s.Queues[name]
-		gauge(descQueueTasks, float64(q.Pending), name, "pending")
-		gauge(descQueueTasks, float64(q.Failed), name, "failed")
-		gauge(descQueueTasks, float64(q.Dispatched), name, "dispatched")
-		gauge(descQueueTasks, float64(q.Running), name, "running")
-		gauge(descBacklog, float64(q.Due), name)
+		if counts {
+			gauge(descQueueTasks, float64(q.Pending), name, "pending")
+			gauge(descQueueTasks, float64(q.Failed), name, "failed")
+			gauge(descQueueTasks, float64(q.Dispatched), name, "dispatched")
+			gauge(descQueueTasks, float64(q.Running), name, "running")
+			gauge(descBacklog, float64(q.Due), name)
+			gauge(descOldest, q.OldestDue.Seconds(), name)
+			gauge(descDead, float64(q.Dead), name)
+		}
 		for shard, n := range q.Shards {
 			gauge(descMessages, float64(n), name, strconv.Itoa(shard))
 		}
-		gauge(descOldest, q.OldestDue.Seconds(), name)
 		gauge(descConsumers, float64(q.Consumers), name)
 		gauge(descPaused, bool01(q.Paused), name)
-		gauge(descDead, float64(q.Dead), name)
 	}
 	for _, w := range s.Workers {
 		gauge(descBeatAge, s.At.Sub(w.LastBeat).Seconds(), w.ID)

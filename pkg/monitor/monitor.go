@@ -45,6 +45,12 @@ type Snapshot struct {
 	// Redis is Redis's memory use against maxmemory; nil where INFO is
 	// refused (some managed Redis).
 	Redis *broker.Memory
+	// MySQLErr is set by TakePartial when the task center did not answer:
+	// the snapshot holds what Redis does alone (each queue's messages,
+	// consumers and pause, the workers, processes and events), and each
+	// queue's counts of tasks, its due backlog and MaxTaskID are unknown
+	// (left zero).
+	MySQLErr error
 }
 
 // eventsRead bounds the watchdog events a snapshot reads.
@@ -53,11 +59,32 @@ const eventsRead = 1000
 // Take reads a snapshot. queues are queues to report even when they hold
 // nothing (the configured ones).
 func Take(ctx context.Context, st *store.Store, br *broker.Broker, queues []string) (*Snapshot, error) {
-	depths, maxID, err := st.QueueDepths(ctx)
+	s, err := TakePartial(ctx, st, br, queues)
 	if err != nil {
 		return nil, err
 	}
+	if s.MySQLErr != nil {
+		return nil, s.MySQLErr
+	}
+	return s, nil
+}
+
+// TakePartial is Take, except that a task center that does not answer
+// leaves what Redis holds, with MySQLErr saying why: the metrics of the
+// workers, their unwritten results and the queues' messages are what an
+// operator watches during a MySQL outage. The task center gets half of
+// ctx's time, so that one that hangs leaves Redis the rest.
+func TakePartial(ctx context.Context, st *store.Store, br *broker.Broker, queues []string) (*Snapshot, error) {
+	mctx, cancel := ctx, context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		mctx, cancel = context.WithTimeout(ctx, time.Until(d)/2)
+	}
+	depths, maxID, err := st.QueueDepths(mctx)
+	cancel()
 	s := &Snapshot{At: time.Now(), Queues: map[string]*Queue{}, MaxTaskID: maxID}
+	if err != nil {
+		s.MySQLErr = fmt.Errorf("MySQL: %w", err)
+	}
 	for q, d := range depths {
 		s.Queues[q] = &Queue{QueueDepth: *d}
 	}

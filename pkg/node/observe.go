@@ -46,7 +46,7 @@ func (n *Node) observe() {
 		m.Prepare(queues)
 	}
 	m.CollectSnapshots(func(ctx context.Context) (*monitor.Snapshot, error) {
-		return monitor.Take(ctx, n.Store, n.Broker, queues)
+		return monitor.TakePartial(ctx, n.Store, n.Broker, queues)
 	}, n.log)
 }
 
