@@ -590,3 +590,12 @@ func TestKillWaitsPastTheKillGrace(t *testing.T) {
 		require.Greater(t, ops.NewFromConfig(nil, nil, c).KillWait, grace)
 	}
 }
+
+// A change's sentence lists its smallest ids first, whatever order its
+// batches came in; JSON keeps the order of the change.
+func TestSentenceListsTheSmallestIDs(t *testing.T) {
+	t.Parallel()
+	c := ops.Change{Action: "delete", Requested: 12, Changed: 12, IDs: []int64{11, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}
+	require.Equal(t, "delete: 12 of 12 tasks changed (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more)", c.Sentence())
+	require.Equal(t, []int64{11, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, c.IDs)
+}

@@ -83,7 +83,10 @@ func (c Change) Sentence() string {
 	}
 	s := fmt.Sprintf("%s: %d of %s changed", c.Action, c.Changed, Plural(c.Requested, "task"))
 	if len(c.IDs) > 0 {
-		s += " (" + joinIDs(c.IDs, 10) + ")"
+		// Smallest first: a filter's ids come a batch at a time, newest
+		// batch first, and "99001, 99002, ... and 99990 more" read as if
+		// the action had started in the middle.
+		s += " (" + joinIDs(slices.Sorted(slices.Values(c.IDs)), 10) + ")"
 	}
 	// Group the unchanged by reason: a filter over thousands of tasks
 	// yields a few reasons, not thousands.
