@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	localclock "github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/store"
@@ -129,7 +130,7 @@ func (l *Loader) overviewWithoutMySQL(ctx context.Context, mysqlErr error) (*Ove
 // first while it never did, within half of what is left of ctx's
 // deadline.
 func (l *Loader) reach(ctx context.Context) (*store.Store, error) {
-	ctx, cancel := halfDeadline(ctx)
+	ctx, cancel := localclock.HalfLeft(ctx)
 	defer cancel()
 	st, err := l.store(ctx)
 	if err != nil {
@@ -157,15 +158,6 @@ func (l *Loader) store(ctx context.Context) (*store.Store, error) {
 		l.Store = st
 	}
 	return l.Store, nil
-}
-
-// halfDeadline bounds ctx to half of what is left of its deadline, if
-// it has one.
-func halfDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Deadline(); ok {
-		return context.WithTimeout(ctx, time.Until(d)/2)
-	}
-	return context.WithCancel(ctx)
 }
 
 // readRedis reads what only Redis holds: workers, nodes, events.
@@ -201,7 +193,7 @@ func (l *Loader) readRedis(ctx context.Context, ov *Overview) (err error) {
 // ctx's deadline: a Redis that hangs must leave the task center time to
 // answer the refresh.
 func (l *Loader) ping(ctx context.Context) error {
-	ctx, cancel := halfDeadline(ctx)
+	ctx, cancel := localclock.HalfLeft(ctx)
 	defer cancel()
 	return l.Broker.Ping(ctx)
 }

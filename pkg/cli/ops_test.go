@@ -545,6 +545,7 @@ func TestStatsWithMySQLDown(t *testing.T) {
 	require.Equal(t, cli.ExitFailure, r.code)
 	require.Empty(t, r.stdout)
 	require.Regexp(t, `^taskd: connect to mysql 127\.0\.0\.1:1: .*\n$`, r.stderr)
+	require.Contains(t, r.stderr, "; Redis: ", "both named")
 
 	cfg, err = mysql.ParseDSN(b.env.DSN)
 	require.NoError(t, err)

@@ -61,7 +61,7 @@ func (a *App) statsCmd() *cobra.Command {
 			var s *stats.Stats
 			switch {
 			case mysqlErr != nil && redisErr != nil:
-				return mysqlErr
+				return fmt.Errorf("%w; Redis: %w", mysqlErr, redisErr)
 			case mysqlErr != nil:
 				mysqlErr = fmt.Errorf("MySQL: %w", mysqlErr)
 				s, err = stats.CollectWithoutMySQL(cmd.Context(), src, mysqlErr)

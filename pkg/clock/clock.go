@@ -6,6 +6,7 @@
 package clock
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"time"
@@ -73,4 +74,14 @@ func Format(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// HalfLeft bounds ctx to half of what is left of its deadline, if it has
+// one: a read of one server that hangs leaves the other the rest (tasktop,
+// the metrics' snapshot).
+func HalfLeft(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithTimeout(ctx, time.Until(d)/2)
+	}
+	return context.WithCancel(ctx)
 }

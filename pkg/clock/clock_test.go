@@ -1,6 +1,7 @@
 package clock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -35,4 +36,21 @@ func TestFormat(t *testing.T) {
 	} {
 		require.Equal(t, want, clock.Format(d), d.String())
 	}
+}
+
+// HalfLeft leaves the caller the other half of its deadline, and no
+// deadline where there was none.
+func TestHalfLeft(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	half, cancelHalf := clock.HalfLeft(ctx)
+	defer cancelHalf()
+	d, ok := half.Deadline()
+	require.True(t, ok)
+	require.InDelta(t, 5*time.Second, time.Until(d), float64(time.Second))
+	none, cancelNone := clock.HalfLeft(context.Background())
+	defer cancelNone()
+	_, ok = none.Deadline()
+	require.False(t, ok)
 }

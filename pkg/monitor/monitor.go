@@ -6,11 +6,13 @@ package monitor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/clock"
 	"github.com/taskd/taskd/pkg/store"
 )
 
@@ -75,10 +77,7 @@ func Take(ctx context.Context, st *store.Store, br *broker.Broker, queues []stri
 // operator watches during a MySQL outage. The task center gets half of
 // ctx's time, so that one that hangs leaves Redis the rest.
 func TakePartial(ctx context.Context, st *store.Store, br *broker.Broker, queues []string) (*Snapshot, error) {
-	mctx, cancel := ctx, context.CancelFunc(func() {})
-	if d, ok := ctx.Deadline(); ok {
-		mctx, cancel = context.WithTimeout(ctx, time.Until(d)/2)
-	}
+	mctx, cancel := clock.HalfLeft(ctx)
 	depths, maxID, err := st.QueueDepths(mctx)
 	cancel()
 	s := &Snapshot{At: time.Now(), Queues: map[string]*Queue{}, MaxTaskID: maxID}
@@ -93,18 +92,28 @@ func TakePartial(ctx context.Context, st *store.Store, br *broker.Broker, queues
 			s.Queues[q] = &Queue{QueueDepth: store.QueueDepth{Queue: q}}
 		}
 	}
+	if err := s.readRedis(ctx, br); err != nil {
+		// Both down: the error names both.
+		return nil, errors.Join(s.MySQLErr, err)
+	}
+	return s, nil
+}
+
+// readRedis reads what Redis holds into s: workers, processes, memory,
+// events, and each queue's consumers, pause and messages.
+func (s *Snapshot) readRedis(ctx context.Context, br *broker.Broker) (err error) {
 	if s.Workers, err = br.Workers(ctx, Minutes); err != nil {
-		return nil, err
+		return err
 	}
 	if s.Processes, err = br.Processes(ctx, time.Hour); err != nil {
-		return nil, err
+		return err
 	}
 	if m, err := br.Memory(ctx); err == nil {
 		s.Redis = &m
 	}
 	events, err := br.Events(ctx, eventsRead)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, e := range events { // stamped by each host's clock: filtered, not cut
 		if s.At.Sub(e.At) <= time.Hour {
@@ -126,14 +135,14 @@ func TakePartial(ctx context.Context, st *store.Store, br *broker.Broker, queues
 		_, span := br.Layout().Shards(q)
 		v.Paused = br.Layout().Paused(q)
 		if v.Shards, err = br.QueueBacklog(ctx, q, span); err != nil {
-			return nil, fmt.Errorf("snapshot: %w", err)
+			return fmt.Errorf("snapshot: %w", err)
 		}
 		v.Messages = 0
 		for _, n := range v.Shards {
 			v.Messages += n
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // QueueNames returns the snapshot's queues, sorted.

@@ -2,6 +2,7 @@ package monitor_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -83,4 +84,12 @@ func TestPartialSnapshotWithoutMySQL(t *testing.T) {
 
 	_, err = monitor.Take(tctx, st, env.Broker, nil)
 	require.ErrorContains(t, err, "MySQL: ")
+
+	// Both down: the error names both.
+	dead, err := broker.Dial(ctx, broker.Options{Addr: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)), Prefix: env.Prefix})
+	require.NoError(t, err)
+	defer dead.Close()
+	_, err = monitor.TakePartial(tctx, st, dead, nil)
+	require.ErrorContains(t, err, "MySQL: ")
+	require.ErrorContains(t, err, "list workers: ")
 }
