@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -133,4 +135,60 @@ func TestGoreleaserCheck(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "goreleaser check: %s", out)
 	require.Contains(t, string(out), "1 configuration file(s) validated")
+}
+
+// TestReleaseBinaryCarriesZones runs a release build (CGO off, -trimpath)
+// where the host's zone database is hidden, as on a debian:12, alpine or
+// scratch image without tzdata: it still takes a configured
+// cron.timezone and a --tz, and computes their next runs.
+func TestReleaseBinaryCarriesZones(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to hide /usr/share/zoneinfo in a mount namespace of its own")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	hide := `mount -t tmpfs none /usr/share/zoneinfo && test ! -e /usr/share/zoneinfo/Asia/Shanghai && exec "$0" "$@"`
+	if out, err := exec.Command(unshare, "-m", "sh", "-c", hide, "true").CombinedOutput(); err != nil {
+		t.Skipf("cannot hide /usr/share/zoneinfo here: %v: %s", err, out)
+	}
+
+	b := setup(t, "cron:\n  timezone: Asia/Shanghai\n")
+	bin := filepath.Join(t.TempDir(), "taskd")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/taskd/taskd/cmd/taskd")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	// Go's other sources of zones: $ZONEINFO, and $GOROOT's zoneinfo.zip,
+	// which a -trimpath build finds only through the environment.
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "GOROOT" && k != "ZONEINFO" && k != "TZ" {
+			env = append(env, kv)
+		}
+	}
+	nextRun := func(args ...string) time.Time {
+		t.Helper()
+		cmd := exec.Command(unshare, append([]string{"-m", "sh", "-c", hide, bin, "--config", b.config, "-o", "json"}, args...)...)
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "taskd %v: %s", args, stderr.String())
+		var c struct {
+			NextRun time.Time `json:"next_run"`
+		}
+		require.NoError(t, json.Unmarshal(out, &c), "%s", out)
+		return c.NextRun
+	}
+
+	// 03:00 in Shanghai (UTC+8, no summer time) is 19:00 UTC.
+	next := nextRun("cron", "add", "report", "0 3 * * *", "--name", "configured", "--any-code")
+	require.Equal(t, "19:00", next.UTC().Format("15:04"), "the next run at 03:00 of cron.timezone: %s", next)
+	york, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	next = nextRun("cron", "add", "report", "30 9 * * *", "--name", "flag", "--tz", "America/New_York", "--any-code")
+	require.Equal(t, "09:30", next.In(york).Format("15:04"), "the next run at 09:30 of --tz: %s", next)
 }

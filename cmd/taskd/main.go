@@ -7,6 +7,11 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	// The zone database, in the binary: a release build (CGO off,
+	// -trimpath) on a host or image without tzdata (debian:12 and alpine
+	// images, scratch) could load no zone but UTC, and refused
+	// `--tz Asia/Shanghai` and a cron.timezone as unknown zones.
+	_ "time/tzdata"
 
 	"github.com/taskd/taskd/pkg/cli"
 )
