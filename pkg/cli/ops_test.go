@@ -539,6 +539,14 @@ func TestStatsWithMySQLDown(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	require.Contains(t, st.MySQLError, "127.0.0.1:1")
+	r = runCLI(t, down, "", "stats", "hello")
+	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
+	require.Regexp(t, `(?m)^hello +\? .* 2 +0 +0 `, r.stdout)
+	// A typo prints no empty table: the queue is unknown to all that answered.
+	r = runCLI(t, down, "", "stats", "helo")
+	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
+	require.Empty(t, r.stdout)
+	require.Regexp(t, `^taskd: unknown queue "helo" \(did you mean "hello"\?\): .* \(MySQL: connect to mysql 127\.0\.0\.1:1: .*: whether a task names it is not known\)\n$`, r.stderr)
 
 	both := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: \"127.0.0.1:1\"\n%s", cfg.FormatDSN(), handlersYAML))
 	r = runCLI(t, both, "", "stats")
@@ -556,6 +564,24 @@ func TestStatsWithMySQLDown(t *testing.T) {
 	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
 	require.Empty(t, r.stdout)
 	require.Regexp(t, `^taskd: mysql 127\.0\.0\.1:\d+: Access denied .*: fix the user or password in mysql.dsn\n$`, r.stderr)
+}
+
+// taskd stats, polled every second by scripts, opens one connection to
+// the task center when no mysql.read_dsn is set: it used to open a second
+// pool, and check the schema again, for its reads.
+func TestStatsOpensOneConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	proxy := testenv.NewFreezeProxy(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	viaProxy := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s",
+		cfg.FormatDSN(), b.env.RedisAddr, b.env.Prefix, handlersYAML))
+	r := runCLI(t, viaProxy, "", "stats")
+	require.Equal(t, cli.ExitOK, r.code, "stderr %q", r.stderr)
+	require.Regexp(t, `(?m)^hello `, r.stdout)
+	require.Equal(t, 1, proxy.Accepted(), "connections to the task center")
 }
 
 // A submit into a Redis at maxmemory keeps its task (pending, for the

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/stats"
+	"github.com/taskd/taskd/pkg/suggest"
 	"github.com/taskd/taskd/pkg/task"
 )
 
@@ -46,12 +48,15 @@ func (a *App) statsCmd() *cobra.Command {
 						return err
 					}
 				}
-				rs, err := a.openReadStore(cmd.Context())
-				if err != nil {
-					return err
+				src.Store = o.Store()
+				if c.MySQL.ReadDSN != "" {
+					rs, err := a.openReadStore(cmd.Context())
+					if err != nil {
+						return err
+					}
+					defer rs.Close()
+					src.Store = rs
 				}
-				defer rs.Close()
-				src.Store = rs
 			}
 			br, redisErr := a.openBroker(cmd.Context())
 			if redisErr == nil {
@@ -65,6 +70,9 @@ func (a *App) statsCmd() *cobra.Command {
 			case mysqlErr != nil:
 				mysqlErr = fmt.Errorf("MySQL: %w", mysqlErr)
 				s, err = stats.CollectWithoutMySQL(cmd.Context(), src, mysqlErr)
+				if err == nil {
+					err = unknownWithoutMySQL(s, only, names, mysqlErr)
+				}
 			case redisErr != nil:
 				s, err = stats.CollectWithoutRedis(cmd.Context(), src, redisErr)
 			default:
@@ -88,6 +96,20 @@ func (a *App) statsCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// unknownWithoutMySQL is a not-found error for the first of only that
+// neither the configuration nor a live worker names: a typo would
+// otherwise print an empty table. Whether a task in the task center
+// names it, MySQL being down, is not known, and the error says so.
+func unknownWithoutMySQL(s *stats.Stats, only, configured []string, mysqlErr error) error {
+	for _, q := range only {
+		if !slices.ContainsFunc(s.Queues, func(sq stats.Queue) bool { return sq.Name == q }) {
+			return task.NotFoundf("unknown queue %q%s: no handler or queues: entry configures it and no worker consumes it (%v: whether a task names it is not known)",
+				q, suggest.DidYouMean(q, configured), mysqlErr)
+		}
+	}
+	return nil
 }
 
 // printStats prints a snapshot: its JSON, or the queue and worker tables,

@@ -19,6 +19,8 @@ type FreezeProxy struct {
 	ln     net.Listener
 	target string
 	frozen atomic.Bool
+	// accepted counts the connections it forwarded.
+	accepted atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -53,6 +55,10 @@ func (p *FreezeProxy) Addr() string { return p.ln.Addr().String() }
 // connection to Addr is refused, like one to a server that went down.
 func (p *FreezeProxy) Down() { p.close() }
 
+// Accepted is the number of connections it forwarded: what a client
+// opened.
+func (p *FreezeProxy) Accepted() int { return int(p.accepted.Load()) }
+
 // Freeze stops forwarding, for good.
 func (p *FreezeProxy) Freeze() { p.frozen.Store(true) }
 
@@ -71,6 +77,7 @@ func (p *FreezeProxy) accept() {
 		if !p.track(c, up) {
 			return
 		}
+		p.accepted.Add(1)
 		p.wg.Add(2)
 		go p.pipe(up, c)
 		go p.pipe(c, up)
