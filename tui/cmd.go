@@ -90,6 +90,21 @@ func (e runError) Unwrap() error { return e.error }
 // `ssh host tasktop` without -t, cron, a pipe.
 var errNoTerminal = errors.New("no terminal to draw on: run tasktop in one (over SSH: ssh -t HOST tasktop); scripts read taskd stats and taskd list")
 
+// hasTerminal reports whether there is a terminal to draw on: standard
+// input, else the controlling terminal, which bubbletea opens itself.
+// Said in words, where bubbletea's own error names /dev/tty and an errno.
+var hasTerminal = func() bool {
+	if term.IsTerminal(os.Stdin.Fd()) {
+		return true
+	}
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false
+	}
+	tty.Close()
+	return true
+}
+
 // waitNotice is how long a start may wait on MySQL or Redis before it
 // says so.
 var waitNotice = time.Second
@@ -99,6 +114,10 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// A server that takes the connection and never answers holds the
 	// start for up to mysql.read_timeout before any screen is drawn: a
 	// blank terminal at 2 a.m. should say what it waits for.
+	// No terminal is said at once, not after a wait on the servers.
+	if !hasTerminal() {
+		return runError{errNoTerminal}
+	}
 	noticed := make(chan struct{})
 	notice := time.AfterFunc(waitNotice, func() {
 		defer close(noticed)
@@ -113,14 +132,6 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		return runError{err}
 	}
 	defer be.Close()
-	// In words: bubbletea's own error names /dev/tty and an errno.
-	if !term.IsTerminal(os.Stdin.Fd()) {
-		tty, err := os.Open("/dev/tty")
-		if err != nil {
-			return runError{errNoTerminal}
-		}
-		tty.Close()
-	}
 	// Cancelled when the program ends: queries still in flight stop.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

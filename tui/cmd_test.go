@@ -48,10 +48,27 @@ func TestStartSaysWhatItWaitsFor(t *testing.T) {
 			defer c.Close() // held open, never answered
 		}
 	}()
+	hung := "root:@tcp(" + ln.Addr().String() + ")/taskd"
+	withTerminal(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := Main(ctx, []string{"--config", "/dev/null", "--mysql-dsn", "root:@tcp(" + ln.Addr().String() + ")/taskd"}, &stdout, &stderr)
+	code := Main(ctx, []string{"--config", "/dev/null", "--mysql-dsn", hung}, &stdout, &stderr)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr.String(), "tasktop: waiting for MySQL ("+ln.Addr().String()+") and Redis (127.0.0.1:6379) to answer; ctrl+c gives up\n")
+
+	// Without a terminal (ssh HOST tasktop, without -t) that is said
+	// first: it used to come after the wait on the servers.
+	withTerminal(t, false)
+	stderr.Reset()
+	code = Main(context.Background(), []string{"--config", "/dev/null", "--mysql-dsn", hung}, &stdout, &stderr)
+	require.Equal(t, 1, code)
+	require.Equal(t, "tasktop: "+errNoTerminal.Error()+"\n", stderr.String())
+}
+
+// withTerminal makes tasktop see a terminal, or none, for the test.
+func withTerminal(t *testing.T, has bool) {
+	was := hasTerminal
+	hasTerminal = func() bool { return has }
+	t.Cleanup(func() { hasTerminal = was })
 }
