@@ -719,6 +719,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if _, err := task.ValidateTimezone(c.Cron.Timezone); err != nil {
+		if near := task.ZoneNear(c.Cron.Timezone); near != "" {
+			return invalid("cron.timezone", c.Cron.Timezone, "an IANA time zone (did you mean %q?), or empty for the host's", near)
+		}
 		return invalid("cron.timezone", c.Cron.Timezone, "an IANA time zone such as Asia/Shanghai, or empty for the host's")
 	}
 	for _, code := range sortedKeys(c.Handlers) {

@@ -3,6 +3,7 @@ package task_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -348,4 +349,14 @@ func TestValidateOthers(t *testing.T) {
 		_, err = task.ValidateTimezone(typed)
 		require.EqualError(t, err, fmt.Sprintf("unknown time zone %q (did you mean %q? zone names are case-sensitive)", typed, meant))
 	}
+	// A typo: the host's zone nearest it.
+	if _, err := os.Stat("/usr/share/zoneinfo/Asia/Shanghai"); err != nil {
+		t.Skip("no zone database in /usr/share/zoneinfo (tzdata) to suggest from")
+	}
+	for typed, meant := range map[string]string{"Asia/Shangai": "Asia/Shanghai", "America/New_Yrok": "America/New_York", "Europe/Londn": "Europe/London"} {
+		_, err = task.ValidateTimezone(typed)
+		require.EqualError(t, err, fmt.Sprintf("unknown time zone %q (did you mean %q?)", typed, meant))
+	}
+	_, err = task.ValidateTimezone("Mars/Base")
+	require.EqualError(t, err, `unknown time zone "Mars/Base"`, "nothing near")
 }

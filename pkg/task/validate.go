@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/taskd/taskd/pkg/suggest"
 )
 
 // Limits applied to every submission, whichever front end it comes from.
@@ -160,9 +164,47 @@ func ValidateTimezone(tz string) (*time.Location, error) {
 		if near := zoneCased(tz); near != "" {
 			return nil, Invalidf("unknown time zone %q (did you mean %q? zone names are case-sensitive)", tz, near)
 		}
-		return nil, Invalidf("unknown time zone %q", tz)
+		return nil, Invalidf("unknown time zone %q%s", tz, suggest.DidYouMean(tz, zoneNames(zoneDir)))
 	}
 	return loc, nil
+}
+
+// ZoneNear is the zone an unknown zone name was likely meant as: the same
+// name in another case, or the nearest of the host's zone database (a
+// typo, Asia/Shangai); "" when none is near.
+func ZoneNear(tz string) string {
+	if near := zoneCased(tz); near != "" {
+		return near
+	}
+	return suggest.Nearest(tz, zoneNames(zoneDir))
+}
+
+// zoneDir holds the host's zone database, whose names zoneNames lists
+// (the one in the binary, time/tzdata, lists none).
+const zoneDir = "/usr/share/zoneinfo"
+
+// zoneNames lists the zones of the database in dir ("Asia/Shanghai"),
+// for a typo's suggestion: none where the host has no database.
+func zoneNames(dir string) []string {
+	var names []string
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return nil
+		}
+		// Zones are capitalised: not posix/ and right/ (copies), nor
+		// zone.tab, tzdata.zi and the other files beside them.
+		if c := d.Name()[0]; c < 'A' || c > 'Z' {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() {
+			names = append(names, filepath.ToSlash(strings.TrimPrefix(path, dir+string(filepath.Separator))))
+		}
+		return nil
+	})
+	return names
 }
 
 // zoneCased is the zone tz names in another case (asia/shanghai,
