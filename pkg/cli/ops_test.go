@@ -566,6 +566,26 @@ func TestStatsWithMySQLDown(t *testing.T) {
 	require.Regexp(t, `^taskd: mysql 127\.0\.0\.1:\d+: Access denied .*: fix the user or password in mysql.dsn\n$`, r.stderr)
 }
 
+// With mysql.read_dsn set, taskd stats reads the replica alone: during a
+// failover that leaves the primary unreachable, its figures are all there.
+func TestStatsReadsTheReplicaAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.submit(t, "hello", "--delay", "1h")
+	cfg, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	replica := cfg.FormatDSN()
+	cfg.Addr = "127.0.0.1:1"
+	primaryDown := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\n  read_dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s",
+		cfg.FormatDSN(), replica, b.env.RedisAddr, b.env.Prefix, handlersYAML))
+	r := runCLI(t, primaryDown, "", "stats", "hello")
+	require.Equal(t, cli.ExitOK, r.code, "stderr %q", r.stderr)
+	require.Regexp(t, `(?m)^hello +1 +0 +0 +0 +0 +0 +0 +0 `, r.stdout, "the pending task, read from the replica")
+	r = runCLI(t, primaryDown, "", "stats", "helo")
+	require.Equal(t, cli.ExitFailure, r.code)
+	require.Contains(t, r.stderr, `unknown queue "helo" (did you mean "hello"?)`)
+}
+
 // taskd stats, polled every second by scripts, opens one connection to
 // the task center when no mysql.read_dsn is set: it used to open a second
 // pool, and check the schema again, for its reads.

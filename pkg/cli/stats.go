@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/suggest"
@@ -37,7 +38,7 @@ func (a *App) statsCmd() *cobra.Command {
 			// say what waits and who works: they are shown, and the
 			// command fails after. A configuration the task center
 			// refuses (a password, the schema) fails at once.
-			o, closeFn, mysqlErr := a.ops(cmd, noRedis)
+			o, closeFn, mysqlErr := a.statsOps(cmd, c)
 			if mysqlErr != nil && task.ErrorCode(mysqlErr) == task.CodeConfig {
 				return mysqlErr
 			}
@@ -49,14 +50,6 @@ func (a *App) statsCmd() *cobra.Command {
 					}
 				}
 				src.Store = o.Store()
-				if c.MySQL.ReadDSN != "" {
-					rs, err := a.openReadStore(cmd.Context())
-					if err != nil {
-						return err
-					}
-					defer rs.Close()
-					src.Store = rs
-				}
 			}
 			br, redisErr := a.openBroker(cmd.Context())
 			if redisErr == nil {
@@ -96,6 +89,20 @@ func (a *App) statsCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// statsOps opens the one task center stats reads: mysql.read_dsn when
+// set, and nothing of the primary, so that the figures are there while a
+// failover leaves the primary unreachable; else the primary.
+func (a *App) statsOps(cmd *cobra.Command, c *config.Config) (*ops.Ops, func(), error) {
+	if c.MySQL.ReadDSN == "" {
+		return a.ops(cmd, noRedis)
+	}
+	rs, err := a.openReadStore(cmd.Context())
+	if err != nil {
+		return nil, nil, err
+	}
+	return ops.NewFromConfig(rs, nil, c), func() { rs.Close() }, nil
 }
 
 // unknownWithoutMySQL is a not-found error for the first of only that
