@@ -31,9 +31,14 @@ type backend struct {
 	changed func()
 
 	mu     sync.Mutex
-	ops    *ops.Ops     // nil until the task center answered
-	read   *store.Store // where the screens read from: ops' store or mysql.read_dsn
+	ops    *ops.Ops // nil until the task center answered
 	closes []func() error
+
+	// readMu guards read, the replica the screens read from (mysql.read_dsn;
+	// nil until it answered), apart from mu: a primary that hangs an action
+	// does not hold the screens.
+	readMu sync.Mutex
+	read   *store.Store
 }
 
 // openBackend connects to Redis and the task center. What the screens
@@ -55,6 +60,12 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 	if _, err := be.connect(ctx); err != nil && task.ErrorCode(err) == task.CodeConfig {
 		be.Close()
 		return nil, err
+	}
+	if cfg.MySQL.ReadDSN != "" {
+		if _, err := be.readStore(ctx); err != nil && task.ErrorCode(err) == task.CodeConfig {
+			be.Close()
+			return nil, err
+		}
 	}
 	var queues []string
 	for q := range cfg.WorkerQueues() {
@@ -82,7 +93,19 @@ func (be *backend) connect(ctx context.Context) (*ops.Ops, error) {
 	if be.ops != nil {
 		return be.ops, nil
 	}
-	st, err := node.OpenStore(ctx, be.cfg)
+	st, err := openChecked(ctx, node.OpenStore, be.cfg)
+	if err != nil {
+		return nil, err
+	}
+	be.closes = append(be.closes, st.Close)
+	be.ops = ops.NewFromConfig(st, be.br, be.cfg)
+	be.ops.Changed = be.onChange
+	return be.ops, nil
+}
+
+// openChecked opens a task center with open and checks its schema.
+func openChecked(ctx context.Context, open func(context.Context, *config.Config) (*store.Store, error), cfg *config.Config) (*store.Store, error) {
+	st, err := open(ctx, cfg)
 	if err != nil {
 		return nil, unreached(err)
 	}
@@ -90,18 +113,7 @@ func (be *backend) connect(ctx context.Context) (*ops.Ops, error) {
 		st.Close()
 		return nil, unreached(err)
 	}
-	rs := st
-	if be.cfg.MySQL.ReadDSN != "" {
-		if rs, err = node.OpenReadStore(ctx, be.cfg); err != nil {
-			st.Close()
-			return nil, unreached(err)
-		}
-		be.closes = append(be.closes, rs.Close)
-	}
-	be.closes = append(be.closes, st.Close)
-	be.ops, be.read = ops.NewFromConfig(st, be.br, be.cfg), rs
-	be.ops.Changed = be.onChange
-	return be.ops, nil
+	return st, nil
 }
 
 // unreached names the server of a connection's error, unless its words
@@ -113,14 +125,32 @@ func unreached(err error) error {
 	return fromMySQL(err)
 }
 
-// readStore is the Loader's Connect: the store the screens read.
+// readStore is the Loader's Connect: the store the screens read. A
+// replica (mysql.read_dsn) is connected to on its own, so that the
+// screens show the task center while a failover leaves the primary
+// unreachable; only the actions wait for the primary then.
 func (be *backend) readStore(ctx context.Context) (*store.Store, error) {
-	if _, err := be.connect(ctx); err != nil {
+	if be.cfg.MySQL.ReadDSN == "" {
+		o, err := be.connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return o.Store(), nil
+	}
+	be.readMu.Lock()
+	defer be.readMu.Unlock()
+	if be.read != nil {
+		return be.read, nil
+	}
+	rs, err := openChecked(ctx, node.OpenReadStore, be.cfg)
+	if err != nil {
 		return nil, err
 	}
 	be.mu.Lock()
-	defer be.mu.Unlock()
-	return be.read, nil
+	be.closes = append(be.closes, rs.Close)
+	be.mu.Unlock()
+	be.read = rs
+	return rs, nil
 }
 
 func (be *backend) onChange() {

@@ -3,7 +3,10 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/broker"
+	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/store"
@@ -294,4 +298,35 @@ func TestLoaderTaskReadsTextsWhenTheRowChanged(t *testing.T) {
 	tk := read()
 	require.JSONEq(t, `{"v":"d"}`, string(tk.Payload))
 	require.Equal(t, "r3", tk.LastResult)
+}
+
+// With mysql.read_dsn set, tasktop's screens read the replica on its own:
+// during a failover that leaves the primary unreachable they show the
+// task center, and only the actions wait for the primary (they used to
+// connect to the replica only once the primary answered).
+func TestBackendReadsTheReplicaWhilePrimaryDown(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	env.Exec(t, `INSERT INTO task_center (task_code, queue, payload) VALUES ('mail', 'mail', '{}')`)
+	dead, err := store.ParseDSN(env.DSN, store.Options{})
+	require.NoError(t, err)
+	dead.Addr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // nothing listens there
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("mysql:\n  dsn: %q\n  read_dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n",
+		dead.FormatDSN(), env.DSN, env.RedisAddr, env.Prefix)), 0o644))
+	cfg, err := config.Load(config.NewViper(), path)
+	require.NoError(t, err)
+
+	be, err := openBackend(ctx, cfg)
+	require.NoError(t, err)
+	defer be.Close()
+	ov, err := be.Loader.Overview(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ov.MySQLErr, "the replica answers")
+	tasks, err := be.Loader.Tasks(ctx, TaskQuery{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	_, err = be.Ops.Pause(ctx, "mail")
+	require.ErrorContains(t, err, "MySQL: connect to mysql "+dead.Addr, "actions write the primary")
 }
