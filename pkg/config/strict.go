@@ -119,6 +119,9 @@ func checkNode(file, key string, val any) error {
 	}
 	m, isMap := val.(map[string]any)
 	if !isMap {
+		if err := noSpace(key, val, file); err != nil {
+			return err
+		}
 		return badValue(key, val, "a map of the section's keys", file)
 	}
 	for _, k := range sortedKeys(m) {
@@ -152,6 +155,9 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 	for _, name := range sortedKeys(m) {
 		entry, ok := m[name].(map[string]any)
 		if !ok {
+			if err := noSpace(section+"."+name, m[name], file); err != nil {
+				return err
+			}
 			return badValue(section+"."+name, m[name], "a map of settings", file)
 		}
 		for _, f := range sortedKeys(entry) {
@@ -510,6 +516,24 @@ func Want(t reflect.Type) string {
 // badValue is the error for a value that key cannot take.
 func badValue(key string, val any, want, source string) error {
 	return task.Invalidf("bad value %s for %s in %s: want %s", quoteValue(key, val), key, source, want)
+}
+
+// noSpace is the error of a section or entry at key that YAML read as one
+// string for want of a space after a colon (`dsn:"root:pw@tcp(db)/t"`),
+// with the value hidden as the key it was meant for hides it: printed
+// whole, the string showed the password. Nil when val is not such.
+func noSpace(key string, val any, file string) error {
+	s, ok := val.(string)
+	if !ok {
+		return nil
+	}
+	k, rest, found := strings.Cut(s, ":")
+	if !found || k == "" || strings.ContainsAny(k, " \t\"'") {
+		return nil
+	}
+	rest = strings.Trim(rest, `"'`)
+	return task.Invalidf("bad value for %s in %s: %q has no space after its colon, so YAML reads the line as one string: write %s: %s",
+		key, file, k+":", k, quoteValue(key+"."+strings.ToLower(k), rest))
 }
 
 // quoteValue prints val for an error message about key, credentials
