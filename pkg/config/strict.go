@@ -158,6 +158,10 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 			if err := noSpace(section+"."+name, m[name], file); err != nil {
 				return err
 			}
+			if _, isField := fields[strings.ToLower(name)]; isField {
+				// handlers:\n  hello:\n  exec: [...]: one level short.
+				return badValue(section+"."+name, m[name], fmt.Sprintf("a map of settings (%s is a setting: indent it under the name it belongs to)", name), file)
+			}
 			return badValue(section+"."+name, m[name], "a map of settings", file)
 		}
 		for _, f := range sortedKeys(entry) {
