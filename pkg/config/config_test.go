@@ -505,6 +505,7 @@ func TestBadValues(t *testing.T) {
 			"mysql:\n  dsn:\"root:s3cret@tcp(db:3306)/tc\"\n":                                            `bad value for mysql in %s: "dsn:" has no space after its colon, so YAML reads the line as one string: write dsn: "root:***@tcp(db:3306)/tc"`,
 			"redis:\n  password:s3cret\n":                                                                `bad value for redis in %s: "password:" has no space after its colon, so YAML reads the line as one string: write password: (hidden)`,
 			"handlers:\n  x:\n    exec:[\"true\"]\n":                                                     `bad value for handlers.x in %s: "exec:" has no space after its colon, so YAML reads the line as one string: write exec: "[\"true\"]"`,
+			"handlers:\n  alpha:\n  timeout: 5s\n":                                                       `bad value "5s" for handlers.timeout in %s: want a map of settings (timeout is a setting: indent it under the name it belongs to)`,
 			"handlers:\n  hello:\n    http: \"http://a/b\"\n  timeout: 5s\n":                             `bad value "5s" for handlers.timeout in %s: want a map of settings (timeout is a setting: indent it under the name it belongs to)`,
 			"cron: { timezone: asia/shanghai }\n":                                                        `bad value "asia/shanghai" for cron.timezone in %s: want an IANA time zone (did you mean "Asia/Shanghai"?)`,
 			"mysql: { dsn: \"root:s3cret@tcp(db:3306\" }\n":                                              `bad value "root:***@tcp(db:3306" for mysql.dsn in %s`,

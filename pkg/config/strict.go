@@ -152,15 +152,18 @@ func checkEntries(file, section string, val any, fields map[string]reflect.Type)
 		}
 		seen[strings.ToLower(name)] = name
 	}
+	// A setting indented one level short (handlers:\n  hello:\n  exec:
+	// [...]) is said first: its entry, left empty, sorts anywhere.
+	for _, name := range sortedKeys(m) {
+		if _, isMap := m[name].(map[string]any); !isMap && fields[strings.ToLower(name)] != nil {
+			return badValue(section+"."+name, m[name], fmt.Sprintf("a map of settings (%s is a setting: indent it under the name it belongs to)", name), file)
+		}
+	}
 	for _, name := range sortedKeys(m) {
 		entry, ok := m[name].(map[string]any)
 		if !ok {
 			if err := noSpace(section+"."+name, m[name], file); err != nil {
 				return err
-			}
-			if _, isField := fields[strings.ToLower(name)]; isField {
-				// handlers:\n  hello:\n  exec: [...]: one level short.
-				return badValue(section+"."+name, m[name], fmt.Sprintf("a map of settings (%s is a setting: indent it under the name it belongs to)", name), file)
 			}
 			return badValue(section+"."+name, m[name], "a map of settings", file)
 		}
