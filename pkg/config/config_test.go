@@ -398,9 +398,11 @@ func TestBrokenYAML(t *testing.T) {
 		"apostrophe ok": {"log:\n  level: info # it's\n  x: [1\n", "yaml: line"},
 		// The quote runs on to the next one, and the parser names the
 		// mapping it was in, not the line that opened it.
-		"quote opened below": {openQuoteBelow, "yaml: line 16: did not find expected key (line 23 opens a quote it does not close)"},
-		"open quote first":   {"dsn: \"x\nredis: 1\nb: \"y\"\n", "yaml: line 2: did not find expected key (line 1 opens a quote it does not close)"},
-		"quoted over lines":  {"handlers:\n  x:\n    dir: \"/var/www\n      /app\"\n    exec: [\"true\"]\n    bad: [1, 2\n", "yaml: line"},
+		"quote opened below":  {openQuoteBelow, "yaml: line 16: did not find expected key (line 23 opens a quote it does not close)"},
+		"open quote first":    {"dsn: \"x\nredis: 1\nb: \"y\"\n", "yaml: line 2: did not find expected key (line 1 opens a quote it does not close)"},
+		"section out of line": {"mysql:\n  dsn: \"root:@tcp(127.0.0.1:3306)/taskd\"\n redis:\n  addr: x\n", "yaml: line 2: did not find expected key (line 3 is indented 1 space, as no line before it is: align it with its neighbours)"},
+		"key out of line":     {"worker:\n  concurrency: 10\n   shutdown_grace: 30s\n", "yaml: line 3: mapping values are not allowed in this context (line 3 is indented 3 spaces"},
+		"quoted over lines":   {"handlers:\n  x:\n    dir: \"/var/www\n      /app\"\n    exec: [\"true\"]\n    bad: [1, 2\n", "yaml: line"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -788,11 +788,47 @@ func parseError(file string, err error) error {
 					msg += fmt.Sprintf(" (line %d is indented with a tab: YAML indents with spaces)", n)
 				} else if q := quoteLeftOpen(lines, n); q > 0 {
 					msg += fmt.Sprintf(" (line %d opens a quote it does not close)", q)
+				} else if strings.Contains(msg, "did not find expected key") || strings.Contains(msg, "mapping values are not allowed") {
+					if k, w := oddIndent(lines, n); k > 0 {
+						spaces := "spaces"
+						if w == 1 {
+							spaces = "space"
+						}
+						msg += fmt.Sprintf(" (line %d is indented %d %s, as no line before it is: align it with its neighbours)", k, w, spaces)
+					}
 				}
 			}
 		}
 	}
 	return task.Invalidf("config file %s: %s", file, msg)
+}
+
+// oddIndent is the line at or right after line n (the parser names the
+// mapping the line broke, which may be the line before) indented as no
+// line before it is, where it does not open a deeper level: a key out of
+// line with its section (" redis:" under "  dsn: ..."), and its
+// indentation; 0 if none.
+func oddIndent(lines []string, n int) (int, int) {
+	levels := map[int]bool{}
+	prev, opens := 0, false
+	for i, line := range lines {
+		k := i + 1
+		if k > n+1 {
+			break
+		}
+		text := strings.TrimLeft(line, " ")
+		if text == "" || text[0] == '#' {
+			continue
+		}
+		w := len(line) - len(text)
+		deeper := opens && w > prev
+		if k >= n && len(levels) > 0 && !levels[w] && !deeper && !strings.HasPrefix(text, "- ") {
+			return k, w
+		}
+		levels[w] = true
+		prev, opens = w, strings.HasSuffix(strings.TrimSpace(text), ":")
+	}
+	return 0, 0
 }
 
 // errorLine is the line a YAML parser's message names, 0 if none.
