@@ -724,6 +724,16 @@ func TestList(t *testing.T) {
 	b.okJSON(t, &got, "list", "--code", "hello", "--status", "pending")
 	require.Equal(t, []int64{hello[4], hello[2], hello[0]}, ids(got))
 
+	// A full page in text says where the next one starts; a page that
+	// holds the rest does not.
+	r := b.run(t, "list", "--limit", "3")
+	require.Equal(t, cli.ExitOK, r.code)
+	require.Equal(t, fmt.Sprintf("taskd: 3 tasks shown, more may match: the next page is --before %d (or --limit up to 10000)\n", report[3]), r.stderr)
+	r = b.run(t, "list", "--limit", "3", "--before", strconv.FormatInt(hello[1], 10))
+	require.Equal(t, cli.ExitOK, r.code)
+	require.Regexp(t, `(?m)^`+strconv.FormatInt(hello[0], 10)+` +hello `, r.stdout)
+	require.Empty(t, r.stderr, "the last page")
+
 	// Keyset paging: pages of 3 until empty, no task twice, none lost.
 	var paged []int64
 	before := int64(0)

@@ -65,7 +65,16 @@ func (a *App) listCmd() *cobra.Command {
 				g.add(t.ID, t.Code, t.QueueName(), t.Type, t.StatusText(), t.Priority, t.Attempt,
 					fmt.Sprintf("%d/%d", t.RetryCount, t.MaxRetry), nextRun(t), oneLine(t.LastResult, 40))
 			}
-			return g.write(a.Stdout, a.width())
+			if err := g.write(a.Stdout, a.width()); err != nil {
+				return err
+			}
+			// A full page reads like the whole list: say where the next
+			// one starts (on stderr: what is piped stays the table).
+			if len(ts) == limit {
+				fmt.Fprintf(a.Stderr, "taskd: %d tasks shown, more may match: the next page is --before %d (or --limit up to 10000)\n",
+					limit, ts[len(ts)-1].ID)
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
