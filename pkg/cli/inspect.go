@@ -68,11 +68,8 @@ func (a *App) listCmd() *cobra.Command {
 			if err := g.write(a.Stdout, a.width()); err != nil {
 				return err
 			}
-			// A full page reads like the whole list: say where the next
-			// one starts (on stderr: what is piped stays the table).
 			if len(ts) == limit {
-				fmt.Fprintf(a.Stderr, "taskd: %d tasks shown, more may match: the next page is --before %d (or --limit up to 10000)\n",
-					limit, ts[len(ts)-1].ID)
+				a.nextPage("tasks", limit, ts[len(ts)-1].ID)
 			}
 			return nil
 		},
@@ -301,4 +298,11 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// nextPage says, after a full page of text, that more rows may match and
+// where the next page starts: a full page reads like the whole list. On
+// stderr, so that what is piped stays the table.
+func (a *App) nextPage(what string, limit int, lastID int64) {
+	fmt.Fprintf(a.Stderr, "taskd: %d %s shown, more may match: the next page is --before %d (or --limit up to 10000)\n", limit, what, lastID)
 }

@@ -123,6 +123,12 @@ func TestOperatorCommands(t *testing.T) {
 		require.NotEmpty(t, e.Actor)
 	}
 	require.Equal(t, []string{"resume", "reshard", "reshard", "resume", "pause", "delete", "run"}, actions)
+	var ids []struct{ ID int64 }
+	b.okJSON(t, &ids, "audit", "--limit", "2")
+	r := b.run(t, "audit", "--limit", "2")
+	require.Equal(t, cli.ExitOK, r.code)
+	require.Equal(t, fmt.Sprintf("taskd: 2 rows shown, more may match: the next page is --before %d (or --limit up to 10000)\n", ids[1].ID), r.stderr)
+	require.Empty(t, b.run(t, "audit").stderr, "all of them")
 
 	var st struct {
 		Queues []struct {

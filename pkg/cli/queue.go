@@ -108,7 +108,13 @@ func (a *App) auditCmd() *cobra.Command {
 				g.add(e.ID, fmtTime(&e.CreatedAt), e.Actor, dash(strings.TrimSpace(e.Origin+" "+e.Key)), e.Action,
 					oneLine(e.Target, 40), e.Affected, oneLine(string(e.Detail), 60))
 			}
-			return g.write(a.Stdout, a.width())
+			if err := g.write(a.Stdout, a.width()); err != nil {
+				return err
+			}
+			if len(es) == limit {
+				a.nextPage("rows", limit, es[len(es)-1].ID)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 50, "rows to show")
