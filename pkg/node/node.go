@@ -137,6 +137,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 			// a wrong mount) would otherwise idle without a word.
 			log.Warn("the worker role has no handler and no queue in this configuration: this node runs no task (configure handlers, or leave worker out of node.roles)")
 		}
+		warnUnrunnable(cfg, log)
 		reg := Handlers(cfg, handlers, log)
 		n.Pools = poolsOf(reg)
 		n.beat.pools = n.poolStates

@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -45,6 +48,23 @@ func (n *Node) poolStates() []broker.PoolState {
 		})
 	}
 	return out
+}
+
+// warnUnrunnable logs, at start, each exec handler whose program (or an
+// interpreter's script) this host cannot start, as `taskd doctor` says it:
+// otherwise the first word of it was each of its tasks failing, retried
+// and dead. Its tasks still run here once the program appears (a deploy
+// that comes after the restart). Pools say so as their processes start.
+func warnUnrunnable(cfg *config.Config, log *slog.Logger) {
+	for _, code := range slices.Sorted(maps.Keys(cfg.Handlers)) {
+		h := cfg.Handlers[code]
+		if len(h.Exec) == 0 {
+			continue
+		}
+		if err := handler.CheckProgram(h.Exec, h.Dir); err != nil {
+			log.Warn("exec handler cannot start on this host: its tasks fail here, and are retried, until it can", "code", code, "err", err)
+		}
+	}
 }
 
 // CheckPools is what `taskd doctor` reports of the pool handlers, one
