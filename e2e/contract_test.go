@@ -240,7 +240,7 @@ func TestConfirmOnATerminal(t *testing.T) {
 	s = newScreen(t, taskdBin, "--config", b.config, "kill", ids)
 	s.waitFor("kill 1 task (" + ids + ")? [y/N]")
 	s.keys("y", "Enter")
-	s.waitFor("kill: 1 of 1 task changed (" + ids + ")")
+	s.waitFor("kill: 1 of 1 task killed (" + ids + ")")
 	require.Equal(t, "0", s.exitCode(t))
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 6`, id))
 }

@@ -307,7 +307,7 @@ func TestServeRoles(t *testing.T) {
 	ot.keys("r")
 	ot.waitFor("Retry task " + id + "?")
 	ot.keys("y")
-	ot.waitFor("retry: 1 of 1 task changed (" + id + ")")
+	ot.waitFor("retry: 1 of 1 task retried (" + id + ")")
 	var actor, origin, fp string
 	require.NoError(t, sb.env.Store.DB().QueryRow(`SELECT actor, origin, key_fingerprint FROM task_audit WHERE action = 'retry'`).
 		Scan(&actor, &origin, &fp))
@@ -526,7 +526,7 @@ func TestServeOpenSSH(t *testing.T) {
 	s.keys("r")
 	s.waitFor("Retry task " + id + "?")
 	s.keys("y")
-	s.waitFor("retry: 1 of 1 task changed (" + id + ")")
+	s.waitFor("retry: 1 of 1 task retried (" + id + ")")
 	s.keys("q")
 	s.waitFor("Quit tasktop?")
 	s.keys("y")

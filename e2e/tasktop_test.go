@@ -207,7 +207,7 @@ func TestTasktop(t *testing.T) {
 	s.keys("r")
 	s.waitFor("Retry task " + dead + "?")
 	s.keys("y")
-	s.waitFor("retry: 1 of 1 task changed (" + dead + ")")
+	s.waitFor("retry: 1 of 1 task retried (" + dead + ")")
 	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND attempt = 2`, dead)
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+dead)
 
@@ -226,7 +226,7 @@ func TestTasktop(t *testing.T) {
 	s.keys("x")
 	s.waitFor("Kill task " + running + "?")
 	s.keys("Right", "Enter")
-	s.waitFor("kill: 1 of 1 task changed (" + running + ")")
+	s.waitFor("kill: 1 of 1 task killed (" + running + ")")
 	b.waitCount(t, 1, 5*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 6`, running)
 
 	// Pause the hello queue, then reshard it to 3 shards.
@@ -336,12 +336,12 @@ recovery:
 	s.keys("x")
 	s.waitFor("Kill 2 selected: " + newest + ", " + second + "?")
 	s.keys("y")
-	s.waitFor("kill: 2 of 2 tasks changed")
+	s.waitFor("kill: 2 of 2 tasks killed")
 	b.waitCount(t, 2, 5*time.Second, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6`, newest, second)
 	s.keys("r") // the cursor is on the third, pending: retry changes nothing
 	s.waitFor("Retry task " + third + "?")
 	s.keys("y")
-	s.waitFor("retry: 0 of 1 task changed; " + third + " not changed, pending")
+	s.waitFor("retry: 0 of 1 task retried; " + third + " not changed, pending")
 	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?) AND status = 6
 		AND plan_next_run_at > NOW(3) + INTERVAL 20 MINUTE`, newest, second), "the killed tasks were not retried")
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'retry' AND target = ?`, "tasks "+third))
@@ -361,7 +361,7 @@ recovery:
 	s.keys("x")
 	s.waitFor("Kill all 2000 matching tasks ly_bu?")
 	s.keys("y")
-	s.waitFor("kill: 2000 of 2000 tasks changed")
+	s.waitFor("kill: 2000 of 2000 tasks killed")
 	require.Equal(t, 2000, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'nightly_bulk' AND status = 6`))
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_audit WHERE action = 'kill' AND target = ? AND affected = 2000`,
 		`filter search="ly_bu"`))

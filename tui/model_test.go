@@ -299,7 +299,7 @@ func TestApplyToAllMatching(t *testing.T) {
 	b.press(t, m, "y")
 	require.Equal(t, []string{"retry filter status=dead"}, b.acts.Calls())
 	require.False(t, m.tasks.all)
-	require.Contains(t, screen(m), "retry: 7 of 7 tasks changed")
+	require.Contains(t, screen(m), "retry: 7 of 7 tasks retried")
 
 	b.press(t, m, "esc", "/")
 	b.typeText(t, m, "nothing-matches-this")
@@ -408,7 +408,7 @@ func TestConfirmDefaultsToCancel(t *testing.T) {
 
 	b.press(t, m, "x", "right", "enter")
 	require.Equal(t, []string{"kill [1010]"}, b.acts.Calls())
-	require.Contains(t, screen(m), "10:00:00 kill: 1 of 1 task changed (1010)")
+	require.Contains(t, screen(m), "10:00:00 kill: 1 of 1 task killed (1010)")
 
 	b.press(t, m, "down", "D", "y")
 	require.Equal(t, []string{"kill [1010]", "delete [1009]"}, b.acts.Calls())
@@ -495,7 +495,7 @@ func TestPartialActionSaysWhatChanged(t *testing.T) {
 	b.acts.partial = errors.New("publish kill of task 1009: connection refused")
 	b.press(t, m, "3", "space", "space", "x", "y")
 	require.Equal(t, []bool{true}, b.acts.lenient)
-	require.Contains(t, screen(m), "kill: 1 of 2 tasks changed (1010): publish kill of ta") // cut at 80 columns
+	require.Contains(t, screen(m), "kill: 1 of 2 tasks killed (1010): publish kill of ta") // cut at 80 columns
 }
 
 // TestSelectionOnlyWhileVisible: a selected task that leaves the page
@@ -1292,10 +1292,10 @@ func TestLongStatusTakesTwoLines(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
 	b.press(t, m, "3")
-	m.setStatus("retry: 0 of 1 task changed; 1010 not changed, dead: attempt 4 now, not the attempt 3 shown: it ran or was retried meanwhile", nil)
+	m.setStatus("retry: 0 of 1 task retried; 1010 not changed, dead: attempt 4 now, not the attempt 3 shown: it ran or was retried meanwhile", nil)
 	lines := strings.Split(screen(m), "\n")
 	require.Len(t, lines, 24)
-	require.Equal(t, "10:00:00 retry: 0 of 1 task changed; 1010 not changed, dead: attempt 4 now, not", strings.TrimRight(lines[22], " "))
+	require.Equal(t, "10:00:00 retry: 0 of 1 task retried; 1010 not changed, dead: attempt 4 now, not", strings.TrimRight(lines[22], " "))
 	require.Regexp(t, `^the attempt 3 shown: it ran or was retried meanwhile +updated 10:00:00$`, lines[23])
 	for _, l := range lines {
 		require.LessOrEqual(t, ansi.StringWidth(l), 80)

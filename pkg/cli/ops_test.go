@@ -285,7 +285,7 @@ func TestUnknownTaskOrQueueWritesNothing(t *testing.T) {
 	b.ok(t, "submit", "hello", "--queue", "side", "--yes")
 	b.ok(t, "pause", "side", "--yes")
 	// A code with a handler but no task matches nothing, which is no error.
-	require.Contains(t, b.ok(t, "delete", "--code", "report", "--yes"), "0 of 0 tasks changed")
+	require.Contains(t, b.ok(t, "delete", "--code", "report", "--yes"), "delete: 0 of 0 tasks deleted")
 }
 
 // "0 of N changed" says, per task, why not.
@@ -302,12 +302,12 @@ func TestUnchangedSaysWhy(t *testing.T) {
 	require.Equal(t, []skipped{{ID: done, Status: "succeeded", Reason: "retry applies to dead, failed and cancelled tasks"}}, c.Unchanged)
 
 	out := b.ok(t, "retry", strconv.FormatInt(done, 10), "--yes")
-	require.Equal(t, "retry: 0 of 1 task changed; "+strconv.FormatInt(done, 10)+
+	require.Equal(t, "retry: 0 of 1 task retried; "+strconv.FormatInt(done, 10)+
 		" not changed, succeeded: retry applies to dead, failed and cancelled tasks\n", out)
 	out = b.ok(t, "enable", strconv.FormatInt(oneoff, 10), "--yes")
 	require.Contains(t, out, "not periodic; enable applies to periodic tasks only")
 	out = b.ok(t, "kill", strconv.FormatInt(done, 10), strconv.FormatInt(oneoff, 10), "--yes")
-	require.Equal(t, "kill: 1 of 2 tasks changed ("+strconv.FormatInt(oneoff, 10)+"); "+strconv.FormatInt(done, 10)+
+	require.Equal(t, "kill: 1 of 2 tasks killed ("+strconv.FormatInt(oneoff, 10)+"); "+strconv.FormatInt(done, 10)+
 		" not changed, succeeded: kill applies to pending, dispatched, running and failed tasks\n", out)
 }
 

@@ -352,7 +352,7 @@ func TestUnchangedReasons(t *testing.T) {
 		{ID: done, Status: "succeeded", Reason: "delete applies to pending, failed, dead and cancelled tasks"},
 		{ID: running, Status: "running", Reason: "delete applies to pending, failed, dead and cancelled tasks"},
 	}, c.Unchanged)
-	require.Equal(t, fmt.Sprintf("delete: 3 of 5 tasks changed (%d, %d, %d); %d not changed, succeeded: delete applies to pending, failed, dead and cancelled tasks; "+
+	require.Equal(t, fmt.Sprintf("delete: 3 of 5 tasks deleted (%d, %d, %d); %d not changed, succeeded: delete applies to pending, failed, dead and cancelled tasks; "+
 		"%d not changed, running: delete applies to pending, failed, dead and cancelled tasks", dead, killed, failed, done, running), c.Sentence())
 	require.Zero(t, b.env.Count(t, fmt.Sprintf(`SELECT COUNT(*) FROM task_center WHERE id IN (%d, %d, %d)`, dead, killed, failed)))
 	c, err = b.ops.Disable(ctx, ops.Target{IDs: []int64{done}})
@@ -596,6 +596,6 @@ func TestKillWaitsPastTheKillGrace(t *testing.T) {
 func TestSentenceListsTheSmallestIDs(t *testing.T) {
 	t.Parallel()
 	c := ops.Change{Action: "delete", Requested: 12, Changed: 12, IDs: []int64{11, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}
-	require.Equal(t, "delete: 12 of 12 tasks changed (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more)", c.Sentence())
+	require.Equal(t, "delete: 12 of 12 tasks deleted (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more)", c.Sentence())
 	require.Equal(t, []int64{11, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, c.IDs)
 }
