@@ -111,13 +111,13 @@ var waitNotice = time.Second
 
 // run connects and runs the UI until the operator quits.
 func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
-	// A server that takes the connection and never answers holds the
-	// start for up to mysql.read_timeout before any screen is drawn: a
-	// blank terminal at 2 a.m. should say what it waits for.
 	// No terminal is said at once, not after a wait on the servers.
 	if !hasTerminal() {
 		return runError{errNoTerminal}
 	}
+	// A server that takes the connection and never answers holds the
+	// start for up to mysql.read_timeout before any screen is drawn: a
+	// blank terminal at 2 a.m. should say what it waits for.
 	noticed := make(chan struct{})
 	notice := time.AfterFunc(waitNotice, func() {
 		defer close(noticed)

@@ -75,9 +75,9 @@ func queueState(q store.Queue) QueueState {
 	return QueueState{Paused: q.Paused, Shards: q.Shards, Span: q.Span, Limit: q.Limit, LimitSource: q.LimitSource}
 }
 
-// done says what each task action did to a task, for its sentence; an
-// action not named here "changed" them.
-var done = map[string]string{"retry": "retried", "run": "made due now", "delete": "deleted",
+// doneWords say what each task action did to a task, for its sentence;
+// an action not named here "changed" them.
+var doneWords = map[string]string{"retry": "retried", "run": "made due now", "delete": "deleted",
 	"enable": "enabled", "disable": "disabled", "kill": "killed"}
 
 // Sentence says in one line what c did, for the CLI and tasktop:
@@ -87,7 +87,7 @@ func (c Change) Sentence() string {
 	if c.Queue != nil {
 		return c.queueSentence()
 	}
-	s := fmt.Sprintf("%s: %d of %s %s", c.Action, c.Changed, Plural(c.Requested, "task"), cmp.Or(done[c.Action], "changed"))
+	s := fmt.Sprintf("%s: %d of %s %s", c.Action, c.Changed, Plural(c.Requested, "task"), cmp.Or(doneWords[c.Action], "changed"))
 	if len(c.IDs) > 0 {
 		// Smallest first: a filter's ids come a batch at a time, newest
 		// batch first, and "99001, 99002, ... and 99990 more" read as if

@@ -161,10 +161,14 @@ func ValidateTimezone(tz string) (*time.Location, error) {
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
-		if near := zoneCased(tz); near != "" {
+		switch near := ZoneNear(tz); {
+		case near == "":
+			return nil, Invalidf("unknown time zone %q", tz)
+		case strings.EqualFold(near, tz):
 			return nil, Invalidf("unknown time zone %q (did you mean %q? zone names are case-sensitive)", tz, near)
+		default:
+			return nil, Invalidf("unknown time zone %q (did you mean %q?)", tz, near)
 		}
-		return nil, Invalidf("unknown time zone %q%s", tz, suggest.DidYouMean(tz, zoneNames(zoneDir)))
 	}
 	return loc, nil
 }
