@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskd/taskd/pkg/monitor"
+	"github.com/taskd/taskd/pkg/startstop"
 )
 
 // snapshotTimeout bounds a snapshot: a few round trips to MySQL and to
@@ -70,7 +71,9 @@ type SnapshotFunc func(ctx context.Context) (*monitor.Snapshot, error)
 // snapshotCollector turns snapshots into gauges at scrape time.
 type snapshotCollector struct {
 	take SnapshotFunc
-	log  *slog.Logger
+	// fails logs the scrapes that lack figures once a minute, not once
+	// a scrape: Prometheus scrapes every few seconds through an outage.
+	fails *startstop.FailLog
 
 	mu   sync.Mutex
 	last *monitor.Snapshot
@@ -81,7 +84,8 @@ func (m *Metrics) CollectSnapshots(take SnapshotFunc, log *slog.Logger) {
 	if m == nil {
 		return
 	}
-	m.Registry.MustRegister(&snapshotCollector{take: take, log: log})
+	m.Registry.MustRegister(&snapshotCollector{take: take, fails: &startstop.FailLog{Log: log, Level: slog.LevelWarn,
+		Failed: "metrics snapshot incomplete: the gauges it lacks are left out", Again: "metrics snapshot complete again"}})
 }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -111,7 +115,7 @@ func (c *snapshotCollector) snapshot() (*monitor.Snapshot, error) {
 func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	s, err := c.snapshot()
 	if err != nil {
-		c.log.Warn("metrics snapshot failed", "err", err)
+		c.fails.Fail(err)
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
 		return
 	}
@@ -122,10 +126,11 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	// dashboard must not read an outage as empty queues.
 	counts := s.MySQLErr == nil
 	if counts {
+		c.fails.OK()
 		gauge(descUp, 1)
 		ch <- prometheus.MustNewConstMetric(descSubmitted, prometheus.CounterValue, float64(s.MaxTaskID))
 	} else {
-		c.log.Warn("metrics snapshot without the task center", "err", s.MySQLErr)
+		c.fails.Fail(s.MySQLErr)
 		gauge(descUp, 0)
 	}
 	if s.Redis != nil {

@@ -1,10 +1,12 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,4 +56,32 @@ func TestSnapshotWithoutMySQL(t *testing.T) {
 	require.Equal(t, 1.0, up["taskd_monitor_up"])
 	require.Equal(t, 3.0, up["taskd_queue_tasks"])
 	require.Equal(t, 9.0, up["taskd_tasks_submitted_total"])
+}
+
+// Scrapes through an outage log it once a minute, not once a scrape
+// (Prometheus scrapes every 15 s, some setups every second), and the
+// first complete one says so.
+func TestSnapshotOutageLogsOnce(t *testing.T) {
+	t.Parallel()
+	var mysqlErr error
+	var buf bytes.Buffer
+	m := metrics.New("test", "n1")
+	m.CollectSnapshots(func(context.Context) (*monitor.Snapshot, error) {
+		return &monitor.Snapshot{At: time.Now().Add(-time.Hour), MySQLErr: mysqlErr}, nil
+	}, slog.New(slog.NewTextHandler(&buf, nil)))
+	scrape := func() {
+		_, err := m.Registry.Gather()
+		require.NoError(t, err)
+	}
+	mysqlErr = errors.New("MySQL: connection refused")
+	for range 5 {
+		scrape()
+	}
+	require.Equal(t, 1, strings.Count(buf.String(), "level=WARN"), buf.String())
+	require.Contains(t, buf.String(), "metrics snapshot incomplete")
+	mysqlErr = nil
+	scrape()
+	scrape()
+	require.Equal(t, 1, strings.Count(buf.String(), "metrics snapshot complete again"), buf.String())
+	require.Contains(t, buf.String(), "failed_passes=5")
 }
