@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,12 @@ func (m *Model) act(fn actionFn) tea.Cmd {
 		ctx, cancel := context.WithTimeout(parent, timeout)
 		defer cancel()
 		text, err := fn(ctx)
-		if errors.Is(err, context.DeadlineExceeded) {
+		var unsent notSent
+		switch {
+		case !errors.Is(err, context.DeadlineExceeded):
+		case errors.As(err, &unsent):
+			err = fmt.Errorf("no answer within %s: not done, the task center was not reached (%w)", timeout, err)
+		default:
 			// A write sent may have been done: the operator must look
 			// before doing it again.
 			err = fmt.Errorf("no answer within %s, so it may or may not have been done: look once the view refreshes (%w)", timeout, err)
@@ -53,11 +59,11 @@ func (m *Model) act(fn actionFn) tea.Cmd {
 }
 
 // queueAction is a pause or resume of queue q.
-func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.Change, error), q string) actionFn {
+func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.Change, error), verb, q string) actionFn {
 	return func(ctx context.Context) (string, error) {
 		c, err := fn(m.opt.Actions, ctx, q)
 		if err != nil {
-			return c.Action + " " + q, err
+			return cmp.Or(c.Action, verb) + " " + q, err
 		}
 		return c.Sentence(), nil
 	}
@@ -67,18 +73,20 @@ func (m *Model) queueAction(fn func(Actions, context.Context, string) (ops.Chang
 // shown: a task that ran again or was retried since the operator saw it
 // (between a key and its confirmation, or a refresh) is left alone, and
 // the status line says so.
-func (m *Model) taskAction(fn func(Actions, context.Context, ops.Target) (ops.Change, error), ids []int64, attempts task.SeenAttempts) actionFn {
+func (m *Model) taskAction(a taskActionKey, ids []int64, attempts task.SeenAttempts) actionFn {
 	return func(ctx context.Context) (string, error) {
-		return outcome(fn(m.opt.Actions, ctx, ops.Target{IDs: ids, Lenient: true, Attempts: attempts}))
+		c, err := a.fn(m.opt.Actions, ctx, ops.Target{IDs: ids, Lenient: true, Attempts: attempts})
+		return outcome(a, c, err)
 	}
 }
 
 // outcome is what a task action's status line says: what changed, and
 // the error that stopped the rest (a kill that cancelled one task and
-// could not reach the worker of another did change something).
-func outcome(c ops.Change, err error) (string, error) {
+// could not reach the worker of another did change something). An
+// action that never reached the task center is named by its key.
+func outcome(a taskActionKey, c ops.Change, err error) (string, error) {
 	if err != nil && c.Changed == 0 {
-		return c.Action, err
+		return cmp.Or(c.Action, strings.ToLower(a.name)), err
 	}
 	return c.Sentence(), err
 }
@@ -139,7 +147,7 @@ func (m *Model) taskKey(k tea.KeyPressMsg, ids []int64, attempts task.SeenAttemp
 	if !a.fenced {
 		attempts = nil
 	}
-	fn := m.taskAction(a.fn, ids, attempts)
+	fn := m.taskAction(a, ids, attempts)
 	what := fmt.Sprintf("task %d", ids[0])
 	if selected {
 		what = fmt.Sprintf("%d selected: %s", len(ids), listIDs(ids, 5))

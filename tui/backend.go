@@ -2,6 +2,8 @@ package tui
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -30,9 +32,20 @@ type backend struct {
 	// refreshes its sessions' shared reads).
 	changed func()
 
-	mu     sync.Mutex
-	ops    *ops.Ops // nil until the task center answered
-	closes []func() error
+	// connecting lets one connection to the primary be tried at a time,
+	// and those waiting for it give up with their context; mu guards the
+	// fields, so that a try that hangs holds neither the replica's
+	// connection nor Close.
+	connecting chan struct{}
+	mu         sync.Mutex
+	ops        *ops.Ops // nil until the task center answered
+	closes     []func() error
+	closed     bool
+	// stopPrimary ends the start's connection to the primary when a
+	// replica is configured (see openBackend); primaryDone is closed once
+	// that connection is over.
+	stopPrimary context.CancelFunc
+	primaryDone chan struct{}
 
 	// readMu guards read, the replica the screens read from (mysql.read_dsn;
 	// nil until it answered), apart from mu: a primary that hangs an action
@@ -55,17 +68,11 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	be := &backend{cfg: cfg, br: br, closes: []func() error{br.Close}, KillWait: ops.KillWaitFor(cfg)}
+	be := &backend{cfg: cfg, br: br, connecting: make(chan struct{}, 1), closes: []func() error{br.Close}, KillWait: ops.KillWaitFor(cfg)}
 	be.Ops = &actions{be: be}
-	if _, err := be.connect(ctx); err != nil && task.ErrorCode(err) == task.CodeConfig {
+	if err := be.connectAtStart(ctx); err != nil {
 		be.Close()
 		return nil, err
-	}
-	if cfg.MySQL.ReadDSN != "" {
-		if _, err := be.readStore(ctx); err != nil && task.ErrorCode(err) == task.CodeConfig {
-			be.Close()
-			return nil, err
-		}
 	}
 	var queues []string
 	for q := range cfg.WorkerQueues() {
@@ -84,23 +91,98 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 	return be, nil
 }
 
+// connectAtStart tries the task center once, and returns the error of a
+// configuration it refuses (a password, a database, the schema). With a
+// replica (mysql.read_dsn) the screens read, the start waits for the
+// replica alone: the primary is tried beside it, and a primary that has
+// not answered by then (a failover left it unreachable: a dial timeout
+// of 10 s, a read timeout of 30 s) is left to answer later, holding
+// only the actions.
+func (be *backend) connectAtStart(ctx context.Context) error {
+	if be.cfg.MySQL.ReadDSN == "" {
+		_, err := be.connect(ctx)
+		return configErr(err)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	primary := make(chan error, 1)
+	be.stopPrimary, be.primaryDone = stop, make(chan struct{})
+	go func() {
+		defer close(be.primaryDone)
+		_, err := be.connect(pctx)
+		primary <- err
+	}()
+	if _, err := be.readStore(ctx); configErr(err) != nil {
+		return err
+	}
+	select {
+	case err := <-primary:
+		return configErr(err)
+	default:
+		return nil
+	}
+}
+
+// configErr is err when it is a configuration's (what a retry does not
+// mend), nil otherwise.
+func configErr(err error) error {
+	if err != nil && task.ErrorCode(err) == task.CodeConfig {
+		return err
+	}
+	return nil
+}
+
 // connect returns the actions on the task center, connecting to it
 // first if no try did yet (an unmigrated or outdated schema says to run
 // taskd migrate, as every taskd command does).
 func (be *backend) connect(ctx context.Context) (*ops.Ops, error) {
+	select {
+	case be.connecting <- struct{}{}:
+		defer func() { <-be.connecting }()
+	case <-ctx.Done():
+		return nil, fromMySQL(fmt.Errorf("connect to mysql %s: %w", dsnAddr(be.cfg.MySQL.DSN), ctx.Err()))
+	}
 	be.mu.Lock()
-	defer be.mu.Unlock()
-	if be.ops != nil {
-		return be.ops, nil
+	o := be.ops
+	be.mu.Unlock()
+	if o != nil {
+		return o, nil
 	}
 	st, err := openChecked(ctx, node.OpenStore, be.cfg)
 	if err != nil {
 		return nil, err
 	}
-	be.closes = append(be.closes, st.Close)
-	be.ops = ops.NewFromConfig(st, be.br, be.cfg)
-	be.ops.Changed = be.onChange
-	return be.ops, nil
+	o = ops.NewFromConfig(st, be.br, be.cfg)
+	o.Changed = be.onChange
+	if !be.keep(st.Close) {
+		return nil, errClosed
+	}
+	be.mu.Lock()
+	be.ops = o
+	be.mu.Unlock()
+	return o, nil
+}
+
+// notSent is the error of an action that never reached the task center:
+// it was not done, whatever its error says.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
+// errClosed is a connection's that ended after its backend closed.
+var errClosed = errors.New("tasktop: closed")
+
+// keep adds a connection's close to the backend's, or closes it at once
+// when the backend closed while it connected; it says whether it kept it.
+func (be *backend) keep(close func() error) bool {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if be.closed {
+		_ = close()
+		return false
+	}
+	be.closes = append(be.closes, close)
+	return true
 }
 
 // openChecked opens a task center with open and checks its schema.
@@ -146,9 +228,9 @@ func (be *backend) readStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	be.mu.Lock()
-	be.closes = append(be.closes, rs.Close)
-	be.mu.Unlock()
+	if !be.keep(rs.Close) {
+		return nil, errClosed
+	}
 	be.read = rs
 	return rs, nil
 }
@@ -159,10 +241,16 @@ func (be *backend) onChange() {
 	}
 }
 
-// Close closes the connections, the last opened first.
+// Close closes the connections, the last opened first, once the start's
+// try of the primary is over.
 func (be *backend) Close() {
+	if be.stopPrimary != nil {
+		be.stopPrimary()
+		<-be.primaryDone
+	}
 	be.mu.Lock()
 	defer be.mu.Unlock()
+	be.closed = true
 	for i := len(be.closes) - 1; i >= 0; i-- {
 		_ = be.closes[i]()
 	}
@@ -186,7 +274,7 @@ func act[T any](ctx context.Context, a *actions, f func(*ops.Ops) (T, error)) (T
 	o, err := a.be.connect(ctx)
 	if err != nil {
 		var zero T
-		return zero, err
+		return zero, notSent{err}
 	}
 	if a.as != nil {
 		o = o.As(*a.as)

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,12 +118,13 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	}
 	// A server that takes the connection and never answers holds the
 	// start for up to mysql.read_timeout before any screen is drawn: a
-	// blank terminal at 2 a.m. should say what it waits for.
+	// blank terminal at 2 a.m. should say what it waits for: the replica,
+	// when the screens read one (the primary is not waited for then).
 	noticed := make(chan struct{})
 	notice := time.AfterFunc(waitNotice, func() {
 		defer close(noticed)
 		fmt.Fprintf(stderr, "tasktop: waiting for MySQL (%s) and Redis (%s) to answer; ctrl+c gives up\n",
-			dsnAddr(cfg.MySQL.DSN), cfg.Redis.Addr)
+			dsnAddr(cmp.Or(cfg.MySQL.ReadDSN, cfg.MySQL.DSN)), cfg.Redis.Addr)
 	})
 	be, err := openBackend(ctx, cfg)
 	if !notice.Stop() {

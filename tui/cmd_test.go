@@ -3,11 +3,12 @@ package tui
 import (
 	"bytes"
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskd/taskd/pkg/testenv"
 )
 
 // A flag's bad value is worded like a bad configuration value, not in the
@@ -36,26 +37,15 @@ func TestMistypedFlag(t *testing.T) {
 // start, on a blank terminal, for up to mysql.read_timeout: it says what
 // it waits for, and ctrl+c (the context) gives up at once.
 func TestStartSaysWhatItWaitsFor(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // held open, never answered
-		}
-	}()
-	hung := "root:@tcp(" + ln.Addr().String() + ")/taskd"
+	host := testenv.NewHungServer(t)
+	hung := "root:@tcp(" + host.Addr() + ")/taskd"
 	withTerminal(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	code := Main(ctx, []string{"--config", "/dev/null", "--mysql-dsn", hung}, &stdout, &stderr)
 	require.Equal(t, 1, code)
-	require.Contains(t, stderr.String(), "tasktop: waiting for MySQL ("+ln.Addr().String()+") and Redis (127.0.0.1:6379) to answer; ctrl+c gives up\n")
+	require.Contains(t, stderr.String(), "tasktop: waiting for MySQL ("+host.Addr()+") and Redis (127.0.0.1:6379) to answer; ctrl+c gives up\n")
 
 	// Without a terminal (ssh HOST tasktop, without -t) that is said
 	// first: it used to come after the wait on the servers.

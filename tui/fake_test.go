@@ -130,6 +130,9 @@ type fakeActions struct {
 	attempts []map[int64]int // and its Attempts
 	// stall: a pause gets no answer (MySQL frozen) until its context ends.
 	stall bool
+	// unreached: the stall is the connection's (the primary hangs), as
+	// the backend's actions report it.
+	unreached bool
 }
 
 func (a *fakeActions) IDs(_ context.Context, t ops.Target) ([]int64, error) {
@@ -210,6 +213,9 @@ func (a *fakeActions) queue(name, q string, before, after ops.QueueState) (ops.C
 func (a *fakeActions) Pause(ctx context.Context, q string) (ops.Change, error) {
 	if a.stall {
 		<-ctx.Done()
+		if a.unreached {
+			return ops.Change{}, notSent{fmt.Errorf("MySQL: connect to mysql db:3306: %w", ctx.Err())}
+		}
 		return ops.Change{Action: "pause"}, fmt.Errorf("pause queue %s: %w", q, ctx.Err())
 	}
 	return a.queue("pause", q, ops.QueueState{Shards: 1}, ops.QueueState{Shards: 1, Paused: true})

@@ -300,6 +300,22 @@ func TestLoaderTaskReadsTextsWhenTheRowChanged(t *testing.T) {
 	require.Equal(t, "r3", tk.LastResult)
 }
 
+// replicaConfig is the configuration of env with its task center as the
+// replica (mysql.read_dsn) and the primary at addr, with the mysql
+// settings of extra.
+func replicaConfig(t *testing.T, env *testenv.Env, addr, extra string) *config.Config {
+	t.Helper()
+	primary, err := store.ParseDSN(env.DSN, store.Options{})
+	require.NoError(t, err)
+	primary.Addr = addr
+	path := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("mysql:\n  dsn: %q\n  read_dsn: %q\n%sredis:\n  addr: %q\n  prefix: %q\n",
+		primary.FormatDSN(), env.DSN, extra, env.RedisAddr, env.Prefix)), 0o644))
+	cfg, err := config.Load(config.NewViper(), path)
+	require.NoError(t, err)
+	return cfg
+}
+
 // With mysql.read_dsn set, tasktop's screens read the replica on its own:
 // during a failover that leaves the primary unreachable they show the
 // task center, and only the actions wait for the primary (they used to
@@ -309,14 +325,8 @@ func TestBackendReadsTheReplicaWhilePrimaryDown(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
 	env.Exec(t, `INSERT INTO task_center (task_code, queue, payload) VALUES ('mail', 'mail', '{}')`)
-	dead, err := store.ParseDSN(env.DSN, store.Options{})
-	require.NoError(t, err)
-	dead.Addr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // nothing listens there
-	path := filepath.Join(t.TempDir(), "taskd.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("mysql:\n  dsn: %q\n  read_dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n",
-		dead.FormatDSN(), env.DSN, env.RedisAddr, env.Prefix)), 0o644))
-	cfg, err := config.Load(config.NewViper(), path)
-	require.NoError(t, err)
+	dead := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // nothing listens there
+	cfg := replicaConfig(t, env, dead, "")
 
 	be, err := openBackend(ctx, cfg)
 	require.NoError(t, err)
@@ -328,5 +338,44 @@ func TestBackendReadsTheReplicaWhilePrimaryDown(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)
 	_, err = be.Ops.Pause(ctx, "mail")
-	require.ErrorContains(t, err, "MySQL: connect to mysql "+dead.Addr, "actions write the primary")
+	require.ErrorContains(t, err, "MySQL: connect to mysql "+dead, "actions write the primary")
+}
+
+// A primary that takes connections and never answers (a failover left
+// its address to a host that hangs) holds neither the start nor the
+// screens nor the quit when the screens read a replica: only an action
+// waits for it, up to the time its caller gives it.
+func TestBackendStartsWhilePrimaryHangs(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	env.Exec(t, `INSERT INTO task_center (task_code, queue, payload) VALUES ('mail', 'mail', '{}')`)
+	host := testenv.NewHungServer(t)
+	cfg := replicaConfig(t, env, host.Addr(), "  dial_timeout: 10m\n  read_timeout: 10m\n  write_timeout: 10m\n")
+
+	// Bounds far below the hang's ten minutes, far above the work.
+	within := func(what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { defer close(done); f() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s waits for the hung primary", what)
+		}
+	}
+	var be *backend
+	var err error
+	within("the start", func() { be, err = openBackend(ctx, cfg) })
+	require.NoError(t, err)
+	ov, err := be.Loader.Overview(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ov.MySQLErr, "the replica answers")
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	within("an action", func() { _, err = be.Ops.Pause(actx, "mail") })
+	require.ErrorContains(t, err, "MySQL: connect to mysql "+host.Addr(), "actions write the primary")
+	require.ErrorAs(t, err, &notSent{}, "and say they were not sent")
+	within("the quit", be.Close)
+	require.Positive(t, host.Accepted(), "the primary was tried")
 }

@@ -529,7 +529,8 @@ func TestSelectionOnlyWhileVisible(t *testing.T) {
 
 // An action the task center does not answer (MySQL frozen) ends at its
 // timeout saying so, and that it may have been done: the bare "context
-// deadline exceeded" told the operator neither.
+// deadline exceeded" told the operator neither. One still waiting to
+// connect says it was not done.
 func TestActionWithoutAnswer(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
@@ -538,6 +539,12 @@ func TestActionWithoutAnswer(t *testing.T) {
 	b.press(t, m, "G", "p", "y")
 	s := strings.Join(strings.Fields(screen(m)), " ")
 	require.Contains(t, s, "pause send_email: no answer within 50ms, so it may or may not have been done: look once the view refreshes")
+
+	// One that never reached the task center was not done, and says so.
+	b.acts.unreached = true
+	b.press(t, m, "p", "y")
+	s = strings.Join(strings.Fields(screen(m)), " ")
+	require.Contains(t, s, "pause send_email: no answer within 50ms: not done, the task center was not reached (MySQL: connect to mysql db:3306:")
 
 	// A kill waits for its worker up to the kill grace: an action has longer.
 	require.Equal(t, 30*time.Second, ActionTimeoutFor(7*time.Second))

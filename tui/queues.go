@@ -356,12 +356,12 @@ func (m *Model) queuesKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		if q.Paused {
 			m.confirm(fmt.Sprintf("Resume queue %s?", q.Name),
 				"Its tasks are dispatched and started again, a backlog included.",
-				"Resume", m.queueAction(Actions.Resume, q.Name))
+				"Resume", m.queueAction(Actions.Resume, "resume", q.Name))
 			return nil, true
 		}
 		m.confirm(fmt.Sprintf("Pause queue %s?", q.Name),
 			"No task of it is dispatched or started until it is resumed; running tasks finish.",
-			"Pause", m.queueAction(Actions.Pause, q.Name))
+			"Pause", m.queueAction(Actions.Pause, "pause", q.Name))
 	case key.Matches(k, qk.Reshard):
 		if ok && m.canAct() {
 			m.askShards(q)

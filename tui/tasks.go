@@ -517,7 +517,8 @@ func (m *Model) filterKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		if confirmed < store.TaskCountMax && len(ids) != confirmed || confirmed >= store.TaskCountMax && len(ids) < confirmed {
 			return a.name, fmt.Errorf("%d tasks match now, not the %d confirmed: nothing done; select again", len(ids), confirmed)
 		}
-		return outcome(a.fn(m.opt.Actions, ctx, ops.Target{Filter: &f, IDs: ids}))
+		c, err := a.fn(m.opt.Actions, ctx, ops.Target{Filter: &f, IDs: ids})
+		return outcome(a, c, err)
 	}
 	m.confirm(fmt.Sprintf("%s all %s?", a.name, what), a.explain, a.name, fn)
 	return nil, true
