@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"debug/buildinfo"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +104,15 @@ func TestReleaseStamp(t *testing.T) {
 			"-o", filepath.Join(dir, b.Binary), "github.com/taskd/taskd/"+strings.TrimPrefix(b.Main, "./")).CombinedOutput()
 		require.NoError(t, err, "go build %s: %s", b.ID, out)
 	}
+
+	// The daemon carries trusted roots for hosts that have none (scratch
+	// and slim images without ca-certificates): Go uses them only there.
+	// This machine's https egress is re-signed by a private CA, so no
+	// handshake here could tell them apart from the host's.
+	built, err := buildinfo.ReadFile(filepath.Join(dir, "taskd"))
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(built.Deps, func(m *debug.Module) bool { return m.Path == "golang.org/x/crypto/x509roots/fallback" }),
+		"taskd imports the fallback roots")
 
 	out, err := exec.Command(filepath.Join(dir, "taskd"), "-o", "json", "version").Output()
 	require.NoError(t, err)

@@ -13,6 +13,12 @@ import (
 	// `--tz Asia/Shanghai` and a cron.timezone as unknown zones.
 	_ "time/tzdata"
 
+	// Trusted roots, used only where the host has none (scratch and
+	// debian:12-slim images without ca-certificates): https handlers,
+	// notifiers and OTLP endpoints failed there with "certificate signed
+	// by unknown authority". A host's own roots always take precedence.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/taskd/taskd/pkg/cli"
 )
 
