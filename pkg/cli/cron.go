@@ -112,7 +112,7 @@ func (a *App) cronListCmd() *cobra.Command {
 					return err
 				}
 			}
-			cl, closeFn, err := a.client(cmd, false)
+			cl, closeFn, err := a.readClient(cmd)
 			if err != nil {
 				return err
 			}

@@ -572,22 +572,38 @@ func TestStatsWithMySQLDown(t *testing.T) {
 	require.Regexp(t, `^taskd: mysql 127\.0\.0\.1:\d+: Access denied .*: fix the user or password in mysql.dsn\n$`, r.stderr)
 }
 
-// With mysql.read_dsn set, taskd stats reads the replica alone: during a
-// failover that leaves the primary unreachable, its figures are all there.
-func TestStatsReadsTheReplicaAlone(t *testing.T) {
+// With mysql.read_dsn set, the commands that only read (stats, list,
+// show, audit, cron list) read the replica and nothing of the primary:
+// they answer while a failover leaves the primary unreachable (stats
+// checked its queue names there first; audit and cron list read the
+// primary alone).
+func TestReadsUseTheReplicaAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.submit(t, "hello", "--delay", "1h")
+	id := b.submitID(t, "hello", "--delay", "1h")
+	b.ok(t, "cron", "add", "report", "@hourly")
+	b.ok(t, "pause", "hello", "--yes")
 	cfg, err := mysql.ParseDSN(b.env.DSN)
 	require.NoError(t, err)
 	replica := cfg.FormatDSN()
 	cfg.Addr = "127.0.0.1:1"
 	primaryDown := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\n  read_dsn: %q\nredis:\n  addr: %q\n  prefix: %q\n%s",
 		cfg.FormatDSN(), replica, b.env.RedisAddr, b.env.Prefix, handlersYAML))
-	r := runCLI(t, primaryDown, "", "stats", "hello")
-	require.Equal(t, cli.ExitOK, r.code, "stderr %q", r.stderr)
-	require.Regexp(t, `(?m)^hello +1 +0 +0 +0 +0 +0 +0 +0 `, r.stdout, "the pending task, read from the replica")
-	r = runCLI(t, primaryDown, "", "stats", "helo")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stats", "hello"}, `(?m)^hello +1 +0 +0 +0 +0 +0 +0 +0 `},
+		{[]string{"list", "--code", "hello"}, fmt.Sprintf(`(?m)^%d +hello `, id)},
+		{[]string{"show", strconv.FormatInt(id, 10)}, `(?m)^status +pending$`},
+		{[]string{"audit"}, `(?m) pause +queue hello `},
+		{[]string{"cron", "list"}, `(?m) report +@hourly `},
+	} {
+		r := runCLI(t, primaryDown, "", c.args...)
+		require.Equal(t, cli.ExitOK, r.code, "taskd %v: stderr %q", c.args, r.stderr)
+		require.Regexp(t, c.want, r.stdout, "taskd %v, read from the replica", c.args)
+	}
+	r := runCLI(t, primaryDown, "", "stats", "helo")
 	require.Equal(t, cli.ExitFailure, r.code)
 	require.Contains(t, r.stderr, `unknown queue "helo" (did you mean "hello"?)`)
 }

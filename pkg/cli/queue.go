@@ -90,7 +90,7 @@ func (a *App) auditCmd() *cobra.Command {
 			if limit <= 0 || limit > 10000 {
 				return task.Invalidf("--limit must be between 1 and 10000")
 			}
-			o, closeFn, err := a.ops(cmd, noRedis)
+			o, closeFn, err := a.readOps(cmd)
 			if err != nil {
 				return err
 			}

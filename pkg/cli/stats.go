@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/suggest"
@@ -38,7 +37,7 @@ func (a *App) statsCmd() *cobra.Command {
 			// say what waits and who works: they are shown, and the
 			// command fails after. A configuration the task center
 			// refuses (a password, the schema) fails at once.
-			o, closeFn, mysqlErr := a.statsOps(cmd, c)
+			o, closeFn, mysqlErr := a.readOps(cmd)
 			if mysqlErr != nil && task.ErrorCode(mysqlErr) == task.CodeConfig {
 				return mysqlErr
 			}
@@ -91,10 +90,15 @@ func (a *App) statsCmd() *cobra.Command {
 	}
 }
 
-// statsOps opens the one task center stats reads: mysql.read_dsn when
-// set, and nothing of the primary, so that the figures are there while a
-// failover leaves the primary unreachable; else the primary.
-func (a *App) statsOps(cmd *cobra.Command, c *config.Config) (*ops.Ops, func(), error) {
+// readOps opens the one task center a command that only reads uses
+// (stats, audit): mysql.read_dsn when set, and nothing of the primary, so
+// that it answers while a failover leaves the primary unreachable; else
+// the primary.
+func (a *App) readOps(cmd *cobra.Command) (*ops.Ops, func(), error) {
+	c, err := a.config()
+	if err != nil {
+		return nil, nil, err
+	}
 	if c.MySQL.ReadDSN == "" {
 		return a.ops(cmd, noRedis)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -169,11 +170,23 @@ type producerClient struct {
 // schedulers and dispatches at once), and not connected to at all for a
 // command that creates no task (withRedis false: cron list, cron remove).
 func (a *App) client(cmd *cobra.Command, withRedis bool) (producerClient, func(), error) {
+	return a.clientOn(cmd, a.openStore, withRedis)
+}
+
+// readClient is a client that only reads (cron list), on mysql.read_dsn
+// when set, so that it answers while a failover leaves the primary
+// unreachable.
+func (a *App) readClient(cmd *cobra.Command) (producerClient, func(), error) {
+	return a.clientOn(cmd, a.openReadStore, false)
+}
+
+// clientOn is a client on the task center open opens.
+func (a *App) clientOn(cmd *cobra.Command, open func(context.Context) (*store.Store, error), withRedis bool) (producerClient, func(), error) {
 	c, err := a.config()
 	if err != nil {
 		return producerClient{}, nil, err
 	}
-	st, err := a.openStore(cmd.Context())
+	st, err := open(cmd.Context())
 	if err != nil {
 		return producerClient{}, nil, err
 	}
