@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	flowlimit "github.com/taskd/taskd/pkg/limit"
+	"github.com/taskd/taskd/pkg/ops"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -69,7 +70,7 @@ func (a *App) listCmd() *cobra.Command {
 				return err
 			}
 			if len(ts) == limit {
-				a.nextPage("tasks", limit, ts[len(ts)-1].ID)
+				a.nextPage("task", limit, ts[len(ts)-1].ID)
 			}
 			return nil
 		},
@@ -303,6 +304,6 @@ func nonNil[T any](s []T) []T {
 // nextPage says, after a full page of text, that more rows may match and
 // where the next page starts: a full page reads like the whole list. On
 // stderr, so that what is piped stays the table.
-func (a *App) nextPage(what string, limit int, lastID int64) {
-	fmt.Fprintf(a.Stderr, "taskd: %d %s shown, more may match: the next page is --before %d (or --limit up to 10000)\n", limit, what, lastID)
+func (a *App) nextPage(noun string, limit int, lastID int64) {
+	fmt.Fprintf(a.Stderr, "taskd: %s shown, more may match: the next page is --before %d (or --limit up to 10000)\n", ops.Plural(limit, noun), lastID)
 }

@@ -129,6 +129,8 @@ func TestOperatorCommands(t *testing.T) {
 	require.Equal(t, cli.ExitOK, r.code)
 	require.Equal(t, fmt.Sprintf("taskd: 2 rows shown, more may match: the next page is --before %d (or --limit up to 10000)\n", ids[1].ID), r.stderr)
 	require.Empty(t, b.run(t, "audit").stderr, "all of them")
+	r = b.run(t, "audit", "--limit", "1")
+	require.Equal(t, fmt.Sprintf("taskd: 1 row shown, more may match: the next page is --before %d (or --limit up to 10000)\n", ids[0].ID), r.stderr)
 
 	var st struct {
 		Queues []struct {

@@ -112,7 +112,7 @@ func (a *App) auditCmd() *cobra.Command {
 				return err
 			}
 			if len(es) == limit {
-				a.nextPage("rows", limit, es[len(es)-1].ID)
+				a.nextPage("row", limit, es[len(es)-1].ID)
 			}
 			return nil
 		},
