@@ -91,18 +91,21 @@ func openBackend(ctx context.Context, cfg *config.Config) (*backend, error) {
 	return be, nil
 }
 
+// startWait is how long a start waits for a task center that does not
+// answer before it shows the screens without it (a server that takes
+// connections and never answers holds a connection up to mysql's dial
+// and read timeouts, 40 s by default).
+var startWait = 3 * time.Second
+
 // connectAtStart tries the task center once, and returns the error of a
-// configuration it refuses (a password, a database, the schema). With a
-// replica (mysql.read_dsn) the screens read, the start waits for the
-// replica alone: the primary is tried beside it, and a primary that has
-// not answered by then (a failover left it unreachable: a dial timeout
-// of 10 s, a read timeout of 30 s) is left to answer later, holding
-// only the actions.
+// configuration it refuses (a password, a database, the schema), which
+// ends the start. A task center that has not answered within startWait
+// is left to answer later: the screens show what Redis holds meanwhile,
+// and say that MySQL does not answer, as when it stops answering later.
+// With a replica (mysql.read_dsn) the screens read, the start waits for
+// the replica alone; the primary, tried beside it, holds only the
+// actions.
 func (be *backend) connectAtStart(ctx context.Context) error {
-	if be.cfg.MySQL.ReadDSN == "" {
-		_, err := be.connect(ctx)
-		return configErr(err)
-	}
 	pctx, stop := context.WithCancel(ctx)
 	primary := make(chan error, 1)
 	be.stopPrimary, be.primaryDone = stop, make(chan struct{})
@@ -111,13 +114,25 @@ func (be *backend) connectAtStart(ctx context.Context) error {
 		_, err := be.connect(pctx)
 		primary <- err
 	}()
-	if _, err := be.readStore(ctx); configErr(err) != nil {
-		return err
+	if be.cfg.MySQL.ReadDSN != "" {
+		if _, err := be.readStore(ctx); configErr(err) != nil {
+			return err
+		}
+		select {
+		case err := <-primary:
+			return configErr(err)
+		default:
+			return nil
+		}
 	}
+	wait := time.NewTimer(startWait)
+	defer wait.Stop()
 	select {
 	case err := <-primary:
 		return configErr(err)
-	default:
+	case <-wait.C:
+		return nil
+	case <-ctx.Done():
 		return nil
 	}
 }

@@ -342,40 +342,56 @@ func TestBackendReadsTheReplicaWhilePrimaryDown(t *testing.T) {
 }
 
 // A primary that takes connections and never answers (a failover left
-// its address to a host that hangs) holds neither the start nor the
-// screens nor the quit when the screens read a replica: only an action
-// waits for it, up to the time its caller gives it.
+// its address to a host that hangs) holds neither the start nor the quit:
+// the screens read the replica when there is one, and otherwise show what
+// Redis holds and say that MySQL does not answer; only an action waits
+// for the primary, up to the time its caller gives it.
 func TestBackendStartsWhilePrimaryHangs(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t)
-	ctx := context.Background()
-	env.Exec(t, `INSERT INTO task_center (task_code, queue, payload) VALUES ('mail', 'mail', '{}')`)
-	host := testenv.NewHungServer(t)
-	cfg := replicaConfig(t, env, host.Addr(), "  dial_timeout: 10m\n  read_timeout: 10m\n  write_timeout: 10m\n")
+	for _, replica := range []bool{true, false} {
+		t.Run(fmt.Sprintf("replica=%v", replica), func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t)
+			ctx := context.Background()
+			env.Exec(t, `INSERT INTO task_center (task_code, queue, payload) VALUES ('mail', 'mail', '{}')`)
+			host := testenv.NewHungServer(t)
+			hangs := "  dial_timeout: 10m\n  read_timeout: 10m\n  write_timeout: 10m\n"
+			cfg := replicaConfig(t, env, host.Addr(), hangs)
+			if !replica {
+				cfg.MySQL.ReadDSN = ""
+			}
 
-	// Bounds far below the hang's ten minutes, far above the work.
-	within := func(what string, f func()) {
-		t.Helper()
-		done := make(chan struct{})
-		go func() { defer close(done); f() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s waits for the hung primary", what)
-		}
+			// Bounds far below the hang's ten minutes, far above the work.
+			within := func(what string, f func()) {
+				t.Helper()
+				done := make(chan struct{})
+				go func() { defer close(done); f() }()
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("%s waits for the hung primary", what)
+				}
+			}
+			var be *backend
+			var err error
+			within("the start", func() { be, err = openBackend(ctx, cfg) })
+			require.NoError(t, err)
+			octx, cancel := context.WithTimeout(ctx, 4*time.Second)
+			defer cancel()
+			ov, err := be.Loader.Overview(octx)
+			require.NoError(t, err)
+			if replica {
+				require.NoError(t, ov.MySQLErr, "the replica answers")
+			} else {
+				require.ErrorContains(t, ov.MySQLErr, "MySQL: connect to mysql "+host.Addr(), "the screens say it")
+			}
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			within("an action", func() { _, err = be.Ops.Pause(actx, "mail") })
+			require.ErrorContains(t, err, "MySQL: connect to mysql "+host.Addr(), "actions write the primary")
+			require.ErrorAs(t, err, &notSent{}, "and say they were not sent")
+			within("the quit", be.Close)
+			require.Positive(t, host.Accepted(), "the primary was tried")
+		})
 	}
-	var be *backend
-	var err error
-	within("the start", func() { be, err = openBackend(ctx, cfg) })
-	require.NoError(t, err)
-	ov, err := be.Loader.Overview(ctx)
-	require.NoError(t, err)
-	require.NoError(t, ov.MySQLErr, "the replica answers")
-	actx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	within("an action", func() { _, err = be.Ops.Pause(actx, "mail") })
-	require.ErrorContains(t, err, "MySQL: connect to mysql "+host.Addr(), "actions write the primary")
-	require.ErrorAs(t, err, &notSent{}, "and say they were not sent")
-	within("the quit", be.Close)
-	require.Positive(t, host.Accepted(), "the primary was tried")
 }
