@@ -154,7 +154,7 @@ func (be *backend) connect(ctx context.Context) (*ops.Ops, error) {
 	case be.connecting <- struct{}{}:
 		defer func() { <-be.connecting }()
 	case <-ctx.Done():
-		return nil, fromMySQL(fmt.Errorf("connect to mysql %s: %w", dsnAddr(be.cfg.MySQL.DSN), ctx.Err()))
+		return nil, fromMySQL(fmt.Errorf("connect to mysql %s: %w", store.DSNAddr(be.cfg.MySQL.DSN), ctx.Err()))
 	}
 	be.mu.Lock()
 	o := be.ops

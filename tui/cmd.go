@@ -124,7 +124,7 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	notice := time.AfterFunc(waitNotice, func() {
 		defer close(noticed)
 		fmt.Fprintf(stderr, "tasktop: waiting for MySQL (%s) and Redis (%s) to answer; ctrl+c gives up\n",
-			dsnAddr(cmp.Or(cfg.MySQL.ReadDSN, cfg.MySQL.DSN)), cfg.Redis.Addr)
+			store.DSNAddr(cmp.Or(cfg.MySQL.ReadDSN, cfg.MySQL.DSN)), node.RedisAt(cfg))
 	})
 	be, err := openBackend(ctx, cfg)
 	if !notice.Stop() {
@@ -153,13 +153,4 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		return runError{fmt.Errorf("terminal: %w", err)}
 	}
 	return nil
-}
-
-// dsnAddr is the address a DSN connects to, for messages.
-func dsnAddr(dsn string) string {
-	c, err := store.ParseDSN(dsn, store.Options{})
-	if err != nil {
-		return "?"
-	}
-	return c.Addr
 }

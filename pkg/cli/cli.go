@@ -5,6 +5,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -383,6 +385,7 @@ func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer a.waiting("MySQL (" + store.DSNAddr(c.MySQL.DSN) + ")")()
 	st, err := node.OpenStore(ctx, c)
 	return checked(ctx, st, err)
 }
@@ -393,6 +396,7 @@ func (a *App) openReadStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer a.waiting("MySQL (" + store.DSNAddr(cmp.Or(c.MySQL.ReadDSN, c.MySQL.DSN)) + ")")()
 	st, err := node.OpenReadStore(ctx, c)
 	return checked(ctx, st, err)
 }
@@ -404,7 +408,40 @@ func (a *App) openLockStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer a.waiting("MySQL (" + store.DSNAddr(c.MySQL.DSN) + ")")()
 	return node.OpenStore(ctx, c)
+}
+
+// noticeAfter is how long opening a server may take before a command on
+// a terminal says what it waits for.
+var noticeAfter = time.Second
+
+// waiting says on a terminal, once opening a server has taken
+// noticeAfter, what the command waits for: a server that takes the
+// connection and never answers holds it up to its dial and read timeouts
+// (40 s for MySQL by default), on a silent terminal at 2 a.m. Off a
+// terminal (a script, cron's mail) it says nothing. Call the returned
+// func when the wait is over.
+func (a *App) waiting(what string) (done func()) {
+	f, ok := a.Stderr.(*os.File)
+	if !ok || !isTerminal(f) {
+		return func() {}
+	}
+	var mu sync.Mutex
+	over := false
+	t := time.AfterFunc(noticeAfter, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !over {
+			fmt.Fprintf(a.Stderr, "taskd: waiting for %s to answer; ctrl+c gives up\n", what)
+		}
+	})
+	return func() {
+		t.Stop()
+		mu.Lock()
+		over = true
+		mu.Unlock()
+	}
 }
 
 // checked closes st unless its schema is the one of this binary.
@@ -428,6 +465,7 @@ func (a *App) openBroker(ctx context.Context) (*broker.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer a.waiting("Redis (" + node.RedisAt(c) + ")")()
 	return node.OpenBroker(ctx, c)
 }
 

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
@@ -37,7 +35,7 @@ func checkMySQL(ctx context.Context, r *Report, cfg *config.Config, st *store.St
 		r.add("mysql", Fail, "check the server's logs", "%v", err)
 		return nil, false
 	}
-	r.ok("mysql", "%s answers as %s, database %s (%s)", dsnAddr(cfg.MySQL.DSN), in.User, in.Database, in.Version)
+	r.ok("mysql", "%s answers as %s, database %s (%s)", store.DSNAddr(cfg.MySQL.DSN), in.User, in.Database, in.Version)
 	schemaOK = true
 	checkGrants(ctx, r, st, in.Database)
 
@@ -144,15 +142,6 @@ func aheadBehind(skew time.Duration) string {
 
 func fmtOffset(d time.Duration) string {
 	return time.Date(2000, 1, 1, 0, 0, 0, 0, time.FixedZone("", int(d.Seconds()))).Format("-07:00")
-}
-
-// dsnAddr is the server address of a DSN, without credentials.
-func dsnAddr(dsn string) string {
-	c, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "mysql"
-	}
-	return c.Addr
 }
 
 // grantRE splits one GRANT line: privileges, the object (*.*, `db`.*,

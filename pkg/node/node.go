@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -266,6 +267,15 @@ func brokerOptions(cfg *config.Config) broker.Options {
 		Prefix: cfg.Redis.Prefix, PoolSize: cfg.Redis.PoolSize,
 		DialTimeout: cfg.Redis.DialTimeout, ReadTimeout: cfg.Redis.ReadTimeout, WriteTimeout: cfg.Redis.WriteTimeout,
 	}
+}
+
+// RedisAt names the Redis servers of cfg, for messages: the seeds of
+// redis.addrs, else redis.addr.
+func RedisAt(cfg *config.Config) string {
+	if len(cfg.Redis.Addrs) > 0 {
+		return strings.Join(cfg.Redis.Addrs, ",")
+	}
+	return cfg.Redis.Addr
 }
 
 // redisAddr is redis.addr unless redis.addrs lists the seeds.

@@ -144,6 +144,16 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	return s, nil
 }
 
+// DSNAddr is the server address of a DSN, without credentials, for
+// messages ("?" when it does not parse).
+func DSNAddr(dsn string) string {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "?"
+	}
+	return c.Addr
+}
+
 // ParseDSN parses dsn and sets the session options taskd relies on, unless
 // the DSN sets them itself.
 func ParseDSN(dsn string, o Options) (*mysql.Config, error) {
