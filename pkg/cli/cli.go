@@ -40,6 +40,9 @@ const (
 	// database, a schema to migrate, Redis refusing the password or
 	// evicting keys. Supervisor and systemd are told not to restart on it.
 	ExitConfig = 78
+	// ExitInterrupted (128 + SIGINT, as shells report it) is a command
+	// stopped by ctrl+c or SIGTERM before it was done.
+	ExitInterrupted = 130
 )
 
 // App holds what every command shares: streams, flags, configuration.
@@ -105,6 +108,11 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 		return ee.code
 	}
 	msg := strings.ReplaceAll(strings.TrimSpace(node.ErrorText(err)), "\n", " ")
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Said as what was interrupted, not as Go's "context canceled".
+		fmt.Fprintf(a.Stderr, "taskd: interrupted: %s\n", strings.TrimSuffix(msg, ": "+context.Canceled.Error()))
+		return ExitInterrupted
+	}
 	fmt.Fprintf(a.Stderr, "taskd: %s\n", msg)
 	var re runError
 	if !errors.As(err, &re) {

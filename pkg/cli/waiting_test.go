@@ -51,3 +51,17 @@ func TestWaitingSaysWhatItWaitsFor(t *testing.T) {
 	require.NotContains(t, piped.String(), "waiting for")
 	require.Equal(t, 1, strings.Count(piped.String(), "\n"), "one line: %q", piped.String())
 }
+
+// ctrl+c (or SIGTERM) during a command exits 130, as a shell reports an
+// interrupted program, and says what it interrupted without Go's
+// "context canceled".
+func TestInterrupted(t *testing.T) {
+	t.Parallel()
+	host := testenv.NewHungServer(t)
+	hung := writeConfig(t, fmt.Sprintf("mysql:\n  dsn: %q\n", "root:@tcp("+host.Addr()+")/taskd"))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	var stderr bytes.Buffer
+	require.Equal(t, cli.ExitInterrupted, cli.Execute(ctx, []string{"--config", hung, "list"}, io.Discard, &stderr, strings.NewReader("")))
+	require.Equal(t, "taskd: interrupted: connect to mysql "+host.Addr()+"\n", stderr.String())
+}
