@@ -41,9 +41,8 @@ type backend struct {
 	ops        *ops.Ops // nil until the task center answered
 	closes     []func() error
 	closed     bool
-	// stopPrimary ends the start's connection to the primary when a
-	// replica is configured (see openBackend); primaryDone is closed once
-	// that connection is over.
+	// stopPrimary ends the start's try of the primary, which may outlive
+	// the start (connectAtStart); primaryDone is closed once it is over.
 	stopPrimary context.CancelFunc
 	primaryDone chan struct{}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/taskd/taskd/pkg/cli"
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -120,16 +121,12 @@ func run(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// start for up to mysql.read_timeout before any screen is drawn: a
 	// blank terminal at 2 a.m. should say what it waits for: the replica,
 	// when the screens read one (the primary is not waited for then).
-	noticed := make(chan struct{})
-	notice := time.AfterFunc(waitNotice, func() {
-		defer close(noticed)
+	stopNotice := startstop.Notice(waitNotice, func() {
 		fmt.Fprintf(stderr, "tasktop: waiting for MySQL (%s) and Redis (%s) to answer; ctrl+c gives up\n",
 			store.DSNAddr(cmp.Or(cfg.MySQL.ReadDSN, cfg.MySQL.DSN)), node.RedisAt(cfg))
 	})
 	be, err := openBackend(ctx, cfg)
-	if !notice.Stop() {
-		<-noticed // it started: stderr is the caller's again once it wrote
-	}
+	stopNotice() // stderr is the terminal program's from here
 	if err != nil {
 		return runError{err}
 	}

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +25,7 @@ import (
 	"github.com/taskd/taskd/pkg/config"
 	"github.com/taskd/taskd/pkg/handler"
 	"github.com/taskd/taskd/pkg/node"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 )
@@ -435,21 +435,9 @@ func (a *App) waiting(what string) (done func()) {
 	if !ok || !isTerminal(f) {
 		return func() {}
 	}
-	var mu sync.Mutex
-	over := false
-	t := time.AfterFunc(noticeAfter, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !over {
-			fmt.Fprintf(a.Stderr, "taskd: waiting for %s to answer; ctrl+c gives up\n", what)
-		}
+	return startstop.Notice(noticeAfter, func() {
+		fmt.Fprintf(a.Stderr, "taskd: waiting for %s to answer; ctrl+c gives up\n", what)
 	})
-	return func() {
-		t.Stop()
-		mu.Lock()
-		over = true
-		mu.Unlock()
-	}
 }
 
 // checked closes st unless its schema is the one of this binary.

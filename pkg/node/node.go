@@ -32,6 +32,7 @@ import (
 	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/retention"
 	"github.com/taskd/taskd/pkg/scheduler"
+	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/watchdog"
@@ -76,7 +77,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 		log = slog.Default()
 	}
 	log = log.With("node", cfg.Node.ID)
-	st, err := retry(ctx, log, "mysql", func() (*store.Store, error) {
+	st, err := retry(ctx, log, "mysql", store.DSNAddr(cfg.MySQL.DSN), func() (*store.Store, error) {
 		st, err := OpenStore(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -97,7 +98,7 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 	if _, err := InitCronZone(ctx, st, cfg, log); err != nil {
 		log.Warn("no default time zone for periodic tasks that name none: each node uses its own until one is set (taskd cron timezone ZONE)", "err", err)
 	}
-	br, err := retry(ctx, log, "redis", func() (*broker.Broker, error) {
+	br, err := retry(ctx, log, "redis", RedisAt(cfg), func() (*broker.Broker, error) {
 		br, err := OpenBroker(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -185,10 +186,17 @@ func Open(ctx context.Context, cfg *config.Config, handlers *handler.Registry, l
 // logs instead of exiting. An error that waiting cannot heal (wrong
 // credentials, an unknown database, a schema to migrate: task.CodeConfig)
 // is returned at once, for the daemon to exit with EX_CONFIG.
-func retry[T any](ctx context.Context, log *slog.Logger, what string, open func() (T, error)) (T, error) {
+func retry[T any](ctx context.Context, log *slog.Logger, what, addr string, open func() (T, error)) (T, error) {
 	delay := retryFirst
 	for {
+		// A server that takes the connection and never answers holds an
+		// attempt up to its dial and read timeouts (40 s for MySQL by
+		// default): the log says so rather than nothing.
+		stop := startstop.Notice(slowConnect, func() {
+			log.Warn("no answer yet; still waiting", "to", what, "addr", addr, "after", slowConnect)
+		})
 		v, err := open()
+		stop()
 		if err == nil || task.ErrorCode(err) == task.CodeConfig {
 			return v, err
 		}
@@ -204,10 +212,12 @@ func retry[T any](ctx context.Context, log *slog.Logger, what string, open func(
 	}
 }
 
-// The backoff between connection attempts at start.
+// The backoff between connection attempts at start, and how long an
+// attempt may take before the log says it is still waiting.
 const (
-	retryFirst = 500 * time.Millisecond
-	retryMax   = 10 * time.Second
+	retryFirst  = 500 * time.Millisecond
+	retryMax    = 10 * time.Second
+	slowConnect = 5 * time.Second
 )
 
 // ErrorText is err's message, with what an error of MySQL or Redis means
