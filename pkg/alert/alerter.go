@@ -172,7 +172,13 @@ func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
 		a.recovered(ctx)
 		return res, nil
 	}
-	if ctx.Err() == nil && a.lease.Valid() {
+	if ctx.Err() == nil && !a.lease.Valid() {
+		// The lock was lost while this evaluation ran, which stopped it:
+		// a hand-over, not a failure. The next run says so and tries to
+		// take the lock again.
+		return Result{}, nil
+	}
+	if ctx.Err() == nil {
 		a.failed(ctx, err)
 	}
 	return res, err
