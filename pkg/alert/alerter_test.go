@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -611,4 +614,49 @@ func TestAlertsResolveAfterRedisLostItsData(t *testing.T) {
 
 	evalUntil(t, a, func() bool { return b.count(t, alert.RuleBacklog, alert.StatusResolved) == 1 })
 	require.Equal(t, 1, b.count(t, alert.RuleBacklog, alert.StatusFiring), "not notified again")
+}
+
+// A lock lost while an evaluation runs (its key gone with a Redis that
+// lost its data, a renewal refused) stops the evaluation: that is a
+// hand-over, not a failure, and RunOnce says nothing went wrong; the next
+// run takes the lock again. It returned the evaluation's "context
+// canceled", which the node logged as a failed evaluation.
+func TestLockLostDuringEvaluation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// A receiver that answers no notification: the evaluation waits in
+	// its send until its context ends. (The body is read first: only then
+	// does the server see the client hang up.)
+	hung := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		<-req.Context().Done()
+	}))
+	t.Cleanup(hung.Close)
+	rules := allOff
+	rules.Backlog = alert.Rule{Threshold: 2}
+	a := alert.New(alert.Config{Interval: 50 * time.Millisecond, Cooldown: time.Hour, Rules: rules, Queues: []string{"q"},
+		Notifiers: []alert.Notifier{&alert.Webhook{URL: hung.URL}}, Logger: quiet},
+		b.env.Store, b.env.Broker, lock.NewRedis(b.env.Broker.Client(), b.env.Prefix))
+	t.Cleanup(a.Stop)
+	prod := producer.New(b.env.Store, b.env.Broker, producer.Options{})
+	for range 3 {
+		_, err := prod.Submit(ctx, producer.Submission{Code: "job", Queue: "q"})
+		require.NoError(t, err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.RunOnce(ctx)
+		done <- err
+	}()
+	key := lock.NewRedis(b.env.Broker.Client(), b.env.Prefix).Key(alert.LockName)
+	require.Eventually(t, func() bool { return b.env.Broker.Client().Exists(ctx, key).Val() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, b.env.Broker.Client().Del(ctx, key).Err())
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a hand-over is no failure")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the evaluation went on without its lock")
+	}
 }
