@@ -109,9 +109,8 @@ func (b *testBundle) beat(t *testing.T, p *broker.Process, clk clock.Clock) {
 		redis.Z{Score: float64(clk.Now().UnixMilli()), Member: p.ID}).Err())
 }
 
-// evalUntil evaluates until cond holds. The bound is a minute: under the
-// full suite (the e2e package and the benchmarks' tests beside this one)
-// one evaluation once waited more than 20 s on a shared Redis.
+// evalUntil evaluates until cond holds, within a minute: the full suite
+// (the e2e package beside this one) slows every evaluation.
 func evalUntil(t *testing.T, a *alert.Alerter, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, func() bool {
