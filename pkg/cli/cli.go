@@ -393,7 +393,7 @@ func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer a.waiting("MySQL (" + store.DSNAddr(c.MySQL.DSN) + ")")()
+	defer a.waiting("MySQL", store.DSNAddr(c.MySQL.DSN))()
 	st, err := node.OpenStore(ctx, c)
 	return checked(ctx, st, err)
 }
@@ -404,7 +404,7 @@ func (a *App) openReadStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer a.waiting("MySQL (" + store.DSNAddr(cmp.Or(c.MySQL.ReadDSN, c.MySQL.DSN)) + ")")()
+	defer a.waiting("MySQL", store.DSNAddr(cmp.Or(c.MySQL.ReadDSN, c.MySQL.DSN)))()
 	st, err := node.OpenReadStore(ctx, c)
 	return checked(ctx, st, err)
 }
@@ -416,7 +416,7 @@ func (a *App) openLockStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer a.waiting("MySQL (" + store.DSNAddr(c.MySQL.DSN) + ")")()
+	defer a.waiting("MySQL", store.DSNAddr(c.MySQL.DSN))()
 	return node.OpenStore(ctx, c)
 }
 
@@ -424,19 +424,19 @@ func (a *App) openLockStore(ctx context.Context) (*store.Store, error) {
 // a terminal says what it waits for.
 var noticeAfter = time.Second
 
-// waiting says on a terminal, once opening a server has taken
+// waiting says on a terminal, once opening server at addr has taken
 // noticeAfter, what the command waits for: a server that takes the
 // connection and never answers holds it up to its dial and read timeouts
 // (40 s for MySQL by default), on a silent terminal at 2 a.m. Off a
 // terminal (a script, cron's mail) it says nothing. Call the returned
 // func when the wait is over.
-func (a *App) waiting(what string) (done func()) {
+func (a *App) waiting(server, addr string) (done func()) {
 	f, ok := a.Stderr.(*os.File)
 	if !ok || !isTerminal(f) {
 		return func() {}
 	}
 	return startstop.Notice(noticeAfter, func() {
-		fmt.Fprintf(a.Stderr, "taskd: waiting for %s to answer; ctrl+c gives up\n", what)
+		fmt.Fprintf(a.Stderr, "taskd: waiting for %s (%s) to answer; ctrl+c gives up\n", server, addr)
 	})
 }
 
@@ -461,7 +461,7 @@ func (a *App) openBroker(ctx context.Context) (*broker.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer a.waiting("Redis (" + node.RedisAt(c) + ")")()
+	defer a.waiting("Redis", node.RedisAt(c))()
 	return node.OpenBroker(ctx, c)
 }
 

@@ -36,7 +36,7 @@ the older processes otherwise (docs/upgrading.md).`,
 			if err != nil {
 				return err
 			}
-			wait := a.waiting("MySQL (" + store.DSNAddr(c.MySQL.DSN) + ")")
+			wait := a.waiting("MySQL", store.DSNAddr(c.MySQL.DSN))
 			st, err := node.OpenMigrationStore(cmd.Context(), c)
 			wait()
 			if err != nil {
