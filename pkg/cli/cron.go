@@ -228,7 +228,11 @@ cron add record their own zone and are not affected.`,
 					return err
 				}
 			}
-			st, err := a.openStore(cmd.Context())
+			open := a.openStore
+			if len(args) == 0 {
+				open = a.openReadStore // a read: the replica alone when there is one
+			}
+			st, err := open(cmd.Context())
 			if err != nil {
 				return err
 			}

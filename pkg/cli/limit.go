@@ -73,17 +73,26 @@ queue to its configured limit (queues.NAME.rate and the rest).`,
 			if reset && (ch.Rate != nil || ch.Burst != nil || ch.MaxRunning != nil || ch.Per != nil || ch.Serial != nil) {
 				return task.Invalidf("--reset returns to the configured limit: give it alone")
 			}
+			q := args[0]
+			if ch.IsZero() {
+				// A read: the replica alone when there is one, and no Redis.
+				o, closeFn, err := a.readOps(cmd)
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				if err := o.CheckQueue(cmd.Context(), q); err != nil {
+					return err
+				}
+				return a.showLimit(cmd, o, q)
+			}
 			o, closeFn, err := a.ops(cmd, needRedis)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			q := args[0]
 			if err := o.CheckQueue(cmd.Context(), q); err != nil {
 				return err
-			}
-			if ch.IsZero() {
-				return a.showLimit(cmd, o, q)
 			}
 			if err := a.confirm(yes, "change the limit of queue "+q); err != nil {
 				return err

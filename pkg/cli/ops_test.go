@@ -600,6 +600,8 @@ func TestReadsUseTheReplicaAlone(t *testing.T) {
 		{[]string{"show", strconv.FormatInt(id, 10)}, `(?m)^status +pending$`},
 		{[]string{"audit"}, `(?m) pause +queue hello `},
 		{[]string{"cron", "list"}, `(?m) report +@hourly `},
+		{[]string{"limit", "hello"}, `(?m)^queue hello: no limit$`},
+		{[]string{"cron", "timezone"}, `(?m)time zone`},
 	} {
 		r := runCLI(t, primaryDown, "", c.args...)
 		require.Equal(t, cli.ExitOK, r.code, "taskd %v: stderr %q", c.args, r.stderr)

@@ -91,7 +91,7 @@ func (a *App) statsCmd() *cobra.Command {
 }
 
 // readOps opens the one task center a command that only reads uses
-// (stats, audit): mysql.read_dsn when set, and nothing of the primary, so
+// (stats, audit, limit QUEUE): mysql.read_dsn when set, and nothing of the primary, so
 // that it answers while a failover leaves the primary unreachable; else
 // the primary.
 func (a *App) readOps(cmd *cobra.Command) (*ops.Ops, func(), error) {
