@@ -498,6 +498,28 @@ func TestPartialActionSaysWhatChanged(t *testing.T) {
 	require.Contains(t, screen(m), "kill: 1 of 2 tasks killed (1010): publish kill of ta") // cut at 80 columns
 }
 
+// TestLongStatusWraps: an outcome longer than two lines wraps over up to
+// four, its end (the error, the warning) included; one longer still ends
+// in an ellipsis, and the screen keeps its 24 lines.
+func TestLongStatusWraps(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.acts.partial = errors.New("publish kill of task 1009: " + strings.Repeat("the worker's node did not answer, ", 5) + "END-OF-ERROR")
+	b.press(t, m, "3", "space", "space", "x", "y")
+	s := screen(m)
+	require.Contains(t, s, "END-OF-ERROR", "the error's end is shown")
+	require.Len(t, strings.Split(s, "\n"), 24)
+	require.Regexp(t, `(?m)^\S.*END-OF-ERROR +updated \d\d:\d\d:\d\d$`, s, "the time of the update on the status's last line")
+
+	b.acts.partial = errors.New("publish kill of task 1009: " + strings.Repeat("the worker's node did not answer, ", 20) + "END-OF-ERROR")
+	b.press(t, m, "space", "space", "x", "y")
+	s = screen(m)
+	require.NotContains(t, s, "END-OF-ERROR")
+	require.Regexp(t, `(?m)…\s+updated \d\d:\d\d:\d\d$`, s, "cut at four lines, and said to be")
+	require.Len(t, strings.Split(s, "\n"), 24)
+	require.Contains(t, s, "1004", "the table keeps the rest of the screen")
+}
+
 // TestSelectionOnlyWhileVisible: a selected task that leaves the page
 // (its state changed past the filter, or the page was turned) no longer
 // counts.

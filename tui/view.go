@@ -286,8 +286,9 @@ func (m *Model) tabs() string {
 
 // footer is the prompt when one is open, else the status line: what the
 // last action changed, or the keys of the view. A status too long for
-// one line takes two (an action's outcome says why each task it left
-// alone was left, and cut at 80 columns it said nothing).
+// one line wraps, over at most statusLines lines: an action's outcome
+// says why each task it left alone was left, and ends with its warning,
+// and cut at two lines it lost them.
 func (m *Model) footer() []string {
 	if m.input != nil {
 		return []string{cell(m.input.ti.View(), m.w, false)}
@@ -308,10 +309,24 @@ func (m *Model) footer() []string {
 	if ansi.StringWidth(text) <= room {
 		return []string{cell(style.Render(text), room, false) + " " + right}
 	}
-	first := ansi.Truncate(text, m.w, "")
-	if i := strings.LastIndexByte(first, ' '); i > len(first)/2 {
-		first = first[:i] // at a word's end
+	lines := strings.Split(ansi.Wrap(text, m.w, " "), "\n")
+	if last := lines[len(lines)-1]; ansi.StringWidth(last) > room { // it shares its row with the time
+		lines = append(lines[:len(lines)-1], strings.Split(ansi.Wrap(last, room, " "), "\n")...)
 	}
-	rest := strings.TrimLeft(text[len(first):], " ")
-	return []string{cell(style.Render(first), m.w, false), cell(style.Render(rest), room, false) + " " + right}
+	if n := m.statusLines(); len(lines) > n {
+		lines = lines[:n]
+		lines[n-1] = ansi.Truncate(lines[n-1], room-1, "") + "…"
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = cell(style.Render(strings.TrimRight(l, " ")), m.w, false)
+	}
+	out[len(out)-1] = cell(style.Render(strings.TrimRight(lines[len(lines)-1], " ")), room, false) + " " + right
+	return out
+}
+
+// statusLines is the most lines a status takes: four, or a third of the
+// body on a short screen, and never fewer than two.
+func (m *Model) statusLines() int {
+	return max(2, min(4, m.tableHeight()/3))
 }
