@@ -167,6 +167,13 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 		if ctx.Err() != nil {
 			return
 		}
+		if broker.IsOOM(err) {
+			// Handled: the tasks went back to pending, the warning named
+			// the queues, and their windows hold claims until Redis has
+			// room. As a failure it was an error and, a pass later, a
+			// "works again" while Redis was still full.
+			err = nil
+		}
 		if err == nil {
 			fails.OK()
 		}

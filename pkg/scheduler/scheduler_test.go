@@ -248,6 +248,29 @@ func TestFullRedisCapsTheWindow(t *testing.T) {
 		"every task is pending or queued")
 }
 
+// A Redis full from the start refuses every push of a claim: the
+// scheduler says so once, as a full Redis. It was also logged as a failed
+// dispatch (an error) that "works again" a pass later, Redis still full.
+func TestFullRedisSaidOnce(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, scheduler.Config{})
+	submit(t, b, 20)
+	br, err := broker.Open(b.ctx, broker.Options{Addr: testenv.FullRedis(t), Prefix: b.env.Prefix})
+	require.NoError(t, err)
+	defer br.Close()
+	var logs testenv.LogBuffer
+	s := scheduler.New(scheduler.Config{BatchSize: 100, PollInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, b.env.Store, br)
+	require.NoError(t, s.Start(b.ctx))
+	defer s.Stop()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `msg="redis is at maxmemory`) },
+		10*time.Second, 20*time.Millisecond, "Redis never refused a push")
+	time.Sleep(time.Second) // an absence: passes after the refusal
+	s.Stop()
+	require.Equal(t, 1, strings.Count(logs.String(), `msg="redis is at maxmemory`), logs.String())
+	require.NotContains(t, logs.String(), "dispatch", "a full Redis is not a failed dispatch")
+}
+
 // A cap that ran its FullRedisWait while Redis is still past its
 // maxmemory is renewed, not lifted: claiming the whole window again would
 // be refused as surely, and each round spends an attempt of every task it
