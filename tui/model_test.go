@@ -1378,6 +1378,25 @@ func TestColumnsDoNotNarrowBetweenRefreshes(t *testing.T) {
 	require.Equal(t, []int{4, 3, 5}, widths(rows("mail", "999"), 81), "a new width")
 }
 
+// A column narrows again once its cells have been narrower for
+// relaxAfter: a state as long as the line, shown a moment while Redis was
+// away, pushed SH out of tasktop's queue table until the terminal was
+// resized.
+func TestColumnsNarrowOnceSettled(t *testing.T) {
+	t.Parallel()
+	cols := []column{{title: "Q", width: 4}, {title: "SH", width: 2, right: true, drop: 1}, {title: "STATE", width: 24, flex: 40}}
+	rows := func(state string) []row { return []row{{cells: []string{"mail", "4", state}}} }
+	at := now
+	seen := widest{now: func() time.Time { return at }}
+	shown := func(state string) []int { idx, _ := fit(cols, rows(state), 28, &seen); return idx }
+	require.Equal(t, []int{0, 1, 2}, shown("ok"))
+	require.Equal(t, []int{0, 2}, shown("no consumer, lag 2s"), "a long state takes SH's room")
+	at = at.Add(relaxAfter / 2)
+	require.Equal(t, []int{0, 2}, shown("ok"), "kept a while: no column jumps back and forth")
+	at = at.Add(relaxAfter)
+	require.Equal(t, []int{0, 1, 2}, shown("ok"), "settled: SH is back")
+}
+
 func TestColumnsFitTheirCells(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)

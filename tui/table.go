@@ -103,27 +103,48 @@ func fit(cols []column, rows []row, width int, seen *widest) ([]int, []int) {
 	}
 }
 
-// widest is how wide a table's columns have been since the terminal last
-// changed its width. Columns only grow meanwhile: a count ticking between
-// 999 and 1,000, or a page of tasks with shorter results, moved every
-// column to its right on the next refresh, under the operator's eyes.
+// widest is how wide a table's columns have been lately, while the
+// terminal keeps its width. A column does not narrow until its cells
+// have been narrower for relaxAfter: a count ticking between 999 and
+// 1,000, or a page of tasks with shorter results, moved every column to
+// its right on the next refresh, under the operator's eyes. Yet a column
+// widened once (a long state while Redis was away) kept the columns it
+// pushed out off the screen until the terminal was resized.
 type widest struct {
-	width int
-	cells []int
+	width  int
+	cells  []int
+	needed []time.Time      // when each column's cells last needed its width
+	now    func() time.Time // nil: time.Now
 }
 
-// widen raises natural to the widths seen before, and remembers it.
+// relaxAfter is how long a column keeps a width its cells no longer need.
+const relaxAfter = 30 * time.Second
+
+// widen raises natural to the widths needed in the last relaxAfter, and
+// remembers it.
 func (w *widest) widen(natural []int, width int) {
 	if w == nil {
 		return
 	}
+	clock := time.Now
+	if w.now != nil {
+		clock = w.now
+	}
+	now := clock()
 	if w.width != width || len(w.cells) != len(natural) {
-		w.width, w.cells = width, slices.Clone(natural)
+		w.width, w.cells, w.needed = width, slices.Clone(natural), make([]time.Time, len(natural))
+		for i := range w.needed {
+			w.needed[i] = now
+		}
 		return
 	}
 	for i := range natural {
-		natural[i] = max(natural[i], w.cells[i])
-		w.cells[i] = natural[i]
+		switch {
+		case natural[i] >= w.cells[i] || now.Sub(w.needed[i]) >= relaxAfter:
+			w.cells[i], w.needed[i] = natural[i], now
+		default:
+			natural[i] = w.cells[i]
+		}
 	}
 }
 
