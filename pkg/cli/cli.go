@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -305,9 +306,16 @@ func arityError(cmd *cobra.Command, args []string) error {
 	}
 	if most >= 0 && len(args) > most {
 		extra := args[most:]
-		quoted := make([]string, len(extra))
-		for i, e := range extra {
-			quoted[i] = strconv.Quote(e)
+		if i := slices.IndexFunc(ps, func(p positional) bool { return p.name == "EXPR" }); i >= 0 && !strings.Contains(args[i], " ") &&
+			!slices.ContainsFunc(extra, looksLikePayload) {
+			return argsError(cmd, "%s", splitExpression(args[i:]))
+		}
+		quoted := make([]string, 0, len(extra))
+		for _, e := range extra[:min(len(extra), shownArgs)] {
+			quoted = append(quoted, strconv.Quote(e))
+		}
+		if len(extra) > shownArgs {
+			quoted = append(quoted, fmt.Sprintf("and %d more", len(extra)-shownArgs))
 		}
 		if len(extra) == 1 {
 			if cmd.Flags().Lookup("payload") != nil && looksLikePayload(extra[0]) {
@@ -318,6 +326,24 @@ func arityError(cmd *cobra.Command, args []string) error {
 		return argsError(cmd, "unexpected arguments %s", strings.Join(quoted, " "))
 	}
 	return argsError(cmd, "wrong number of arguments (%d)", len(args))
+}
+
+// shownArgs is how many stray arguments an error quotes: a glob the
+// shell expanded gave hundreds, all on one line.
+const shownArgs = 5
+
+// splitExpression says that a cron expression came as several
+// arguments (cron add CODE 0 3 * * *): the shell split it at its spaces
+// and, where a * was unquoted, put the names of the files of the
+// directory in its place.
+func splitExpression(fields []string) string {
+	for _, f := range fields {
+		if _, err := os.Lstat(f); err == nil && strings.ContainsFunc(f, unicode.IsLetter) {
+			return fmt.Sprintf("the cron expression came as %d arguments, file names among them (%q): the shell put the files here in place of an unquoted *; quote the expression, as in '*/5 * * * *'",
+				len(fields), f)
+		}
+	}
+	return fmt.Sprintf("the cron expression came as %d arguments: quote it as one, '%s'", len(fields), strings.Join(fields, " "))
 }
 
 // looksLikePayload reports whether a stray argument was meant as a

@@ -155,6 +155,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"cron unknown time zone", []string{"cron", "add", "hello", "0 2 * * *", "--tz", "Mars/Base"}, "Mars/Base"},
 		{"cron unknown code", []string{"cron", "add", "nosuch", "* * * * *"}, "nosuch"},
 		{"cron missing expression", []string{"cron", "add", "hello"}, "taskd: cron add: missing EXPR; usage: taskd cron add CODE 'EXPR' [flags]\n"},
+		{"cron expression unquoted", []string{"cron", "add", "hello", "0", "3", "*", "*", "*"}, "taskd: cron add: the cron expression came as 5 arguments: quote it as one, '0 3 * * *'; usage: taskd cron add CODE 'EXPR' [flags]\n"},
+		{"@every unquoted", []string{"cron", "add", "hello", "@every", "5m"}, "quote it as one, '@every 5m'"},
+		// The shell's expansion of the * of `cron add hello 0 3 * * *` here.
+		{"cron expression globbed", []string{"cron", "add", "hello", "0", "3", "cli.go", "cron.go", "cli.go", "cron.go", "cli.go", "cron.go"},
+			`the cron expression came as 8 arguments, file names among them ("cli.go"): the shell put the files here in place of an unquoted *`},
+		{"many stray arguments", []string{"submit", "hello", "a", "b", "c", "d", "e", "f", "g"}, `unexpected arguments "a" "b" "c" "d" "e" and 2 more;`},
 		{"cron missing code and expression", []string{"cron", "add"}, "taskd: cron add: missing CODE and EXPR; usage: taskd cron add CODE 'EXPR' [flags]\n"},
 		{"cron remove without code", []string{"cron", "remove", "--yes"}, "taskd: cron remove: missing CODE; usage: taskd cron remove CODE [flags]\n"},
 		{"cron timezone, two zones", []string{"cron", "timezone", "UTC", "Asia/Shanghai"}, "taskd: cron timezone: unexpected argument \"Asia/Shanghai\"; usage: taskd cron timezone [ZONE] [flags]\n"},
