@@ -269,6 +269,8 @@ func TestFullRedisSaidOnce(t *testing.T) {
 	s.Stop()
 	require.Equal(t, 1, strings.Count(logs.String(), `msg="redis is at maxmemory`), logs.String())
 	require.NotContains(t, logs.String(), "dispatch", "a full Redis is not a failed dispatch")
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE attempt > 1`),
+		"claimed again into the full Redis: the error's backoff is gone, the window's cap holds the claims")
 }
 
 // A cap that ran its FullRedisWait while Redis is still past its
