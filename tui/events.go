@@ -152,7 +152,7 @@ var auditColumns = []column{
 	{title: "ID", width: 6, right: true, drop: 3},
 	{title: "TIME", width: 14, drop: 4},
 	{title: "WHO", width: 18, flex: 28},
-	{title: "ACTION", width: 8},
+	{title: "ACTION", width: 8, flex: 16}, // "cron timezone" whole
 	{title: "TARGET", width: 18, flex: 60},
 	{title: "CHANGED", width: 7, right: true},
 }

@@ -308,6 +308,7 @@ func fixture() *fakeSource {
 			FinishedAt: now.Add(-6*time.Minute + 30*time.Second), Outcome: task.OutcomeTimeout, Result: "timeout after 30s", DurationMS: 30000},
 	}
 	f.audit = []store.AuditEntry{
+		{ID: 4, CreatedAt: now.Add(-30 * time.Second), Actor: "alice", Origin: "ssh 10.0.0.7", Action: "cron timezone", Target: "Asia/Shanghai", Affected: 1},
 		{ID: 3, CreatedAt: now.Add(-time.Minute), Actor: "alice", Origin: "ssh 10.0.0.7", Action: "retry", Target: "tasks 1008", Affected: 1},
 		{ID: 2, CreatedAt: now.Add(-30 * time.Minute), Actor: "bob", Origin: "ops-1", Action: "pause", Target: "queue reports_low", Affected: 1},
 		{ID: 1, CreatedAt: now.Add(-2 * time.Hour), Actor: "bob", Origin: "ops-1", Action: "reshard", Target: "queue send_email", Affected: 1},

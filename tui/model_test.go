@@ -213,6 +213,7 @@ func TestViewsSwitch(t *testing.T) {
 	require.Contains(t, s, "abandoned")
 	b.press(t, m, "5")
 	require.Regexp(t, `(?m)alice@ssh 10.0.0.7 +retry +tasks 1008`, screen(m))
+	require.Regexp(t, `(?m)alice@ssh 10.0.0.7 +cron timezone +Asia/Shanghai`, screen(m), "an action's name whole at 80 columns")
 	b.press(t, m, "tab")
 	require.Contains(t, screen(m), "[1 Queues]")
 }
