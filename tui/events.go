@@ -39,7 +39,7 @@ var eventColumns = []column{
 	{title: "TIME", width: 8},
 	{title: "KIND", width: 10},
 	{title: "WHERE", width: 24, flex: 40},
-	{title: "TASK", width: 8, right: true, drop: 2},
+	{title: "TASK", width: 20, right: true, drop: 2}, // as wide as its ids
 	{title: "DETAIL", width: 20, flex: 120},
 }
 
@@ -149,7 +149,7 @@ func (m *Model) auditKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 }
 
 var auditColumns = []column{
-	{title: "ID", width: 6, right: true, drop: 3},
+	{title: "ID", width: 20, right: true, drop: 3},
 	{title: "TIME", width: 14, drop: 4},
 	{title: "WHO", width: 18, flex: 28},
 	{title: "ACTION", width: 8, flex: 16}, // "cron timezone" whole

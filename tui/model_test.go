@@ -1278,6 +1278,22 @@ func TestDetailLongTextsMadeOnce(t *testing.T) {
 	require.Contains(t, screen(m), "ok")
 }
 
+// TestLongIDsWhole: a task id past 99,999,999 (a day and a half at 1,000
+// tasks a second) was cut to "1234567…" at 80 columns, naming no task.
+func TestLongIDsWhole(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.src.mu.Lock()
+	for i := range b.src.tasks {
+		b.src.tasks[i].ID += 12345678000
+	}
+	b.src.mu.Unlock()
+	b.press(t, m, "3")
+	s := screen(m)
+	require.Regexp(t, `(?m)^ +12345679009 running +`, s)
+	require.Regexp(t, `(?m)^ +12345678991 succeeded +`, s)
+}
+
 // TestLongNamesKeepTheirEnds: at 80 columns queue names that share a long
 // prefix were all cut to the same "queue_with_…": the cut takes out the
 // middle, so each row still names its queue.

@@ -339,7 +339,7 @@ func (m *Model) turned() {
 // taskColumns: at 80 columns LAST RESULT keeps its room; QUEUE, TYPE and
 // UPDATED go first.
 var taskColumns = []column{
-	{title: "ID", width: 8, right: true},
+	{title: "ID", width: 20, right: true}, // as wide as its ids: a cut id names no task
 	{title: "STATUS", width: 10},
 	{title: "CODE", width: 12, flex: 24, middle: true},
 	{title: "QUEUE", width: 10, flex: 20, drop: 5, middle: true},
