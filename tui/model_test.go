@@ -132,6 +132,23 @@ func TestWaitingAndItsDrain(t *testing.T) {
 	require.Contains(t, screen(m), "· waiting 47.0k · 2000/min ·")
 }
 
+// TestLargeCountsWhole: a queue's counts past 9,999 read "12.3k", wider
+// than the 4 columns RUN, FAIL and DEAD had: an incident's 12,345 failed
+// tasks showed as "12.…" at 80 columns.
+func TestLargeCountsWhole(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.src.mu.Lock()
+	b.src.ov.Alerts = nil
+	b.src.ov.Stats.Queues = []stats.Queue{
+		{Name: "import", Pending: 470000, Due: 46000, Running: 23456, Failed: 12345, Dead: 54321, Backlog: []int64{1000},
+			ProcessedPerMin: 123456, Shards: 1, LiveWorkers: 2},
+	}
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	require.Regexp(t, `(?m)^  import +470.0k +1000 +23.5k +12.3k +54.3k +123.5k `, screen(m), "SH and the sparkline give up their room first")
+}
+
 func TestKeyNames(t *testing.T) {
 	t.Parallel()
 	for _, k := range []string{"enter", "esc", "tab", "space", "right", "down", "ctrl+c", "ctrl+r", "x", "S", "]", "/", "?"} {
@@ -1292,6 +1309,14 @@ func TestLongIDsWhole(t *testing.T) {
 	s := screen(m)
 	require.Regexp(t, `(?m)^ +12345679009 running +`, s)
 	require.Regexp(t, `(?m)^ +12345678991 succeeded +`, s)
+
+	b.src.mu.Lock()
+	for i := range b.src.ov.Workers[0].Heartbeat.Slots {
+		b.src.ov.Workers[0].Heartbeat.Slots[i].TaskID += 12345678000
+	}
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r", "2", "down", "enter") // node-a-w1, after the dead one
+	require.Regexp(t, `(?m)^ +12345679003 send_email `, screen(m))
 }
 
 // TestLongNamesKeepTheirEnds: at 80 columns queue names that share a long

@@ -230,12 +230,13 @@ func (m *Model) selectedQueue() (stats.Queue, bool) {
 var queueColumns = []column{
 	{title: "QUEUE", width: 12, flex: 24, middle: true},
 	{title: "SH", width: 2, right: true, drop: 7},
+	// The counts as wide as count's longest, "999.9k": cut, 12.3k read "12.…".
 	{title: "PEND", width: 6, right: true},
 	{title: "BACKLOG", width: 7, right: true},
-	{title: "RUN", width: 4, right: true},
-	{title: "FAIL", width: 4, right: true, drop: 5},
-	{title: "DEAD", width: 4, right: true},
-	{title: "/MIN", width: 5, right: true},
+	{title: "RUN", width: 6, right: true},
+	{title: "FAIL", width: 6, right: true, drop: 5},
+	{title: "DEAD", width: 6, right: true},
+	{title: "/MIN", width: 6, right: true},
 	{title: "30 MIN", width: 8, flex: SeriesMinutes, drop: 6, fill: true},
 	{title: "OK 10M", width: 6, right: true, drop: 4},
 	{title: "OLDEST", width: 6, right: true, drop: 3},

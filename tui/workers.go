@@ -74,10 +74,10 @@ var workerColumns = []column{
 	{title: "WORKER", width: 28, flex: 40},
 	{title: "NODE", width: 8, flex: 16, drop: 2},
 	{title: "HOST", width: 10, drop: 6},
-	{title: "PID", width: 6, right: true, drop: 5},
+	{title: "PID", width: 7, right: true, drop: 5},   // pid_max is 4194304 on 64-bit hosts
 	{title: "QUEUES", width: 10, flex: 160, drop: 4}, // a wide terminal shows a long list whole
 	{title: "BEAT", width: 6, right: true},
-	{title: "/MIN", width: 5, right: true},
+	{title: "/MIN", width: 6, right: true}, // "123.4k"
 	{title: "STATE", width: 7},
 	{title: "TASK", width: 12, flex: 30, drop: 3},
 	{title: "FOR", width: 6, right: true},
@@ -213,7 +213,7 @@ func (m *Model) workerDetailKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 }
 
 var slotColumns = []column{
-	{title: "TASK", width: 8, right: true},
+	{title: "TASK", width: 20, right: true}, // as wide as its ids
 	{title: "CODE", width: 12, flex: 30, middle: true},
 	{title: "QUEUE", width: 10, flex: 24, drop: 2, middle: true},
 	{title: "ATT", width: 3, right: true, drop: 1}, // the attempt: the fencing token, not the retry budget of TRY in Tasks
