@@ -107,15 +107,11 @@ func screen(m *Model) string { return plain(m.render()) }
 func TestWaitingAndItsDrain(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
-	b.src.mu.Lock()
-	b.src.ov.Alerts = nil
-	b.src.ov.Stats.Queues = []stats.Queue{
-		{Name: "import", Pending: 47000, Due: 46000, Backlog: []int64{1000}, ProcessedPerMin: 2000, Shards: 1, LiveWorkers: 2},
-		{Name: "mail", Pending: 3, Due: 3, Backlog: []int64{0}, ProcessedPerMin: 60, Shards: 1, LiveWorkers: 2},
-		{Name: "held", Pending: 500, Due: 500, Backlog: []int64{0}, Paused: true, Shards: 1}, // paused: its tasks wait on purpose
-	}
-	b.src.mu.Unlock()
-	b.press(t, m, "ctrl+r")
+	b.onlyQueues(t, m,
+		stats.Queue{Name: "import", Pending: 47000, Due: 46000, Backlog: []int64{1000}, ProcessedPerMin: 2000, Shards: 1, LiveWorkers: 2},
+		stats.Queue{Name: "mail", Pending: 3, Due: 3, Backlog: []int64{0}, ProcessedPerMin: 60, Shards: 1, LiveWorkers: 2},
+		stats.Queue{Name: "held", Pending: 500, Due: 500, Backlog: []int64{0}, Paused: true, Shards: 1}, // paused: its tasks wait on purpose
+	)
 	require.Contains(t, screen(m), "paused 500 · ", "what the paused queue holds is said apart, first")
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 24})
 	require.Contains(t, screen(m), "waiting 47.0k (~24m) · 2060/min") // the slowest queue's time: import's 47,000 at 2,000 a minute
@@ -132,20 +128,24 @@ func TestWaitingAndItsDrain(t *testing.T) {
 	require.Contains(t, screen(m), "· waiting 47.0k · 2000/min ·")
 }
 
+// onlyQueues makes qs the only queues, without alerts, and refreshes.
+func (b *testBundle) onlyQueues(t *testing.T, m *Model, qs ...stats.Queue) {
+	t.Helper()
+	b.src.mu.Lock()
+	b.src.ov.Alerts = nil
+	b.src.ov.Stats.Queues = qs
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+}
+
 // TestLargeCountsWhole: a queue's counts past 9,999 read "12.3k", wider
 // than the 4 columns RUN, FAIL and DEAD had: an incident's 12,345 failed
 // tasks showed as "12.…" at 80 columns.
 func TestLargeCountsWhole(t *testing.T) {
 	t.Parallel()
 	m, b := setup(t, false)
-	b.src.mu.Lock()
-	b.src.ov.Alerts = nil
-	b.src.ov.Stats.Queues = []stats.Queue{
-		{Name: "import", Pending: 470000, Due: 46000, Running: 23456, Failed: 12345, Dead: 54321, Backlog: []int64{1000},
-			ProcessedPerMin: 123456, Shards: 1, LiveWorkers: 2},
-	}
-	b.src.mu.Unlock()
-	b.press(t, m, "ctrl+r")
+	b.onlyQueues(t, m, stats.Queue{Name: "import", Pending: 470000, Due: 46000, Running: 23456, Failed: 12345, Dead: 54321,
+		Backlog: []int64{1000}, ProcessedPerMin: 123456, Shards: 1, LiveWorkers: 2})
 	require.Regexp(t, `(?m)^  import +470.0k +1000 +23.5k +12.3k +54.3k +123.5k `, screen(m), "SH and the sparkline give up their room first")
 }
 
