@@ -37,7 +37,7 @@ func (m *Model) eventsKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 
 var eventColumns = []column{
 	{title: "TIME", width: 8},
-	{title: "KIND", width: 10},
+	{title: "KIND", width: 14}, // "slot_abandoned", "redispatched" whole
 	{title: "WHERE", width: 24, flex: 40},
 	{title: "TASK", width: 20, right: true, drop: 2}, // as wide as its ids
 	{title: "DETAIL", width: 20, flex: 120},

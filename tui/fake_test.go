@@ -15,9 +15,11 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/ops"
+	"github.com/taskd/taskd/pkg/recovery"
 	"github.com/taskd/taskd/pkg/stats"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/watchdog"
 )
 
 func TestMain(m *testing.M) {
@@ -266,9 +268,11 @@ func fixture() *fakeSource {
 		},
 		NodesUp: 2,
 		Events: []broker.Event{
-			{At: now.Add(-5 * time.Minute), Kind: "abandoned", Node: "node-a", WorkerID: "node-a-w1", Queue: "send_email",
+			{At: now.Add(-5 * time.Minute), Kind: watchdog.KindAbandoned, Node: "node-a", WorkerID: "node-a-w1", Queue: "send_email",
 				TaskID: 990, Code: "send_email", Detail: "handler ignored cancellation for 30s"},
-			{At: now.Add(-9 * time.Minute), Kind: "idle", Node: "node-b", WorkerID: "node-b-w1", Queue: "reports_low",
+			{At: now.Add(-7 * time.Minute), Kind: recovery.KindRedispatched, Node: "node-b", Queue: "send_email", TaskID: 985,
+				Code: "send_email", Detail: "message lost: dispatched 2m ago, in no list"},
+			{At: now.Add(-9 * time.Minute), Kind: watchdog.KindIdle, Node: "node-b", WorkerID: "node-b-w1", Queue: "reports_low",
 				Detail: "backlog 3, free slot, nothing started for 2m"},
 		},
 		Alerts: []Alert{
