@@ -1304,9 +1304,11 @@ func TestLongIDsWhole(t *testing.T) {
 	for i := range b.src.tasks {
 		b.src.tasks[i].ID += 12345678000
 	}
+	b.src.tasks[0].RetryCount, b.src.tasks[0].MaxRetry = 99, 127 // and a try count of max_retry's range
 	b.src.mu.Unlock()
 	b.press(t, m, "3")
 	s := screen(m)
+	require.Regexp(t, `(?m)^ +12345679010 running .* 100/128 `, s)
 	require.Regexp(t, `(?m)^ +12345679009 running +`, s)
 	require.Regexp(t, `(?m)^ +12345678991 succeeded +`, s)
 

@@ -344,7 +344,7 @@ var taskColumns = []column{
 	{title: "CODE", width: 12, flex: 24, middle: true},
 	{title: "QUEUE", width: 10, flex: 20, drop: 5, middle: true},
 	{title: "TYPE", width: 8, drop: 6},
-	{title: "TRY", width: 5, right: true, drop: 3},
+	{title: "TRY", width: 7, right: true, drop: 3}, // "100/128": max_retry goes to 127
 	{title: "DUE", width: 10, right: true, drop: 4},
 	{title: "UPDATED", width: 10, right: true, drop: 7},
 	{title: "LAST RESULT", width: 18, flex: 80},
