@@ -119,7 +119,7 @@ func (m *Model) troubles(q *stats.Queue) []trouble {
 	}
 	backlog := q.BacklogTotal()
 	// Without Redis, consumers and backlog are unknown: not "no consumer".
-	if !m.redisDown() && !q.Paused && q.LiveWorkers == 0 && (backlog > 0 || q.OldestDueSeconds > 0) {
+	if !m.redisDown() && q.NoConsumer() {
 		out = append(out, trouble{"no consumer", 3})
 	}
 	switch {

@@ -424,7 +424,11 @@ func TestTextOutput(t *testing.T) {
 
 	// A task due now, in a queue no worker takes from.
 	b.submitID(t, "report")
-	require.Contains(t, b.ok(t, "stats"), "\nwaiting 1 (DUE and BACKLOG); no time to drain: a queue waits with no attempt in the last minute, or behind results waiting to be written\n")
+	stats = b.ok(t, "stats")
+	require.Contains(t, stats, "\nwaiting 1 (DUE and BACKLOG); no time to drain: no live worker takes from report (NO CONSUMER: no running node has its handler)\n",
+		"says which queue stands still, and why")
+	require.Regexp(t, `(?m)^report\s+1\s.*\s1\s.*NO CONSUMER, 1 shard\s+0$`, stats, "dispatched at submit: in Redis, taken by no one")
+	require.Regexp(t, `(?m)^hello\s.*\sPAUSED, 1 shard\s`, stats, "a paused queue has no consumer on purpose")
 	// One due in the paused queue is not waiting: it is held, and said so.
 	b.submitID(t, "hello")
 	stats = b.ok(t, "stats")
@@ -446,7 +450,7 @@ func TestTextOutput(t *testing.T) {
 		require.LessOrEqual(t, uniseg.StringWidth(l), 80, "%q", l)
 	}
 	require.Contains(t, narrow.String(), "\nwarning: worker w-full has results waiting 45s to be written: the task center\n         refuses them")
-	require.Contains(t, narrow.String(), "\nwaiting 1 (DUE and BACKLOG); no time to drain: a queue waits with no attempt in\nthe last minute")
+	require.Contains(t, narrow.String(), "\nwaiting 1 (DUE and BACKLOG); no time to drain: no live worker takes from report\n(NO CONSUMER")
 }
 
 // With Redis down an operator can still act on what the task center

@@ -147,6 +147,8 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 			state = "paused ?, " + state // a pause is the task center's
 		case q.Paused:
 			state = "PAUSED, " + state
+		case !unknown && q.NoConsumer():
+			state = "NO CONSUMER, " + state
 		}
 		if !q.Limit.IsZero() {
 			state += ", " + q.Limit.Short()
@@ -172,6 +174,9 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	}
 	if n, drain, drains := s.Waiting(); n > 0 && !unknown && !noCounts {
 		when := "no time to drain: a queue waits with no attempt in the last minute, or behind results waiting to be written"
+		if qs := s.NoConsumer(); len(qs) > 0 {
+			when = "no time to drain: no live worker takes from " + strings.Join(qs, ", ") + " (NO CONSUMER: no running node has its handler)"
+		}
 		if s.RedisMemory != nil && s.RedisMemory.Full() {
 			when = "no time to drain: Redis is full, and nothing is dispatched until it has room"
 		}

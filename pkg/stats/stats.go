@@ -86,6 +86,26 @@ func (q Queue) BacklogTotal() int64 {
 	return n
 }
 
+// NoConsumer reports whether q has work that no live worker takes: a
+// backlog in Redis or due tasks, not paused, and no consumer (a handler
+// configured on no running node, or every node of it down). Only true
+// where Redis answered: without it, consumers and backlog are unknown.
+func (q Queue) NoConsumer() bool {
+	return !q.Paused && q.LiveWorkers == 0 && (q.BacklogTotal() > 0 || q.OldestDueSeconds > 0)
+}
+
+// NoConsumer returns the queues of s that have work no live worker takes.
+func (s *Stats) NoConsumer() []string {
+	var qs []string
+	for _, q := range s.Queues {
+		if q.NoConsumer() {
+			qs = append(qs, q.Name)
+		}
+	}
+	slices.Sort(qs)
+	return qs
+}
+
 // Worker is one live worker's figures.
 type Worker struct {
 	ID                  string   `json:"id"`
