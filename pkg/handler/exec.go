@@ -27,7 +27,7 @@ const KillGraceDefault = 5 * time.Second
 // TASK_QUEUE, TASK_GROUP and TASK_SCHEDULED_AT added to the
 // daemon's environment (plus Env, and TRACEPARENT, the attempt's span, when
 // tracing is on). Exit 0 is success; otherwise the error is
-// "exit status N: <last line of stderr>", permanent (no retry) for an
+// "exit status N: <last line of stderr, else of stdout>", permanent (no retry) for an
 // exit status in PermanentExit. The output is stdout and stderr
 // combined (their interleaving is approximate: they are separate pipes),
 // truncated as by Truncate.
@@ -132,6 +132,13 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	}
 	copyOutput(p.stdout, r.withTail(stdout))
 	<-errDone
+	// Why it failed, should it have: stderr's line, else stdout's (where
+	// PHP's CLI writes "Could not open input file: artisan" and, with
+	// display_errors on, its fatal errors).
+	why := whyLine(stderr.raw())
+	if why == "" {
+		why = whyLine(out.raw())
+	}
 	p.wait() // the payload's writer, if the payload did not fit the pipe
 	<-exited
 	if !cutoff.Stop() {
@@ -154,8 +161,8 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 		return out.String(), nil
 	}
 	msg := exitString(ws)
-	if line := whyLine(stderr.raw()); line != "" {
-		msg += ": " + line
+	if why != "" {
+		msg += ": " + why
 	}
 	if ws.Exited() && slices.Contains(e.PermanentExit, ws.ExitStatus()) {
 		return out.String(), Permanent(errors.New(msg))

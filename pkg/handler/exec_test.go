@@ -57,6 +57,11 @@ func TestExecExitError(t *testing.T) {
 	_, err = (&Exec{Argv: sh(`exit 1`)}).Handle(context.Background(), testRequest())
 	require.EqualError(t, err, "exit status 1")
 
+	// Nothing on stderr: stdout's last line says why (PHP's CLI writes
+	// "Could not open input file" there; the error said "exit status 1").
+	_, err = (&Exec{Argv: sh(`echo starting; echo 'Could not open input file: artisan'; echo; exit 1`)}).Handle(context.Background(), testRequest())
+	require.EqualError(t, err, "exit status 1: Could not open input file: artisan")
+
 	_, err = (&Exec{Argv: []string{"/nonexistent/taskd-handler"}}).Handle(context.Background(), testRequest())
 	require.ErrorContains(t, err, "/nonexistent/taskd-handler")
 
@@ -106,6 +111,13 @@ Stack trace:
 		_, err = (&Exec{Argv: []string{"php", "-d", "display_errors=stderr", "-d", "log_errors=0", "-r", job}}).
 			Handle(context.Background(), testRequest())
 		require.ErrorContains(t, err, "exit status 255: Fatal error: Uncaught RuntimeException: SMTP down in Command line code:1")
+		// Displayed on stdout, as PHP's CLI does with display_errors=1 (no
+		// php.ini, as in the official images), and no log.
+		_, err = (&Exec{Argv: []string{"php", "-d", "display_errors=1", "-d", "log_errors=0", "-r", job}}).
+			Handle(context.Background(), testRequest())
+		require.ErrorContains(t, err, "exit status 255: Fatal error: Uncaught RuntimeException: SMTP down in Command line code:1")
+		_, err = (&Exec{Argv: []string{"php", "artisan", "email:send"}, Dir: t.TempDir()}).Handle(context.Background(), testRequest())
+		require.EqualError(t, err, "exit status 1: Could not open input file: artisan")
 	}
 }
 
