@@ -217,7 +217,7 @@ func TestLongOutputOfAFailure(t *testing.T) {
 	id := b.submit(t, producer.Submission{Code: "chatty", MaxRetry: intp(0)})
 	b.dispatchUntil(t, "dead", func() bool { return b.task(t, id).Status == task.Dead })
 	res := b.task(t, id).LastResult
-	require.True(t, strings.HasPrefix(res, "exit status 3\n…(truncated 134468 bytes)\n"), "%.80q", res)
+	require.True(t, strings.HasPrefix(res, "exit status 3: END\n…(truncated 134468 bytes)\n"), "%.80q", res) // stderr empty: stdout's last line
 	require.True(t, strings.HasSuffix(res, "line\nEND\n"), "%.80q", res[len(res)-80:])
 }
 
