@@ -317,12 +317,12 @@ func (m *Model) footer() []string {
 		lines = lines[:n]
 		lines[n-1] = ansi.Truncate(lines[n-1], room-1, "") + "…"
 	}
-	out := make([]string, len(lines))
-	for i, l := range lines {
-		out[i] = cell(style.Render(strings.TrimRight(l, " ")), m.w, false)
+	last := len(lines) - 1
+	out := make([]string, 0, len(lines))
+	for _, l := range lines[:last] {
+		out = append(out, cell(style.Render(strings.TrimRight(l, " ")), m.w, false))
 	}
-	out[len(out)-1] = cell(style.Render(strings.TrimRight(lines[len(lines)-1], " ")), room, false) + " " + right
-	return out
+	return append(out, cell(style.Render(strings.TrimRight(lines[last], " ")), room, false)+" "+right)
 }
 
 // statusLines is the most lines a status takes: four, or a third of the

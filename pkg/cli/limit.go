@@ -74,25 +74,20 @@ queue to its configured limit (queues.NAME.rate and the rest).`,
 				return task.Invalidf("--reset returns to the configured limit: give it alone")
 			}
 			q := args[0]
+			open := func() (*ops.Ops, func(), error) { return a.ops(cmd, needRedis) }
 			if ch.IsZero() {
-				// A read: the replica alone when there is one, and no Redis.
-				o, closeFn, err := a.readOps(cmd)
-				if err != nil {
-					return err
-				}
-				defer closeFn()
-				if err := o.CheckQueue(cmd.Context(), q); err != nil {
-					return err
-				}
-				return a.showLimit(cmd, o, q)
+				open = func() (*ops.Ops, func(), error) { return a.readOps(cmd) } // a read: the replica alone, no Redis
 			}
-			o, closeFn, err := a.ops(cmd, needRedis)
+			o, closeFn, err := open()
 			if err != nil {
 				return err
 			}
 			defer closeFn()
 			if err := o.CheckQueue(cmd.Context(), q); err != nil {
 				return err
+			}
+			if ch.IsZero() {
+				return a.showLimit(cmd, o, q)
 			}
 			if err := a.confirm(yes, "change the limit of queue "+q); err != nil {
 				return err

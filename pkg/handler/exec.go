@@ -132,15 +132,18 @@ func (e *Exec) Handle(ctx context.Context, r *Request) (string, error) {
 	}
 	copyOutput(p.stdout, r.withTail(stdout))
 	<-errDone
-	// Why it failed, should it have: stderr's line, else stdout's (where
-	// PHP's CLI writes "Could not open input file: artisan" and, with
-	// display_errors on, its fatal errors).
-	why := whyLine(stderr.raw())
-	if why == "" {
-		why = whyLine(out.raw())
-	}
 	p.wait() // the payload's writer, if the payload did not fit the pipe
 	<-exited
+	// Why it failed, read only if it did, and before the note below joins
+	// the output: stderr's line, else stdout's (where PHP's CLI writes
+	// "Could not open input file: artisan" and, with display_errors on,
+	// its fatal errors).
+	var why string
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		if why = whyLine(stderr.raw()); why == "" {
+			why = whyLine(out.raw())
+		}
+	}
 	if !cutoff.Stop() {
 		// Said in the result: the attempt ended grace late, and what the
 		// straggler wrote after that is not in it.
