@@ -135,6 +135,7 @@ type Guard struct {
 	mu     sync.Mutex
 	w      int  // the pipe's write end; -1 once Stop closed it
 	broken bool // a write failed: the guard was killed
+	sent   int  // lines written, which tests wait for
 }
 
 // guard is the running guard Exec and Pool announce their groups to; nil
@@ -236,7 +237,9 @@ func (g *Guard) send(op byte, pgid int) {
 		return
 	}
 	// Shorter than PIPE_BUF: written whole or not at all.
-	if _, err := syscall.Write(g.w, line); err != nil {
+	if _, err := syscall.Write(g.w, line); err == nil {
+		g.sent++
+	} else {
 		g.broken = true
 		_ = g.cmd.Process.Kill()
 		g.log.Warn("handler guard stopped: the children of a handler may outlive a SIGKILLed taskd", "err", err)

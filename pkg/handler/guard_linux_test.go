@@ -42,6 +42,11 @@ func TestGuardKillsGroupsLeftAtEOF(t *testing.T) {
 		leader <- err
 	}()
 	pid := testenv.WaitArgs(t, 10*time.Second, "sleep", marker)
+	// The leader's group announced: its sleep can be seen before Handle
+	// says "+PGID", and a Stop between the two left it unguarded (a CI
+	// run under load waited the sleep's 61 s out).
+	require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.sent == 3 }, 10*time.Second, time.Millisecond,
+		"the first attempt's + and -, then the leader's +")
 
 	g.Stop() // as when taskd dies
 	require.EqualError(t, <-leader, "signal: killed")
