@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -28,6 +29,12 @@ type grid struct {
 	// cut is the column that is shortened before any is dropped, down
 	// to cutMin cells (a free-text column such as LAST RESULT); -1: none.
 	cut int
+	// quiet are the columns a narrow terminal leaves out before any of
+	// drop when they say nothing: 0 or - in every row, said once under
+	// the table. A quiet day's zeros then no longer push out the columns
+	// that have something to say (stats' DONE/MIN, or FAILED beside a
+	// column of zeros in an incident).
+	quiet []int
 }
 
 // cutMin is the fewest cells the cut column keeps while other columns
@@ -167,20 +174,65 @@ func (g *grid) write(out io.Writer, width int) error {
 		return err
 	}
 	if len(keep) < len(g.header) {
+		// The hidden columns that said nothing are named apart, by what
+		// they held, so that no figure is lost.
+		type quietCols struct{ held, cols string }
 		var left []string
+		var quiet []quietCols
 		for c, h := range g.header {
-			if !slices.Contains(keep, c) {
+			if slices.Contains(keep, c) {
+				continue
+			}
+			if len(g.rows) == 0 || !g.blank(c) {
 				left = append(left, h)
+				continue
+			}
+			held := g.held(c)
+			if i := slices.IndexFunc(quiet, func(q quietCols) bool { return q.held == held }); i >= 0 {
+				quiet[i].cols += ", " + h
+			} else {
+				quiet = append(quiet, quietCols{held, h})
 			}
 		}
-		note := fmt.Sprintf("hidden to fit %d columns: %s", width, strings.Join(left, ", "))
+		var parts []string
+		if len(left) > 0 {
+			parts = append(parts, strings.Join(left, ", "))
+		}
+		for _, q := range quiet {
+			parts = append(parts, q.held+" in every row: "+q.cols)
+		}
+		note := fmt.Sprintf("hidden to fit %d columns: %s", width, strings.Join(parts, "; "))
 		if long := note + "; -o json has all"; uniseg.StringWidth(long) <= width {
 			note = long
 		}
-		_, err := fmt.Fprintln(out, oneLine(note, width))
+		_, err := fmt.Fprintln(out, WrapWords(note, width))
 		return err
 	}
 	return nil
+}
+
+// blank reports whether column c says nothing in any row: 0, - or empty.
+func (g *grid) blank(c int) bool {
+	for _, r := range g.rows {
+		if v := r[c]; v != "0" && v != "-" && v != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// held says what blank column c holds: "0", "-", "empty", or two of them
+// joined by "or".
+func (g *grid) held(c int) string {
+	seen := map[string]bool{}
+	for _, r := range g.rows {
+		seen[r[c]] = true
+	}
+	vals := slices.Sorted(maps.Keys(seen))
+	if vals[0] == "" {
+		vals[0] = "empty" // sorted first
+	}
+	return strings.Join(vals, " or ")
 }
 
 // fit returns the columns to write within width, in order, and the width
@@ -211,6 +263,16 @@ func (g *grid) fit(width int) (keep []int, widths []int) {
 			}
 		}
 		return n
+	}
+	if len(g.rows) > 0 { // no rows: no column says anything, and none is cleared
+		for _, q := range g.quiet {
+			if total() <= width {
+				break
+			}
+			if g.blank(q) {
+				keep = slices.DeleteFunc(keep, func(c int) bool { return c == q })
+			}
+		}
 	}
 	for _, d := range g.drop {
 		if total() <= width {

@@ -62,6 +62,7 @@ func (a *App) listCmd() *cobra.Command {
 			// Narrow: TYPE, PRI, ATTEMPT, QUEUE, RETRY go first; LAST
 			// RESULT is cut before any.
 			g := newGrid(9, []int{3, 5, 6, 2, 7}, "ID", "CODE", "QUEUE", "TYPE", "STATUS", "PRI", "ATTEMPT", "RETRY", "NEXT RUN", "LAST RESULT")
+			g.quiet = []int{8, 6} // NEXT RUN - (all ended), ATTEMPT 0 (none run)
 			for _, t := range ts {
 				g.add(t.ID, t.Code, t.QueueName(), t.Type, t.StatusText(), t.Priority, t.Attempt,
 					fmt.Sprintf("%d/%d", t.RetryCount, t.MaxRetry), nextRun(t), oneLine(t.LastResult, 40))

@@ -136,6 +136,9 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	// STATE (paused, limited) is cut before any.
 	g := newGrid(13, []int{7, 3, 10, 5, 11, 9}, "QUEUE", "PENDING", "DUE", "DISP", "RUN", "FAILED", "DEAD", "CANC", "BACKLOG",
 		"DONE/MIN", "FAIL/MIN", "OK 10M", "OLDEST DUE", "STATE", "WORKERS")
+	// Before those, any count that is 0 (or -) on every queue, least
+	// telling first; never WORKERS: none is news however quiet.
+	g.quiet = []int{7, 3, 10, 5, 6, 2, 12, 8, 4, 1, 11, 9}
 	for _, q := range s.Queues {
 		rate := "-"
 		if q.SuccessRate10m != nil {
@@ -205,6 +208,7 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	}
 	// Narrow: PID, HOST, RUNNING, DONE/MIN go first; QUEUES is cut.
 	g = newGrid(8, []int{3, 2, 7, 5}, "WORKER", "NODE", "HOST", "PID", "BEAT AGE", "DONE/MIN", "BUSY", "RUNNING", "QUEUES")
+	g.quiet = []int{7, 6, 1}
 	for _, wk := range s.Workers {
 		g.add(wk.ID, dash(wk.Node), wk.Host, wk.PID, fmt.Sprintf("%.1fs", wk.HeartbeatAgeSeconds),
 			wk.ProcessedPerMin, wk.Busy, oneLine(joinIDs(wk.Current), 40), strings.Join(wk.Queues, ","))

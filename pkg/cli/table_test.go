@@ -58,3 +58,55 @@ func TestWrapWords(t *testing.T) {
 	require.Equal(t, "  ab cd\nef", WrapWords("  ab cd ef", 7), "indentation kept")
 	require.Equal(t, "short\n  ab\ncd", WrapWords("short\n  ab cd", 5))
 }
+
+// A narrow terminal hides the columns that say nothing (0, - or empty in
+// every row) before the least needed ones, and says what they held:
+// stats kept DUE, DEAD and BACKLOG at 0 on every queue while it hid
+// FAILED. With no rows nothing is said to be 0, and only the drop order
+// applies.
+func TestGridHidesQuietColumnsFirst(t *testing.T) {
+	t.Parallel()
+	// written returns g's table within width and its note unwrapped.
+	written := func(g *grid, width int) (table, note string) {
+		t.Helper()
+		var out bytes.Buffer
+		require.NoError(t, g.write(&out, width))
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		for _, l := range lines {
+			require.LessOrEqual(t, uniseg.StringWidth(l), width, l)
+		}
+		n := len(g.rows) + 1
+		return strings.Join(lines[:n], "\n"), strings.Join(lines[n:], " ")
+	}
+	g := newGrid(-1, []int{3, 1}, "NAME", "FAILED", "DUE", "DEAD", "OLDEST", "RUNNING", "STATE")
+	g.quiet = []int{2, 3, 4, 5}
+	g.add("send_email", 1234, 0, 0, "-", "", "ok")
+	g.add("report", 0, 0, "0", "-", "", "ok")
+	table, note := written(g, 30)
+	require.Equal(t, "NAME        FAILED  STATE\nsend_email  1234    ok\nreport      0       ok", table)
+	require.Equal(t, "hidden to fit 30 columns: 0 in every row: DUE, DEAD; - in every row: OLDEST; empty in every row: RUNNING", note)
+
+	// Only as many as it takes: RUNNING stays once the others made room.
+	table, note = written(g, 40)
+	require.Equal(t, "NAME        FAILED  RUNNING  STATE", strings.Split(table, "\n")[0])
+	require.Equal(t, "hidden to fit 40 columns: 0 in every row: DUE, DEAD; - in every row: OLDEST", note)
+	_, note = written(g, 80)
+	require.Empty(t, note)
+
+	// A quiet column with something in one row is not quiet; a column
+	// that holds 0 in some rows and - in others says so.
+	g = newGrid(-1, []int{1}, "NAME", "FAILED", "DUE", "OLDEST")
+	g.quiet = []int{2, 3}
+	g.add("send_email", 3, 7, "-")
+	g.add("report", 0, 0, "0")
+	table, note = written(g, 20)
+	require.Equal(t, "NAME        DUE\nsend_email  7\nreport      0", table)
+	require.Equal(t, "hidden to fit 20 columns: FAILED; - or 0 in every row: OLDEST", note)
+
+	// No rows: the drop order alone.
+	g = newGrid(-1, []int{1}, "NAME", "FAILED", "DUE")
+	g.quiet = []int{2}
+	table, note = written(g, 10)
+	require.Equal(t, "NAME  DUE", table)
+	require.Equal(t, "hidden to fit 10 columns: FAILED", note)
+}
