@@ -1,13 +1,6 @@
 package tui
 
-import (
-	"strings"
-	"unicode/utf8"
-
-	"github.com/charmbracelet/x/ansi"
-
-	"github.com/taskd/taskd/pkg/cli"
-)
+import "github.com/taskd/taskd/pkg/cli"
 
 // A payload can be megabytes (submit.max_payload), and so can a result
 // (worker.output_limit). Indenting, cleaning and wrapping all of it at
@@ -49,33 +42,7 @@ func (b *textBlock) text(width int, make func() string) string {
 }
 
 // cutText wraps s at width, cut to blockMaxBytes and blockMaxLines; when
-// it cuts, a last line says so: note, which names the whole text's size
-// and where to read all of it.
+// it cuts, a last line says so: note (cli.CutNote).
 func cutText(s string, width int, note string) string {
-	kept := cutBytes(s, blockMaxBytes)
-	cut := len(kept) < len(s)
-	lines := strings.Split(cli.WrapWords(kept, width), "\n")
-	if len(lines) > blockMaxLines {
-		lines, cut = lines[:blockMaxLines], true
-	}
-	out := strings.Join(lines, "\n")
-	if cut {
-		out += "\n" + ansi.Wrap("✂ cut: "+note, width, "")
-	}
-	return out
-}
-
-// cutBytes returns at most n bytes of s: whole lines when there is a line
-// break in the last quarter, else whole characters.
-func cutBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	if i := strings.LastIndexByte(s[:n], '\n'); i >= n*3/4 {
-		return s[:i]
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return cli.CutText(s, width, blockMaxBytes, blockMaxLines, true, note)
 }

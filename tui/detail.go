@@ -60,17 +60,14 @@ func (d *detailView) show(m *Model) {
 		return
 	}
 	w := d.vp.Width()
-	note := func(what string, n int) string {
-		return fmt.Sprintf("the %s is %s, more than is shown here; taskd show %d -o json prints all of it", what, task.ByteSize(int64(n)), t.ID)
-	}
 	payload := d.payload.text(w, func() string {
-		return cutText(indentJSON(t.Payload), w, note("payload", len(t.Payload)))
+		return cutText(indentJSON(t.Payload), w, cli.CutNote("payload", len(t.Payload), t.ID))
 	})
 	result := d.result.text(w, func() string {
 		if t.LastResult == "" {
 			return "-"
 		}
-		return cutText(strings.TrimRight(clean(t.LastResult), "\n"), w, note("result", len(t.LastResult)))
+		return cutText(strings.TrimRight(clean(t.LastResult), "\n"), w, cli.CutNote("result", len(t.LastResult), t.ID))
 	})
 	head, runs := m.detailText(t, d.runs)
 	d.vp.SetContent(cli.WrapWords(head, w) + "\n" + payload + "\n" + cli.WrapWords(runs, w) + "\n" + result + "\n" +

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/taskd/taskd/pkg/cli"
 )
 
 // count writes n short: 950, 12.3k, 4.5M.
@@ -102,7 +104,7 @@ const oneLineMax = 1024
 // oneLine keeps the first line of s, marking with " …" that more follows.
 func oneLine(s string) string {
 	more := len(s) > oneLineMax
-	s = strings.TrimSpace(clean(cutBytes(s, oneLineMax)))
+	s = strings.TrimSpace(clean(cli.CutBytes(s, oneLineMax)))
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i] + " …"
 	}

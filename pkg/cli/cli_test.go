@@ -889,6 +889,43 @@ func TestShow(t *testing.T) {
 	require.Contains(t, r.stderr, "not found")
 }
 
+// On a terminal, show gives a large payload and a long last result 40
+// rows each and says where the rest is: a payload of 500 KiB scrolled
+// the task's fields out of sight. Piped, and in JSON, they are whole.
+func TestShowCutsLargeTextOnATerminal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rows := make([]string, 5000)
+	for i := range rows {
+		rows[i] = fmt.Sprintf("%q", fmt.Sprintf("row %d %s", i, strings.Repeat("x", 100)))
+	}
+	payload := `{"rows":[` + strings.Join(rows, ",") + `]}`
+	file := filepath.Join(t.TempDir(), "payload.json")
+	require.NoError(t, os.WriteFile(file, []byte(payload), 0o644))
+	id := strconv.FormatInt(b.submit(t, "hello", "--payload", "@"+file, "--delay", "1h"), 10)
+	b.env.Exec(t, `UPDATE task_center SET last_result = ? WHERE id = ?`, "Fatal error: "+strings.Repeat("y", 20000)+"\nthe end", id)
+
+	var stdout, stderr bytes.Buffer
+	a := &cli.App{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(""), Width: 80}
+	require.Equal(t, cli.ExitOK, a.Execute(context.Background(), []string{"--config", b.cfgPath, "show", id}), stderr.String())
+	text := stdout.String()
+	require.Contains(t, text, `"row 0 xxx`, "a line longer than the terminal left whole: copied, it is the same JSON")
+	require.NotContains(t, text, `"row 4999 `)
+	require.Regexp(t, `\n✂ cut: the payload is 5\d\d\.\d KiB, more than is shown here; taskd show `+id+` -o json\nprints all of it\n\nlast result:\nFatal error: y+…\n`, text)
+	require.Regexp(t, `\n✂ cut: the result is 19\.\d KiB, more than is shown here; taskd show `+id+` -o json\nprints all of it\n\nruns`, text)
+	require.Contains(t, text, "Fatal error: "+strings.Repeat("y", 40*80-len("Fatal error: ")-1)+"…\n", "cut at its 40th row")
+	rowsUsed := 0
+	for _, l := range strings.Split(text, "\n") {
+		rowsUsed += max(1, (uniseg.StringWidth(l)+79)/80)
+	}
+	require.Less(t, rowsUsed, 40+40+40, "the fields, 40 rows of each text, the runs")
+
+	whole := b.ok(t, "show", id)
+	require.Contains(t, whole, `"row 4999 `)
+	require.Contains(t, whole, "\nthe end\n")
+	require.NotContains(t, whole, "✂ cut")
+}
+
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -262,9 +262,17 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 		pretty.Reset()
 		pretty.Write(t.Payload)
 	}
-	fmt.Fprintf(a.Stdout, "\npayload:\n%s\n", pretty.String())
+	// On a terminal, a screenful of each; piped, all of it.
+	width := a.width()
+	screenful := func(s, what string, size int) string {
+		if width <= 0 {
+			return s
+		}
+		return CutText(s, width, shownBytes, shownRows, false, CutNote(what, size, t.ID))
+	}
+	fmt.Fprintf(a.Stdout, "\npayload:\n%s\n", screenful(pretty.String(), "payload", len(t.Payload)))
 	if t.LastResult != "" {
-		fmt.Fprintf(a.Stdout, "\nlast result:\n%s\n", printable(t.LastResult))
+		fmt.Fprintf(a.Stdout, "\nlast result:\n%s\n", screenful(printable(t.LastResult), "result", len(t.LastResult)))
 	}
 	fmt.Fprintf(a.Stdout, "\nruns (newest first):\n")
 	// Narrow: WORKER, NODE go first; RESULT is cut before any.
@@ -273,7 +281,7 @@ func (a *App) printTask(t *task.Task, node string, rs []*task.Run, st *store.Ste
 		g.add(r.Attempt, r.Outcome, fmtTime(&r.StartedAt), (time.Duration(r.DurationMS) * time.Millisecond).String(),
 			dash(r.Node), r.WorkerID, oneLine(r.Result, 50))
 	}
-	g.write(a.Stdout, a.width())
+	g.write(a.Stdout, width)
 }
 
 // timeLayout is the one format of times in text output: the local time,
