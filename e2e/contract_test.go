@@ -135,7 +135,7 @@ func TestFaultCannotHeal(t *testing.T) {
 		}, "unknown database \"taskd_test_"},
 		{"no database in the DSN", func(t *testing.T, env *testenv.Env) string {
 			return cannotHealConfig(t, env, withDSN(t, env.DSN, func(c *mysql.Config) { c.DBName = "" }), "")
-		}, "mysql.dsn names no database"},
+		}, ") names no database"},
 		{"schema missing", func(t *testing.T, env *testenv.Env) string {
 			env.Exec(t, `DROP TABLE taskd_schema`)
 			return cannotHealConfig(t, env, env.DSN, "")

@@ -35,9 +35,12 @@ type Options struct {
 	// Cluster forces Cluster mode with a single seed address.
 	Cluster  bool
 	Password string
-	DB       int
-	Prefix   string
-	PoolSize int
+	// PasswordKey names the password's configuration key in errors
+	// (default redis.password), with where it came from.
+	PasswordKey string
+	DB          int
+	Prefix      string
+	PoolSize    int
 	// DialTimeout bounds opening a connection, its handshake included;
 	// ReadTimeout and WriteTimeout each read and write of a command
 	// (defaults below; a blocking take waits longer by its own timeout).
@@ -169,7 +172,7 @@ func open(ctx context.Context, o Options, mustAnswer bool) (*Broker, error) {
 	pctx, cancel := context.WithTimeout(ctx, b.answerWait)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
-		cerr := configError(err, strings.Join(seeds, ","), o.DB)
+		cerr := configError(err, strings.Join(seeds, ","), o.DB, cmp.Or(o.PasswordKey, "redis.password"))
 		if cerr == nil && !mustAnswer {
 			return b, nil
 		}
@@ -186,15 +189,15 @@ func open(ctx context.Context, o Options, mustAnswer bool) (*Broker, error) {
 // configError returns a config error (task.CodeConfig) when Redis refused
 // the connection for a reason only a person can fix, else nil: a daemon
 // must not retry a wrong password forever.
-func configError(err error, addr string, db int) error {
+func configError(err error, addr string, db int, passwordKey string) error {
 	msg := err.Error()
 	switch {
 	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "ERR invalid password"), strings.HasPrefix(msg, "NOPERM"):
-		return task.Configf("redis %s refused the password (%s): fix redis.password", addr, msg)
+		return task.Configf("redis %s refused the password (%s): fix %s", addr, msg, passwordKey)
 	case strings.HasPrefix(msg, "NOAUTH"):
 		return task.Configf("redis %s requires a password (%s): set redis.password", addr, msg)
 	case strings.HasPrefix(msg, "ERR AUTH") && strings.Contains(msg, "without any password configured"):
-		return task.Configf("redis %s has no password, but redis.password is set: empty it or set the server's requirepass", addr)
+		return task.Configf("redis %s has no password, but %s is set: empty it or set the server's requirepass", addr, passwordKey)
 	case strings.HasPrefix(msg, "ERR DB index is out of range"), strings.HasPrefix(msg, "ERR invalid DB index"):
 		return task.Configf("redis %s has no database %d: fix redis.db (the server's databases setting bounds it)", addr, db)
 	}

@@ -340,7 +340,7 @@ func TestDSNWithoutDatabase(t *testing.T) {
 	for _, args := range [][]string{{"list"}, {"migrate"}, {"submit", "hello"}} {
 		r := runCLI(t, path, "", args...)
 		requireOneLineError(t, r, cli.ExitFailure)
-		require.Contains(t, r.stderr, "mysql.dsn names no database", "taskd %v", args)
+		require.Contains(t, r.stderr, "mysql.dsn (from "+path+") names no database", "taskd %v", args)
 	}
 }
 

@@ -575,7 +575,24 @@ func TestStatsWithMySQLDown(t *testing.T) {
 	r = runCLI(t, refused, "", "stats")
 	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
 	require.Empty(t, r.stdout)
-	require.Regexp(t, `^taskd: mysql 127\.0\.0\.1:\d+: Access denied .*: fix the user or password in mysql.dsn\n$`, r.stderr)
+	require.Regexp(t, `^taskd: mysql 127\.0\.0\.1:\d+: Access denied .*: fix the user or password in mysql.dsn \(from `+regexp.QuoteMeta(refused)+`\)\n$`, r.stderr)
+}
+
+// A wrong credential is named with where it came from: a variable in the
+// daemon's environment (Supervisor's environment=, a systemd unit)
+// overrides the file an operator keeps correcting. t.Setenv: not parallel.
+func TestRefusedCredentialsNameTheirSource(t *testing.T) {
+	b := setup(t)
+	cfg, err := mysql.ParseDSN(b.env.DSN)
+	require.NoError(t, err)
+	cfg.Passwd = "wrong"
+	t.Setenv("TASKD_MYSQL_DSN", cfg.FormatDSN())
+	r := b.run(t, "stats")
+	require.Equal(t, cli.ExitFailure, r.code, "stderr %q", r.stderr)
+	require.Regexp(t, `: fix the user or password in mysql.dsn \(from environment variable TASKD_MYSQL_DSN\)\n$`, r.stderr)
+
+	r = b.run(t, "--mysql-dsn", cfg.FormatDSN(), "stats")
+	require.Regexp(t, `: fix the user or password in mysql.dsn \(from flag --mysql-dsn\)\n$`, r.stderr)
 }
 
 // With mysql.read_dsn set, the commands that only read (stats, list,

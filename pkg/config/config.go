@@ -65,6 +65,20 @@ type Config struct {
 	// (mysql.dsn with a password, redis.password, ...), for taskd doctor
 	// to warn when others may read it.
 	FileSecrets []string `mapstructure:"-"`
+	// source says where a key's value came from (Named); nil in a Config
+	// that Load did not make.
+	source func(key string) string
+}
+
+// Named is key as an error about its value names it: with where the value
+// came from, so that an operator who corrected the file learns that a
+// TASKD_* variable (a Supervisor environment=, a systemd unit) or a flag
+// set it: "mysql.dsn (from environment variable TASKD_MYSQL_DSN)".
+func (c *Config) Named(key string) string {
+	if c.source == nil {
+		return key
+	}
+	return key + " (from " + c.source(key) + ")"
 }
 
 // NodeConfig identifies this process.
@@ -539,6 +553,7 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 	restoreKeyCase(raw, &c)
 	c.File = file
 	c.FileSecrets = secretsIn(raw)
+	c.source = func(key string) string { return source(v, key, file) }
 	if err := c.Validate(); err != nil {
 		return nil, withSource(err, v, file)
 	}

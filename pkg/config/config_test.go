@@ -145,6 +145,12 @@ func TestEnvOverrides(t *testing.T) {
 		require.Equal(t, "env:secret@tcp(10.0.0.1:3306)/envdb", c.MySQL.DSN)
 		require.Equal(t, "envprefix:", c.Redis.Prefix)
 		require.Equal(t, "file:6379", c.Redis.Addr, "the file wins over the default")
+		// An error about a value names where it came from: an operator
+		// who corrects the file learns that the variable overrides it.
+		require.Equal(t, "mysql.dsn (from environment variable TASKD_MYSQL_DSN)", c.Named("mysql.dsn"))
+		require.Regexp(t, `^redis\.addr \(from .*taskd\.yaml\)$`, c.Named("redis.addr"))
+		require.Equal(t, "redis.password (from the defaults)", c.Named("redis.password"))
+		require.Equal(t, "mysql.dsn", (&config.Config{}).Named("mysql.dsn"), "a Config Load did not make")
 	})
 
 	t.Run("an invalid value from the environment is rejected", func(t *testing.T) {

@@ -475,7 +475,7 @@ func TestRefused(t *testing.T) {
 	// A DSN that names no database is refused before any server is asked.
 	dsn.Passwd, dsn.DBName = strings.TrimPrefix(dsn.Passwd, "wrong-"), ""
 	r = (&testBundle{cfg: load(t, "mysql: { dsn: \""+dsn.FormatDSN()+"\" }\n")}).run(t, doctor.Options{})
-	requireStatus(t, r, "mysql", doctor.Fail, "mysql.dsn names no database")
+	requireStatus(t, r, "mysql", doctor.Fail, ") names no database")
 	require.Contains(t, check(t, r, "mysql").Fix, "restarting MySQL would not help")
 }
 

@@ -244,7 +244,7 @@ func OpenMigrationStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 // key names the DSN in errors.
 func storeOptions(cfg *config.Config, key string) store.Options {
 	m := cfg.MySQL
-	return store.Options{MaxOpenConns: m.MaxOpenConns, LockWaitTimeout: m.LockWaitTimeout, Key: key,
+	return store.Options{MaxOpenConns: m.MaxOpenConns, LockWaitTimeout: m.LockWaitTimeout, Key: cfg.Named(key),
 		DialTimeout: m.DialTimeout, ReadTimeout: m.ReadTimeout, WriteTimeout: m.WriteTimeout}
 }
 
@@ -273,7 +273,7 @@ func brokerOptions(cfg *config.Config) broker.Options {
 	// not grow with the number of queues.
 	return broker.Options{
 		Addr: redisAddr(cfg), Addrs: cfg.Redis.Addrs, MasterName: cfg.Redis.MasterName, Cluster: cfg.Redis.Cluster,
-		Password: cfg.Redis.Password, DB: cfg.Redis.DB,
+		Password: cfg.Redis.Password, PasswordKey: cfg.Named("redis.password"), DB: cfg.Redis.DB,
 		Prefix: cfg.Redis.Prefix, PoolSize: cfg.Redis.PoolSize,
 		DialTimeout: cfg.Redis.DialTimeout, ReadTimeout: cfg.Redis.ReadTimeout, WriteTimeout: cfg.Redis.WriteTimeout,
 	}
