@@ -94,7 +94,10 @@ func WrapWords(s string, width int) string {
 		var out []string
 		cur := words[0]
 		for _, w := range words[1:] {
-			if next := cur + " " + w; ansi.StringWidth(next) <= width {
+			// A word that does not fit goes to the next line, unless
+			// all before it is indentation: an indented JSON string
+			// longer than the line left an empty line, then the string.
+			if next := cur + " " + w; ansi.StringWidth(next) <= width || strings.TrimSpace(cur) == "" {
 				cur = next
 				continue
 			}

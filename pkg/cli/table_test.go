@@ -57,6 +57,7 @@ func TestWrapWords(t *testing.T) {
 	require.Equal(t, "abcde\nfghij", WrapWords("abcdefghij", 5))
 	require.Equal(t, "  ab cd\nef", WrapWords("  ab cd ef", 7), "indentation kept")
 	require.Equal(t, "short\n  ab\ncd", WrapWords("short\n  ab cd", 5))
+	require.Equal(t, "    \"abcdef\ngh\",", WrapWords(`    "abcdefgh",`, 11), "an indented word longer than the line: no empty line before it")
 }
 
 // A narrow terminal hides the columns that say nothing (0, - or empty in
