@@ -107,6 +107,30 @@ func NewEnv(ctx context.Context, base *config.Config, log *slog.Logger) (*Env, e
 	return env, nil
 }
 
+// Preflight makes one scenario's database and Redis prefix, and removes
+// them: what would fail every scenario alike (an account that may not
+// create databases, a wrong password, Redis down) is said once, before
+// any runs, rather than once per scenario under an empty table.
+func Preflight(ctx context.Context, base *config.Config) error {
+	e, err := NewEnv(ctx, base, nil)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1045 || me.Number == 1698) { // access denied
+		return fmt.Errorf("%w: fix the user or password in %s", err, base.Named("mysql.dsn"))
+	}
+	if errors.As(err, &me) && me.Number == 1044 { // ER_DBACCESS_DENIED_ERROR
+		db := "taskd"
+		if dsn, perr := mysql.ParseDSN(base.MySQL.DSN); perr == nil && dsn.DBName != "" {
+			db = dsn.DBName
+		}
+		return fmt.Errorf("%w: taskd bench makes a database of its own for each scenario and drops it after; "+
+			"GRANT ALL ON `%s\\_bench\\_%%`.* to the account of mysql.dsn, or run it as one that may create databases", err, db)
+	}
+	if err != nil {
+		return err
+	}
+	return e.Close()
+}
+
 // Borrow opens an Env on cfg's database and prefix as they are (tests
 // bring their own); Close leaves them in place.
 func Borrow(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Env, error) {

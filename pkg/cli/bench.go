@@ -40,6 +40,9 @@ It loads the servers: do not point it at production.`,
 			if err != nil {
 				return err
 			}
+			if err := benchmark.Preflight(cmd.Context(), c); err != nil {
+				return err
+			}
 			if !a.json() {
 				o.Progress = func(s string) { fmt.Fprintf(a.Stderr, "running %s...\n", s) }
 			}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskd/taskd/pkg/benchmark"
@@ -67,4 +68,29 @@ func TestBenchCommand(t *testing.T) {
 	r = runCLI(t, cfg, "", "bench", "--only", "nope")
 	require.Equal(t, cli.ExitUsage, r.code)
 	require.Contains(t, r.stderr, `unknown scenario "nope"`)
+}
+
+// What would fail every scenario alike is said once, in one line, before
+// any runs: an account that may use the task center's database but not
+// create the bench's own printed an empty table and the same error for
+// each scenario, and a wrong password the hint of a password changed
+// under a running process.
+func TestBenchSaysOnceWhatFailsEveryScenario(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	dsn := env.Account(t, "ALL")
+	cfg := writeConfig(t, env.ConfigYAML(""))
+	r := runCLI(t, cfg, "", "--mysql-dsn", dsn, "bench", "--only", "submit,idle")
+	requireOneLineError(t, r, cli.ExitFailure)
+	require.Empty(t, r.stdout, "no table")
+	require.Contains(t, r.stderr, "Access denied for user")
+	require.Contains(t, r.stderr, "taskd bench makes a database of its own for each scenario and drops it after; GRANT ALL ON `"+env.Database+`\_bench\_%`+"`.* to the account of mysql.dsn")
+
+	wrong, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	wrong.Passwd = "wrong"
+	r = runCLI(t, cfg, "", "--mysql-dsn", wrong.FormatDSN(), "bench", "--only", "submit,idle")
+	requireOneLineError(t, r, cli.ExitFailure)
+	require.Empty(t, r.stdout)
+	require.Regexp(t, `: fix the user or password in mysql.dsn \(from flag --mysql-dsn\)\n$`, r.stderr)
 }
