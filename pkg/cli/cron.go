@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,7 +90,7 @@ same CODE and --name updates the task in place.`,
 				fmt.Fprintf(a.Stdout, "%s periodic task %d; disabled: taskd enable %d puts it back on its schedule\n", verb, res.ID, res.ID)
 				return nil
 			}
-			fmt.Fprintf(a.Stdout, "%s periodic task %d; next run %s\n", verb, res.ID, fmtTime(&res.Next))
+			fmt.Fprintf(a.Stdout, "%s periodic task %d; next run %s%s\n", verb, res.ID, fmtTime(&res.Next), thenText(res.Next, res.Then))
 			return nil
 		},
 	}
@@ -313,4 +314,24 @@ func (a *App) moveZoneless(ctx context.Context, st *store.Store, zone string) ([
 		move, next = append(move, z), append(next, at)
 	}
 	return st.CronZonelessMove(ctx, move, next)
+}
+
+// thenText lists the runs after next, for a person to check the
+// expression against what was meant: ", then 18:03:00 and 19:03:00",
+// each with its date when that is not the run's before it.
+func thenText(next time.Time, then []time.Time) string {
+	if len(then) == 0 {
+		return ""
+	}
+	parts := make([]string, len(then))
+	prev, _, _ := strings.Cut(fmtTime(&next), " ")
+	for i, t := range then {
+		day, clock, _ := strings.Cut(fmtTime(&t), " ")
+		parts[i] = clock
+		if day != prev {
+			parts[i] = day + " " + clock
+		}
+		prev = day
+	}
+	return ", then " + strings.Join(parts, " and ")
 }

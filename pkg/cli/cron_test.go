@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -51,6 +52,37 @@ func nineAfter(t *testing.T, zone string, now time.Time) time.Time {
 // 09:00 Shanghai runs at 09:00 UTC once the default is Etc/UTC. A task in
 // flight, one waiting for its retry, and one with a zone of its own keep
 // theirs.
+// cron add shows the two runs after the next: an expression that does not
+// say what was meant shows it at once. "0 3 * * * *", a crontab line with
+// a field too many, reads seconds first and runs every hour.
+func TestCronAddShowsTheRunsAfterTheNext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	out := b.ok(t, "cron", "add", "hello", "0 3 * * * *", "--name", "six", "--tz", "UTC")
+	m := regexp.MustCompile(`^added periodic task \d+; next run (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d), then (.+) and (.+)\n$`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	next, err := time.ParseInLocation("2006-01-02 15:04:05", m[1], time.Local)
+	require.NoError(t, err)
+	for i, s := range m[2:] {
+		want := next.Add(time.Duration(i+1) * time.Hour)
+		if want.Format("2006-01-02") == next.Add(time.Duration(i)*time.Hour).Format("2006-01-02") {
+			require.Equal(t, want.Format("15:04:05"), s, out)
+		} else {
+			require.Equal(t, want.Format("2006-01-02 15:04:05"), s, "a new day is dated: %s", out)
+		}
+	}
+
+	out = b.ok(t, "cron", "add", "hello", "0 3 * * *", "--name", "five", "--tz", "UTC")
+	m = regexp.MustCompile(`next run (\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d), then (\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d) and (\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)\n$`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	require.Equal(t, m[2], m[4], "daily: the same time each day")
+	require.NotEqual(t, m[1], m[3])
+
+	var ch change
+	b.okJSON(t, &ch, "cron", "add", "hello", "@daily", "--name", "json")
+	require.NotNil(t, ch.NextRun, "JSON keeps its shape")
+}
+
 func TestCronTimezoneMovesNextRunOfZonelessTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

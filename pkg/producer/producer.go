@@ -540,6 +540,10 @@ type CronResult struct {
 	// Updated is true when the periodic task existed and was changed.
 	Updated bool      `json:"updated"`
 	Next    time.Time `json:"next_run_at"`
+	// Then are the two occurrences after Next (fewer when there are
+	// none within five years): a mistyped expression shows in them, as
+	// "0 3 * * * *" (six fields, seconds first) runs hourly, not at 03:00.
+	Then []time.Time `json:"then"`
 }
 
 // CronAdd adds a periodic task, or updates the one with the same code and
@@ -586,6 +590,12 @@ func (c *Client) CronAdd(ctx context.Context, cr Cron) (CronResult, error) {
 		return CronResult{}, err
 	}
 	out := CronResult{ID: res[0].ID, Next: next}
+	for t := next; len(out.Then) < 2; {
+		if t = spec.Next(t); t.IsZero() {
+			break
+		}
+		out.Then = append(out.Then, t)
+	}
 	if res[0].Existing {
 		if err := c.store.CronUpdate(ctx, res[0].ID, &p); err != nil {
 			return CronResult{}, err
