@@ -31,6 +31,9 @@ import (
 var taskdBin string
 
 func TestMain(m *testing.M) {
+	// Output the tests read from pipes is whole: a COLUMNS exported here
+	// (a shell's, watch's) would narrow taskd's tables.
+	os.Unsetenv("COLUMNS")
 	removeStaleBuilds()
 	dir, err := os.MkdirTemp("", "taskd-e2e-")
 	if err != nil {

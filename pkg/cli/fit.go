@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -57,13 +58,23 @@ func (g *grid) add(cells ...any) {
 }
 
 // width is the width of the terminal the tables are written to: Width
-// when set (tests), else stdout's when it is a terminal, else 0 (no
-// bound).
+// when set (tests), else stdout's when it is a terminal, else $COLUMNS
+// when stdout is a pipe or a file and that is set, else 0 (no bound).
+// watch(1) runs `taskd stats` on a pipe and exports the width of its
+// screen as COLUMNS: at 80 columns every row wrapped in two.
 func (a *App) width() int {
 	if a.Width > 0 {
 		return a.Width
 	}
-	return TerminalWidth(a.Stdout)
+	if w := TerminalWidth(a.Stdout); w > 0 {
+		return w
+	}
+	if _, ok := a.Stdout.(*os.File); ok {
+		if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 // hanging wraps text at width columns (0: not at all) for a line that

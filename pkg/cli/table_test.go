@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -110,4 +111,36 @@ func TestGridHidesQuietColumnsFirst(t *testing.T) {
 	table, note = written(g, 10)
 	require.Equal(t, "NAME  DUE", table)
 	require.Equal(t, "hidden to fit 10 columns: FAILED", note)
+}
+
+// watch(1) runs a command on a pipe and exports the width of its screen
+// as COLUMNS: `watch taskd stats` at 80 columns wrapped every row in two.
+// Written to a pipe or a file, the tables fit COLUMNS when it is set;
+// a terminal's own width wins, and without either they are whole.
+// t.Setenv: not parallel.
+func TestTablesFollowColumns(t *testing.T) {
+	g := newGrid(-1, []int{1}, "NAME", "FAILED", "DUE")
+	g.add("send_email", 1234, 7)
+	out, err := os.CreateTemp(t.TempDir(), "stats")
+	require.NoError(t, err)
+	defer out.Close()
+	a := &App{Stdout: out}
+	write := func() string {
+		t.Helper()
+		require.NoError(t, out.Truncate(0))
+		_, err := out.Seek(0, 0)
+		require.NoError(t, err)
+		require.NoError(t, g.write(out, a.width()))
+		b, err := os.ReadFile(out.Name())
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Equal(t, "NAME        FAILED  DUE\nsend_email  1234    7\n", write(), "no COLUMNS: whole")
+	t.Setenv("COLUMNS", "20")
+	require.Equal(t, "NAME        DUE\nsend_email  7\nhidden to fit 20\ncolumns: FAILED\n", write())
+	t.Setenv("COLUMNS", "wide")
+	require.Equal(t, 0, a.width(), "not a number: no bound")
+	t.Setenv("COLUMNS", "20")
+	a.Stdout = &bytes.Buffer{}
+	require.Equal(t, 0, a.width(), "not a pipe or a file: no bound")
 }
