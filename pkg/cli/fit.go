@@ -31,8 +31,8 @@ type grid struct {
 	// to cutMin cells (a free-text column such as LAST RESULT); -1: none.
 	cut int
 	// quiet are the columns a narrow terminal leaves out before any of
-	// drop when they say nothing: 0 or - in every row, said once under
-	// the table. A quiet day's zeros then no longer push out the columns
+	// drop when they say nothing: 0, - or empty in every row, said once
+	// under the table. A quiet day's zeros then no longer push out the columns
 	// that have something to say (stats' DONE/MIN, or FAILED beside a
 	// column of zeros in an incident).
 	quiet []int

@@ -136,9 +136,12 @@ func (a *App) printStats(s *stats.Stats, near float64) error {
 	// STATE (paused, limited) is cut before any.
 	g := newGrid(13, []int{7, 3, 10, 5, 11, 9}, "QUEUE", "PENDING", "DUE", "DISP", "RUN", "FAILED", "DEAD", "CANC", "BACKLOG",
 		"DONE/MIN", "FAIL/MIN", "OK 10M", "OLDEST DUE", "STATE", "WORKERS")
-	// Before those, any count that is 0 (or -) on every queue, least
-	// telling first; never WORKERS: none is news however quiet.
-	g.quiet = []int{7, 3, 10, 5, 6, 2, 12, 8, 4, 1, 11, 9}
+	// Before those, any count that is 0 (or -) on every queue: first
+	// those that stay 0 for long (CANC, DEAD, FAILED, FAIL/MIN), then
+	// those that come and go with each task (OLDEST DUE, DISP, DUE, ...),
+	// so that `watch taskd stats` keeps its columns while tasks trickle
+	// through. Never WORKERS: none is news however quiet.
+	g.quiet = []int{7, 6, 5, 10, 12, 3, 2, 8, 4, 1, 11, 9}
 	for _, q := range s.Queues {
 		rate := "-"
 		if q.SuccessRate10m != nil {

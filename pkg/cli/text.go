@@ -75,7 +75,7 @@ func control(r rune) bool { return (r < 0x20 && r != '\t') || (r >= 0x7f && r < 
 // out of sight, and an SSH session of 24 rows out of its scrollback.
 const shownRows = 40
 
-// shownBytes bounds what `show` wraps to find those lines.
+// shownBytes bounds what `show` reads of each to find those rows.
 const shownBytes = 64 << 10
 
 // CutText cuts s to its first maxBytes, then to what fills rows rows of a
@@ -99,11 +99,12 @@ func CutText(s string, width, maxBytes, rows int, wrap bool, note string) string
 			n = max(1, (uniseg.StringWidth(l)+width-1)/width)
 		}
 		if used+n > rows {
-			if room := rows - used; room > 0 {
+			end := i
+			if room := rows - used; room > 0 { // the rows left of a long line
 				lines[i] = ansi.Truncate(l, room*width, "…")
-				i++
+				end++
 			}
-			lines, cut = lines[:i], true
+			lines, cut = lines[:end], true
 			break
 		}
 		used += n

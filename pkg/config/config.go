@@ -70,10 +70,10 @@ type Config struct {
 	source func(key string) string
 }
 
-// Named is key as an error about its value names it: with where the value
-// came from, so that an operator who corrected the file learns that a
-// TASKD_* variable (a Supervisor environment=, a systemd unit) or a flag
-// set it: "mysql.dsn (from environment variable TASKD_MYSQL_DSN)".
+// Named names key for an error about its value, with where the value came
+// from: "mysql.dsn (from environment variable TASKD_MYSQL_DSN)". An
+// operator who corrected the file learns that a TASKD_* variable (a
+// Supervisor environment=, a systemd unit) or a flag overrides it.
 func (c *Config) Named(key string) string {
 	if c.source == nil {
 		return key
