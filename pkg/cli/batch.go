@@ -62,6 +62,9 @@ object) with a "batch" key: {"id", "total", "succeeded", "dead",
 				return err
 			}
 			defer closeFn()
+			if err := a.checkRouted(cmd.Context(), cl.store, f.anyCode, append([]string{args[0], callback}, f.then...)...); err != nil {
+				return err
+			}
 			res, err := cl.Batch(cmd.Context(), b)
 			if err != nil {
 				return err

@@ -1028,3 +1028,40 @@ func TestNextRunOnlyWhileWaiting(t *testing.T) {
 	b.env.Exec(t, `UPDATE task_center SET status = ? WHERE id = ?`, task.Failed, id)
 	require.Regexp(t, `\nnext run    \d{4}-`, b.ok(t, "show", sid), "failed: due for its retry")
 }
+
+// On a host whose configuration has no handlers (one that only submits,
+// or no file), a code is checked against the codes the nodes record in
+// the task center: `taskd submit sned_email` went in and waited for good.
+// Before any node has recorded its codes, nothing can tell, and any code
+// goes in.
+func TestSubmitWithoutHandlersChecksTheNodesCodes(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	cfg := writeConfig(t, env.ConfigYAML(""))
+	run := func(args ...string) result { return runCLI(t, cfg, "", args...) }
+	require.Equal(t, cli.ExitOK, run("submit", "anything", "--delay", "1h").code, "no node has recorded its codes yet")
+
+	_, err := env.Store.RouteRecord(context.Background(), "node-a", map[string]string{"send_email": "mail", "report": "report"})
+	require.NoError(t, err)
+	for _, args := range [][]string{
+		{"submit", "sned_email"},
+		{"submit", "send_email", "--then", "sned_email"},
+		{"cron", "add", "sned_email", "@daily"},
+		{"batch", "sned_email", "{}", "--callback", "report"},
+		{"batch", "send_email", "{}", "--callback", "sned_email"},
+	} {
+		r := run(args...)
+		requireOneLineError(t, r, cli.ExitUsage)
+		require.Contains(t, r.stderr, `unknown task code "sned_email" (did you mean "send_email"?): this configuration has no handlers, and no node records one for it`, "taskd %v", args)
+	}
+	require.Equal(t, 1, env.Count(t, `SELECT COUNT(*) FROM task_center`), "nothing written")
+
+	for _, args := range [][]string{
+		{"submit", "send_email", "--delay", "1h"},
+		{"submit", "anything", "--delay", "1h"}, // a task of it is in the task center
+		{"submit", "sned_email", "--delay", "1h", "--any-code"},
+	} {
+		r := run(args...)
+		require.Equal(t, cli.ExitOK, r.code, "taskd %v: %s", args, r.stderr)
+	}
+}

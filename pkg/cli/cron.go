@@ -52,6 +52,9 @@ same CODE and --name updates the task in place.`,
 				return err
 			}
 			defer closeFn()
+			if err := a.checkRouted(cmd.Context(), cl.store, f.anyCode, append([]string{args[0]}, f.then...)...); err != nil {
+				return err
+			}
 			res, err := cl.CronAdd(cmd.Context(), producer.Cron{Code: args[0], Name: name, Expr: args[1], Timezone: tz,
 				Payload: payload, Queue: f.queue, Priority: &f.priority, Timeout: f.timeout, MaxRetry: &f.maxRetry,
 				Children: children})

@@ -160,6 +160,37 @@ func checkCode(c *config.Config, code string, any bool) error {
 	return nil
 }
 
+// checkRouted checks codes against the task center when the configuration
+// has no handlers to check them against (a host that only submits, or no
+// file at all), where any code went in: it refuses a code that no node
+// records a handler for (task_route) and no task has, once some node has
+// recorded its codes. Before any has, it cannot tell, and lets it be.
+func (a *App) checkRouted(ctx context.Context, st *store.Store, anyCode bool, codes ...string) error {
+	c, err := a.config()
+	if err != nil || anyCode || len(c.Handlers) > 0 {
+		return err
+	}
+	routes, err := st.RouteList(ctx)
+	if err != nil || len(routes) == 0 {
+		return err
+	}
+	routed := make([]string, len(routes))
+	for i, r := range routes {
+		routed[i] = r.Code
+	}
+	for _, code := range codes {
+		if slices.Contains(routed, code) {
+			continue
+		}
+		if known, err := st.CodeNamed(ctx, code); err != nil || known {
+			return err
+		}
+		return task.Invalidf("unknown task code %q%s: this configuration has no handlers, and no node records one for it in the task center "+
+			"(pass --any-code if a node about to start serves it)", code, suggest.DidYouMean(code, routed))
+	}
+	return nil
+}
+
 // producer is a producer client and the task center it writes to.
 type producerClient struct {
 	*producer.Client
@@ -262,6 +293,9 @@ func (a *App) submitCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			if err := a.checkRouted(cmd.Context(), cl.store, f.anyCode, append([]string{args[0]}, f.then...)...); err != nil {
+				return err
+			}
 			if !sub.At.IsZero() && !allowPast {
 				// The database clock decides when tasks are due.
 				now, err := cl.store.Now(cmd.Context())
