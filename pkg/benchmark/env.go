@@ -113,22 +113,23 @@ func NewEnv(ctx context.Context, base *config.Config, log *slog.Logger) (*Env, e
 // any runs, rather than once per scenario under an empty table.
 func Preflight(ctx context.Context, base *config.Config) error {
 	e, err := NewEnv(ctx, base, nil)
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && (me.Number == 1045 || me.Number == 1698) { // access denied
-		return fmt.Errorf("%w: fix the user or password in %s", err, base.Named("mysql.dsn"))
+	if err == nil {
+		return e.Close()
 	}
-	if errors.As(err, &me) && me.Number == 1044 { // ER_DBACCESS_DENIED_ERROR
-		db := "taskd"
-		if dsn, perr := mysql.ParseDSN(base.MySQL.DSN); perr == nil && dsn.DBName != "" {
-			db = dsn.DBName
-		}
-		return fmt.Errorf("%w: taskd bench makes a database of its own for each scenario and drops it after; "+
-			"GRANT ALL ON `%s\\_bench\\_%%`.* to the account of mysql.dsn, or run it as one that may create databases", err, db)
-	}
-	if err != nil {
+	dsn, perr := mysql.ParseDSN(base.MySQL.DSN)
+	if perr != nil {
 		return err
 	}
-	return e.Close()
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1044 { // ER_DBACCESS_DENIED_ERROR: the bench's database, not the configured one
+		return fmt.Errorf("%w: taskd bench makes a database of its own for each scenario and drops it after; "+
+			"GRANT ALL ON `%s\\_bench\\_%%`.* to the account of %s, or run it as one that may create databases",
+			err, cmpOr(dsn.DBName, "taskd"), base.Named("mysql.dsn"))
+	}
+	if cerr := store.ConfigError(err, dsn, base.Named("mysql.dsn")); cerr != nil { // wrong credentials, as every command says them
+		return cerr
+	}
+	return err
 }
 
 // Borrow opens an Env on cfg's database and prefix as they are (tests

@@ -123,7 +123,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	s := &Store{db: db, readTimeout: cfg.ReadTimeout}
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		if cerr := configError(err, cfg, cmp.Or(o.Key, "mysql.dsn")); cerr != nil {
+		if cerr := ConfigError(err, cfg, cmp.Or(o.Key, "mysql.dsn")); cerr != nil {
 			return nil, cerr
 		}
 		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, err)
@@ -369,10 +369,11 @@ const (
 	errAccessDeniedNoPassword = 1698
 )
 
-// configError returns a config error (task.CodeConfig) when the server
+// ConfigError returns a config error (task.CodeConfig) when the server
 // refused the connection for a reason only a person can fix, else nil: a
-// daemon must not retry wrong credentials forever.
-func configError(err error, cfg *mysql.Config, key string) error {
+// daemon must not retry wrong credentials forever. key names the DSN's
+// configuration key in the message.
+func ConfigError(err error, cfg *mysql.Config, key string) error {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
 		return nil
