@@ -337,17 +337,20 @@ func (r *Recoverer) redispatchUndated(ctx context.Context, res *Result) error {
 // just after the loss, whose messages are in the new Redis.
 func (r *Recoverer) redispatchLost(ctx context.Context, lostAt time.Time, res *Result) error {
 	all := !lostAt.IsZero()
+	var cur store.InFlightCursor
 	for {
 		var stuck []store.StuckDispatched
 		var err error
 		if all {
-			stuck, err = r.store.TaskListDispatchedBefore(ctx, lostAt, r.cfg.BatchSize)
+			stuck, err = r.store.TaskListDispatchedBefore(ctx, lostAt, cur, r.cfg.BatchSize)
 		} else {
-			stuck, err = r.store.TaskListStuckDispatched(ctx, r.cfg.DispatchWindow, r.cfg.BatchSize)
+			stuck, err = r.store.TaskListStuckDispatched(ctx, r.cfg.DispatchWindow, cur, r.cfg.BatchSize)
 		}
-		if err != nil {
+		if err != nil || len(stuck) == 0 {
 			return err
 		}
+		last := stuck[len(stuck)-1]
+		cur = store.InFlightCursor{DispatchedAt: last.DispatchedAt, ID: last.ID}
 		oldest := map[string]*time.Time{}
 		taken := map[string]map[broker.Attempt]bool{}
 		var ts []store.Transition
@@ -396,7 +399,7 @@ func (r *Recoverer) redispatchLost(ctx context.Context, lostAt time.Time, res *R
 			r.record(ctx, &broker.Event{Kind: KindRedispatched,
 				Detail: fmt.Sprintf("%d dispatched tasks whose message was lost, back to pending", n)})
 		}
-		if len(stuck) < r.cfg.BatchSize || len(ts) == 0 {
+		if len(stuck) < r.cfg.BatchSize {
 			return nil
 		}
 	}
@@ -406,7 +409,7 @@ func (r *Recoverer) redispatchLost(ctx context.Context, lostAt time.Time, res *R
 // gone) or hung (past timeout plus grace). A task found this way
 // CrashLimit times is a poison task.
 func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, res *Result) error {
-	var cur store.RunningCursor
+	var cur store.InFlightCursor
 	for {
 		running, err := r.store.TaskListRunning(ctx, r.cfg.RunningGrace, cur, r.cfg.BatchSize)
 		if err != nil {
@@ -416,7 +419,7 @@ func (r *Recoverer) recoverRunning(ctx context.Context, trustHeartbeats bool, re
 			return nil
 		}
 		last := running[len(running)-1]
-		cur = store.RunningCursor{DispatchedAt: last.DispatchedAt, ID: last.ID}
+		cur = store.InFlightCursor{DispatchedAt: last.DispatchedAt, ID: last.ID}
 		alive := map[string]bool{}
 		if trustHeartbeats {
 			ids := make([]string, 0, len(running))

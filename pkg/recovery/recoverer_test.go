@@ -147,6 +147,33 @@ func TestDispatchWaitingBehindBacklogIsLeftAlone(t *testing.T) {
 	require.Equal(t, task.Dispatched, b.status(t, ids[0]).Status)
 }
 
+// A slow queue's backlog, waiting in its list longer than the dispatch
+// window, fills whole batches of the scan: a lost message dispatched after
+// them is still found in the same pass, not once the backlog has drained.
+func TestLostBehindAFullBatchOfWaitingIsRedispatched(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{BatchSize: 3})
+	b.oldEpoch(t)
+	waiting := b.submit(t, 7, producer.Submission{})
+	msgs := b.claim(t)
+	_, err := b.env.Broker.Push(context.Background(), msgs)
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond) // dispatched after the backlog, by the database clock
+	rs, err := b.prod.SubmitBatch(context.Background(), []producer.Submission{{Code: "other"}})
+	require.NoError(t, err)
+	lost := rs[0].ID
+	require.Len(t, b.claim(t), 1) // its push is lost
+	time.Sleep(5 * time.Millisecond)
+
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Redispatched)
+	require.Equal(t, task.Pending, b.status(t, lost).Status)
+	for _, id := range waiting {
+		require.Equal(t, task.Dispatched, b.status(t, id).Status, "task %d waits its turn in its queue", id)
+	}
+}
+
 // A task that waited in its list past the dispatch window (behind a
 // rate, a max_running) and was just taken by a live worker is still
 // dispatched until its running mark: the queue behind it is empty, yet it
@@ -519,4 +546,19 @@ func TestUndatedInFlightRowsHandedBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Redispatched)
 	require.Len(t, b.claim(t), 2, "both pending and due again")
+}
+
+// A row written running with a dispatch time and no start (a producer
+// copying its own states) is judged from its dispatch: a NULL start failed
+// the running scan of every pass, and no dead worker's task was recovered.
+func TestRunningRowWithoutStartIsRecovered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{RunningGrace: time.Millisecond})
+	b.oldEpoch(t)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, status, attempt, worker_id, timeout, plan_next_run_at, dispatched_at)
+		VALUES ('job', '{}', 2, 1, 'w-gone', 1, NOW(3) - INTERVAL 1 HOUR, NOW(3) - INTERVAL 1 HOUR)`)
+	res, err := b.rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Recovered)
+	require.Len(t, b.claim(t), 1, "pending and due again")
 }

@@ -82,8 +82,8 @@ func requireLanePlans(t *testing.T, db *sql.DB) {
 		{"claim", store.ClaimCandidatesSQL, limits},
 		{"paused claim", store.ClaimWindowSQL, window},
 		{"next due", store.NextDueSQL, nil},
-		{"stuck dispatched", store.StuckDispatchedSQL, []any{int64(time.Minute / time.Microsecond), 100}},
-		{"dispatched before", store.DispatchedBeforeSQL, []any{old, 100}},
+		{"stuck dispatched", store.StuckDispatchedSQL, []any{int64(time.Minute / time.Microsecond), 946684800, 946684800, 0, 100}},
+		{"dispatched before", store.DispatchedBeforeSQL, []any{old, 946684800, 946684800, 0, 100}},
 		{"running", store.RunningSQL, []any{0, 946684800, 946684800, 0, 100}},
 		{"stats in flight", store.StatsInflightSQL, nil},
 		{"stats waiting", store.StatsWaitingSQL, nil},
@@ -307,10 +307,10 @@ func TestLanesExpandThenContract(t *testing.T) {
 		qs, _, err := st.StatsCounts(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(len(msgs)+20), qs["w"].ByStatus[task.Dispatched]+qs["r"].ByStatus[task.Dispatched])
-		stuck, err := st.TaskListStuckDispatched(ctx, time.Minute, 100)
+		stuck, err := st.TaskListStuckDispatched(ctx, time.Minute, store.InFlightCursor{}, 100)
 		require.NoError(t, err)
 		require.Len(t, stuck, 20)
-		running, err := st.TaskListRunning(ctx, 0, store.RunningCursor{}, 100)
+		running, err := st.TaskListRunning(ctx, 0, store.InFlightCursor{}, 100)
 		require.NoError(t, err)
 		require.Len(t, running, 20)
 		n, err := st.TaskPurgeFinished(ctx, 90*time.Minute, 10)

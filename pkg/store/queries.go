@@ -643,9 +643,10 @@ func placeholders(n int) string {
 }
 
 // qStuckDispatched and qDispatchedBefore list tasks dispatched before a
-// cutoff, oldest first: NOW(3) minus a window, or an instant. They read the
-// in-flight lane of idx_lane up to the cutoff (running tasks among them are
-// skipped by their row).
+// cutoff, oldest first after a keyset position (lane_at, id): the cutoff
+// is NOW(3) minus a window, or an instant. They read the in-flight lane of
+// idx_lane up to the cutoff (running tasks among them are skipped by their
+// row).
 var (
 	qStuckDispatched  = dispatchedBefore("NOW(3) - INTERVAL ? MICROSECOND")
 	qDispatchedBefore = dispatchedBefore("FROM_UNIXTIME(?)")
@@ -659,16 +660,19 @@ const qUndatedInFlight = `SELECT id, attempt, status FROM task_center
 
 func dispatchedBefore(cutoff string) string {
 	return `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, UNIX_TIMESTAMP(dispatched_at)
-	FROM task_center WHERE lane = 10 AND lane_at < ` + cutoff + ` AND status = 1
-	ORDER BY lane_at LIMIT ?`
+	FROM task_center WHERE lane = 10 AND lane_at < ` + cutoff + `
+	AND lane_at >= FROM_UNIXTIME(?) AND (lane_at, id) > (FROM_UNIXTIME(?), ?)
+	AND status = 1 ORDER BY lane_at, id LIMIT ?`
 }
 
 // qRunning lists running tasks in dispatch order after a keyset position
 // (lane_at, id) of the in-flight lane, with whether each is past its
-// timeout plus a grace.
+// timeout plus a grace: counted from its start, or from its dispatch for a
+// row written running without a start (an UPDATE or INSERT from outside;
+// a NULL there failed the scan of every pass).
 var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, task_type, COALESCE(cron_expr, ''), ` + zoneOf("task_center") + `,
 	worker_id, crash_count, ` + unixOf("plan_next_run_at", "0") + `, UNIX_TIMESTAMP(dispatched_at), COALESCE(UNIX_TIMESTAMP(started_at), ''),
-	started_at + INTERVAL ` + task.TimeoutSQL("") + ` SECOND + INTERVAL ? MICROSECOND < NOW(3)
+	COALESCE(started_at, dispatched_at) + INTERVAL ` + task.TimeoutSQL("") + ` SECOND + INTERVAL ? MICROSECOND < NOW(3)
 	FROM task_center WHERE lane = 10 AND lane_at >= FROM_UNIXTIME(?) AND (lane_at, id) > (FROM_UNIXTIME(?), ?)
 	AND status = 2 ORDER BY lane_at, id LIMIT ?`
 

@@ -17,20 +17,21 @@ type StuckDispatched struct {
 }
 
 // TaskListStuckDispatched lists up to limit tasks dispatched longer than
-// window ago by the database clock, oldest first.
-func (s *Store) TaskListStuckDispatched(ctx context.Context, window time.Duration, limit int) ([]StuckDispatched, error) {
-	return s.listDispatched(ctx, qStuckDispatched, window.Microseconds(), limit)
+// window ago by the database clock, oldest first after cursor after.
+func (s *Store) TaskListStuckDispatched(ctx context.Context, window time.Duration, after InFlightCursor, limit int) ([]StuckDispatched, error) {
+	return s.listDispatched(ctx, qStuckDispatched, window.Microseconds(), after, limit)
 }
 
 // TaskListDispatchedBefore lists up to limit tasks still dispatched whose
 // dispatch was before the instant before (the database clock), oldest
-// first.
-func (s *Store) TaskListDispatchedBefore(ctx context.Context, before time.Time, limit int) ([]StuckDispatched, error) {
-	return s.listDispatched(ctx, qDispatchedBefore, unixArg(before), limit)
+// first after cursor after.
+func (s *Store) TaskListDispatchedBefore(ctx context.Context, before time.Time, after InFlightCursor, limit int) ([]StuckDispatched, error) {
+	return s.listDispatched(ctx, qDispatchedBefore, unixArg(before), after, limit)
 }
 
-func (s *Store) listDispatched(ctx context.Context, query string, bound any, limit int) ([]StuckDispatched, error) {
-	rows, err := s.db.QueryContext(ctx, query, bound, limit)
+func (s *Store) listDispatched(ctx context.Context, query string, bound any, after InFlightCursor, limit int) ([]StuckDispatched, error) {
+	from := unixArg(after.from())
+	rows, err := s.db.QueryContext(ctx, query, bound, from, from, after.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list stuck dispatched tasks: %w", err)
 	}
@@ -94,19 +95,29 @@ type RunningTask struct {
 	Overdue bool
 }
 
-// RunningCursor is a keyset position in the running scan.
-type RunningCursor struct {
+// InFlightCursor is a keyset position (dispatch time, id) in the
+// in-flight lane, where recovery's scans go on from: the zero cursor is
+// the lane's start. A scan that went back to the start after each batch
+// read the same rows again when all of them were skipped (messages
+// waiting behind a slow queue's backlog, rows locked elsewhere), and
+// never reached a lost one behind them.
+type InFlightCursor struct {
 	DispatchedAt time.Time
 	ID           int64
 }
 
+// from is the cursor's dispatch time; the zero cursor's is before any.
+func (c InFlightCursor) from() time.Time {
+	if c.DispatchedAt.IsZero() {
+		return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	return c.DispatchedAt
+}
+
 // TaskListRunning lists up to limit running tasks after cursor, in
 // dispatch order.
-func (s *Store) TaskListRunning(ctx context.Context, grace time.Duration, after RunningCursor, limit int) ([]RunningTask, error) {
-	from := after.DispatchedAt
-	if from.IsZero() {
-		from = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
+func (s *Store) TaskListRunning(ctx context.Context, grace time.Duration, after InFlightCursor, limit int) ([]RunningTask, error) {
+	from := after.from()
 	rows, err := s.db.QueryContext(ctx, qRunning, grace.Microseconds(), unixArg(from), unixArg(from), after.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list running tasks: %w", err)

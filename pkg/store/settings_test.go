@@ -116,7 +116,7 @@ func TestRoutedQueue(t *testing.T) {
 	require.Len(t, msgs, 1)
 	require.Equal(t, "urgent", msgs[0].Queue)
 
-	stuck, err := st.TaskListStuckDispatched(b.ctx, -time.Minute, 10) // dispatched before a minute from now
+	stuck, err := st.TaskListStuckDispatched(b.ctx, -time.Minute, store.InFlightCursor{}, 10) // dispatched before a minute from now
 	require.NoError(t, err)
 	require.Len(t, stuck, 3)
 	for _, d := range stuck {
