@@ -520,11 +520,29 @@ func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]
 	var ts []store.Transition
 	var forced []int64
 	const why = "killed by operator (its worker did not answer)"
+	var now time.Time
 	for id, t := range running {
-		forced = append(forced, id)
-		ts = append(ts, store.Transition{ID: id, Attempt: t.Attempt, From: task.Running, To: task.Cancelled,
+		tr := store.Transition{ID: id, Attempt: t.Attempt, From: task.Running, To: task.Cancelled,
 			SetResult: true, Result: why, Batch: t.BatchID,
-			Run: &store.RunRecord{Code: t.Code, Queue: t.QueueName(), WorkerID: t.WorkerID, Outcome: task.OutcomeCancelled, Result: why}})
+			Run: &store.RunRecord{Code: t.Code, Queue: t.QueueName(), WorkerID: t.WorkerID, Outcome: task.OutcomeCancelled, Result: why}}
+		if t.Type == task.Periodic {
+			// Its run is cancelled and the task moves on, as its worker
+			// would have done: a cancelled periodic task is a disabled
+			// one, which retention deletes once it is old.
+			if now.IsZero() {
+				var err error
+				if now, err = o.store.Now(ctx); err != nil {
+					return done, err
+				}
+			}
+			next, err := cronspec.NextRun(t.CronExpr, cmp.Or(t.Timezone, o.Timezone), t.PlanNextRun, now)
+			if err != nil {
+				return done, fmt.Errorf("kill task %d: %w", id, err)
+			}
+			tr.To, tr.Retry, tr.NextAt = task.Pending, store.RetryReset, next
+		}
+		forced = append(forced, id)
+		ts = append(ts, tr)
 	}
 	if len(ts) > 0 {
 		applied, err := o.store.TaskTransition(ctx, ts)

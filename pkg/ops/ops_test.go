@@ -235,6 +235,33 @@ func TestKillRunningWithoutWorker(t *testing.T) {
 	require.Equal(t, []int64{id}, d.IDs)
 }
 
+// A running periodic task whose worker does not answer is taken as its
+// worker would have ended it: its run cancelled, the task on to its next
+// occurrence. Taken to cancelled, it was a disabled task with a finish
+// time, which retention deletes: the schedule would have gone.
+func TestKillRunningPeriodicWithoutWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.ops.KillWait = 200 * time.Millisecond
+	ctx := context.Background()
+	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1, worker_id = 'gone', dispatched_at = NOW(3), started_at = NOW(3),
+		plan_next_run_at = NOW(3) - INTERVAL 1 MINUTE WHERE id = ?`, r.ID)
+	c, err := b.ops.Kill(ctx, ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{r.ID}, c.IDs)
+	tk := b.get(t, r.ID)
+	require.Equal(t, task.Pending, tk.Status, "on to its next occurrence")
+	require.Equal(t, 3, tk.PlanNextRun.In(time.Local).Hour(), "the schedule's next 03:00, %s", tk.PlanNextRun)
+	require.True(t, tk.PlanNextRun.After(time.Now()))
+	require.Equal(t, 0, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND finished_at IS NOT NULL`, r.ID), "out of retention's reach")
+	runs, err := b.env.Store.RunList(ctx, r.ID, 5)
+	require.NoError(t, err)
+	require.Equal(t, task.OutcomeCancelled, runs[0].Outcome)
+	require.Equal(t, "killed by operator (its worker did not answer)", runs[0].Result)
+}
+
 // A search filter matches a substring of the code, queue, unique key or
 // last result, literally (% and _ are not wildcards); Count and Select
 // agree, and a bulk action on it writes one audit row naming it.
