@@ -92,3 +92,26 @@ func TestEvents(t *testing.T) {
 func redisZ(member string, at time.Time) redis.Z {
 	return redis.Z{Score: float64(at.UnixMilli()), Member: member}
 }
+
+// The data set's age is read on Redis's clock, the marker's own, not on
+// this host's: a host whose clock runs ahead took a Redis flushed seconds
+// ago for one older than a heartbeat's TTL.
+func TestEpochAgeOnRedisClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := testenv.New(t).Broker
+	since, age, created, err := b.Epoch(ctx)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Zero(t, age)
+	now, err := b.Client().Time(ctx).Result()
+	require.NoError(t, err)
+	// A marker 90 s old by Redis's clock, whatever this host's says.
+	require.NoError(t, b.Client().Set(ctx, b.Keys.Epoch(), now.Add(-90*time.Second).UnixMilli(), 0).Err())
+	since, age, created, err = b.Epoch(ctx)
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, now.Add(-90*time.Second).UnixMilli(), since.UnixMilli())
+	require.GreaterOrEqual(t, age, 90*time.Second)
+	require.Less(t, age, 95*time.Second)
+}

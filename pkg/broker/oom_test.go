@@ -53,7 +53,7 @@ func TestFullRedisStillDrains(t *testing.T) {
 	ctx := context.Background()
 	b := smallRedis(t)
 
-	epoch, created, err := b.Epoch(ctx)
+	epoch, _, created, err := b.Epoch(ctx)
 	require.NoError(t, err)
 	require.True(t, created)
 	payload, pushed := fill(t, b, 1)
@@ -79,7 +79,7 @@ func TestFullRedisStillDrains(t *testing.T) {
 	require.True(t, alive["w1"])
 	// Recovery reads the data set's epoch, and forgets a dead worker, remembering it among the gone.
 	require.NoError(t, b.BeatCounts(ctx, &broker.Heartbeat{ID: "w2", Node: "n", Queues: []string{"q"}}, time.Minute, time.Now(), broker.Counts{}))
-	since, created, err := b.Epoch(ctx)
+	since, _, created, err := b.Epoch(ctx)
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, epoch, since)

@@ -14,40 +14,43 @@ import (
 )
 
 // Epoch returns when the current Redis data set was first seen by taskd,
-// creating the marker when it is missing. created is true when this call
-// created it: Redis was flushed or restarted empty since the last call (or
-// this is the first start), so nothing that was queued can be trusted to
-// still be there.
+// and its age, both on Redis's clock, creating the marker when it is
+// missing. created is true when this call created it: Redis was flushed or
+// restarted empty since the last call (or this is the first start), so
+// nothing that was queued can be trusted to still be there. The age is not
+// read off this host's clock: a host 25 s ahead would take the marker of a
+// flush 5 s ago for one older than a heartbeat's TTL, and workers that had
+// not beaten again yet for dead.
 //
 // The marker is read before it is created: SETNX is refused at maxmemory
 // even when the key exists, and recovery, which frees the lists of dead
 // workers, must run on a full Redis too. Creating it runs with allow-oom
 // (one small key).
-func (b *Broker) Epoch(ctx context.Context) (since time.Time, created bool, err error) {
+func (b *Broker) Epoch(ctx context.Context) (since time.Time, age time.Duration, created bool, err error) {
 	for range 2 {
-		v, err := b.rdb.Get(ctx, b.Keys.Epoch()).Result()
-		if err == nil {
-			ms, _ := strconv.ParseInt(v, 10, 64)
-			return time.UnixMilli(ms), false, nil
-		}
-		if !errors.Is(err, redis.Nil) {
-			return time.Time{}, false, fmt.Errorf("redis epoch: %w", err)
-		}
-		now, err := b.rdb.Time(ctx).Result()
-		if err != nil {
-			return time.Time{}, false, fmt.Errorf("redis time: %w", err)
-		}
 		pipe := b.rdb.Pipeline()
+		get := pipe.Get(ctx, b.Keys.Epoch())
+		clock := pipe.Time(ctx)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return time.Time{}, 0, false, fmt.Errorf("redis epoch: %w", err)
+		}
+		now := clock.Val()
+		if v, err := get.Result(); err == nil {
+			ms, _ := strconv.ParseInt(v, 10, 64)
+			since := time.UnixMilli(ms)
+			return since, now.Sub(since), false, nil
+		}
+		pipe = b.rdb.Pipeline()
 		set := b.write(ctx, pipe, "SET", b.Keys.Epoch(), now.UnixMilli(), "NX")
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return time.Time{}, false, fmt.Errorf("redis epoch: %w", err)
+			return time.Time{}, 0, false, fmt.Errorf("redis epoch: %w", err)
 		}
 		if set.Err() == nil {
-			return time.UnixMilli(now.UnixMilli()), true, nil
+			return time.UnixMilli(now.UnixMilli()), 0, true, nil
 		}
 		// Another node created it meanwhile: read it again.
 	}
-	return time.Time{}, false, errors.New("redis epoch: the marker vanished twice while it was created")
+	return time.Time{}, 0, false, errors.New("redis epoch: the marker vanished twice while it was created")
 }
 
 // DeadWorkers returns registered workers whose heartbeat key is gone and

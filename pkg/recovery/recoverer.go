@@ -157,7 +157,7 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 		r.cfg.Metrics.Recovered("running", res.Recovered)
 		r.cfg.Metrics.Recovered("orphan", res.Orphans)
 	}()
-	since, _, err := r.broker.Epoch(ctx)
+	since, age, _, err := r.broker.Epoch(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -183,7 +183,7 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 	// Right after Redis lost its data, or a first start, live workers
 	// have not beaten yet: judging them by heartbeats would take tasks from
 	// living workers.
-	trustHeartbeats := seen == store.EpochKnown && time.Since(since) > r.cfg.HeartbeatTTL
+	trustHeartbeats := seen == store.EpochKnown && age > r.cfg.HeartbeatTTL
 
 	if trustHeartbeats {
 		if err := r.drainDeadWorkers(ctx, &res); err != nil {
