@@ -245,6 +245,30 @@ func TestConfirmOnATerminal(t *testing.T) {
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 6`, id))
 }
 
+// A filter's tasks are counted when the question is asked, and the action
+// takes those of them that still match when it is answered: a task
+// another operator retried meanwhile is left alone and said so, not
+// deleted as the dead task it no longer is.
+func TestConfirmedFilterTakesWhatStillMatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  hello: { exec: [\"true\"] }\n")
+	var ids []int64
+	for range 3 {
+		ids = append(ids, b.created(t, "submit", "hello", "--delay", "1h").ID)
+	}
+	b.env.Exec(t, `UPDATE task_center SET status = 5 WHERE id IN (?, ?, ?)`, ids[0], ids[1], ids[2])
+
+	s := newScreen(t, taskdBin, "--config", b.config, "delete", "--status", "dead", "--code", "hello")
+	s.waitFor("delete 3 tasks (")
+	s.waitFor("? [y/N]")
+	b.env.Exec(t, `UPDATE task_center SET status = 0 WHERE id = ?`, ids[1]) // retried by someone else meanwhile
+	s.keys("y", "Enter")
+	s.waitFor(fmt.Sprintf("delete: 2 of 3 tasks deleted (%d, %d); %d not changed, pending: no longer matches the filter", ids[0], ids[2], ids[1]))
+	require.Equal(t, "0", s.exitCode(t))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 0`, ids[1]), "the retried task is kept")
+	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id IN (?, ?)`, ids[0], ids[2]))
+}
+
 // exitCode waits for the program of the screen to end and returns its
 // exit status.
 func (s *screen) exitCode(t *testing.T) string {

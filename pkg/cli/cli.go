@@ -44,6 +44,10 @@ const (
 	// ExitInterrupted (128 + SIGINT, as shells report it) is a command
 	// stopped by ctrl+c or SIGTERM before it was done.
 	ExitInterrupted = 130
+	// ExitPartial is an action on several tasks that failed part way:
+	// stdout says what it changed, as on success, and the error what it
+	// could not do. Exit 1 says that nothing was written.
+	ExitPartial = 3
 )
 
 // App holds what every command shares: streams, flags, configuration.
@@ -120,6 +124,9 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 		// Not from a command's body: cobra rejected the command line.
 		return ExitUsage
 	}
+	if errors.As(re.error, new(partialError)) {
+		return ExitPartial
+	}
 	if task.ErrorCode(re.error) == task.CodeInvalid {
 		return ExitUsage
 	}
@@ -129,6 +136,12 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 	}
 	return ExitFailure
 }
+
+// partialError is the error of an action that changed part of what it
+// was asked to before it failed (ExitPartial).
+type partialError struct{ error }
+
+func (e partialError) Unwrap() error { return e.error }
 
 // runError marks errors returned by a command's body, as opposed to
 // cobra's own errors about the command line.

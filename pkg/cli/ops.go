@@ -198,11 +198,28 @@ func (a *App) bulkAction(sel *selection, verb string,
 		if err := a.confirm(sel.yes, prompt); err != nil {
 			return err
 		}
+		var left []ops.Skipped
+		if !sel.yes {
+			// The question may have waited minutes for its answer.
+			if t, left, err = o.StillMatching(cmd.Context(), t); err != nil {
+				return err
+			}
+		}
 		c, err := act(o, cmd.Context(), t)
-		if err != nil {
+		c.Requested += len(left)
+		c.Unchanged = append(c.Unchanged, left...)
+		if err != nil && c.Changed == 0 {
 			return err
 		}
-		return a.printChange(c)
+		if err != nil {
+			a.warning = "" // that it goes on without Redis: the error says what it could not do
+		}
+		if perr := a.printChange(c); perr != nil || err == nil {
+			return perr
+		}
+		// What it did before failing is said as on success: a script
+		// told only "exit 1" took it that nothing was written.
+		return partialError{err}
 	}
 }
 

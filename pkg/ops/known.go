@@ -147,6 +147,51 @@ func (o *Ops) resolve(ctx context.Context, t Target) ([]int64, error) {
 	return ids, nil
 }
 
+// StillMatching narrows the ids of t, a filter's tasks as resolved when the
+// operator was asked, to those that match the filter now; the others are
+// returned as skipped, each with its status now. A task that stopped
+// matching while the question waited (retried, run, deleted by another
+// operator) is left alone, and one that began to match is not taken: it
+// was not confirmed. A target without a filter is returned as it is.
+func (o *Ops) StillMatching(ctx context.Context, t Target) (Target, []Skipped, error) {
+	if t.Filter == nil || len(t.IDs) == 0 {
+		return t, nil, nil
+	}
+	now, err := o.Select(ctx, *t.Filter)
+	if err != nil {
+		return t, nil, err
+	}
+	match := make(map[int64]bool, len(now))
+	for _, id := range now {
+		match[id] = true
+	}
+	keep := []int64{}
+	var left []int64
+	for _, id := range t.IDs {
+		if match[id] {
+			keep = append(keep, id)
+		} else {
+			left = append(left, id)
+		}
+	}
+	if len(left) == 0 {
+		return t, nil, nil
+	}
+	states, err := o.store.TaskStates(ctx, left)
+	if err != nil {
+		return t, nil, err
+	}
+	skipped := make([]Skipped, len(left))
+	for i, id := range left {
+		skipped[i] = Skipped{ID: id, Reason: "not found (deleted meanwhile)"}
+		if st, ok := states[id]; ok {
+			skipped[i] = Skipped{ID: id, Status: st.Status.String(), Reason: "no longer matches the filter (changed meanwhile)"}
+		}
+	}
+	t.IDs = keep
+	return t, skipped, nil
+}
+
 // dedupe drops repeated ids, keeping the order.
 func dedupe(ids []int64) []int64 {
 	seen := make(map[int64]bool, len(ids))
