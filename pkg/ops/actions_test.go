@@ -146,6 +146,31 @@ func TestDisableEnablePeriodic(t *testing.T) {
 	require.Equal(t, 2, detailOf(t, e).Requested)
 }
 
+// A retry of cancelled tasks, after an incident, brings back the killed
+// one-off tasks and leaves the disabled periodic ones to enable: it
+// switched them back on and ran them at once.
+func TestRetryLeavesDisabledPeriodicAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "x", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	oneoff := b.submit(t, "x")
+	_, err = b.ops.Disable(ctx, ops.Target{IDs: []int64{r.ID}})
+	require.NoError(t, err)
+	_, err = b.ops.Kill(ctx, ops.Target{IDs: []int64{oneoff}})
+	require.NoError(t, err)
+
+	cancelled := task.Cancelled
+	c, err := b.ops.Retry(ctx, ops.Target{Filter: &ops.Filter{Status: &cancelled}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{oneoff}, c.IDs)
+	require.Equal(t, task.Pending, b.get(t, oneoff).Status)
+	require.Equal(t, task.Cancelled, b.get(t, r.ID).Status, "still disabled")
+	require.Equal(t, []ops.Skipped{{ID: r.ID, Status: "cancelled",
+		Reason: "disabled; retry leaves a disabled periodic task alone (taskd enable puts it back on its schedule)"}}, c.Unchanged)
+}
+
 // An enable that changes nothing (the task is not disabled) is still
 // audited with the tasks asked for.
 func TestEnableOfEnabledAudited(t *testing.T) {

@@ -209,6 +209,9 @@ func reason(action string, st store.TaskState) string {
 		}
 		kind = "periodic tasks"
 	}
+	if action == "retry" && st.Type == task.Periodic && st.Status == task.Cancelled {
+		return "disabled; retry leaves a disabled periodic task alone (taskd enable puts it back on its schedule)"
+	}
 	if action == "delete" && st.Type == task.Periodic && slices.Contains(a.statuses, st.Status) {
 		return "periodic; a delete by filter keeps periodic tasks (taskd cron remove, or delete it by id)"
 	}

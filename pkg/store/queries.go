@@ -694,10 +694,13 @@ const qPurgeRuns = `DELETE FROM task_run WHERE id <= (SELECT MAX(id) FROM
 	AND finished_at < NOW(3) - INTERVAL ? MICROSECOND`
 
 // qRetry moves a dead, failed or cancelled task back to pending, due now,
-// with its retry and crash counts reset.
+// with its retry and crash counts reset. A disabled periodic task (a
+// cancelled one) is left to enable: retried, it was switched back on by a
+// retry --status cancelled meant for killed one-off tasks, and ran at once.
 const qRetry = `UPDATE task_center SET status = 0, retry_count = 0, crash_count = 0,
 	scheduled_at = COALESCE(scheduled_at, plan_next_run_at), plan_next_run_at = NOW(3),
-	worker_id = '', finished_at = NULL, claim_token = ? WHERE id IN (%s) AND status IN (4, 5, 6)`
+	worker_id = '', finished_at = NULL, claim_token = ? WHERE id IN (%s) AND status IN (4, 5, 6)
+	AND NOT (task_type = 1 AND status = 6)`
 
 // qCancel cancels a task that no worker holds yet. A periodic task gets
 // no finished_at: it is disabled (qDisable), kept by retention until an
