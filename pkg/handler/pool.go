@@ -262,16 +262,22 @@ func (p *Pool) Handle(ctx context.Context, r *Request) (string, error) {
 	select {
 	case p.calls <- c:
 	case <-ctx.Done():
-		err := ctxErr(ctx)
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w within the task's timeout: %w", ErrNotStarted, err)
-		}
-		return "", fmt.Errorf("pool %s: waiting for a free process: %w", p.cfg.Code, err)
+		return "", p.notStarted(ctx, "waiting for a free process")
 	case <-p.closed:
 		return "", fmt.Errorf("pool %s: %w", p.cfg.Code, errPoolStopped)
 	}
 	rep := <-c.reply
 	return rep.out, rep.err
+}
+
+// notStarted is the error of an attempt whose context ended before a
+// process took it, while it waited as doing says.
+func (p *Pool) notStarted(ctx context.Context, doing string) error {
+	err := ctxErr(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w within the task's timeout: %w", ErrNotStarted, err)
+	}
+	return fmt.Errorf("pool %s: %s: %w", p.cfg.Code, doing, err)
 }
 
 // credited is ctx with its deadline moved d later, cancelled as ctx is
@@ -352,7 +358,22 @@ func (p *Pool) slot(ctx context.Context, n int) {
 				}
 			}
 			var err error
-			proc, err = p.start(ctx, n)
+			if c == nil {
+				proc, err = p.start(ctx, n)
+			} else {
+				// A start for a waiting task ends with the task too (its
+				// timeout, a kill): a boot that hangs, or the backoff of a
+				// pool whose starts fail, held the task past its timeout
+				// until the watchdog took its slot.
+				sctx, cancel := context.WithCancel(ctx)
+				stop := context.AfterFunc(c.ctx, cancel)
+				proc, err = p.start(sctx, n)
+				stop()
+				cancel()
+				if err != nil && c.ctx.Err() != nil && ctx.Err() == nil {
+					err = p.notStarted(c.ctx, "waiting for a process to start")
+				}
+			}
 			if err != nil {
 				if c != nil {
 					c.reply <- poolReply{err: err}

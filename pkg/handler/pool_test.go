@@ -47,6 +47,11 @@ func poolHelper(mode string) int {
 	case "silent":
 		time.Sleep(time.Hour) // a helper process that hangs, as a stuck PHP worker does
 	}
+	if f := os.Getenv("POOL_HANG_IF"); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			time.Sleep(time.Hour) // its boot hangs from now on (a framework whose database is down)
+		}
+	}
 	fmt.Fprintln(proto, `{"ready":true,"protocol":1}`)
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -546,6 +551,38 @@ func TestPoolStopsIdleProcesses(t *testing.T) {
 	requireGroupGone(t, first.PID)
 	require.NotEqual(t, first.PID, served(t, p, `{}`).PID, "a task starts a process again")
 	require.Equal(t, int64(1), p.Stats().Ended[EndIdle])
+}
+
+// A task that wakes a process stopped for being idle waits for its boot
+// no longer than its own timeout: a boot that hung held it for the whole
+// start_timeout, past its timeout, until the watchdog took the slot.
+func TestPoolStartForATaskEndsWithTheTask(t *testing.T) {
+	t.Parallel()
+	hang := filepath.Join(t.TempDir(), "hang")
+	p := newTestPool(t, "serve", func(c *PoolConfig) {
+		c.Idle = 100 * time.Millisecond
+		c.StartTimeout = time.Minute
+		c.Env = append(c.Env, "POOL_HANG_IF="+hang)
+	})
+	served(t, p, `{}`)
+	require.Eventually(t, func() bool { return p.Stats().Processes == 0 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, os.WriteFile(hang, nil, 0o600))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Handle(ctx, testRequest())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrNotStarted)
+		require.ErrorContains(t, err, "waiting for a process to start")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the task waited for the boot past its timeout")
+	}
+	require.Eventually(t, func() bool { return p.Stats().Processes == 0 }, 10*time.Second, 10*time.Millisecond, "the hung boot is stopped")
 }
 
 // A pool whose processes die at start backs off, one start at a time,
