@@ -261,6 +261,9 @@ cron add record their own zone and are not affected.`,
 					map[string]any{"before": before, "after": args[0], "moved": nonNil(moved)}); err != nil {
 					fmt.Fprintf(a.Stderr, "taskd: warning: set, but the audit log was not written: %v\n", err)
 				}
+			}
+			if len(args) == 1 {
+				// One shape for every setting, a change or not, for scripts.
 				out = map[string]any{"timezone": args[0], "before": before, "moved": nonNil(moved)}
 			}
 			if a.json() {

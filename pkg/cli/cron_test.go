@@ -128,6 +128,9 @@ func TestCronTimezoneMovesNextRunOfZonelessTasks(t *testing.T) {
 	overdue := b.nextRunOf(t, pending)
 	require.Equal(t, "periodic tasks that name no time zone run in Asia/Shanghai\n", b.ok(t, "cron", "timezone", "Asia/Shanghai"))
 	require.Equal(t, overdue, b.nextRunOf(t, pending))
+	// Its JSON has the shape of a change's, for scripts.
+	require.JSONEq(t, `{"timezone": "Asia/Shanghai", "before": "Asia/Shanghai", "moved": []}`,
+		b.ok(t, "cron", "timezone", "Asia/Shanghai", "-o", "json"))
 }
 
 // The move is fenced: a task claimed, or whose next run changed, after it
