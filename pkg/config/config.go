@@ -238,6 +238,31 @@ type MetricsConfig struct {
 	Addr string `mapstructure:"addr"`
 }
 
+// validateKillGrace checks worker.kill_grace against the waits that must
+// outlast it, where a handler runs processes (exec, pool): a process
+// past its timeout gets kill_grace after SIGTERM, so a watchdog.grace no
+// longer than it abandoned every timed-out slot and counted a crash
+// instead of a timeout; and at shutdown a hand_back_wait no longer than it
+// handed tasks back while their processes still ran.
+func (c *Config) validateKillGrace() error {
+	procs := false
+	for _, h := range c.Handlers {
+		procs = procs || len(h.Exec) > 0 || len(h.Pool) > 0
+	}
+	g := c.Worker.KillGrace
+	switch {
+	case g < 0:
+		return invalid("worker.kill_grace", g.String(), "a duration not negative")
+	case !procs:
+		return nil
+	case g >= c.Watchdog.Grace:
+		return invalid("worker.kill_grace", g.String(), "shorter than watchdog.grace (%s), which a process past its timeout must stop within: raise watchdog.grace with it", c.Watchdog.Grace)
+	case g >= c.Worker.HandBackWait:
+		return invalid("worker.kill_grace", g.String(), "shorter than worker.hand_back_wait (%s), which a process stopped at shutdown must end within: raise worker.hand_back_wait with it", c.Worker.HandBackWait)
+	}
+	return nil
+}
+
 // HandlerSpec configures the handler of one task code: exactly one of Exec
 // (argv, no shell, a process per task), Pool (argv of long-lived processes
 // speaking the pool protocol) or HTTP (URL).
@@ -717,6 +742,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Worker.HeartbeatTTL <= c.Worker.HeartbeatInterval {
 		return invalid("worker.heartbeat_ttl", c.Worker.HeartbeatTTL.String(), "longer than worker.heartbeat_interval (%s)", c.Worker.HeartbeatInterval)
+	}
+	if err := c.validateKillGrace(); err != nil {
+		return err
 	}
 	if c.Retry.Max < c.Retry.Base {
 		return invalid("retry.max", c.Retry.Max.String(), "at least retry.base (%s)", c.Retry.Base)

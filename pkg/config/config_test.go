@@ -524,6 +524,8 @@ func TestBadValues(t *testing.T) {
 			"mysql: { read_dsn: \"root:s3cret@tcp(db:3306\" }\n":                                         `bad value "root:***@tcp(db:3306" for mysql.read_dsn in %s`,
 			"alerts: { slack_url: \"ftp://hooks/s3cret\" }\n":                                            `bad value (hidden) for alerts.slack_url in %s`,
 			"worker: { heartbeat_ttl: 1s, heartbeat_interval: 5s }\n":                                    `bad value "1s" for worker.heartbeat_ttl in %s: want longer than worker.heartbeat_interval (5s)`,
+			"worker: { kill_grace: 60s }\nhandlers:\n  x: { exec: [\"true\"] }\n":                        `bad value "1m0s" for worker.kill_grace in %s: want shorter than watchdog.grace (30s), which a process past its timeout must stop within`,
+			"worker: { kill_grace: 15s }\nhandlers:\n  x: { pool: [\"php\"] }\n":                         `bad value "15s" for worker.kill_grace in %s: want shorter than worker.hand_back_wait (10s)`,
 			"handlers:\n  x: { exec: \"echo hi\" }\n":                                                    `bad value "echo hi" for handlers.x.exec in %s: want a list of argv strings, e.g. ["sh", "-c", "echo hi"]`,
 			"handlers:\n  x: { pool: \"php artisan taskd:work\" }\n":                                     `bad value "php artisan taskd:work" for handlers.x.pool in %s: want a list of argv strings`,
 			"handlers:\n  x: { exec: [\"true\"], env: \"A=1,B=2\" }\n":                                   `bad value "A=1,B=2" for handlers.x.env in %s: want a list of NAME=value strings`,
@@ -764,4 +766,17 @@ func TestWholeNumbers(t *testing.T) {
 		requireInvalid(t, err)
 		require.EqualError(t, err, fmt.Sprintf("bad value %q for worker.concurrency in environment variable TASKD_WORKER_CONCURRENCY: want a whole number", v))
 	}
+}
+
+// worker.kill_grace is held against the waits that must outlast it only
+// where a handler runs processes: a node of Go or http handlers alone
+// never sends SIGTERM.
+func TestKillGraceOnlyWhereProcessesRun(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(config.NewViper(), writeConfig(t, "worker: { kill_grace: 60s }\nhandlers:\n  x: { http: \"http://a/b\" }\n"))
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, c.Worker.KillGrace)
+	c, err = config.Load(config.NewViper(), writeConfig(t, "watchdog: { grace: 2m }\nworker: { kill_grace: 60s, hand_back_wait: 90s }\nhandlers:\n  x: { exec: [\"true\"] }\n"))
+	require.NoError(t, err, "both raised with it")
+	require.Equal(t, time.Minute, c.Worker.KillGrace)
 }
