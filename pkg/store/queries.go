@@ -678,10 +678,13 @@ var qRunning = `SELECT id, attempt, task_code, ` + queueOf("task_center") + `, t
 
 // qPurgeTasks deletes one batch of finished tasks (succeeded or cancelled)
 // older than a cutoff, oldest first along the finished lane of idx_lane:
-// it reads only the rows it deletes. Dead tasks wait for an operator and
-// are kept (they have no lane), as are disabled periodic ones (no
-// finished_at).
+// it reads only the rows it deletes, and those of open batches. Dead tasks
+// wait for an operator and are kept (they have no lane), as are disabled
+// periodic ones (no finished_at) and the members of a batch still open:
+// its callback counts them when the last one ends, and counted a member
+// deleted before as cancelled.
 const qPurgeTasks = `DELETE FROM task_center WHERE lane = 11 AND lane_at < NOW(3) - INTERVAL ? MICROSECOND AND status IN (3, 6)
+	AND (batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM task_batch b WHERE b.id = task_center.batch_id AND b.finished_at IS NULL))
 	ORDER BY lane_at LIMIT ?`
 
 // qPurgeRuns deletes the run rows older than a cutoff among the oldest
@@ -771,8 +774,10 @@ var qRunNow = `UPDATE task_center SET status = 0,
 const qDelete = `DELETE FROM task_center WHERE id IN (%s) AND status IN (0, 4, 5, 6)`
 
 // qDisable parks periodic tasks that no worker holds in cancelled. Their
-// finished_at stays NULL, so retention keeps them until they are enabled.
-const qDisable = `UPDATE task_center SET status = 6, worker_id = '', last_result = 'disabled by operator', claim_token = ?
+// finished_at is NULL, so retention keeps them until they are enabled: a
+// dead one has one (its end), which put the disabled task in the finished
+// lane, and retention deleted its schedule a week later.
+const qDisable = `UPDATE task_center SET status = 6, finished_at = NULL, worker_id = '', last_result = 'disabled by operator', claim_token = ?
 	WHERE id IN (%s) AND task_type = 1 AND status IN (0, 4, 5)`
 
 // qEnable puts a disabled periodic task back on its schedule; its last
