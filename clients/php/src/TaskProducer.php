@@ -46,6 +46,9 @@ final class TaskProducer
     /** Keys of a child (see submit()'s children option). */
     private const CHILD = ['code', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'children'];
 
+    /** A re-added periodic task that keeps its status and next run (SQL, on the old row). */
+    private const KEEPS_ITS_RUN = 'status IN (1, 2, 4, 6) OR (status = 0 AND cron_expr <=> VALUES(cron_expr) AND timezone <=> VALUES(timezone))';
+
     /** Keys of a batch member (see batch()). */
     private const MEMBER = ['code', 'payload', 'priority', 'timeout', 'max_retry', 'queue', 'delay', 'children'];
 
@@ -116,14 +119,18 @@ final class TaskProducer
         [$columns, $values] = self::split($row);
         $sql = sprintf(
             'INSERT INTO task_center (%s, plan_next_run_at) VALUES (%s, FROM_UNIXTIME(?))'
-            // A task in flight keeps its due time and status; the change
-            // applies from its next run, as `taskd cron add` does.
-            . ' ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), cron_expr = VALUES(cron_expr),'
-            . ' timezone = VALUES(timezone), payload = VALUES(payload), queue = VALUES(queue),'
-            . ' priority = VALUES(priority), timeout = VALUES(timeout), max_retry = VALUES(max_retry), task_type = 1,'
-            . $this->newOccurrence('IF(status IN (1, 2), scheduled_at, NULL)')
-            . ' plan_next_run_at = IF(status IN (1, 2), plan_next_run_at, VALUES(plan_next_run_at)),'
-            . ' status = IF(status IN (1, 2), status, 0)',
+            // As `taskd cron add` does: a run in flight, a failed run
+            // waiting for its retry, a task an operator disabled and an
+            // overdue occurrence of the same schedule keep their state and
+            // time; the new definition applies from the next run. The time
+            // and status are decided before the schedule is assigned (left
+            // to right), on the old one.
+            . ' ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id),'
+            . $this->newOccurrence('IF(' . self::KEEPS_ITS_RUN . ', scheduled_at, NULL)')
+            . ' plan_next_run_at = IF(' . self::KEEPS_ITS_RUN . ', plan_next_run_at, VALUES(plan_next_run_at)),'
+            . ' status = IF(status IN (1, 2, 4, 6), status, 0),'
+            . ' cron_expr = VALUES(cron_expr), timezone = VALUES(timezone), payload = VALUES(payload), queue = VALUES(queue),'
+            . ' priority = VALUES(priority), timeout = VALUES(timeout), max_retry = VALUES(max_retry), task_type = 1',
             implode(', ', $columns),
             implode(', ', array_fill(0, count($columns), '?')),
         );

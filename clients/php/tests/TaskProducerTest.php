@@ -272,9 +272,9 @@ final class TaskProducerTest extends TestCase
         self::assertTrue($due <= 86400.0, "due in $due s");
         self::assertSame(3, (int) (new \DateTimeImmutable('@' . (int) ($this->dbNow() + $due + 0.5)))->format('G'));
 
-        // A deploy running it again updates the one task; a run waiting for
-        // its retry is dropped for the new schedule's next occurrence.
-        $this->pdo->prepare('UPDATE task_center SET status = 4, scheduled_at = NOW(3) WHERE id = ?')->execute([$id]);
+        // A deploy running it again updates the one task, as `taskd cron
+        // add` does: a changed schedule moves a waiting run to its own next
+        // occurrence.
         $again = $this->producer->cron($this->code('php_lib_cron'), '*/5 * * * *', ['report' => 'often'], 5, 300, 3, ['timezone' => 'UTC']);
         self::assertSame($id, $again);
         self::assertTrue($this->producer->lastExisted());
@@ -283,6 +283,19 @@ final class TaskProducerTest extends TestCase
         self::assertSame(['report' => 'often'], json_decode($row['payload'], true));
         self::assertTrue($this->dueIn($row) <= 300.0);
         self::assertNull($row['scheduled_at'], 'a new occurrence');
+
+        // What an operator or a failure did stays: a disabled task stays
+        // disabled, a failed run keeps its retry, an overdue occurrence of
+        // the same schedule stays due.
+        foreach ([[6, 'INTERVAL 1 HOUR'], [4, 'INTERVAL 90 SECOND'], [0, '- INTERVAL 1 HOUR']] as [$status, $due]) {
+            $at = str_starts_with($due, '-') ? "NOW(3) $due" : "NOW(3) + $due";
+            $this->pdo->prepare("UPDATE task_center SET status = ?, plan_next_run_at = $at WHERE id = ?")->execute([$status, $id]);
+            $before = Env::task($this->pdo, $id)['plan_next_run_at'];
+            $this->producer->cron($this->code('php_lib_cron'), '*/5 * * * *', ['report' => 'often'], 5, 300, 3, ['timezone' => 'UTC']);
+            $row = Env::task($this->pdo, $id);
+            self::assertSame($status, (int) $row['status'], "status $status kept");
+            self::assertSame($before, $row['plan_next_run_at'], "status $status keeps its next run");
+        }
         // Another name is another task.
         self::assertNotSame($id, $this->producer->cron($this->code('php_lib_cron'), '@hourly', [], 5, 300, 3, ['name' => 'second']));
     }
