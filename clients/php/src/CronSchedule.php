@@ -36,27 +36,50 @@ final class CronSchedule
     {
     }
 
+    /**
+     * The zone named $name, which taskd must know by the same name: an IANA
+     * name, exactly (PHP also takes asia/shanghai, +08:00 and PST, which
+     * taskd does not: such a task ran once, then could not be scheduled).
+     */
+    private static function zone(string $name): DateTimeZone
+    {
+        static $known = null;
+        $known ??= array_flip(DateTimeZone::listIdentifiers(DateTimeZone::ALL_WITH_BC));
+        if (isset($known[$name]) || $name === 'UTC') {
+            return new DateTimeZone($name);
+        }
+        foreach (array_keys($known) as $id) {
+            if (strcasecmp($id, $name) === 0) {
+                throw new InvalidArgumentException(sprintf('unknown time zone %s (did you mean %s? zone names are case-sensitive)',
+                    json_encode($name, JSON_UNESCAPED_SLASHES), json_encode($id, JSON_UNESCAPED_SLASHES)));
+            }
+        }
+        throw new InvalidArgumentException(sprintf('unknown time zone %s: want an IANA name such as Asia/Shanghai or UTC', json_encode($name, JSON_UNESCAPED_SLASHES)));
+    }
+
     public static function parse(string $expr, string $timezone = ''): self
     {
         $expr = trim($expr);
         if ($expr === '') {
             throw new InvalidArgumentException('cron expression is empty');
         }
-        if (preg_match('/^(?:CRON_)?TZ=(\S+)\s+(.*)$/', $expr, $m)) {
+        // One space after the prefix, as taskd splits it.
+        if (preg_match('/^(?:CRON_)?TZ=(\S+) +(.*)$/', $expr, $m)) {
             [$timezone, $expr] = [$m[1], $m[2]];
         }
-        try {
-            $zone = new DateTimeZone($timezone === '' ? date_default_timezone_get() : $timezone);
-        } catch (\Exception) {
-            throw new InvalidArgumentException(sprintf('unknown time zone %s', json_encode($timezone)));
-        }
-        $s = new self($zone);
+        $s = new self(self::zone($timezone === '' ? date_default_timezone_get() : $timezone));
         if (str_starts_with($expr, '@every ')) {
             $s->every = self::duration(trim(substr($expr, 7)));
 
             return $s;
         }
-        $expr = self::DESCRIPTORS[strtolower($expr)] ?? $expr;
+        if (str_starts_with($expr, '@') && !isset(self::DESCRIPTORS[$expr])) {
+            // Case and all, as taskd reads them: @Daily here ran once and
+            // then could not be scheduled again.
+            throw new InvalidArgumentException(sprintf('unknown descriptor %s: there are %s and @every INTERVAL',
+                json_encode($expr), implode(', ', array_keys(self::DESCRIPTORS))));
+        }
+        $expr = self::DESCRIPTORS[$expr] ?? $expr;
         $fields = preg_split('/\s+/', $expr);
         if (count($fields) === 5) {
             array_unshift($fields, '0');

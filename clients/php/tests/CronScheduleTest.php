@@ -80,6 +80,23 @@ final class CronScheduleTest extends TestCase
         CronSchedule::parse('* * * * *', 'Mars/Base');
     }
 
+    /** What taskd would refuse when it schedules the next run is refused at once. */
+    public function testOnlyWhatTaskdReads(): void
+    {
+        foreach ([['0 3 * * *', 'asia/shanghai', 'did you mean "Asia/Shanghai"?'], ['0 3 * * *', '+08:00', 'unknown time zone'],
+            ['0 3 * * *', 'PST', 'unknown time zone'], ['@Daily', 'UTC', 'unknown descriptor "@Daily"'],
+            ["CRON_TZ=UTC\t0 3 * * *", 'UTC', '']] as [$expr, $tz, $want]) {
+            try {
+                CronSchedule::parse($expr, $tz);
+                self::fail('accepted ' . json_encode([$expr, $tz]));
+            } catch (InvalidArgumentException $e) {
+                self::assertStringContainsString($want, $e->getMessage());
+            }
+        }
+        self::assertSame('2026-03-05 00:00:00 Thu', self::next('@daily', 'UTC'));
+        self::assertSame('2026-03-05 03:00:00 Thu', self::next('0 3 * * *', 'US/Eastern'));
+    }
+
     public function testNeverFires(): void
     {
         $this->expectException(InvalidArgumentException::class);
