@@ -474,6 +474,11 @@ final class TaskProducer
         if ($tasks === [] || count($tasks) > self::MAX_BATCH) {
             throw new InvalidArgumentException(sprintf('a batch has 1 to %d tasks, not %d', self::MAX_BATCH, count($tasks)));
         }
+        if ($callbackPayload !== [] && array_is_list($callbackPayload)) {
+            // taskd adds the counts under "batch": a list has no key for
+            // them, and was dropped for the counts alone.
+            throw new InvalidArgumentException('the callback payload must be an object (an array with keys): the counts go in its "batch" key');
+        }
         if (array_key_exists('batch', $callbackPayload)) {
             throw new InvalidArgumentException('the callback payload must not have a "batch" key: the counts go there');
         }

@@ -454,6 +454,7 @@ final class TaskProducerTest extends TestCase
             fn () => $this->producer->batch([['code' => 'ok']], 'bad code'),
             fn () => $this->producer->batch([['code' => 'ok'], ['payload' => []]], 'done'),
             fn () => $this->producer->batch([['code' => 'ok']], 'done', ['batch' => 1]),
+            fn () => $this->producer->batch([['code' => 'ok']], 'done', ['a', 'b']),
         ];
         $before = (int) $this->pdo->query('SELECT COUNT(*) FROM task_center')->fetchColumn();
         foreach ($cases as $i => $case) {
