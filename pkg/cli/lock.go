@@ -67,8 +67,9 @@ or the part after && runs on every host, outside the lock. If taskd is
 killed (kill -9), the kernel kills CMD too; what CMD started itself runs on.
 If the lock is lost while CMD runs (its renewal is refused, or
 cannot be confirmed before the TTL would run out), CMD's process group gets
-SIGTERM, then SIGKILL after 5s, and taskd exits 1. SIGTERM or SIGINT to
-taskd is passed on to CMD the same way.
+SIGTERM, then SIGKILL once the TTL would have run out (after 5s at most),
+and taskd exits 1. SIGTERM or SIGINT to taskd is passed on to CMD the same
+way, SIGKILL 5s later.
 
 The lock lives in the servers the configuration names. cron runs a job from
 $HOME: name the file (--config, TASKD_CONFIG) unless it is
@@ -293,16 +294,19 @@ func (a *App) runLocked(ctx context.Context, r lockRun) error {
 		case <-timeout:
 			// A hung job held the lock for good, and every later run
 			// on every host skipped quietly.
-			stopProcessGroup(c.Process.Pid, waitErr)
+			stopProcessGroup(c.Process.Pid, waitErr, lockKillGrace)
 			return exitError{code: exitTimedOut, msg: fmt.Sprintf("%s ran past --timeout %s: stopped (%s); lock %s released", r.argv[0], r.timeout, c.ProcessState, r.name)}
 		case <-resumed:
 			lease.Check()
 		case <-lease.Context().Done():
-			stopProcessGroup(c.Process.Pid, waitErr)
+			// The lease stopped trusting itself a margin before its TTL
+			// runs out: past that, another host may hold the lock, and
+			// CMD must not run beside it for a whole lockKillGrace.
+			stopProcessGroup(c.Process.Pid, waitErr, min(lockKillGrace, lock.Margin(r.ttl)/2))
 			return exitError{code: ExitFailure, msg: fmt.Sprintf("%v; stopped %s (%s)", lease.Err(), r.argv[0], c.ProcessState)}
 		case <-ctx.Done():
 			// taskd was asked to stop: pass it on, then exit as CMD did.
-			stopProcessGroup(c.Process.Pid, waitErr)
+			stopProcessGroup(c.Process.Pid, waitErr, lockKillGrace)
 			done = true
 		}
 	}
@@ -328,12 +332,12 @@ func (a *App) startLockGuard() *handler.Guard {
 }
 
 // stopProcessGroup sends SIGTERM to process group pgid (and SIGCONT, so
-// that a stopped member gets it), SIGKILL after lockKillGrace, and returns
-// once its leader has been waited for.
-func stopProcessGroup(pgid int, waitErr <-chan error) {
+// that a stopped member gets it), SIGKILL after grace, and returns once its
+// leader has been waited for.
+func stopProcessGroup(pgid int, waitErr <-chan error, grace time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	_ = syscall.Kill(-pgid, syscall.SIGCONT)
-	t := time.NewTimer(lockKillGrace)
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-waitErr:

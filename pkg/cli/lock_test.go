@@ -333,6 +333,28 @@ func TestLockLostStopsTheCommand(t *testing.T) {
 	require.Equal(t, "thief", b.owner(t, "job"), "the new owner's lock is untouched")
 }
 
+// A command that ignores SIGTERM is killed once the lock's TTL would have
+// run out, not a whole 5 s grace later: with a TTL of 2 s another host
+// may hold the lock 200 ms after this one stopped trusting it.
+func TestLockLostKillsWithinTheTTL(t *testing.T) {
+	t.Parallel()
+	b := lockSetup(t)
+	started := filepath.Join(b.dir, "started")
+	done := make(chan lockResult, 1)
+	go func() {
+		done <- b.lock(context.Background(), "", "job", "--ttl", "2s", "--", "sh", "-c", "trap '' TERM; touch "+started+"; sleep 30")
+	}()
+	waitForFile(t, started)
+	require.NoError(t, b.env.Broker.Client().Set(context.Background(), lock.NewRedis(nil, b.env.Prefix).Key("job"), "thief", time.Minute).Err())
+	stolen := time.Now()
+	r := <-done
+	requireLockOneLine(t, r, cli.ExitFailure, "lock lost")
+	require.Contains(t, r.stderr, "signal: killed")
+	// A renewal every third of the TTL finds the loss, then 100 ms of
+	// SIGTERM: well under the 5 s a grace of its own took.
+	require.Less(t, time.Since(stolen), 4*time.Second, "the command ran on past the lock")
+}
+
 func TestLockPassesSIGTERMOn(t *testing.T) {
 	t.Parallel()
 	b := lockSetup(t)
