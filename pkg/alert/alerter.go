@@ -155,6 +155,11 @@ func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
 			return Result{}, nil
 		}
 		if err != nil {
+			// No node can take the lock while Redis does not answer:
+			// each says so itself, or nobody would.
+			if ctx.Err() == nil {
+				a.failed(ctx, err)
+			}
 			return Result{}, err
 		}
 		a.log.Info("this node evaluates and sends alerts")
@@ -184,19 +189,24 @@ func (a *Alerter) RunOnce(ctx context.Context) (Result, error) {
 	return res, err
 }
 
-// failed counts a failed evaluation. At failLimit in a row the node tells
-// the notifiers (they need neither MySQL nor Redis) and gives the lock
-// up: a node that lost its task center must not keep every alert silent.
+// failed counts a failed evaluation, or a failed attempt to take the lock.
+// At failLimit in a row the node tells the notifiers (they need neither
+// MySQL nor Redis) and gives the lock up: a node that lost its task center
+// must not keep every alert silent, nor every node one that lost Redis.
 func (a *Alerter) failed(ctx context.Context, err error) {
 	a.failures++
 	if a.failures < failLimit {
 		return
 	}
 	a.failures = 0
-	a.log.Error("alerts cannot be evaluated; giving the lock to another node", "err", err)
-	a.record(ctx, KindLockLost, fmt.Sprintf("%s: this node gave the lock up after %d failed evaluations: %v", LockName, failLimit, err))
-	_ = a.lease.Release(context.WithoutCancel(ctx))
-	a.lease = nil
+	if a.lease != nil {
+		a.log.Error("alerts cannot be evaluated; giving the lock to another node", "err", err)
+		a.record(ctx, KindLockLost, fmt.Sprintf("%s: this node gave the lock up after %d failed evaluations: %v", LockName, failLimit, err))
+		_ = a.lease.Release(context.WithoutCancel(ctx))
+		a.lease = nil
+	} else {
+		a.log.Error("alerts cannot be evaluated: the alerts lock cannot be taken", "err", err)
+	}
 	if a.failing != nil {
 		return
 	}

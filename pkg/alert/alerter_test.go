@@ -547,6 +547,30 @@ func TestFailingAlerterGivesTheLockUp(t *testing.T) {
 	require.Equal(t, 1, b.count(t, alert.RuleAlertsFailing, alert.StatusResolved), "alerts are evaluated again")
 }
 
+// With Redis out of reach no node can take the alerts lock: each says so
+// itself, where it said nothing and every alert stayed silent.
+func TestAlerterWithoutRedisSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	gone := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { gone.Close() })
+	cfg := alert.Config{Interval: 50 * time.Millisecond, Cooldown: time.Hour, Rules: allOff, Queues: []string{"q"},
+		Notifiers: []alert.Notifier{&alert.Webhook{URL: b.recv.URL}}, Logger: quiet, Node: "cut-off"}
+	a := alert.New(cfg, b.env.Store, b.env.Broker, lock.NewRedis(gone, b.env.Prefix))
+	t.Cleanup(a.Stop)
+	for range 2 {
+		res, err := a.RunOnce(ctx)
+		require.Error(t, err)
+		require.False(t, res.Leader)
+	}
+	require.Equal(t, 1, b.count(t, alert.RuleAlertsFailing, alert.StatusFiring))
+	require.Equal(t, "cut-off", b.sent(t)[0].Labels["node"])
+	_, err := a.RunOnce(ctx)
+	require.Error(t, err)
+	require.Equal(t, 1, b.count(t, alert.RuleAlertsFailing, alert.StatusFiring), "said once")
+}
+
 // heartbeatAlerter is an alerter of the heartbeat rule alone (stale after
 // 0.2 s) on a manual clock, and eval, which evaluates once and checks how
 // many alerts fire.
