@@ -600,11 +600,13 @@ func (p *pool) run(j *job) {
 			e.interrupted = true
 		case errors.Is(e.err, handler.ErrNotStarted):
 			e.interrupted = true // handed back, with why in its run row
+		case errors.Is(e.err, handler.ErrPermanent):
+			// The handler's own verdict, even at its timeout: a pool
+			// process answers in the time its wait was credited.
+			e.permanent = true
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			e.timedOut = true
 			e.err = timedOut{after: timeout, err: e.err}
-		case errors.Is(e.err, handler.ErrPermanent):
-			e.permanent = true
 		default:
 			e.retryAfter = handler.RetryAfter(e.err)
 		}

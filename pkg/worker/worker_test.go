@@ -190,6 +190,23 @@ func TestTimeoutIsAFailure(t *testing.T) {
 	require.Contains(t, b.task(t, id).LastResult, "timed out after 1s")
 }
 
+// A handler's permanent failure stays permanent when it comes at its
+// timeout (a pool process answering in the time its wait was credited):
+// taken for a timeout, it was retried.
+func TestPermanentFailureAtTheTimeoutIsNotRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("verdict", handler.Func(func(ctx context.Context, _ *handler.Request) (string, error) {
+		<-ctx.Done()
+		return "", handler.Permanent(errors.New("card declined"))
+	}))
+	b.startWorker(t, nil)
+	id := b.submit(t, producer.Submission{Code: "verdict", Timeout: time.Second, MaxRetry: intp(3)})
+	b.dispatchUntil(t, "ended", func() bool { st := b.task(t, id).Status; return st == task.Dead || st == task.Failed })
+	require.Equal(t, task.Dead, b.task(t, id).Status, "no retry of a permanent failure")
+	require.Contains(t, b.task(t, id).LastResult, "card declined")
+}
+
 // An error that quotes the first line of the output (an http handler's
 // "http 500: <first line of body>") is recorded with the output once: the
 // error's line whole, as the run lists show it, then the rest.
