@@ -8,6 +8,7 @@
 package benchmark
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -61,7 +62,7 @@ func NewEnv(ctx context.Context, base *config.Config, log *slog.Logger) (*Env, e
 		return nil, fmt.Errorf("mysql.dsn: %w", err)
 	}
 	id := randomID()
-	name := strings.ReplaceAll(cmpOr(dsn.DBName, "taskd"), "`", "") + "_bench_" + id
+	name := strings.ReplaceAll(cmp.Or(dsn.DBName, "taskd"), "`", "") + "_bench_" + id
 	server := dsn.Clone()
 	server.DBName = ""
 	admin, err := sql.Open("mysql", server.FormatDSN())
@@ -124,7 +125,7 @@ func Preflight(ctx context.Context, base *config.Config) error {
 	if errors.As(err, &me) && me.Number == 1044 { // ER_DBACCESS_DENIED_ERROR: the bench's database, not the configured one
 		return fmt.Errorf("%w: taskd bench makes a database of its own for each scenario and drops it after; "+
 			"GRANT ALL ON `%s\\_bench\\_%%`.* to the account of %s, or run it as one that may create databases",
-			err, cmpOr(dsn.DBName, "taskd"), base.Named("mysql.dsn"))
+			err, cmp.Or(dsn.DBName, "taskd"), base.Named("mysql.dsn"))
 	}
 	if cerr := store.ConfigError(err, dsn, base.Named("mysql.dsn")); cerr != nil { // wrong credentials, as every command says them
 		return cerr
@@ -192,13 +193,6 @@ func randomID() string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // rssBytes is the process's resident set size now (Linux; 0 elsewhere).

@@ -1049,6 +1049,8 @@ func TestSubmitWithoutHandlersChecksTheNodesCodes(t *testing.T) {
 		{"cron", "add", "sned_email", "@daily"},
 		{"batch", "sned_email", "{}", "--callback", "report"},
 		{"batch", "send_email", "{}", "--callback", "sned_email"},
+		// A code known by its tasks alone ends the check of none after it.
+		{"submit", "anything", "--then", "sned_email"},
 	} {
 		r := run(args...)
 		requireOneLineError(t, r, cli.ExitUsage)

@@ -208,17 +208,19 @@ func (a *App) bulkAction(sel *selection, verb string,
 		c, err := act(o, cmd.Context(), t)
 		c.Requested += len(left)
 		c.Unchanged = append(c.Unchanged, left...)
-		if err != nil && c.Changed == 0 {
+		if err == nil {
+			return a.printChange(c)
+		}
+		if c.Changed == 0 {
 			return err
 		}
-		if err != nil {
-			a.warning = "" // that it goes on without Redis: the error says what it could not do
-		}
-		if perr := a.printChange(c); perr != nil || err == nil {
+		// What it did before failing is said as on success: a script
+		// told only "exit 1" took it that nothing was written. Not that
+		// it goes on without Redis: the error says what it could not do.
+		a.warning = ""
+		if perr := a.printChange(c); perr != nil {
 			return perr
 		}
-		// What it did before failing is said as on success: a script
-		// told only "exit 1" took it that nothing was written.
 		return partialError{err}
 	}
 }

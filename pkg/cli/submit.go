@@ -182,8 +182,12 @@ func (a *App) checkRouted(ctx context.Context, st *store.Store, anyCode bool, co
 		if slices.Contains(routed, code) {
 			continue
 		}
-		if known, err := st.CodeNamed(ctx, code); err != nil || known {
+		known, err := st.CodeNamed(ctx, code)
+		if err != nil {
 			return err
+		}
+		if known {
+			continue
 		}
 		return task.Invalidf("unknown task code %q%s: this configuration has no handlers, and no node records one for it in the task center "+
 			"(pass --any-code if a node about to start serves it)", code, suggest.DidYouMean(code, routed))

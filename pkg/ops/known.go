@@ -174,19 +174,9 @@ func (o *Ops) StillMatching(ctx context.Context, t Target) (Target, []Skipped, e
 			left = append(left, id)
 		}
 	}
-	if len(left) == 0 {
-		return t, nil, nil
-	}
-	states, err := o.store.TaskStates(ctx, left)
+	skipped, err := o.skipped(ctx, left, func(int64, store.TaskState) string { return "no longer matches the filter (changed meanwhile)" })
 	if err != nil {
 		return t, nil, err
-	}
-	skipped := make([]Skipped, len(left))
-	for i, id := range left {
-		skipped[i] = Skipped{ID: id, Reason: "not found (deleted meanwhile)"}
-		if st, ok := states[id]; ok {
-			skipped[i] = Skipped{ID: id, Status: st.Status.String(), Reason: "no longer matches the filter (changed meanwhile)"}
-		}
 	}
 	t.IDs = keep
 	return t, skipped, nil

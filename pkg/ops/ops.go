@@ -537,9 +537,11 @@ func (o *Ops) killRunning(ctx context.Context, running map[int64]*task.Task) ([]
 			}
 			next, err := cronspec.NextRun(t.CronExpr, cmp.Or(t.Timezone, o.Timezone), t.PlanNextRun, now)
 			if err != nil {
-				return done, fmt.Errorf("kill task %d: %w", id, err)
+				// As its worker would: dead (kept), with why.
+				tr.To, tr.Result = task.Dead, why+"; cannot schedule the next run: "+err.Error()
+			} else {
+				tr.To, tr.Retry, tr.NextAt = task.Pending, store.RetryReset, next
 			}
-			tr.To, tr.Retry, tr.NextAt = task.Pending, store.RetryReset, next
 		}
 		forced = append(forced, id)
 		ts = append(ts, tr)

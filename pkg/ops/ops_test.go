@@ -242,24 +242,50 @@ func TestKillRunningWithoutWorker(t *testing.T) {
 func TestKillRunningPeriodicWithoutWorker(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.ops.KillWait = 200 * time.Millisecond
 	ctx := context.Background()
-	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 3 * * *"})
+	id := b.runningPeriodicWithoutWorker(t, "0 3 * * *")
+	c, err := b.ops.Kill(ctx, ops.Target{IDs: []int64{id}})
 	require.NoError(t, err)
-	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1, worker_id = 'gone', dispatched_at = NOW(3), started_at = NOW(3),
-		plan_next_run_at = NOW(3) - INTERVAL 1 MINUTE WHERE id = ?`, r.ID)
-	c, err := b.ops.Kill(ctx, ops.Target{IDs: []int64{r.ID}})
-	require.NoError(t, err)
-	require.Equal(t, []int64{r.ID}, c.IDs)
-	tk := b.get(t, r.ID)
+	require.Equal(t, []int64{id}, c.IDs)
+	tk := b.get(t, id)
 	require.Equal(t, task.Pending, tk.Status, "on to its next occurrence")
 	require.Equal(t, 3, tk.PlanNextRun.In(time.Local).Hour(), "the schedule's next 03:00, %s", tk.PlanNextRun)
 	require.True(t, tk.PlanNextRun.After(time.Now()))
-	require.Equal(t, 0, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND finished_at IS NOT NULL`, r.ID), "out of retention's reach")
-	runs, err := b.env.Store.RunList(ctx, r.ID, 5)
+	require.Equal(t, 0, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND finished_at IS NOT NULL`, id), "out of retention's reach")
+	runs, err := b.env.Store.RunList(ctx, id, 5)
 	require.NoError(t, err)
 	require.Equal(t, task.OutcomeCancelled, runs[0].Outcome)
 	require.Equal(t, "killed by operator (its worker did not answer)", runs[0].Result)
+}
+
+// A running periodic task whose next run cannot be computed (a schedule
+// that never fires) is taken dead, as its worker would have ended it,
+// and the kill of the others goes on: an error there failed them all.
+func TestKillRunningPeriodicThatCannotBeScheduled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	never := b.runningPeriodicWithoutWorker(t, "0 0 30 2 *")
+	other := b.submit(t, "x")
+	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1, worker_id = 'gone', dispatched_at = NOW(3), started_at = NOW(3) WHERE id = ?`, other)
+	c, err := b.ops.Kill(context.Background(), ops.Target{IDs: []int64{never, other}})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{never, other}, c.IDs)
+	require.Equal(t, task.Dead, b.get(t, never).Status)
+	require.Contains(t, b.get(t, never).LastResult, "cannot schedule the next run")
+	require.Equal(t, task.Cancelled, b.get(t, other).Status)
+}
+
+// runningPeriodicWithoutWorker adds a periodic task of schedule expr and
+// makes it run on a worker that is gone, due a minute ago; kills wait
+// 200 ms for an answer.
+func (b *testBundle) runningPeriodicWithoutWorker(t *testing.T, expr string) int64 {
+	t.Helper()
+	b.ops.KillWait = 200 * time.Millisecond
+	r, err := b.prod.CronAdd(context.Background(), producer.Cron{Code: "tick", Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	b.env.Exec(t, `UPDATE task_center SET status = 2, attempt = 1, worker_id = 'gone', dispatched_at = NOW(3), started_at = NOW(3),
+		plan_next_run_at = NOW(3) - INTERVAL 1 MINUTE, cron_expr = ? WHERE id = ?`, expr, r.ID)
+	return r.ID
 }
 
 // A search filter matches a substring of the code, queue, unique key or

@@ -242,26 +242,34 @@ func (o *Ops) newChange(ctx context.Context, action string, t Target, requested,
 			left = append(left, id)
 		}
 	}
-	if len(left) == 0 {
-		return c, nil
-	}
-	states, err := o.store.TaskStates(ctx, left)
-	if err != nil {
-		return c, err
-	}
-	for _, id := range left {
-		st, ok := states[id]
-		if !ok {
-			c.Unchanged = append(c.Unchanged, Skipped{ID: id, Reason: "not found (deleted meanwhile)"})
-			continue
-		}
-		why := reason(action, st)
+	skipped, err := o.skipped(ctx, left, func(id int64, st store.TaskState) string {
 		if !t.Attempts.Current(id, st.Attempt) {
-			why = fmt.Sprintf("attempt %d now, not the attempt %d shown: it ran or was retried meanwhile", st.Attempt, t.Attempts[id])
+			return fmt.Sprintf("attempt %d now, not the attempt %d shown: it ran or was retried meanwhile", st.Attempt, t.Attempts[id])
 		}
-		c.Unchanged = append(c.Unchanged, Skipped{ID: id, Status: st.Status.String(), Reason: why})
+		return reason(action, st)
+	})
+	c.Unchanged = append(c.Unchanged, skipped...)
+	return c, err
+}
+
+// skipped reads the state of tasks ids now and says why each was left
+// alone: why of its state, or that it is gone.
+func (o *Ops) skipped(ctx context.Context, ids []int64, why func(id int64, st store.TaskState) string) ([]Skipped, error) {
+	if len(ids) == 0 {
+		return nil, nil
 	}
-	return c, nil
+	states, err := o.store.TaskStates(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Skipped, len(ids))
+	for i, id := range ids {
+		out[i] = Skipped{ID: id, Reason: "not found (deleted meanwhile)"}
+		if st, ok := states[id]; ok {
+			out[i] = Skipped{ID: id, Status: st.Status.String(), Reason: why(id, st)}
+		}
+	}
+	return out, nil
 }
 
 // failed is the Change of an action that failed before changing anything.
