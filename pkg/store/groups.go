@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -98,6 +100,12 @@ type groupTask struct {
 // due), its failed tasks due and its oldest pending tasks due, by id (the
 // order they were submitted in), the groups served in turns so that a
 // group with thousands waiting takes no more than its share of Max.
+//
+// A group of the queue is one group whatever its tasks' queue column
+// says: a task written with the queue's name (the Go producer, the CLI)
+// and one written with none and routed there (a seed-style INSERT, the
+// PHP library) have different group_open keys (GroupKey), read here as
+// one.
 func (s *Store) TaskClaimGroups(ctx context.Context, gc GroupClaim) (GroupClaimResult, error) {
 	var res GroupClaimResult
 	if len(gc.Keys) == 0 || gc.Max <= 0 {
@@ -112,16 +120,21 @@ func (s *Store) TaskClaimGroups(ctx context.Context, gc GroupClaim) (GroupClaimR
 		if err := tx.QueryRowContext(ctx, qGroupLock, gc.Queue).Scan(&name); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
 		}
-		states, err := groupStates(ctx, tx, gc.Keys)
+		aliases, err := groupAliases(ctx, tx, gc.Queue, gc.Keys)
+		if err != nil {
+			return err
+		}
+		groups := slices.Sorted(maps.Keys(aliases))
+		states, err := groupStates(ctx, tx, aliases)
 		if err != nil {
 			return err
 		}
 		picks := map[string][]int64{} // per group, oldest first
 		pending := map[string]int{}   // how many pending tasks to read
 		room, serial := gc.Limit.GroupRoom(), gc.Limit.Serial
-		share := max(1, gc.Max/len(gc.Keys))
-		for _, k := range gc.Keys {
-			st := states[k]
+		share := max(1, gc.Max/len(groups))
+		for _, g := range groups {
+			st := states[g]
 			free := share
 			if room > 0 {
 				free = room - st.inflight
@@ -134,38 +147,38 @@ func (s *Store) TaskClaimGroups(ctx context.Context, gc GroupClaim) (GroupClaimR
 				// A failed task holds its group until it ends: only it
 				// may go, once its retry is due.
 				if st.failed[0].due {
-					picks[k] = []int64{st.failed[0].id}
+					picks[g] = []int64{st.failed[0].id}
 				} else {
 					res.Full++
 				}
 				continue
 			}
 			for _, f := range st.failed {
-				if f.due && len(picks[k]) < free {
-					picks[k] = append(picks[k], f.id)
+				if f.due && len(picks[g]) < free {
+					picks[g] = append(picks[g], f.id)
 				}
 			}
 			if serial == limit.SerialSkip {
-				pending[k] = 1 // the older of it and a failed task goes
-			} else if n := free - len(picks[k]); n > 0 {
-				pending[k] = n
+				pending[g] = 1 // the older of it and a failed task goes
+			} else if n := free - len(picks[g]); n > 0 {
+				pending[g] = n
 			}
 		}
-		next, err := groupNext(ctx, tx, pending)
+		next, err := groupNext(ctx, tx, aliases, pending)
 		if err != nil {
 			return err
 		}
-		for k, ids := range next {
-			picks[k] = mergeIDs(picks[k], ids)
+		for g, ids := range next {
+			picks[g] = mergeIDs(picks[g], ids)
 			if serial != limit.SerialOff {
-				picks[k] = picks[k][:1]
+				picks[g] = picks[g][:1]
 			}
 		}
 		if gc.Allow != nil {
 			want := map[string]int{}
-			for k, ids := range picks {
+			for g, ids := range picks {
 				if len(ids) > 0 {
-					want[GroupOf(k)] += len(ids)
+					want[g] += len(ids)
 				}
 			}
 			if len(want) > 0 {
@@ -173,21 +186,20 @@ func (s *Store) TaskClaimGroups(ctx context.Context, gc GroupClaim) (GroupClaimR
 				if err != nil {
 					return err
 				}
-				for k, ids := range picks {
-					g := GroupOf(k)
+				for g, ids := range picks {
 					n := min(len(ids), allowed[g])
-					allowed[g] -= n
 					if n < len(ids) {
 						res.Full++
 					}
-					picks[k] = ids[:n]
+					picks[g] = ids[:n]
 				}
 			}
 		}
-		ids := roundRobin(gc.Keys, picks, gc.Max)
+		ids := roundRobin(groups, picks, gc.Max)
 		for _, k := range gc.Keys {
-			if len(picks[k]) == 0 && states[k].inflight == 0 && len(states[k].failed) == 0 {
-				if _, ok := next[k]; !ok {
+			g := GroupOf(k)
+			if len(picks[g]) == 0 && states[g].inflight == 0 && len(states[g].failed) == 0 {
+				if _, ok := next[g]; !ok {
 					res.Gone = append(res.Gone, k)
 				}
 			}
@@ -219,12 +231,60 @@ func (s *Store) TaskClaimGroups(ctx context.Context, gc GroupClaim) (GroupClaimR
 	return res, nil
 }
 
-// groupStates reads what each group has in flight and failed.
-func groupStates(ctx context.Context, tx *sql.Tx, keys []string) (map[string]*groupState, error) {
-	out := make(map[string]*groupState, len(keys))
-	for _, k := range keys {
-		out[k] = &groupState{}
+// qRoutedHere is the task codes whose tasks written with no queue go to
+// a queue (task_route; names compare exactly since migration 15).
+const qRoutedHere = `SELECT task_code FROM task_route WHERE queue = ?`
+
+// groupAliases returns, for each group of keys, every group_open key its
+// tasks in queue q can have: q's own, that of each code routed to q, and
+// those keys name (a code routed to q before).
+func groupAliases(ctx context.Context, tx *sql.Tx, q string, keys []string) (map[string][]string, error) {
+	prefixes := []string{q}
+	rows, err := tx.QueryContext(ctx, qRoutedHere, q)
+	if err != nil {
+		return nil, fmt.Errorf("read the codes routed to %s: %w", q, err)
 	}
+	for rows.Next() {
+		var code string
+		if err := rows.Scan(&code); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the codes routed to %s: %w", q, err)
+		}
+		prefixes = append(prefixes, code)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the codes routed to %s: %w", q, err)
+	}
+	for _, k := range keys {
+		p, _, _ := strings.Cut(k, "\x1f")
+		prefixes = append(prefixes, p)
+	}
+	slices.Sort(prefixes)
+	prefixes = slices.Compact(prefixes)
+	out := map[string][]string{}
+	for _, k := range keys {
+		g := GroupOf(k)
+		if _, ok := out[g]; ok {
+			continue
+		}
+		for _, p := range prefixes {
+			out[g] = append(out[g], p+"\x1f"+g)
+		}
+	}
+	return out, nil
+}
+
+// groupStates reads what each group has in flight and failed, over all
+// its keys (aliases: group -> keys).
+func groupStates(ctx context.Context, tx *sql.Tx, aliases map[string][]string) (map[string]*groupState, error) {
+	out := make(map[string]*groupState, len(aliases))
+	var keys []string
+	for g, ks := range aliases {
+		out[g] = &groupState{}
+		keys = append(keys, ks...)
+	}
+	slices.Sort(keys)
 	for chunk := range slices.Chunk(keys, groupKeysMax) {
 		rows, err := tx.QueryContext(ctx, fmt.Sprintf(qGroupBusy, placeholders(len(chunk))), stringArgs(chunk)...)
 		if err != nil {
@@ -238,7 +298,7 @@ func groupStates(ctx context.Context, tx *sql.Tx, keys []string) (map[string]*gr
 				rows.Close()
 				return nil, fmt.Errorf("read groups: %w", err)
 			}
-			g := out[k]
+			g := out[GroupOf(k)]
 			if g == nil {
 				continue
 			}
@@ -254,17 +314,22 @@ func groupStates(ctx context.Context, tx *sql.Tx, keys []string) (map[string]*gr
 		}
 	}
 	for _, g := range out {
-		slices.SortFunc(g.failed, func(a, b groupTask) int { return int(a.id - b.id) })
+		slices.SortFunc(g.failed, func(a, b groupTask) int { return cmp.Compare(a.id, b.id) })
 	}
 	return out, nil
 }
 
-// groupNext reads each group's first n pending tasks that are due.
-func groupNext(ctx context.Context, tx *sql.Tx, n map[string]int) (map[string][]int64, error) {
+// groupNext reads each group's first n pending tasks that are due, over
+// all its keys (aliases), oldest first.
+func groupNext(ctx context.Context, tx *sql.Tx, aliases map[string][]string, n map[string]int) (map[string][]int64, error) {
 	out := map[string][]int64{}
+	want := map[string]int{} // per key
 	keys := make([]string, 0, len(n))
-	for k := range n {
-		keys = append(keys, k)
+	for g, c := range n {
+		for _, k := range aliases[g] {
+			want[k] = c
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	for chunk := range slices.Chunk(keys, groupKeysMax) {
@@ -272,7 +337,7 @@ func groupNext(ctx context.Context, tx *sql.Tx, n map[string]int) (map[string][]
 		args := make([]any, 0, 2*len(chunk))
 		for i, k := range chunk {
 			branches[i] = qGroupNext
-			args = append(args, k, n[k])
+			args = append(args, k, want[k])
 		}
 		rows, err := tx.QueryContext(ctx, strings.Join(branches, " UNION ALL "), args...)
 		if err != nil {
@@ -285,12 +350,17 @@ func groupNext(ctx context.Context, tx *sql.Tx, n map[string]int) (map[string][]
 				rows.Close()
 				return nil, fmt.Errorf("read groups' next tasks: %w", err)
 			}
-			out[k] = append(out[k], id)
+			g := GroupOf(k)
+			out[g] = append(out[g], id)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("read groups' next tasks: %w", err)
 		}
+	}
+	for g, ids := range out {
+		slices.Sort(ids)
+		out[g] = ids[:min(len(ids), n[g])]
 	}
 	return out, nil
 }

@@ -193,3 +193,41 @@ func TestClaimGroupsRace(t *testing.T) {
 	}
 	require.Equal(t, 2, total)
 }
+
+// A group is one group of its queue whatever its tasks' queue column
+// holds: a task written with the queue's name (the Go producer) and one
+// written with none and routed there (a seed-style INSERT) run one at a
+// time in a serial queue, oldest first, however the scheduler learnt of
+// the group.
+func TestClaimGroupsOneGroupWhateverTheQueueColumn(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	env := b.env
+	_, err := st.RouteRecord(t.Context(), "n1", map[string]string{"imp": "q"})
+	require.NoError(t, err)
+	seed1 := insertGrouped(t, env, "", "A", task.Pending, 0)
+	named := insertGrouped(t, env, "q", "A", task.Pending, 0)
+	seed2 := insertGrouped(t, env, "", "A", task.Pending, 0)
+	serial := limit.Limit{Serial: limit.SerialOn}
+	claim := func(keys ...string) store.GroupClaimResult {
+		t.Helper()
+		res, err := st.TaskClaimGroups(t.Context(), store.GroupClaim{Queue: "q", Limit: serial, Keys: keys, Max: 10})
+		require.NoError(t, err)
+		return res
+	}
+	named1, seeded := store.GroupKey("q", "imp", "A"), store.GroupKey("", "imp", "A")
+	require.NotEqual(t, named1, seeded)
+
+	res := claim(named1) // a scheduler that knows the group by one key
+	require.Equal(t, []int64{seed1}, ids(res.Msgs), "the oldest task of the group, written with no queue")
+	res = claim(named1, seeded)
+	require.Empty(t, res.Msgs, "one in flight holds the group")
+	require.Equal(t, 1, res.Full)
+
+	end(t, env, seed1, task.Succeeded, 0)
+	require.Equal(t, []int64{named}, ids(claim(seeded).Msgs))
+	end(t, env, named, task.Succeeded, 0)
+	require.Equal(t, []int64{seed2}, ids(claim(named1, seeded).Msgs))
+	end(t, env, seed2, task.Succeeded, 0)
+	require.ElementsMatch(t, []string{named1, seeded}, claim(named1, seeded).Gone)
+}
