@@ -254,7 +254,11 @@ func (c *Client) Submit(ctx context.Context, args Args, opts ...Option) (Result,
 	return Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed, Dispatched: r.Dispatched}, err
 }
 
-// SubmitMany submits every task in one statement: all or none.
+// SubmitMany submits every task in one statement: all or none. When two
+// of them share a unique key, or another client takes one of their keys
+// at the same moment, they are written one by one instead; a failure
+// after some were written returns their Results with a *PartialError
+// that says which were not (retry those alone).
 func (c *Client) SubmitMany(ctx context.Context, args []Args, opts ...Option) ([]Result, error) {
 	o, err := options(opts, "a submission", submitOpts)
 	if err != nil {
@@ -287,6 +291,10 @@ func (c *Client) SubmitJSON(ctx context.Context, code string, payload json.RawMe
 	r, err := c.p.Submit(ctx, s)
 	return Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed, Dispatched: r.Dispatched}, err
 }
+
+// PartialError is SubmitMany's error when it wrote some of its tasks:
+// Errs[i] is why task i was not written (nil: it was).
+type PartialError = producer.PartialError
 
 // CronResult says what Cron did.
 type CronResult struct {

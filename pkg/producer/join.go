@@ -2,11 +2,13 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
 )
 
 // Concurrent Submit calls share their INSERT. Each commit waits for a
@@ -139,8 +141,10 @@ func (jn *joiner) linger(last int) {
 
 // writeBatch writes the batch in one INSERT, under a context that ends
 // when every caller's has. When the server refuses the shared write for
-// what it holds (a trigger, a constraint: IsRejected), each call is
-// written alone, so that one caller's row fails only that caller. Any
+// what it holds (a trigger, a constraint: IsRejected), or one row is
+// invalid (a unique key held by a code spelt otherwise), each call is
+// written alone, so that one caller's row fails only that caller; so
+// does a row that failed after others were written (PartialError). Any
 // other error (the server unreachable, a lock held elsewhere, a
 // deadline) is every caller's: written alone, one after another, each
 // would only wait for it again.
@@ -164,7 +168,7 @@ func (c *Client) writeBatch(batch []*joined) {
 	}
 	c.join.writes.Add(1)
 	res, err := c.write(ctx, subs, ps)
-	if err != nil && len(batch) > 1 && store.IsRejected(err) {
+	if err != nil && len(batch) > 1 && (store.IsRejected(err) || task.ErrorCode(err) == task.CodeInvalid) {
 		for _, j := range batch {
 			c.join.writes.Add(1)
 			if r, err := c.write(j.ctx, []Submission{j.sub}, []store.TaskInsertParams{j.p}); err != nil {
@@ -176,10 +180,17 @@ func (c *Client) writeBatch(batch []*joined) {
 		}
 		return
 	}
+	var partial *PartialError
+	errors.As(err, &partial)
 	for i, j := range batch {
-		if err != nil {
+		switch {
+		case partial != nil && partial.Errs[i] != nil:
+			j.err = partial.Errs[i]
+		case partial != nil:
+			j.res = res[i]
+		case err != nil:
 			j.err = err
-		} else {
+		default:
 			j.res = res[i]
 		}
 		close(j.done)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/store"
+	"github.com/taskd/taskd/pkg/task"
 	"github.com/taskd/taskd/pkg/testenv"
 )
 
@@ -50,6 +51,16 @@ func waitJoined(t *testing.T, cl *producer.Client, n int) {
 		waiting, writing, _ := producer.Joined(cl)
 		return writing && waiting == n
 	}, 10*time.Second, time.Millisecond)
+}
+
+// requireWritten requires that the calls first and rest each wrote a task.
+func requireWritten(t *testing.T, first <-chan submitted, rest []<-chan submitted) {
+	t.Helper()
+	for _, ch := range append([]<-chan submitted{first}, rest...) {
+		r := <-ch
+		require.NoError(t, r.err)
+		require.Positive(t, r.res.ID)
+	}
 }
 
 type submitted struct {
@@ -110,12 +121,7 @@ func TestOneSubmitsFailureIsNotTheOthers(t *testing.T) {
 	waitJoined(t, cl, 4)
 	release()
 
-	require.NoError(t, (<-first).err)
-	for _, ch := range good {
-		r := <-ch
-		require.NoError(t, r.err)
-		require.Positive(t, r.res.ID)
-	}
+	requireWritten(t, first, good)
 	require.ErrorContains(t, (<-poison).err, "poison refused")
 	require.Equal(t, 4, b.rows(t))
 	_, _, writes := producer.Joined(cl)
@@ -147,4 +153,25 @@ func TestSharedWriteFailureIsEveryCallers(t *testing.T) {
 	}
 	_, _, writes := producer.Joined(cl)
 	require.EqualValues(t, 2, writes, "the first and the shared one, none alone")
+}
+
+// A submission the task center refuses as invalid (its unique key held by
+// a code spelt otherwise) fails its own caller, not the others that share
+// its write.
+func TestOneInvalidSubmitIsNotTheOthers(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+	_, err := cl.Submit(ctx, producer.Submission{Code: "order", UniqueKey: "k1"})
+	require.NoError(t, err)
+	release, first, good := behind(t, cl, b, "good", 3)
+	bad := submitAsync(ctx, cl, producer.Submission{Code: "Order", UniqueKey: "k1"})
+	waitJoined(t, cl, 4)
+	release()
+
+	requireWritten(t, first, good)
+	r := <-bad
+	require.ErrorContains(t, r.err, `unique key "k1" is held by task`)
+	require.Equal(t, task.CodeInvalid, task.ErrorCode(r.err))
+	require.Equal(t, 5, b.rows(t))
 }

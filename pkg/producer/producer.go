@@ -168,7 +168,9 @@ func (c *Client) Submit(ctx context.Context, s Submission) (_ Result, err error)
 }
 
 // SubmitBatch validates every submission, then inserts them all in one
-// statement. If any is invalid, nothing is written.
+// statement. If any is invalid, nothing is written. Written one by one
+// (see store.TaskInsert), a failure after some were written returns
+// their results with a *PartialError.
 func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) (_ []Result, err error) {
 	ctx, span := c.startSend(ctx, subs)
 	defer func() { endSend(span, err) }()
@@ -200,7 +202,15 @@ func (c *Client) write(ctx context.Context, subs []Submission, ps []store.TaskIn
 	out := make([]Result, len(res))
 	wake := time.Duration(-1)
 	var msgs []*task.Message
+	var partial *PartialError
 	for i, r := range res {
+		if r.Err != nil {
+			if partial == nil {
+				partial = &PartialError{Errs: make([]error, len(res))}
+			}
+			partial.Errs[i] = r.Err
+			continue
+		}
 		out[i] = Result{ID: r.ID, Existing: r.Existing, Changed: r.Changed, Status: r.Status, Reason: r.Reason}
 		if r.Message != nil {
 			msgs = append(msgs, r.Message)
@@ -223,7 +233,32 @@ func (c *Client) write(ctx context.Context, subs []Submission, ps []store.TaskIn
 	if wake >= 0 {
 		c.wake(ctx, wake)
 	}
+	if partial != nil {
+		return out, partial
+	}
 	return out, nil
+}
+
+// PartialError is the error of submissions written in part: a unique key
+// taken by another client at the same moment made them go one by one, and
+// some failed after others were written. Errs[i] is why submission i was
+// not written (nil: it was, and its Result says how). It does not unwrap
+// to them: the call as a whole did write.
+type PartialError struct {
+	Errs []error
+}
+
+func (e *PartialError) Error() string {
+	n, first := 0, -1
+	for i, err := range e.Errs {
+		if err != nil {
+			n++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	return fmt.Sprintf("%d of %d submissions not written, the others were (submission %d: %v)", n, len(e.Errs), first, e.Errs[first])
 }
 
 func dueIn(s *Submission) time.Duration {

@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -512,4 +513,54 @@ func TestSubmitUnicodeLimits(t *testing.T) {
 		require.Equal(t, task.CodeInvalid, task.ErrorCode(err), "%+v: %v", s, err)
 	}
 	require.Equal(t, before, b.rows(t))
+}
+
+// A batch whose unique keys make it go row by row (two rows of one key)
+// says which rows were written when a later one fails: a row refused for
+// itself fails alone; a failure that is not the row's (here a deadlock)
+// stops the rest, which are not written. Nothing written is reported as
+// failed, so a retry of the failed rows alone writes nothing twice.
+func TestBatchWrittenInPartSaysWhich(t *testing.T) {
+	t.Parallel()
+	cl, b := setup(t)
+	ctx := context.Background()
+	b.env.Exec(t, `CREATE TRIGGER refuse BEFORE INSERT ON task_center FOR EACH ROW BEGIN
+		IF NEW.task_code = 'poison' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poison refused'; END IF;
+		IF NEW.task_code = 'stuck' THEN SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'deadlock here', MYSQL_ERRNO = 1213; END IF;
+		END`)
+
+	rs, err := cl.SubmitBatch(ctx, []producer.Submission{
+		{Code: "order", UniqueKey: "k1"},
+		{Code: "order", UniqueKey: "k1"},
+		{Code: "Order", UniqueKey: "k1"}, // the index folds case: held by another code
+		{Code: "poison"},
+		{Code: "order"},
+		{Code: "stuck"},
+		{Code: "after"},
+	})
+	var partial *producer.PartialError
+	require.ErrorAs(t, err, &partial)
+	require.Len(t, rs, 7)
+	require.Positive(t, rs[0].ID)
+	require.Equal(t, producer.Result{ID: rs[0].ID, Existing: true}, rs[1])
+	require.NoError(t, partial.Errs[0])
+	require.NoError(t, partial.Errs[1])
+	require.ErrorContains(t, partial.Errs[2], `held by task`)
+	require.ErrorContains(t, partial.Errs[3], "poison refused")
+	require.NoError(t, partial.Errs[4])
+	require.Positive(t, rs[4].ID)
+	require.ErrorContains(t, partial.Errs[5], "deadlock here")
+	require.ErrorContains(t, partial.Errs[6], "deadlock here", "not tried after a failure of the server's")
+	require.Equal(t, "4 of 7 submissions not written, the others were (submission 2: "+partial.Errs[2].Error()+")", err.Error())
+	require.NotEqual(t, task.CodeInvalid, task.ErrorCode(err), "the call wrote: not bad input as a whole")
+
+	require.Equal(t, 2, b.rows(t), "what was written, once")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, rs[4].ID))
+
+	// A failure of the one statement wrote nothing: the call fails as a
+	// whole.
+	_, err = cl.SubmitBatch(ctx, []producer.Submission{{Code: "stuck"}, {Code: "order"}})
+	require.ErrorContains(t, err, "deadlock here")
+	require.False(t, errors.As(err, &partial))
+	require.Equal(t, 2, b.rows(t))
 }

@@ -68,52 +68,63 @@ type TaskInsertResult struct {
 	Reason string
 	// Message is the message of a task inserted dispatched (Claim).
 	Message *task.Message
+	// Err is why this row was not written while others of the same call
+	// were (see TaskInsert); the other fields are then zero.
+	Err error
 }
 
 // TaskInsert inserts tasks in one multi-row statement. Tasks whose unique
 // key already exists are not inserted; their existing ids are returned.
+//
+// It returns an error only when it wrote nothing. A unique key taken by
+// a concurrent submit between the check and the insert makes it write
+// the rows one at a time; a row that fails after others were written
+// has its own Err, and a failure not of the row's own (the server gone)
+// is the Err of that row and of every row after it.
 func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskInsertResult, error) {
 	out := make([]TaskInsertResult, len(ps))
 	existing, err := s.existingUnique(ctx, ps)
 	if err != nil {
 		return nil, err
 	}
+	w := partialWrite{out: out}
 	todo := make([]int, 0, len(ps))
 	for i := range ps {
-		if id := existing[uniqueRef{ps[i].Code, ps[i].UniqueKey}]; id != 0 && ps[i].UniqueKey != "" {
-			if out[i], err = s.onConflict(ctx, &ps[i], id); err != nil {
+		if id := existing[uniqueRef{ps[i].Code, ps[i].UniqueKey}]; id != 0 && ps[i].UniqueKey != "" && !w.stopped {
+			if err := w.done(i, s.onConflictWrote(ctx, &ps[i], id, &out[i])); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		todo = append(todo, i)
 	}
-	if len(todo) == 0 {
-		return out, nil
+	if len(todo) == 0 || w.stopped {
+		return w.result(todo)
 	}
 	rs, err := s.insertRows(ctx, ps, todo)
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 {
 		// A concurrent submit took a unique key between our check and the
 		// insert: fall back to one row at a time to say which.
-		for _, i := range todo {
+		for k, i := range todo {
+			if w.stopped {
+				return w.result(todo[k:])
+			}
 			r, err := s.insertRows(ctx, ps, []int{i})
 			if errors.As(err, &me) && me.Number == 1062 {
-				id, err := s.taskIDByUnique(ctx, ps[i].Code, ps[i].UniqueKey)
-				if err != nil {
-					return nil, err
+				var id int64
+				if id, err = s.taskIDByUnique(ctx, ps[i].Code, ps[i].UniqueKey); err == nil {
+					err = s.onConflictWrote(ctx, &ps[i], id, &out[i])
 				}
-				if out[i], err = s.onConflict(ctx, &ps[i], id); err != nil {
-					return nil, err
-				}
-				continue
+			} else if err == nil {
+				out[i] = r[0]
+				w.wrote = true
 			}
-			if err != nil {
+			if err := w.done(i, err); err != nil {
 				return nil, err
 			}
-			out[i] = r[0]
 		}
-		return out, nil
+		return w.result(nil)
 	}
 	if err != nil {
 		return nil, err
@@ -122,6 +133,55 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 		out[i] = rs[k]
 	}
 	return out, nil
+}
+
+// onConflictWrote resolves p's conflict with task id into *r.
+func (s *Store) onConflictWrote(ctx context.Context, p *TaskInsertParams, id int64, r *TaskInsertResult) error {
+	res, err := s.onConflict(ctx, p, id)
+	if err == nil {
+		*r = res
+	}
+	return err
+}
+
+// partialWrite follows a TaskInsert that writes row by row: once a row
+// is written, a later row's failure is that row's alone.
+type partialWrite struct {
+	out     []TaskInsertResult
+	wrote   bool  // a row of the call is written
+	stopped bool  // a failure not of its row's own: the rest are not tried
+	err     error // that failure
+}
+
+// done records the outcome of row i (err nil: written or resolved, and
+// out[i] says how). It returns err when nothing of the call is written
+// yet: the call fails as a whole.
+func (w *partialWrite) done(i int, err error) error {
+	if err == nil {
+		if r := w.out[i]; !r.Existing || r.Changed {
+			w.wrote = true
+		}
+		return nil
+	}
+	if !w.wrote {
+		return err
+	}
+	w.out[i] = TaskInsertResult{Err: err}
+	if task.ErrorCode(err) != task.CodeInvalid && !IsRejected(err) {
+		w.stopped, w.err = true, err
+	}
+	return nil
+}
+
+// result ends the call: the rows left, not tried, fail with the failure
+// that stopped it.
+func (w *partialWrite) result(left []int) ([]TaskInsertResult, error) {
+	if w.stopped {
+		for _, i := range left {
+			w.out[i] = TaskInsertResult{Err: w.err}
+		}
+	}
+	return w.out, nil
 }
 
 // insertSize is what a task's row carries in text values (see sizeBudget).
