@@ -819,7 +819,12 @@ const qLimitSeed = `INSERT INTO task_queue (name, rate, rate_period_ms, burst, m
 const qLimitUnseed = `UPDATE task_queue SET rate = 0, rate_period_ms = 0, burst = 0, max_running = 0, per = '', serial = 0,
 	limit_source = '' WHERE name IN (%s) AND limit_source = 'config'`
 
-const qQueueSeed = `INSERT IGNORE INTO task_queue (name, shards, span) VALUES %s`
+// qQueueSeed records configured shards where a queue has none recorded:
+// no row, or a row written for its limit, a pause or its group claims
+// (shards 0). span is assigned first, while shards still holds what the
+// row had.
+const qQueueSeed = `INSERT INTO task_queue (name, shards, span) VALUES %s
+	ON DUPLICATE KEY UPDATE span = IF(shards = 0, VALUES(span), span), shards = IF(shards = 0, VALUES(shards), shards)`
 
 // qQueueShrinkSpan retires the shard lists beyond shards once a reshard is
 // older than a grace (every node's cache has followed it); the caller has

@@ -76,9 +76,10 @@ func (s *Store) QueueList(ctx context.Context) ([]Queue, error) {
 	return out, rows.Err()
 }
 
-// QueueSeed records the configured shard counts of queues that have no
-// row yet, so that nodes whose configurations differ still agree on one
-// layout: the first node to start sets it, `taskd reshard` changes it.
+// QueueSeed records the configured shard counts of queues that have none
+// recorded yet, so that nodes whose configurations differ still agree on
+// one layout: the first node to start sets it, `taskd reshard` changes
+// it. A row a limit or a pause wrote first records none.
 //
 // Each seed (this and LimitSeed) is one statement however many queues a
 // node configures (a queue per task code, as PHP teams lay them out, is
