@@ -820,8 +820,8 @@ const qLimitUnseed = `UPDATE task_queue SET rate = 0, rate_period_ms = 0, burst 
 	limit_source = '' WHERE name IN (%s) AND limit_source = 'config'`
 
 // qQueueSeed records configured shards where a queue has none recorded:
-// no row, or a row written for its limit, a pause or its group claims
-// (shards 0). span is assigned first, while shards still holds what the
+// no row, or a row written for its limit or its group claims (shards
+// 0). span is assigned first, while shards still holds what the
 // row had.
 const qQueueSeed = `INSERT INTO task_queue (name, shards, span) VALUES %s
 	ON DUPLICATE KEY UPDATE span = IF(shards = 0, VALUES(span), span), shards = IF(shards = 0, VALUES(shards), shards)`
