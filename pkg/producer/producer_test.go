@@ -557,10 +557,29 @@ func TestBatchWrittenInPartSaysWhich(t *testing.T) {
 	require.Equal(t, 2, b.rows(t), "what was written, once")
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ?`, rs[4].ID))
 
+	// A row of an existing key changed (replace) is written before the
+	// INSERT of the others: the INSERT's failure is theirs, not the call's.
+	held, err := cl.Submit(ctx, producer.Submission{Code: "order", UniqueKey: "k9", Delay: time.Hour})
+	require.NoError(t, err)
+	replace := producer.Submission{Code: "order", UniqueKey: "k9", Payload: json.RawMessage(`{"v":2}`),
+		OnConflict: store.Conflict{Mode: store.Replace}, Delay: time.Hour}
+	rs, err = cl.SubmitBatch(ctx, []producer.Submission{replace, {Code: "poison"}, {Code: "order"}})
+	require.ErrorAs(t, err, &partial, "a row refused: the others one by one")
+	require.Equal(t, producer.Result{ID: held.ID, Existing: true, Changed: true}, rs[0])
+	require.ErrorContains(t, partial.Errs[1], "poison refused")
+	require.NoError(t, partial.Errs[2])
+	require.Positive(t, rs[2].ID)
+	rs, err = cl.SubmitBatch(ctx, []producer.Submission{replace, {Code: "stuck"}, {Code: "order"}})
+	require.ErrorAs(t, err, &partial, "a failure of the server's: the others not written")
+	require.Equal(t, producer.Result{ID: held.ID, Existing: true, Changed: true}, rs[0])
+	require.ErrorContains(t, partial.Errs[1], "deadlock here")
+	require.ErrorContains(t, partial.Errs[2], "deadlock here")
+	require.Equal(t, 4, b.rows(t))
+
 	// A failure of the one statement wrote nothing: the call fails as a
 	// whole.
 	_, err = cl.SubmitBatch(ctx, []producer.Submission{{Code: "stuck"}, {Code: "order"}})
 	require.ErrorContains(t, err, "deadlock here")
 	require.False(t, errors.As(err, &partial))
-	require.Equal(t, 2, b.rows(t))
+	require.Equal(t, 4, b.rows(t))
 }

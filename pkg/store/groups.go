@@ -236,8 +236,10 @@ func (s *Store) TaskClaimGroups(ctx context.Context, gc GroupClaim) (GroupClaimR
 const qRoutedHere = `SELECT task_code FROM task_route WHERE queue = ?`
 
 // groupAliases returns, for each group of keys, every group_open key its
-// tasks in queue q can have: q's own, that of each code routed to q, and
-// those keys name (a code routed to q before).
+// tasks in queue q can have: q's own and that of each code routed to q.
+// A key of a code routed elsewhere since it was learnt reads nothing
+// here: its tasks are another queue's now, and it is forgotten once they
+// end.
 func groupAliases(ctx context.Context, tx *sql.Tx, q string, keys []string) (map[string][]string, error) {
 	prefixes := []string{q}
 	rows, err := tx.QueryContext(ctx, qRoutedHere, q)
@@ -255,10 +257,6 @@ func groupAliases(ctx context.Context, tx *sql.Tx, q string, keys []string) (map
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the codes routed to %s: %w", q, err)
-	}
-	for _, k := range keys {
-		p, _, _ := strings.Cut(k, "\x1f")
-		prefixes = append(prefixes, p)
 	}
 	slices.Sort(prefixes)
 	prefixes = slices.Compact(prefixes)

@@ -201,20 +201,11 @@ func TestClaimGroupsRace(t *testing.T) {
 // the group.
 func TestClaimGroupsOneGroupWhateverTheQueueColumn(t *testing.T) {
 	t.Parallel()
-	st, b := setup(t)
-	env := b.env
-	_, err := st.RouteRecord(t.Context(), "n1", map[string]string{"imp": "q"})
-	require.NoError(t, err)
+	st, env := routedTo(t, "q")
 	seed1 := insertGrouped(t, env, "", "A", task.Pending, 0)
 	named := insertGrouped(t, env, "q", "A", task.Pending, 0)
 	seed2 := insertGrouped(t, env, "", "A", task.Pending, 0)
-	serial := limit.Limit{Serial: limit.SerialOn}
-	claim := func(keys ...string) store.GroupClaimResult {
-		t.Helper()
-		res, err := st.TaskClaimGroups(t.Context(), store.GroupClaim{Queue: "q", Limit: serial, Keys: keys, Max: 10})
-		require.NoError(t, err)
-		return res
-	}
+	claim := func(keys ...string) store.GroupClaimResult { return claimSerial(t, st, "q", keys...) }
 	named1, seeded := store.GroupKey("q", "imp", "A"), store.GroupKey("", "imp", "A")
 	require.NotEqual(t, named1, seeded)
 
@@ -230,4 +221,38 @@ func TestClaimGroupsOneGroupWhateverTheQueueColumn(t *testing.T) {
 	require.Equal(t, []int64{seed2}, ids(claim(named1, seeded).Msgs))
 	end(t, env, seed2, task.Succeeded, 0)
 	require.ElementsMatch(t, []string{named1, seeded}, claim(named1, seeded).Gone)
+}
+
+// A group key learnt while its code was routed to a queue reads nothing
+// there once the code is routed elsewhere: its tasks are the other
+// queue's, and the key is forgotten once they end.
+func TestClaimGroupsLeaveACodeRoutedElsewhere(t *testing.T) {
+	t.Parallel()
+	st, env := routedTo(t, "q2")
+	id := insertGrouped(t, env, "", "A", task.Pending, 0)
+	stale := store.GroupKey("", "imp", "A")
+	claim := func(q string) store.GroupClaimResult { return claimSerial(t, st, q, stale) }
+	res := claim("q")
+	require.Empty(t, res.Msgs, "not q's task")
+	require.Empty(t, res.Gone, "kept while the task waits")
+	require.Equal(t, []int64{id}, ids(claim("q2").Msgs))
+	end(t, env, id, task.Succeeded, 0)
+	require.Equal(t, []string{stale}, claim("q").Gone)
+}
+
+// routedTo returns a store whose task code imp is routed to queue q.
+func routedTo(t *testing.T, q string) (*store.Store, *testenv.Env) {
+	t.Helper()
+	st, b := setup(t)
+	_, err := st.RouteRecord(t.Context(), "n1", map[string]string{"imp": q})
+	require.NoError(t, err)
+	return st, b.env
+}
+
+// claimSerial claims the groups keys of the serial queue q.
+func claimSerial(t *testing.T, st *store.Store, q string, keys ...string) store.GroupClaimResult {
+	t.Helper()
+	res, err := st.TaskClaimGroups(t.Context(), store.GroupClaim{Queue: q, Limit: limit.Limit{Serial: limit.SerialOn}, Keys: keys, Max: 10})
+	require.NoError(t, err)
+	return res
 }

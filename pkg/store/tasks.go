@@ -103,9 +103,16 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 	}
 	rs, err := s.insertRows(ctx, ps, todo)
 	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1062 {
+	switch {
+	case err == nil:
+		for k, i := range todo {
+			out[i] = rs[k]
+		}
+		return out, nil
+	case errors.As(err, &me) && me.Number == 1062, w.wrote && IsRejected(err):
 		// A concurrent submit took a unique key between our check and the
-		// insert: fall back to one row at a time to say which.
+		// insert, or, after rows of existing keys were written, a row is
+		// refused: one row at a time says which.
 		for k, i := range todo {
 			if w.stopped {
 				return w.result(todo[k:])
@@ -125,14 +132,12 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 			}
 		}
 		return w.result(nil)
-	}
-	if err != nil {
+	case w.wrote:
+		w.stopped, w.err = true, err
+		return w.result(todo)
+	default:
 		return nil, err
 	}
-	for k, i := range todo {
-		out[i] = rs[k]
-	}
-	return out, nil
 }
 
 // onConflictWrote resolves p's conflict with task id into *r.
