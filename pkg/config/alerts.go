@@ -81,8 +81,8 @@ func (c *Config) validateAlerts() error {
 	if a.Interval <= 0 {
 		return invalid("alerts.interval", a.Interval.String(), "a positive duration")
 	}
-	if a.Cooldown < 0 {
-		return invalid("alerts.cooldown", a.Cooldown.String(), "a duration not negative")
+	if a.Cooldown <= 0 {
+		return invalid("alerts.cooldown", a.Cooldown.String(), "a positive duration")
 	}
 	for key, d := range map[string]time.Duration{"alerts.backlog_for": a.BacklogFor, "alerts.success_rate_for": a.SuccessRateFor,
 		"alerts.heartbeat_stale_for": a.HeartbeatStaleFor, "alerts.no_consumer_for": a.NoConsumerFor, "alerts.oldest_due_for": a.OldestDueFor,

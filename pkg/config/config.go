@@ -251,8 +251,6 @@ func (c *Config) validateKillGrace() error {
 	}
 	g := c.Worker.KillGrace
 	switch {
-	case g < 0:
-		return invalid("worker.kill_grace", g.String(), "a duration not negative")
 	case !procs:
 		return nil
 	case g >= c.Watchdog.Grace:
@@ -722,6 +720,13 @@ func (c *Config) Validate() error {
 		{"retention.run_age", c.Retention.RunAge},
 		{"retry.base", c.Retry.Base},
 		{"worker.hand_back_wait", c.Worker.HandBackWait},
+		// 0 would not mean none: the ticker of a heartbeat every 0s
+		// panics, and the others would take their defaults unsaid.
+		{"worker.heartbeat_interval", c.Worker.HeartbeatInterval},
+		{"worker.shutdown_grace", c.Worker.ShutdownGrace},
+		{"worker.kill_grace", c.Worker.KillGrace},
+		{"worker.running_mark_delay", c.Worker.RunningMarkDelay},
+		{"recovery.running_grace", c.Recovery.RunningGrace},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
@@ -734,8 +739,8 @@ func (c *Config) Validate() error {
 	if c.Worker.Concurrency <= 0 {
 		return invalid("worker.concurrency", c.Worker.Concurrency, "a positive number")
 	}
-	if c.Recovery.RunningGrace < 0 {
-		return invalid("recovery.running_grace", c.Recovery.RunningGrace.String(), "a duration not negative")
+	if lw := c.MySQL.LockWaitTimeout; lw < time.Second || lw%time.Second != 0 {
+		return invalid("mysql.lock_wait_timeout", lw.String(), "whole seconds, 1s or more (InnoDB waits whole seconds)")
 	}
 	if c.Recovery.CrashLimit < 1 {
 		return invalid("recovery.crash_limit", c.Recovery.CrashLimit, "at least 1")
