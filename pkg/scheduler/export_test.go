@@ -24,3 +24,9 @@ func (s *Scheduler) UseDatabaseClock(src store.TimeSource) { s.db = store.NewClo
 
 // NextClaimIn is how long the loop sleeps after a claim.
 var NextClaimIn = nextClaimIn
+
+// UntilNextDue is how long the loop sleeps after a claim that took claimed
+// tasks.
+func (s *Scheduler) UntilNextDue(ctx context.Context, claimed int, ahead time.Duration) time.Duration {
+	return s.untilNextDue(ctx, claimed, ahead)
+}

@@ -177,7 +177,7 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 		if err == nil {
 			fails.OK()
 		}
-		wait := s.cfg.PollInterval
+		wait, dueWake := s.cfg.PollInterval, false
 		full := s.win.full()
 		switch {
 		case err == nil && more:
@@ -190,8 +190,10 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 			// soon. Look again shortly.
 			wait = min(fullRecheck, s.cfg.PollInterval)
 		case err == nil && filtered && n == 0:
-			// Due rows may all be paused: wait for a wakeup or a poll
-			// instead of spinning on them.
+			// Due rows may all be paused: wait for a wakeup, a poll or
+			// the next row to fall due (a retry, a periodic task's next
+			// run) instead of spinning on them.
+			wait, dueWake = s.untilFutureDue(ctx, 0)
 		case err != nil:
 			fails.Fail(err)
 			wait = errDelay
@@ -232,6 +234,9 @@ func (s *Scheduler) loop(ctx context.Context, wake <-chan time.Duration) {
 				return
 			case <-timer.C:
 				waiting = false
+				if dueWake {
+					s.woken.Store(true) // a filtered claim that rests reads again
+				}
 			case d, ok := <-wake:
 				if !ok {
 					wake = nil // subscription closed; poll
@@ -281,7 +286,31 @@ func (s *Scheduler) untilNextDue(ctx context.Context, claimed int, ahead time.Du
 	if err != nil || !ok {
 		return s.cfg.PollInterval
 	}
+	if claimed == 0 && d < -stuckDue {
+		// The earliest due task waits long past its time and this claim
+		// did not take it: another transaction holds its row (a claim
+		// leaves such a row out for a while). Claiming every 10 ms would
+		// only read it again: wait for the next task to fall due.
+		wait, _ := s.untilFutureDue(ctx, ahead)
+		return wait
+	}
 	return nextClaimIn(d, ahead, claimed, s.cfg.PollInterval)
+}
+
+// stuckDue is how long past its due time a task that a claim did not
+// take is taken for held elsewhere, not for one another scheduler is
+// claiming.
+const stuckDue = time.Second
+
+// untilFutureDue is how long to sleep until the next task not due yet
+// falls due within half of ahead, at most the poll interval; ok says it
+// is that, not the poll.
+func (s *Scheduler) untilFutureDue(ctx context.Context, ahead time.Duration) (wait time.Duration, ok bool) {
+	d, ok, err := s.store.NextFutureDue(ctx)
+	if err != nil || !ok || d-ahead/2 >= s.cfg.PollInterval {
+		return s.cfg.PollInterval, false
+	}
+	return max(0, d-ahead/2), true
 }
 
 // nextClaimIn is untilNextDue for a next task due in d.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskd/taskd/pkg/broker"
 	"github.com/taskd/taskd/pkg/clock"
+	"github.com/taskd/taskd/pkg/limit"
 	"github.com/taskd/taskd/pkg/producer"
 	"github.com/taskd/taskd/pkg/scheduler"
 	"github.com/taskd/taskd/pkg/store"
@@ -523,4 +524,58 @@ func TestUnrunnableTaskIsDead(t *testing.T) {
 	lens, err := b.env.Broker.QueueLens(b.ctx, []string{"", "发送短信", "短信 队列", "hello"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"": 0, "发送短信": 0, "短信 队列": 0, "hello": 1}, lens, "nothing pushed for them")
+}
+
+// pausedLayout is a layout whose named queues are paused.
+type pausedLayout map[string]bool
+
+func (pausedLayout) Shards(string) (int, int)        { return 1, 1 }
+func (l pausedLayout) Paused(q string) bool          { return l[q] }
+func (l pausedLayout) PausedSet() map[string]bool    { return l }
+func (pausedLayout) Changed() <-chan struct{}        { return nil }
+func (pausedLayout) Limit(string) limit.Limit        { return limit.Limit{} }
+func (pausedLayout) Grouped() map[string]limit.Limit { return nil }
+
+// A paused queue's due tasks do not hold back a task that falls due
+// without a wakeup (a retry's backoff, a periodic task's next run): the
+// scheduler sleeps until it is due, not for its poll.
+func TestPausedQueueDelaysNothingElse(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{PollInterval: time.Hour, ProbeInterval: -1})
+	b.env.Broker.SetLayout(pausedLayout{"held": true})
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('held', '{}', NOW(3))`)
+	res := b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('hello', '{}', NOW(3) + INTERVAL 1 SECOND)`)
+	id, err := res.LastInsertId()
+	require.NoError(t, err)
+	require.NoError(t, s.Start(b.ctx))
+	// Liveness, not performance: far below the hour of the poll.
+	require.Eventually(t, func() bool {
+		tk, err := b.env.Store.TaskGet(b.ctx, id)
+		return err == nil && tk.Status == task.Dispatched
+	}, 10*time.Second, 10*time.Millisecond, "the task due in a second must be dispatched when due")
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE task_code = 'held' AND status = 0`))
+}
+
+// A due task whose row another transaction holds does not make the
+// scheduler read it again every few milliseconds: after a claim that did
+// not take it, the loop sleeps until the next task falls due.
+func TestLockedDueRowIsNotPolledInASpin(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{PollInterval: time.Hour, ProbeInterval: -1})
+	res := b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('hello', '{}', NOW(3) - INTERVAL 5 SECOND)`)
+	locked, err := res.LastInsertId()
+	require.NoError(t, err)
+	tx, err := b.env.Store.DB().BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { tx.Rollback() })
+	_, err = tx.Exec(`SELECT id FROM task_center WHERE id = ? FOR UPDATE`, locked)
+	require.NoError(t, err)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('hello', '{}', NOW(3) + INTERVAL 30 SECOND)`)
+
+	n, err := s.ClaimRound(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "the locked row is left out")
+	wait := s.UntilNextDue(b.ctx, n, 250*time.Millisecond)
+	require.Greater(t, wait, 25*time.Second, "until the next task is due, not a 10 ms spin on the locked one")
+	require.LessOrEqual(t, wait, 30*time.Second)
 }

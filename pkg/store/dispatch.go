@@ -277,8 +277,17 @@ func queryIDs(ctx context.Context, db queryer, q string, args ...any) ([]int64, 
 // by the database clock (zero or negative when one is due now), and false
 // when there is none.
 func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	return s.nextDue(ctx, qNextDue)
+}
+
+// NextFutureDue is NextDue for the tasks not due yet.
+func (s *Store) NextFutureDue(ctx context.Context) (time.Duration, bool, error) {
+	return s.nextDue(ctx, qNextFutureDue)
+}
+
+func (s *Store) nextDue(ctx context.Context, q string) (time.Duration, bool, error) {
 	var secs sql.NullFloat64
-	if err := s.db.QueryRowContext(ctx, qNextDue).Scan(&secs); err != nil {
+	if err := s.db.QueryRowContext(ctx, q).Scan(&secs); err != nil {
 		return 0, false, fmt.Errorf("next due time: %w", err)
 	}
 	if !secs.Valid {

@@ -10,6 +10,7 @@ var (
 	ClaimCandidatesSQL   = qClaimCandidates
 	ClaimCandidateLimits = claimCandidateArgs + 1
 	NextDueSQL           = qNextDue
+	NextFutureDueSQL     = qNextFutureDue
 )
 
 // UsePerRowColumns makes s render every column of a batched write as a

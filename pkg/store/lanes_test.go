@@ -82,6 +82,7 @@ func requireLanePlans(t *testing.T, db *sql.DB) {
 		{"claim", store.ClaimCandidatesSQL, limits},
 		{"paused claim", store.ClaimWindowSQL, window},
 		{"next due", store.NextDueSQL, nil},
+		{"next future due", store.NextFutureDueSQL, nil},
 		{"stuck dispatched", store.StuckDispatchedSQL, []any{int64(time.Minute / time.Microsecond), 946684800, 946684800, 0, 100}},
 		{"dispatched before", store.DispatchedBeforeSQL, []any{old, 946684800, 946684800, 0, 100}},
 		{"running", store.RunningSQL, []any{0, 946684800, 946684800, 0, 100}},

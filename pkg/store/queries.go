@@ -210,18 +210,25 @@ const qClaimed = `SELECT id, attempt FROM task_center WHERE id IN (%s) AND statu
 // qNewestID reads the end of the primary key: no row is scanned.
 const qNewestID = `SELECT COALESCE(MAX(id), 0) FROM task_center`
 
-var qNextDue = func() string {
+var qNextDue = nextDue("")
+
+// qNextFutureDue is qNextDue for the tasks not due yet: when the next
+// falls due, past those due now that a claim leaves (a paused queue's, a
+// row another transaction holds).
+var qNextFutureDue = nextDue(" AND lane_at > NOW(3)")
+
+func nextDue(cond string) string {
 	var b strings.Builder
 	b.WriteString("SELECT UNIX_TIMESTAMP(MIN(t)) - UNIX_TIMESTAMP(NOW(3)) FROM (")
 	for p := 0; p <= 9; p++ {
 		if p > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "(SELECT MIN(lane_at) AS t FROM task_center WHERE lane = %d)", p)
+		fmt.Fprintf(&b, "(SELECT MIN(lane_at) AS t FROM task_center WHERE lane = %d%s)", p, cond)
 	}
 	b.WriteString(") m")
 	return b.String()
-}()
+}
 
 // maxBatchRows is the most entries one batched write statement carries:
 // MariaDB reads an IN list of in_predicate_conversion_threshold (1,000)
