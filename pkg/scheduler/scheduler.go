@@ -91,6 +91,7 @@ type Scheduler struct {
 	woken         atomic.Bool // a wakeup came since the last claim
 	newest        int64       // the newest task id the last probe read
 	probed        bool        // newest was read
+	stuck         int         // claims in a row that left an overdue task (untilNextDue)
 	groups        groupSet
 }
 
@@ -286,21 +287,26 @@ func (s *Scheduler) untilNextDue(ctx context.Context, claimed int, ahead time.Du
 	if err != nil || !ok {
 		return s.cfg.PollInterval
 	}
-	if claimed == 0 && d < -stuckDue {
-		// The earliest due task waits long past its time and this claim
-		// did not take it: another transaction holds its row (a claim
-		// leaves such a row out for a while). Claiming every 10 ms would
-		// only read it again: wait for the next task to fall due.
+	if claimed > 0 || d >= -stuckDue {
+		s.stuck = 0
+	} else if s.stuck++; s.stuck >= stuckRounds {
+		// The earliest due task waits long past its time and claim after
+		// claim did not take it: another transaction holds its row (a
+		// claim leaves such a row out for a while). Claiming every 10 ms
+		// would only read it again: wait for the next task to fall due.
 		wait, _ := s.untilFutureDue(ctx, ahead)
 		return wait
 	}
 	return nextClaimIn(d, ahead, claimed, s.cfg.PollInterval)
 }
 
-// stuckDue is how long past its due time a task that a claim did not
-// take is taken for held elsewhere, not for one another scheduler is
-// claiming.
-const stuckDue = time.Second
+// A task stuckDue past its due time that stuckRounds claims in a row did
+// not take is held elsewhere, not one other schedulers were claiming at
+// the same moment (the next claim reads past those).
+const (
+	stuckDue    = time.Second
+	stuckRounds = 3
+)
 
 // untilFutureDue is how long to sleep until the next task not due yet
 // falls due within half of ahead, at most the poll interval; ok says it
