@@ -74,16 +74,16 @@ func (m *Model) refresh() tea.Cmd {
 		msg.ov, err = src.Overview(ctx)
 		return err
 	})}
-	switch {
-	case m.cur.locks != nil:
+	switch m.screenLoad() {
+	case loadLocks:
 		cmds = append(cmds, m.loadLocks())
-	case m.cur.tail != nil:
+	case loadTail:
 		id := m.cur.tail.id
 		cmds = append(cmds, m.load(loadTail, int(id), func(ctx context.Context, msg *loadedMsg) (err error) {
 			msg.tail, err = src.Tail(ctx, id)
 			return err
 		}))
-	case m.cur.detail != nil:
+	case loadDetail:
 		id := m.cur.detail.id
 		cmds = append(cmds, m.load(loadDetail, int(id), func(ctx context.Context, msg *loadedMsg) (err error) {
 			if msg.task, msg.runs, err = src.Task(ctx, id); err != nil {
@@ -91,13 +91,17 @@ func (m *Model) refresh() tea.Cmd {
 			}
 			return loadSteps(ctx, src, msg)
 		}))
-	case m.view == viewTasks:
+	case loadTasks:
 		q, seq := m.tasks.query(m.tableHeight()), m.tasks.seq
 		cmds = append(cmds, m.load(loadTasks, seq, func(ctx context.Context, msg *loadedMsg) (err error) {
 			msg.tasks, err = src.Tasks(ctx, q)
 			return err
 		}))
-	case m.view == viewAudit:
+		if m.tasks.all && m.tasks.allCount < 0 {
+			// A count refused while another ran, or failed: again.
+			cmds = append(cmds, m.count())
+		}
+	case loadAudit:
 		before, limit := m.audit.before(), max(m.tableHeight(), 50)
 		cmds = append(cmds, m.load(loadAudit, 0, func(ctx context.Context, msg *loadedMsg) (err error) {
 			msg.audit, err = src.Audit(ctx, before, limit)
@@ -105,6 +109,32 @@ func (m *Model) refresh() tea.Cmd {
 		}))
 	}
 	return tea.Batch(cmds...)
+}
+
+// screenLoad is what the current screen reads besides the overview
+// (loadOverview: nothing else).
+func (m *Model) screenLoad() loadKind {
+	switch {
+	case m.cur.locks != nil:
+		return loadLocks
+	case m.cur.tail != nil:
+		return loadTail
+	case m.cur.detail != nil:
+		return loadDetail
+	case m.view == viewTasks:
+		return loadTasks
+	case m.view == viewAudit:
+		return loadAudit
+	}
+	return loadOverview
+}
+
+// reads tells whether the current screen reads kind k at its refreshes.
+// An error of a read it no longer makes is not retried: shown, it would
+// say a server still fails that answers again.
+func (m *Model) reads(k loadKind) bool {
+	s := m.screenLoad()
+	return k == loadOverview || k == s || (k == loadCount && s == loadTasks && m.tasks.all)
 }
 
 // loaded applies a load's result. On an error the last data stays.
@@ -152,8 +182,19 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 			return m.refresh() // the filter or page changed meanwhile
 		}
 		n := pageSize(m.tableHeight())
-		if d := m.tasks.setRows(msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n); d > 0 {
-			m.setStatus(unselectedText(d, "no longer on this page (changed past the filter, deleted, or the screen got shorter)"), nil)
+		const gone = "no longer on this page (changed past the filter, deleted, or the screen got shorter)"
+		d, left := m.tasks.setRows(msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n)
+		switch {
+		case d > 0:
+			m.setStatus(unselectedText(d, gone), nil)
+		case left != 0:
+			// The cursor now names another task: an action key would act
+			// on it.
+			text := fmt.Sprintf("task %d is %s", left, gone)
+			if v := &m.tasks; v.cur.pos < len(v.rows) {
+				text += fmt.Sprintf(": the cursor is on task %d now", v.rows[v.cur.pos].ID)
+			}
+			m.setStatus(text, nil)
 		}
 	case loadDetail:
 		if d := m.cur.detail; d != nil && int64(msg.seq) == d.id {
@@ -170,8 +211,11 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 			v.set(msg.tail)
 		}
 	case loadCount:
-		if msg.seq == m.tasks.seq && m.tasks.all {
+		switch {
+		case msg.seq == m.tasks.seq && m.tasks.all:
 			m.tasks.allCount = msg.count
+		case m.tasks.all && m.tasks.allCount < 0:
+			return m.count() // the filter changed while it counted
 		}
 	}
 	return nil
@@ -241,7 +285,7 @@ func (m *Model) notYet(kind loadKind, what string) string {
 // errorText is the error bar's text ("" when everything answers).
 func (m *Model) errorText() string {
 	for _, k := range []loadKind{loadOverview, loadTasks, loadDetail, loadAudit, loadCount, loadTail, loadLocks} {
-		if err := m.errs[k]; err != nil {
+		if err := m.errs[k]; err != nil && m.reads(k) {
 			s := node.ErrorText(err) + " · retrying every " + m.opt.Refresh.String()
 			switch {
 			case k == loadOverview && m.ov != nil && m.ov.MySQLErr != nil:

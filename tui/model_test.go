@@ -80,6 +80,8 @@ func keyMsg(k string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: tea.KeyRight}
 	case "down":
 		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "pgdown":
+		return tea.KeyPressMsg{Code: tea.KeyPgDown}
 	case "ctrl+c":
 		return tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
 	case "ctrl+r":
@@ -1502,4 +1504,82 @@ func TestHelpWrapsAt60Columns(t *testing.T) {
 	}
 	require.Equal(t, strings.Fields(whole), strings.Fields(narrow), "no word cut or lost")
 	require.NotEqual(t, whole, narrow, "some lines wrapped")
+}
+
+// The next page asked for after the filter changed, before the filter's
+// first page is read (MySQL slow, or failing), is not there to turn to:
+// tasktop, or the operator's SSH session, ended with an index out of
+// range.
+func TestNextPageBeforeTheFilteredPageArrives(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3")
+	require.True(t, m.tasks.more)
+	m.Update(keyMsg("s")) // its read is not answered yet
+	require.NotPanics(t, func() {
+		m.Update(keyMsg("]"))
+		m.Update(keyMsg("pgdown"))
+	})
+	require.Empty(t, m.tasks.pages)
+}
+
+// An error of a read the screen no longer makes (the tasks of a view
+// left) is not shown as if that server still failed: nothing retries it.
+func TestErrorOfAViewLeftIsNotShown(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3")
+	b.src.fail(errors.New("MySQL: no answer within 5s"))
+	b.press(t, m, "ctrl+r")
+	require.Contains(t, screen(m), "✖ MySQL")
+	b.src.fail(nil)
+	b.press(t, m, "1")
+	require.NotContains(t, screen(m), "✖", "the queues view reads the overview alone, which answers")
+}
+
+// A count of all matching tasks asked for while the count of an earlier
+// filter still ran is made once that one answers: the selection said
+// "counting…" for good, and every action key waited for it.
+func TestCountAgainAfterTheFilterChanged(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3")
+	_, first := m.Update(keyMsg("A")) // its count not answered yet
+	b.press(t, m, "A", "s", "A")
+	require.Contains(t, screen(m), "counting")
+	b.settle(t, m, first)
+	require.NotContains(t, screen(m), "counting")
+	require.Regexp(t, `ALL \d+ matching selected`, screen(m))
+}
+
+// Pages follow ids whatever order the page is sorted in: the next page
+// starts below the smallest id shown, not below the last row.
+func TestPagesFollowIdsWhenSorted(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "o")
+	least := m.tasks.rows[0].ID
+	for _, r := range m.tasks.rows {
+		least = min(least, r.ID)
+	}
+	require.NotEqual(t, least, m.tasks.rows[len(m.tasks.rows)-1].ID, "sorted: the last row is not the smallest id")
+	b.press(t, m, "]")
+	require.Equal(t, least, b.src.queries[len(b.src.queries)-1].BeforeID)
+}
+
+// When the task under the cursor leaves the page, the cursor is on
+// another task: the status line says so before an action key acts on it.
+func TestCursorTaskLeavingSaysSo(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "down")
+	gone := m.tasks.rows[m.tasks.cur.pos].ID
+	b.src.mu.Lock()
+	b.src.tasks = slices.DeleteFunc(b.src.tasks, func(t *task.Task) bool { return t.ID == gone })
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	now := m.tasks.rows[m.tasks.cur.pos].ID
+	require.NotEqual(t, gone, now)
+	require.Contains(t, strings.Join(strings.Fields(screen(m)), " "),
+		fmt.Sprintf("task %d is no longer on this page (changed past the filter, deleted, or the screen got shorter): the cursor is on task %d now", gone, now))
 }

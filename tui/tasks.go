@@ -27,7 +27,9 @@ type tasksView struct {
 	// pages are the BeforeID of each page opened; the last is the current.
 	pages    []int64
 	rows     []*task.Task
-	more     bool // a next page exists
+	edge     int64 // the smallest id of rows: the next page's BeforeID
+	more     bool  // a next page exists
+	turned   bool  // rows are the page before a turn: the cursor follows none
 	loaded   bool
 	seq      int // changes with the query: older answers are dropped
 	selected map[int64]bool
@@ -55,7 +57,7 @@ func (v *tasksView) query(height int) TaskQuery {
 
 // setQuery changes the filter and goes back to the first page.
 func (v *tasksView) setQuery(q TaskQuery) {
-	v.q, v.pages, v.rows, v.loaded, v.cur = q, nil, nil, false, cursor{}
+	v.q, v.pages, v.rows, v.more, v.loaded, v.cur = q, nil, nil, false, false, cursor{}
 	v.seq++
 	v.unselect()
 }
@@ -163,13 +165,22 @@ func (v *tasksView) targets() (ids []int64, attempts task.SeenAttempts, selected
 // setRows shows a newly read page. The cursor stays on the task it was
 // on when that task is still shown, and the selection keeps only the
 // tasks still shown (the others changed state past the filter, were
-// deleted, or the screen got shorter): it returns how many it dropped.
-func (v *tasksView) setRows(rows []*task.Task, more bool) (dropped int) {
+// deleted, or the screen got shorter): it returns how many it dropped,
+// and the task the cursor was on when it left the page (0: none did).
+func (v *tasksView) setRows(rows []*task.Task, more bool) (dropped int, left int64) {
 	var under int64
-	if v.cur.pos < len(v.rows) {
+	if v.cur.pos < len(v.rows) && !v.turned {
 		under = v.rows[v.cur.pos].ID
 	}
-	v.rows, v.more, v.loaded = rows, more, true
+	v.rows, v.more, v.loaded, v.turned = rows, more, true, false
+	// The next page starts below the page's smallest id, as the query
+	// reads them, whatever order the rows are shown in.
+	v.edge = 0
+	for _, t := range rows {
+		if v.edge == 0 || t.ID < v.edge {
+			v.edge = t.ID
+		}
+	}
 	v.sortRows()
 	shown := make(map[int64]bool, len(rows))
 	for i, t := range v.rows {
@@ -184,7 +195,10 @@ func (v *tasksView) setRows(rows []*task.Task, more bool) (dropped int) {
 			dropped++
 		}
 	}
-	return dropped
+	if under != 0 && !shown[under] {
+		left = under
+	}
+	return dropped, left
 }
 
 // unselectedText says that n selected tasks were unselected, and why: an
@@ -201,8 +215,8 @@ func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	v, tk, sk := &m.tasks, tasksKeys, selectKeys
 	switch {
 	case key.Matches(k, tk.NextPage) || (key.Matches(k, listKeys.PageDown) && v.cur.pos >= len(v.rows)-1):
-		if v.more {
-			v.pages = append(v.pages, v.rows[len(v.rows)-1].ID)
+		if v.more && len(v.rows) > 0 {
+			v.pages = append(v.pages, v.edge)
 			m.turned()
 			return m.refresh(), true
 		}
@@ -326,7 +340,7 @@ func (m *Model) tasksKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 func (m *Model) turned() {
 	v := &m.tasks
 	v.seq++
-	v.cur = cursor{}
+	v.cur, v.turned = cursor{}, true
 	switch n := len(v.selected); {
 	case v.all:
 		m.setStatus("all matching tasks unselected: the page turned", nil)
