@@ -28,7 +28,8 @@ run it after every configuration change and in deploy pipelines.`,
 			if err != nil {
 				rep = doctor.ConfigFailed(err)
 			} else {
-				rep = doctor.Run(cmd.Context(), c, doctor.Options{},
+				o := doctor.Options{OpenReadStore: func(ctx context.Context) (*store.Store, error) { return node.OpenReadStore(ctx, c) }}
+				rep = doctor.Run(cmd.Context(), c, o,
 					func(ctx context.Context) (*store.Store, error) { return node.OpenStore(ctx, c) },
 					func(ctx context.Context) (*broker.Broker, error) { return node.OpenBroker(ctx, c) })
 			}

@@ -84,6 +84,8 @@ type Options struct {
 	MaxSkew, FailSkew time.Duration
 	// Now is the local clock (default time.Now).
 	Now func() time.Time
+	// OpenReadStore opens mysql.read_dsn, when set (nil: not checked).
+	OpenReadStore func(context.Context) (*store.Store, error)
 }
 
 // Defaults of Options.
@@ -130,6 +132,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options,
 		defer st.Close()
 		d.Store = st
 		server, schemaOK = checkMySQL(ctx, r, cfg, st, o)
+	}
+	if cfg.MySQL.ReadDSN != "" && o.OpenReadStore != nil {
+		checkReadDSN(ctx, r, o)
 	}
 	bctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	br, err := openBroker(bctx)

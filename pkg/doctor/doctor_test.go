@@ -551,3 +551,29 @@ func TestHandlerScripts(t *testing.T) {
 	require.Equal(t, "give the handler a dir, so that every daemon finds it wherever it was started", check(t, r, "handlers.nodir").Fix)
 	requireStatus(t, r, "handlers.indir", doctor.Fail, "script no-such-job.sh: not found in dir "+dir)
 }
+
+// mysql.read_dsn, which list, show, stats and tasktop read, is checked
+// as the primary is: a replica that refuses the node, or holds another
+// database, fails the check where every other one passes.
+func TestReadDSN(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	dsn, err := mysql.ParseDSN(env.DSN)
+	require.NoError(t, err)
+	run := func(read string) *doctor.Report {
+		b := &testBundle{env: env, cfg: load(t, strings.Replace(env.ConfigYAML(""), "mysql:\n", "mysql:\n  read_dsn: \""+read+"\"\n", 1))}
+		return b.run(t, doctor.Options{OpenReadStore: func(ctx context.Context) (*store.Store, error) { return node.OpenReadStore(ctx, b.cfg) }})
+	}
+	requireStatus(t, run(env.DSN), "mysql.read_dsn", doctor.OK, "answers with the task center's schema")
+
+	wrong := *dsn
+	wrong.Passwd = "wrong-" + wrong.Passwd
+	r := run(wrong.FormatDSN())
+	require.False(t, r.OK)
+	requireStatus(t, r, "mysql.read_dsn", doctor.Fail, "mysql.read_dsn")
+	requireStatus(t, r, "mysql", doctor.OK, "")
+
+	other := *dsn
+	other.DBName = "mysql"
+	requireStatus(t, run(other.FormatDSN()), "mysql.read_dsn", doctor.Fail, "taskd migrate")
+}

@@ -298,3 +298,24 @@ func explainPending(ctx context.Context, r *Report, cfg *config.Config, br *brok
 	c.Detail = fmt.Sprintf("contract step %s not applied yet, and every live process runs a release that knows it", r.pending.step.Name)
 	c.Fix = "run `taskd migrate`"
 }
+
+// checkReadDSN opens mysql.read_dsn, which list, show, stats, audit, cron
+// list and tasktop read, and reads its schema: a replica that refuses
+// this node, or holds another database, fails them all while the
+// primary works.
+func checkReadDSN(ctx context.Context, r *Report, o Options) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	st, err := o.OpenReadStore(ctx)
+	if err != nil {
+		r.add("mysql.read_dsn", Fail, downFix(err, "start the replica, or fix mysql.read_dsn (or empty it: reads go to mysql.dsn)",
+			"correct mysql.read_dsn (its user, password or database) or the replica's account as the error says, or empty it: reads go to mysql.dsn"), "%v", err)
+		return
+	}
+	defer st.Close()
+	if err := st.CheckSchema(ctx); err != nil {
+		r.add("mysql.read_dsn", Fail, "point mysql.read_dsn at a replica of the task center (or empty it: reads go to mysql.dsn)", "%v", err)
+		return
+	}
+	r.ok("mysql.read_dsn", "answers with the task center's schema")
+}
