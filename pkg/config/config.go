@@ -573,7 +573,9 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 	if err := v.Unmarshal(&c, viper.DecodeHook(decodeHook())); err != nil {
 		return nil, task.Invalidf("config: %v", err)
 	}
-	restoreKeyCase(raw, &c)
+	if err := decodeNamed(raw, &c); err != nil {
+		return nil, task.Invalidf("config: %v", err)
+	}
 	c.File = file
 	c.FileSecrets = secretsIn(raw)
 	c.source = func(key string) string { return source(v, key, file) }
@@ -583,33 +585,27 @@ func Load(v *viper.Viper, path string) (*Config, error) {
 	return &c, nil
 }
 
-// restoreKeyCase gives handler codes and queue names back the case they
-// have in the file: viper lowercases every key, but task codes and queue
-// names are case-sensitive (SendEmail is not sendemail).
-func restoreKeyCase(raw map[string]any, c *Config) {
-	handlers, _ := raw["handlers"].(map[string]any)
-	queues, _ := raw["queues"].(map[string]any)
-	c.Handlers = rekey(c.Handlers, handlers)
-	c.Queues = rekey(c.Queues, queues)
-}
-
-func rekey[V any](m map[string]V, raw map[string]any) map[string]V {
-	if len(m) == 0 {
-		return m
-	}
-	out := make(map[string]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	for orig := range raw {
-		if low := strings.ToLower(orig); low != orig {
-			if v, ok := m[low]; ok {
-				delete(out, low)
-				out[orig] = v
-			}
+// decodeNamed decodes the handlers and queues from the file's own map:
+// viper lowercases every key (task codes and queue names are
+// case-sensitive: SendEmail is not sendemail) and splits keys at dots,
+// which codes and queue names may hold (orders.sync would be handler
+// sync under handler orders).
+func decodeNamed(raw map[string]any, c *Config) error {
+	for key, out := range map[string]any{"handlers": &c.Handlers, "queues": &c.Queues} {
+		m, ok := raw[key]
+		if !ok {
+			continue
+		}
+		d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{Result: out, WeaklyTypedInput: true,
+			DecodeHook: decodeHook(), TagName: "mapstructure", ZeroFields: true})
+		if err != nil {
+			return err
+		}
+		if err := d.Decode(m); err != nil {
+			return err
 		}
 	}
-	return out
+	return nil
 }
 
 // Validate checks the configuration and fills derived defaults.

@@ -2,8 +2,10 @@ package config_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -664,8 +666,8 @@ func TestConfigFileFromTheEnvironment(t *testing.T) {
 func TestHTTPHandlerRefusedAtStart(t *testing.T) {
 	t.Parallel()
 	for body, want := range map[string]string{
-		"handlers:\n  x: { http: \"http://a/b\", header: { Authorization: \"Bearer s3cret\\r\\nX: y\" } }\n": `config handlers.x: header "authorization": its value holds a line break or another control character`,
-		"handlers:\n  x: { http: \"http://a/b\", header: { \"X Api Key\": s3cret } }\n":                      `config handlers.x: header "x api key": not a valid header name`,
+		"handlers:\n  x: { http: \"http://a/b\", header: { Authorization: \"Bearer s3cret\\r\\nX: y\" } }\n": `config handlers.x: header "Authorization": its value holds a line break or another control character`,
+		"handlers:\n  x: { http: \"http://a/b\", header: { \"X Api Key\": s3cret } }\n":                      `config handlers.x: header "X Api Key": not a valid header name`,
 		"handlers:\n  x: { http: \"http://a:80800/b\" }\n":                                                   `config handlers.x: http "http://a:80800/b": port 80800 is not 1-65535`,
 	} {
 		_, err := load(t, body)
@@ -786,4 +788,20 @@ func TestKillGraceOnlyWhereProcessesRun(t *testing.T) {
 	c, err = config.Load(config.NewViper(), writeConfig(t, "watchdog: { grace: 2m }\nworker: { kill_grace: 60s, hand_back_wait: 90s }\nhandlers:\n  x: { exec: [\"true\"] }\n"))
 	require.NoError(t, err, "both raised with it")
 	require.Equal(t, time.Minute, c.Worker.KillGrace)
+}
+
+// Task codes and queue names may hold dots (and capitals), as PHP teams
+// name them: each is one handler and one queue, not a section of
+// another, and keeps its case.
+func TestDottedNames(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, "handlers:\n  orders.Sync: { exec: [\"true\"], queue: emails.high }\n"+
+		"queues:\n  emails.high: { concurrency: 3, serial: true }\n")
+	require.NoError(t, err)
+	require.Equal(t, []string{"orders.Sync"}, slices.Collect(maps.Keys(c.Handlers)))
+	require.Equal(t, "emails.high", c.Handlers["orders.Sync"].Queue)
+	require.Equal(t, []string{"emails.high"}, slices.Collect(maps.Keys(c.Queues)))
+	require.Equal(t, 3, c.Queues["emails.high"].Concurrency)
+	require.True(t, c.Queues["emails.high"].Serial)
+	require.Equal(t, "emails.high", c.QueueFor("orders.Sync"))
 }
