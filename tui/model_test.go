@@ -1583,3 +1583,23 @@ func TestCursorTaskLeavingSaysSo(t *testing.T) {
 	require.Contains(t, strings.Join(strings.Fields(screen(m)), " "),
 		fmt.Sprintf("task %d is no longer on this page (changed past the filter, deleted, or the screen got shorter): the cursor is on task %d now", gone, now))
 }
+
+// When the queue under the cursor leaves the list, the status line names
+// the queue the cursor is on now, before a key meant for the other acts.
+func TestQueueCursorQueueLeavingSaysSo(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	q, ok := m.selectedQueue() // the first
+	require.True(t, ok)
+	b.src.mu.Lock()
+	ov, st := *b.src.ov, *b.src.ov.Stats
+	st.Queues = slices.DeleteFunc(slices.Clone(st.Queues), func(s stats.Queue) bool { return s.Name == q.Name })
+	ov.Stats = &st
+	b.src.ov = &ov
+	b.src.mu.Unlock()
+	b.press(t, m, "ctrl+r")
+	now, ok := m.selectedQueue()
+	require.True(t, ok)
+	require.Contains(t, strings.Join(strings.Fields(screen(m)), " "),
+		"queue "+q.Name+" is no longer listed: the cursor is on queue "+now.Name+" now")
+}

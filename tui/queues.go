@@ -214,6 +214,11 @@ func (m *Model) keepQueue(change func()) {
 			return
 		}
 	}
+	if m.view == viewQueues && m.queues.cur.pos < len(qs) {
+		// Another queue is under the cursor now: say so before a key
+		// meant for the one that left acts on it.
+		m.setStatus(fmt.Sprintf("queue %s is no longer listed: the cursor is on queue %s now", q.Name, qs[m.queues.cur.pos].Name), nil)
+	}
 }
 
 // selectedQueue returns the queue under the cursor.
