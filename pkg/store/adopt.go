@@ -63,36 +63,53 @@ func taskTable(ctx context.Context, c *sql.Conn) (map[string]bool, error) {
 	return cols, nil
 }
 
+// qNarrow counts the columns adoptModify has not widened yet.
+const qNarrow = `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center'
+	AND ((COLUMN_NAME IN ('plan_next_run_at', 'last_run_at', 'created_at', 'updated_at') AND DATETIME_PRECISION <> 3)
+	OR (COLUMN_NAME = 'last_result' AND DATA_TYPE <> 'mediumtext'))`
+
 // adoptSeedTable upgrades an existing task_center that lacks taskd's
-// columns; cols are its columns as taskTable read them. It returns
+// columns; cols are its columns as taskTable read them. It runs until
+// migration 1 is recorded, so each step is skipped once done: an
+// adoption stopped half way (a lock held by the PHP application, an
+// interrupt) goes on where it stopped at the next migrate. It returns
 // whether it changed anything.
-func adoptSeedTable(ctx context.Context, c *sql.Conn, cols map[string]bool) (bool, error) {
-	if len(cols) == 0 || cols["attempt"] {
-		return false, nil // no table (migration 1 creates it), or taskd's already
+func adoptSeedTable(ctx context.Context, c *sql.Conn, cols map[string]bool) (changed bool, _ error) {
+	if len(cols) == 0 {
+		return false, nil // no table: migration 1 creates it
 	}
 	for _, col := range adoptColumns {
 		if !cols[col.name] {
 			if _, err := c.ExecContext(ctx, "ALTER TABLE task_center ADD COLUMN "+col.name+" "+col.def); err != nil {
-				return false, fmt.Errorf("adopt task_center: add %s: %w", col.name, err)
+				return changed, fmt.Errorf("adopt task_center: add %s: %w", col.name, err)
 			}
+			changed = true
 		}
 	}
-	if _, err := c.ExecContext(ctx, adoptModify); err != nil {
-		return false, fmt.Errorf("adopt task_center: widen time columns: %w", err)
+	var narrow int
+	if err := c.QueryRowContext(ctx, qNarrow).Scan(&narrow); err != nil {
+		return changed, fmt.Errorf("adopt task_center: read its columns: %w", err)
+	}
+	if narrow > 0 {
+		if _, err := c.ExecContext(ctx, adoptModify); err != nil {
+			return changed, fmt.Errorf("adopt task_center: widen time columns: %w", err)
+		}
+		changed = true
 	}
 	idx, err := names(ctx, c, `SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center'`)
 	if err != nil {
-		return false, err
+		return changed, err
 	}
 	for _, ix := range adoptIndexes {
 		if !idx[ix.name] {
 			if _, err := c.ExecContext(ctx, "ALTER TABLE task_center ADD "+ix.def); err != nil {
-				return false, fmt.Errorf("adopt task_center: add index %s: %w", ix.name, err)
+				return changed, fmt.Errorf("adopt task_center: add index %s: %w", ix.name, err)
 			}
+			changed = true
 		}
 	}
-	return true, nil
+	return changed, nil
 }
 
 // names reads the one-column result of q as a set.

@@ -185,3 +185,42 @@ func TestMigrateRefusesForeignTable(t *testing.T) {
 	require.NoError(t, raw.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()`).Scan(&tables))
 	require.Equal(t, 1, tables, "nothing created beside the other application's table")
 }
+
+// An adoption stopped half way (a metadata lock held by the PHP
+// application, an interrupt) goes on where it stopped at the next
+// migrate: a table with some of taskd's columns was taken for taskd's
+// own, its adoption skipped, and every later migrate failed on a missing
+// column.
+func TestMigrateResumesAnAdoption(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	dsn, raw := sideDatabase(t, env, "_half")
+	_, err := raw.ExecContext(ctx, seedTable)
+	require.NoError(t, err)
+	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, payload, plan_next_run_at) VALUES ('send_email', '{}', NOW())`)
+	require.NoError(t, err)
+	// The first four of the columns an adoption adds, then it stopped.
+	_, err = raw.ExecContext(ctx, `ALTER TABLE task_center ADD COLUMN queue VARCHAR(64) NOT NULL DEFAULT '',
+		ADD COLUMN unique_key VARCHAR(191) DEFAULT NULL, ADD COLUMN timezone VARCHAR(64) NOT NULL DEFAULT '',
+		ADD COLUMN attempt INT UNSIGNED NOT NULL DEFAULT 0`)
+	require.NoError(t, err)
+
+	st, err := store.Open(ctx, dsn, store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.Migrate(ctx, store.MigrateParams{})
+	require.NoError(t, err)
+	require.NoError(t, st.CheckSchema(ctx))
+	var precision int
+	require.NoError(t, raw.QueryRowContext(ctx, `SELECT DATETIME_PRECISION FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center' AND COLUMN_NAME = 'plan_next_run_at'`).Scan(&precision))
+	require.Equal(t, 3, precision, "the time columns widened")
+	var unique int
+	require.NoError(t, raw.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center' AND INDEX_NAME = 'uk_code_unique'`).Scan(&unique))
+	require.Positive(t, unique, "unique keys are kept unique")
+	msgs, err := st.TaskClaimDue(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+}
