@@ -184,10 +184,12 @@ func (m *Model) loaded(msg loadedMsg) tea.Cmd {
 		n := pageSize(m.tableHeight())
 		const gone = "no longer on this page (changed past the filter, deleted, or the screen got shorter)"
 		d, left := m.tasks.setRows(msg.tasks[:min(n, len(msg.tasks))], len(msg.tasks) > n)
+		acted := m.tasks.acted
+		m.tasks.acted = false
 		switch {
 		case d > 0:
 			m.setStatus(unselectedText(d, gone), nil)
-		case left != 0:
+		case left != 0 && !acted:
 			// The cursor now names another task: an action key would act
 			// on it.
 			text := fmt.Sprintf("task %d is %s", left, gone)

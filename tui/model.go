@@ -181,6 +181,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case actionMsg:
 		m.acting = max(0, m.acting-1)
 		m.setStatus(msg.text, msg.err)
+		m.tasks.acted = true // the result says why its tasks leave the page
 		return m, m.refresh()
 	case tea.KeyPressMsg:
 		return m, m.key(msg)

@@ -1603,3 +1603,18 @@ func TestQueueCursorQueueLeavingSaysSo(t *testing.T) {
 	require.Contains(t, strings.Join(strings.Fields(screen(m)), " "),
 		"queue "+q.Name+" is no longer listed: the cursor is on queue "+now.Name+" now")
 }
+
+// A task that leaves the page because of the action just taken on it
+// leaves the action's result on the status line: it says why.
+func TestActedTaskLeavingKeepsTheResult(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, false)
+	b.press(t, m, "3", "x")
+	require.Contains(t, screen(m), "Kill task 1010?")
+	b.src.mu.Lock()
+	b.src.tasks = slices.DeleteFunc(b.src.tasks, func(t *task.Task) bool { return t.ID == 1010 }) // killed past the filter
+	b.src.mu.Unlock()
+	b.press(t, m, "right", "enter")
+	require.Contains(t, screen(m), "kill: 1 of 1 task killed (1010)")
+	require.NotContains(t, screen(m), "no longer on this page")
+}

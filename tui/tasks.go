@@ -30,6 +30,7 @@ type tasksView struct {
 	edge     int64 // the smallest id of rows: the next page's BeforeID
 	more     bool  // a next page exists
 	turned   bool  // rows are the page before a turn: the cursor follows none
+	acted    bool  // an action ended since the last page was read
 	loaded   bool
 	seq      int // changes with the query: older answers are dropped
 	selected map[int64]bool
