@@ -44,7 +44,10 @@ type Key struct {
 	// CIDRs or * ? wildcards; ! negates) the key may log in from (none:
 	// any).
 	From []string
-	Line int
+	// Expires is the line's expiry-time="..." (zero: never): the key
+	// logs in no more from then on, and its sessions are closed.
+	Expires time.Time
+	Line    int
 
 	key gossh.PublicKey
 }
@@ -101,11 +104,40 @@ func (s *keySet) len() int { return len(s.byFingerprint) }
 // line copied from an sshd file works.
 var openSSHOptions = map[string]bool{
 	"restrict": true, "no-agent-forwarding": true, "no-port-forwarding": true, "no-pty": true,
-	"no-user-rc": true, "no-x11-forwarding": true, "no-touch-required": true, "verify-required": true,
+	"no-user-rc": true, "no-x11-forwarding": true, "no-touch-required": true,
 	"agent-forwarding": true, "port-forwarding": true, "pty": true, "user-rc": true, "x11-forwarding": true,
-	"command": true, "environment": true, "permitopen": true, "permitlisten": true, "principals": true,
-	"tunnel": true, "expiry-time": true,
+	"environment": true, "permitopen": true, "permitlisten": true, "principals": true, "tunnel": true,
 }
+
+// unhonoured are OpenSSH options that narrow what a key may do in a way
+// this server cannot keep: a line with one is left out rather than let
+// its key in further than sshd would.
+var unhonoured = map[string]string{
+	"command":         "the key may run that command only, and this server runs tasktop",
+	"verify-required": "this server cannot ask a FIDO key to verify its user",
+}
+
+// expiryLayouts are the forms of expiry-time: YYYYMMDD[HHMM[SS]], in the
+// host's zone, or UTC with a trailing Z.
+var expiryLayouts = []string{"20060102150405", "200601021504", "20060102"}
+
+func parseExpiry(v string) (time.Time, error) {
+	loc := time.Local
+	if s, ok := strings.CutSuffix(v, "Z"); ok {
+		v, loc = s, time.UTC
+	}
+	for _, l := range expiryLayouts {
+		if len(v) == len(l) {
+			if t, err := time.ParseInLocation(l, v, loc); err == nil {
+				return t, nil
+			}
+		}
+	}
+	return time.Time{}, fmt.Errorf("expiry-time %q: want YYYYMMDD[HHMM[SS]][Z]", v)
+}
+
+// expired reports whether the key's expiry-time has come at now.
+func (k *Key) expired(now time.Time) bool { return !k.Expires.IsZero() && !now.Before(k.Expires) }
 
 // parseKeys reads an authorized keys file: one OpenSSH public key a line
 // with its options and comment, # comments and blank lines ignored. A line
@@ -178,6 +210,12 @@ func parseKeyLine(line []byte) (*Key, error) {
 			}
 		case name == "cert-authority":
 			return nil, fmt.Errorf("cert-authority: certificates are not supported")
+		case name == "expiry-time" && hasVal:
+			if k.Expires, err = parseExpiry(val); err != nil {
+				return nil, err
+			}
+		case unhonoured[name] != "":
+			return nil, fmt.Errorf("option %s: %s: list the key without it", name, unhonoured[name])
 		case openSSHOptions[name]:
 		default:
 			return nil, fmt.Errorf("unknown option %q (role=viewer|operator, from=\"addresses\")", name)

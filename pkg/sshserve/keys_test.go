@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	gossh "golang.org/x/crypto/ssh"
@@ -100,4 +101,25 @@ func TestHostKey(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte("not a key"), 0o600))
 	_, _, err = loadHostKey(bad)
 	require.ErrorContains(t, err, "host key "+bad)
+}
+
+// Options that narrow a key where this server cannot follow leave its line
+// out, each said with its number; an expiry-time is read as sshd reads it.
+func TestParseKeysNarrowingOptions(t *testing.T) {
+	t.Parallel()
+	_, aLine := testKey(t)
+	b, bLine := testKey(t)
+	set, problems := parseKeys([]byte(strings.Join([]string{
+		`command="backup" ` + aLine,
+		`verify-required ` + aLine,
+		`expiry-time="tomorrow" ` + aLine,
+		`expiry-time="202501020304" ` + bLine,
+	}, "\n")), nil)
+	require.Equal(t, 1, set.len())
+	require.Equal(t, []string{
+		"line 1: option command: the key may run that command only, and this server runs tasktop: list the key without it",
+		"line 2: option verify-required: this server cannot ask a FIDO key to verify its user: list the key without it",
+		`line 3: expiry-time "tomorrow": want YYYYMMDD[HHMM[SS]][Z]`,
+	}, problems)
+	require.Equal(t, time.Date(2025, 1, 2, 3, 4, 0, 0, time.Local), set.find(b.PublicKey()).Expires, "the host's zone")
 }

@@ -270,8 +270,8 @@ func (s *Server) RunOnce(ctx context.Context) SweepResult {
 	}
 	s.mu.Unlock()
 	for _, se := range open {
-		if k := s.keys.find(se.key); k == nil || k.Role != se.Role {
-			if se.close("your key was removed from the authorized keys or its role changed") {
+		if k := s.keys.find(se.key); k == nil || k.Role != se.Role || k.expired(now) {
+			if se.close("your key was removed from the authorized keys, its role changed or it expired") {
 				res.Revoked++
 			}
 			continue
@@ -285,12 +285,19 @@ func (s *Server) RunOnce(ctx context.Context) SweepResult {
 	return res
 }
 
+// recordWait bounds the recording of a session event.
+const recordWait = 2 * time.Second
+
 // record logs a session event and records it.
 func (s *Server) record(kind, detail string) {
 	if s.cfg.Events == nil {
 		return
 	}
-	if err := s.cfg.Events.RecordEvent(context.Background(), &broker.Event{At: time.Now(), Kind: kind, Node: s.cfg.Node, Detail: detail}); err != nil {
+	// A session waits for it: a Redis that hangs holds a login back
+	// recordWait at most, not the client's whole read timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), recordWait)
+	defer cancel()
+	if err := s.cfg.Events.RecordEvent(ctx, &broker.Event{At: time.Now(), Kind: kind, Node: s.cfg.Node, Detail: detail}); err != nil {
 		s.log.Warn("tasktop serve: cannot record the session event", "kind", kind, "err", err)
 	}
 }

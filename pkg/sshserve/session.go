@@ -101,6 +101,10 @@ func (s *Server) authorize(ctx ssh.Context, key ssh.PublicKey) bool {
 		s.log.Warn("ssh key refused: its from= option does not allow this address", "fingerprint", fp, "comment", k.Comment,
 			"addr", ctx.RemoteAddr().String(), "line", k.Line)
 		return false
+	case k.expired(s.cfg.Now()):
+		s.log.Warn("ssh key refused: its expiry-time has passed", "fingerprint", fp, "comment", k.Comment,
+			"addr", ctx.RemoteAddr().String(), "line", k.Line, "expired", k.Expires)
+		return false
 	}
 	return true
 }
