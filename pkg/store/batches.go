@@ -126,16 +126,24 @@ func (s *Store) BatchFinish(ctx context.Context, ids []int64) ([]int64, error) {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	var done []int64
+	var refused []error
 	for _, id := range ids {
 		ok, err := s.batchFinish(ctx, id)
 		if err != nil {
-			return done, fmt.Errorf("finish batch %d: %w", id, err)
+			err = fmt.Errorf("finish batch %d: %w", id, err)
+			if !IsRejected(err) {
+				return done, errors.Join(append(refused, err)...) // the server's: the next would fail too
+			}
+			// This batch's own (its callback refused: a task of the
+			// callback's code took its unique key): the others go on.
+			refused = append(refused, err)
+			continue
 		}
 		if ok {
 			done = append(done, id)
 		}
 	}
-	return done, nil
+	return done, errors.Join(refused...)
 }
 
 func (s *Store) batchFinish(ctx context.Context, id int64) (bool, error) {

@@ -184,3 +184,21 @@ func TestBatchInsertInvalid(t *testing.T) {
 	require.Equal(t, task.CodeInvalid, task.ErrorCode(err))
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_batch`))
 }
+
+// A batch whose callback the task center refuses (a task of the
+// callback's code holds its unique key) does not hold back the batches
+// after it: each is finished, and the refused one is named.
+func TestBatchRefusedCallbackHoldsBackNoOther(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	first, second := b.batch(t, st, 1, `{}`), b.batch(t, st, 1, `{}`)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, payload, unique_key) VALUES ('done', '{}', ?)`, store.BatchCallbackKey(first.ID))
+	b.env.Exec(t, `UPDATE task_center SET status = 3 WHERE batch_id IN (?, ?)`, first.ID, second.ID)
+	ids, err := st.BatchListFinishable(b.ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{first.ID, second.ID}, ids)
+	done, err := st.BatchFinish(b.ctx, ids)
+	require.ErrorContains(t, err, "finish batch "+strconv.FormatInt(first.ID, 10))
+	require.Equal(t, []int64{second.ID}, done)
+	require.Len(t, b.callbacks(t, st, second.ID), 1)
+}
