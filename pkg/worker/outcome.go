@@ -148,6 +148,10 @@ func (p *policy) transition(m *task.Message, e *attemptEnd, run *store.RunRecord
 func (p *policy) nextOccurrence(m *task.Message, t store.Transition) store.Transition {
 	next, err := cronspec.NextRun(m.CronExpr, cmp.Or(m.Timezone, p.defaultTimezone), time.UnixMilli(m.DueUnixMS), p.now())
 	if err != nil {
+		if len(t.Then) > 0 && t.Value == nil {
+			v := t.Result // the run's own result stays its children's payload
+			t.Value = &v
+		}
 		t.To, t.Retry = task.Dead, store.RetryKeep
 		t.SetResult, t.Result = true, "cannot schedule the next run: "+err.Error()
 		return t

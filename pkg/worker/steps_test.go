@@ -139,3 +139,27 @@ func jsonInt(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// A periodic parent whose run succeeded but whose next run cannot be
+// computed (a cron_expr written by hand) passes its run's result to its
+// child, not the note that says why the parent went dead.
+func TestPeriodicParentWithoutANextRunPassesItsResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("tick", handler.Func(func(context.Context, *handler.Request) (string, error) { return `{"n": 1}`, nil }))
+	got := make(chan string, 1)
+	b.reg.Register("mail", handler.Func(func(_ context.Context, r *handler.Request) (string, error) {
+		got <- string(r.Payload)
+		return "", nil
+	}))
+	b.startWorker(t, nil)
+	res, err := b.prod.CronAdd(context.Background(), producer.Cron{Code: "tick", Expr: "0 3 * * *", Queue: "q",
+		Children: []producer.Child{{Code: "mail", Queue: "q"}}})
+	require.NoError(t, err)
+	b.env.Exec(t, `UPDATE task_center SET cron_expr = '0 3 * * * * * *', plan_next_run_at = NOW(3) WHERE id = ?`, res.ID)
+	b.dispatchUntil(t, "the child", func() bool { return len(got) == 1 })
+	require.JSONEq(t, `{"n": 1}`, <-got)
+	tk := b.task(t, res.ID)
+	require.Equal(t, task.Dead, tk.Status)
+	require.Contains(t, tk.LastResult, "cannot schedule the next run")
+}
