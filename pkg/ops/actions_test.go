@@ -118,31 +118,38 @@ func TestBulkActionOneAuditRow(t *testing.T) {
 	require.Zero(t, b.env.Count(t, `SELECT COUNT(*) FROM task_center`))
 }
 
+// dailyAndOneOff adds a periodic task of code periodicCode run daily at
+// 03:00 and submits a one-off task of oneOffCode; it returns their ids.
+func (b *testBundle) dailyAndOneOff(t *testing.T, periodicCode, oneOffCode string) (periodic, oneOff int64) {
+	t.Helper()
+	r, err := b.prod.CronAdd(context.Background(), producer.Cron{Code: periodicCode, Expr: "0 3 * * *"})
+	require.NoError(t, err)
+	return r.ID, b.submit(t, oneOffCode)
+}
+
 func TestDisableEnablePeriodic(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "tick", Expr: "0 3 * * *"})
-	require.NoError(t, err)
-	oneoff := b.submit(t, "x")
+	periodic, oneoff := b.dailyAndOneOff(t, "tick", "x")
 
-	c, err := b.ops.Disable(ctx, ops.Target{IDs: []int64{r.ID, oneoff}})
+	c, err := b.ops.Disable(ctx, ops.Target{IDs: []int64{periodic, oneoff}})
 	require.NoError(t, err)
-	require.Equal(t, []int64{r.ID}, c.IDs, "only periodic tasks are disabled")
-	require.Equal(t, task.Cancelled, b.get(t, r.ID).Status)
+	require.Equal(t, []int64{periodic}, c.IDs, "only periodic tasks are disabled")
+	require.Equal(t, task.Cancelled, b.get(t, periodic).Status)
 	// Disabled is not finished: retention keeps it.
-	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND finished_at IS NULL`, r.ID))
+	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND finished_at IS NULL`, periodic))
 
-	c, err = b.ops.Enable(ctx, ops.Target{IDs: []int64{r.ID, oneoff}})
+	c, err = b.ops.Enable(ctx, ops.Target{IDs: []int64{periodic, oneoff}})
 	require.NoError(t, err)
-	require.Equal(t, []int64{r.ID}, c.IDs)
-	tk := b.get(t, r.ID)
+	require.Equal(t, []int64{periodic}, c.IDs)
+	tk := b.get(t, periodic)
 	require.Equal(t, task.Pending, tk.Status)
 	require.Equal(t, 3, tk.PlanNextRun.Hour(), "back on its schedule, not due now")
 	require.True(t, tk.PlanNextRun.After(time.Now()))
 	b.auditOne(t, "disable")
 	e := b.auditOne(t, "enable")
-	require.Equal(t, fmt.Sprintf("tasks %d,%d", r.ID, oneoff), e.Target, "the audit row names every task asked for")
+	require.Equal(t, fmt.Sprintf("tasks %d,%d", periodic, oneoff), e.Target, "the audit row names every task asked for")
 	require.Equal(t, 2, detailOf(t, e).Requested)
 }
 
@@ -153,10 +160,8 @@ func TestRetryLeavesDisabledPeriodicAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	r, err := b.prod.CronAdd(ctx, producer.Cron{Code: "x", Expr: "0 3 * * *"})
-	require.NoError(t, err)
-	oneoff := b.submit(t, "x")
-	_, err = b.ops.Disable(ctx, ops.Target{IDs: []int64{r.ID}})
+	periodic, oneoff := b.dailyAndOneOff(t, "x", "x")
+	_, err := b.ops.Disable(ctx, ops.Target{IDs: []int64{periodic}})
 	require.NoError(t, err)
 	_, err = b.ops.Kill(ctx, ops.Target{IDs: []int64{oneoff}})
 	require.NoError(t, err)
@@ -166,8 +171,8 @@ func TestRetryLeavesDisabledPeriodicAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{oneoff}, c.IDs)
 	require.Equal(t, task.Pending, b.get(t, oneoff).Status)
-	require.Equal(t, task.Cancelled, b.get(t, r.ID).Status, "still disabled")
-	require.Equal(t, []ops.Skipped{{ID: r.ID, Status: "cancelled",
+	require.Equal(t, task.Cancelled, b.get(t, periodic).Status, "still disabled")
+	require.Equal(t, []ops.Skipped{{ID: periodic, Status: "cancelled",
 		Reason: "disabled; retry leaves a disabled periodic task alone (taskd enable puts it back on its schedule)"}}, c.Unchanged)
 }
 

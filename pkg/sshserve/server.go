@@ -108,6 +108,9 @@ type Server struct {
 	sessions map[ssh.Session]*Session
 	perKey   map[string]int
 	stopping bool
+	// handlers counts the sessions' handlers still running, to their
+	// last recorded event.
+	handlers sync.WaitGroup
 
 	ln        net.Listener
 	serveDone chan struct{}
@@ -243,6 +246,9 @@ func (s *Server) Stop() {
 	}
 	_ = s.srv.Close()
 	<-s.serveDone
+	// A session's handler records its end after its connection closed
+	// (recordWait at most): nothing of it runs past Stop.
+	s.handlers.Wait()
 	s.log.Info("tasktop serve stopped")
 }
 

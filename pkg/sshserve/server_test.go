@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/taskd/taskd/pkg/broker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,6 +45,12 @@ type serverBundle struct {
 
 func setupServer(t *testing.T, keys ...string) *serverBundle {
 	t.Helper()
+	return setupServerWith(t, nil, keys...)
+}
+
+// setupServerWith is setupServer with events recorded by events.
+func setupServerWith(t *testing.T, events EventRecorder, keys ...string) *serverBundle {
+	t.Helper()
 	dir := t.TempDir()
 	b := &serverBundle{keysFile: filepath.Join(dir, "keys"), contexts: make(chan context.Context, 10)}
 	b.now.Store(time.Unix(1_700_000_000, 0).UnixNano())
@@ -50,8 +58,8 @@ func setupServer(t *testing.T, keys ...string) *serverBundle {
 	srv, err := New(Config{
 		Listen: "127.0.0.1:0", HostKey: filepath.Join(dir, "host"), AuthorizedKeys: b.keysFile,
 		IdleTimeout: time.Minute, SweepInterval: time.Hour, CloseGrace: time.Second, // the test sweeps
-		Logger: slog.New(slog.DiscardHandler),
-		Now:    func() time.Time { return time.Unix(0, b.now.Load()) },
+		Logger: slog.New(slog.DiscardHandler), Events: events,
+		Now: func() time.Time { return time.Unix(0, b.now.Load()) },
 		NewProgram: func(se *Session) tea.Model {
 			b.contexts <- se.Context()
 			return hello{se}
@@ -319,4 +327,23 @@ func (b *serverBundle) requireRevoked(t *testing.T, want SweepResult, se *sessio
 	require.Contains(t, msg, why)
 	_, err := b.open(t, key)
 	require.ErrorContains(t, err, "unable to authenticate")
+}
+
+// hungRedis records nothing: it answers when the caller gives up.
+type hungRedis struct{}
+
+func (hungRedis) RecordEvent(ctx context.Context, _ *broker.Event) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A login is recorded in Redis before the program starts; a Redis that
+// hangs holds it back recordWait at most, not for as long as it hangs.
+func TestLoginWithRedisHung(t *testing.T) {
+	t.Parallel()
+	k, line := testKey(t)
+	b := setupServerWith(t, hungRedis{}, line+" alice")
+	s, err := b.open(t, k)
+	require.NoError(t, err)
+	s.shows(t, "hello alice viewer")
 }

@@ -156,6 +156,7 @@ func (s *Server) limit(next ssh.Handler) ssh.Handler {
 			_ = sess.Exit(1)
 			return
 		}
+		defer s.handlers.Done()
 		s.log.Info("ssh session started", "comment", se.Comment, "role", se.Role, "fingerprint", se.Fingerprint,
 			"addr", se.Addr, "user", se.User)
 		s.record(KindLogin, se.String())
@@ -199,6 +200,7 @@ func (s *Server) open(sess ssh.Session) (*Session, error) {
 	se.input.Store(s.cfg.Now().UnixNano())
 	s.sessions[sess] = se
 	s.perKey[k.Fingerprint]++
+	s.handlers.Add(1) // under mu, before stopping: Stop's Wait follows it
 	return se, nil
 }
 

@@ -50,7 +50,7 @@ var adoptIndexes = []struct{ name, def string }{
 // there is no such table), and refuses one that is neither taskd's nor
 // the seed design's: another application's table of that name.
 func taskTable(ctx context.Context, c *sql.Conn) (map[string]bool, error) {
-	cols, err := names(ctx, c, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+	cols, err := names(ctx, c, "schema", `SELECT COLUMN_NAME FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center'`)
 	if err != nil || len(cols) == 0 || cols["attempt"] {
 		return cols, err
@@ -96,7 +96,7 @@ func adoptSeedTable(ctx context.Context, c *sql.Conn, cols map[string]bool) (cha
 		}
 		changed = true
 	}
-	idx, err := names(ctx, c, `SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS
+	idx, err := names(ctx, c, "schema", `SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center'`)
 	if err != nil {
 		return changed, err
@@ -112,20 +112,24 @@ func adoptSeedTable(ctx context.Context, c *sql.Conn, cols map[string]bool) (cha
 	return changed, nil
 }
 
-// names reads the one-column result of q as a set.
-func names(ctx context.Context, c *sql.Conn, q string, args ...any) (map[string]bool, error) {
-	rows, err := c.QueryContext(ctx, q, args...)
+// names reads the one-column result of q as a set; what names it in
+// errors.
+func names(ctx context.Context, db queryer, what, q string, args ...any) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read schema: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer rows.Close()
 	out := map[string]bool{}
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("read schema: %w", err)
+			return nil, fmt.Errorf("read %s: %w", what, err)
 		}
 		out[n] = true
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	return out, nil
 }

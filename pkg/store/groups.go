@@ -241,25 +241,12 @@ const qRoutedHere = `SELECT task_code FROM task_route WHERE queue = ?`
 // here: its tasks are another queue's now, and it is forgotten once they
 // end.
 func groupAliases(ctx context.Context, tx *sql.Tx, q string, keys []string) (map[string][]string, error) {
-	prefixes := []string{q}
-	rows, err := tx.QueryContext(ctx, qRoutedHere, q)
+	routed, err := names(ctx, tx, "the codes routed to "+q, qRoutedHere, q)
 	if err != nil {
-		return nil, fmt.Errorf("read the codes routed to %s: %w", q, err)
+		return nil, err
 	}
-	for rows.Next() {
-		var code string
-		if err := rows.Scan(&code); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read the codes routed to %s: %w", q, err)
-		}
-		prefixes = append(prefixes, code)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the codes routed to %s: %w", q, err)
-	}
-	slices.Sort(prefixes)
-	prefixes = slices.Compact(prefixes)
+	routed[q] = true
+	prefixes := slices.Sorted(maps.Keys(routed))
 	out := map[string][]string{}
 	for _, k := range keys {
 		g := GroupOf(k)
@@ -267,7 +254,7 @@ func groupAliases(ctx context.Context, tx *sql.Tx, q string, keys []string) (map
 			continue
 		}
 		for _, p := range prefixes {
-			out[g] = append(out[g], p+"\x1f"+g)
+			out[g] = append(out[g], GroupKey(p, "", g))
 		}
 	}
 	return out, nil

@@ -113,12 +113,12 @@ func splitClauses(s string) []string {
 // connection's database, for portable.
 func tableSchema(ctx context.Context, c *sql.Conn) func(table string) (schemaObjects, error) {
 	return func(table string) (schemaObjects, error) {
-		cols, err := names(ctx, c, `SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS
+		cols, err := names(ctx, c, "schema", `SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS
 			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
 		if err != nil {
 			return schemaObjects{}, err
 		}
-		idx, err := names(ctx, c, `SELECT DISTINCT LOWER(INDEX_NAME) FROM information_schema.STATISTICS
+		idx, err := names(ctx, c, "schema", `SELECT DISTINCT LOWER(INDEX_NAME) FROM information_schema.STATISTICS
 			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
 		return schemaObjects{columns: cols, indexes: idx}, err
 	}

@@ -125,7 +125,6 @@ func (s *Store) TaskInsert(ctx context.Context, ps []TaskInsertParams) ([]TaskIn
 				}
 			} else if err == nil {
 				out[i] = r[0]
-				w.wrote = true
 			}
 			if err := w.done(i, err); err != nil {
 				return nil, err
