@@ -29,6 +29,13 @@ func cutParent(parent int64, dropped int) string {
 		"worker.output_limit; raise the limit or make the parent's result smaller, and submit the parent again", parent, dropped)
 }
 
+// lostParent is the reason of a child whose parent's result, its
+// payload, the task center refused to store.
+func lostParent(parent int64, why string) string {
+	return fmt.Sprintf("not run: the result of parent task %d, which is this task's payload, was not stored (%s); "+
+		"submit the parent again once its result can be stored", parent, why)
+}
+
 // ChildUniqueKey is the unique key of the k-th child (from 0) created by
 // attempt of task parent.
 func ChildUniqueKey(parent int64, attempt, k int) string {
@@ -73,14 +80,20 @@ func insertChildren(ctx context.Context, tx *sql.Tx, ts []Transition, applied []
 			continue
 		}
 		value := t.Result
-		if t.Value != nil {
+		switch {
+		case t.Value != nil:
 			value = *t.Value
+		case t.Lost != "":
+			value = "" // the note is no payload
 		}
 		payload := string(task.ChildPayload(value))
 		// A cut result is no payload: the child is dead from the start,
 		// saying why, rather than run with the result's tail.
 		status, why := task.Pending, ""
-		if dropped := task.TruncatedBytes(value); dropped > 0 {
+		switch dropped := task.TruncatedBytes(value); {
+		case t.Lost != "":
+			status, why = task.Dead, lostParent(t.ID, t.Lost)
+		case dropped > 0:
 			status, why = task.Dead, cutParent(t.ID, dropped)
 		}
 		for k := range cs {

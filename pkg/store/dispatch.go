@@ -434,6 +434,10 @@ type Transition struct {
 	// payload, else Result.
 	Then  []byte
 	Value *string
+	// Lost, when set, says why the run's result was not stored (Result is
+	// a note in its place): the children are created dead, saying so,
+	// rather than run with the note as their payload.
+	Lost string
 	// Batch is the batch the task is a member of (0: none). After a write
 	// that ends members, their batches are finished if that was the last.
 	Batch int64

@@ -512,7 +512,7 @@ func (c *completer) rejected(ctx context.Context, batch []completion, err error)
 		return
 	}
 	c.log.Warn("result refused by the task center; storing a note instead", cp.attrs("err", err)...)
-	cp.tr.Result, cp.tr.Value = note, nil
+	cp.tr.Result, cp.tr.Value, cp.tr.Lost = note, nil, handler.Truncate(err.Error(), 200)
 	if cp.tr.Run != nil {
 		run := *cp.tr.Run
 		run.Result = note

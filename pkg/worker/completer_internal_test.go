@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -52,6 +53,36 @@ func TestRefusedResultDoesNotJamTheBatch(t *testing.T) {
 	require.Equal(t, task.Succeeded, t1.Status)
 	require.Contains(t, t1.LastResult, "result not stored")
 	require.Equal(t, 2, env.Count(t, `SELECT COUNT(*) FROM task_run`))
+}
+
+// A parent whose result the server refuses is finished with a note; its
+// children are created dead, saying why, not run with the note as their
+// payload.
+func TestRefusedResultKillsTheChildren(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	m := claimedTasks(t, env, 1)[0]
+	then, err := task.EncodeChildren([]task.Child{{Code: "y"}})
+	require.NoError(t, err)
+
+	var stale atomic.Int64
+	c := newCompleter(env.Store, env.Broker, "w", slog.New(slog.NewTextHandler(io.Discard, nil)), &stale)
+	cp := quickDone(m)
+	cp.tr.SetResult, cp.tr.Result, cp.tr.Run.Result, cp.tr.Then = true, "bad \xff\xfe", "bad \xff\xfe", then
+	c.write(ctx, []completion{cp})
+
+	parent, err := env.Store.TaskGet(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Succeeded, parent.Status)
+	var status int
+	var payload, result string
+	require.NoError(t, env.Store.DB().QueryRowContext(ctx, `SELECT status, CAST(payload AS CHAR), COALESCE(last_result, '')
+		FROM task_center WHERE parent_id = ?`, m.ID).Scan(&status, &payload, &result))
+	require.Equal(t, int(task.Dead), status, "payload %q", payload)
+	require.Contains(t, result, fmt.Sprintf("the result of parent task %d", m.ID))
+	require.Contains(t, result, "was not stored")
+	require.NotContains(t, payload, "result not stored")
 }
 
 // countingStore counts the transition writes reaching the task center.
