@@ -422,8 +422,9 @@ worker:
 // TestSighupDrains: SIGHUP (an SSH session that dropped under a `taskd
 // run` started by hand, a HUP sent for a reload) stops the daemon as
 // SIGTERM does, draining what runs: Go's default would kill it at once
-// and leave the attempt to recovery. Under nohup, which ignores SIGHUP,
-// it keeps running.
+// and leave the attempt to recovery. It exits 75, which the shipped units
+// restart on (after an exit 0 they leave it down). Under nohup, which
+// ignores SIGHUP, it keeps running.
 func TestSighupDrains(t *testing.T) {
 	t.Parallel()
 	b := setup(t, `handlers:
@@ -443,11 +444,14 @@ worker:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit within 30s of SIGHUP")
 	}
-	require.NoError(t, d.err, "a clean exit, not death by the signal")
+	var ee *exec.ExitError
+	require.ErrorAs(t, d.err, &ee, "an exit, not death by the signal")
+	require.Equal(t, 75, ee.ExitCode(), "exits for a restart")
 	require.Equal(t, 1, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 3`, sub.ID), "drained: the task finished")
 	logged, err := os.ReadFile(d.log)
 	require.NoError(t, err)
 	require.Contains(t, string(logged), "hangup signal received")
+	require.Contains(t, string(logged), "taskd: stopped on SIGHUP: exit 75")
 
 	nohup, err := exec.LookPath("nohup")
 	if err != nil {

@@ -46,17 +46,24 @@ func supervise(t *testing.T, b *testBundle, program string, paths map[string]str
 	return ctl
 }
 
+// superviseTaskd runs scripts/supervisor/taskd.conf on b's configuration,
+// logging to taskd.log in b's directory.
+func superviseTaskd(t *testing.T, b *testBundle) func(args ...string) string {
+	t.Helper()
+	return supervise(t, b, "taskd.conf", map[string]string{
+		"/usr/bin/taskd":           taskdBin,
+		"/etc/taskd/taskd.yaml":    b.config,
+		"/var/log/taskd/taskd.log": filepath.Join(b.dir, "taskd.log"),
+	})
+}
+
 // scripts/supervisor/taskd.conf works as shipped: Supervisor starts the
 // node, it runs tasks, and `supervisorctl stop` drains it (SIGTERM, exit 0)
 // with nothing left behind.
 func TestSupervisorProgram(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "handlers:\n  hello:\n    exec: [\"true\"]\n")
-	ctl := supervise(t, b, "taskd.conf", map[string]string{
-		"/usr/bin/taskd":           taskdBin,
-		"/etc/taskd/taskd.yaml":    b.config,
-		"/var/log/taskd/taskd.log": filepath.Join(b.dir, "taskd.log"),
-	})
+	ctl := superviseTaskd(t, b)
 
 	require.Eventually(t, func() bool { return strings.Contains(ctl("status", "taskd"), "RUNNING") },
 		30*time.Second, 200*time.Millisecond, "supervisor runs the node: %s", ctl("status"))
@@ -182,17 +189,42 @@ func TestSupervisorServeProgram(t *testing.T) {
 	require.Contains(t, string(log), "stopped: tasktop-serve (exit status 0)", "a graceful stop, not a kill")
 }
 
+// The shipped program restarts a node that crashed (a Go crash exits 2:
+// here SIGQUIT's stack dump) and one that exits 75 on SIGHUP, a reload.
+// Exit 2 was listed as expected, for bad configuration, so a crashed node
+// stayed down; a HUP drained the node and exited 0, which left it down too.
+func TestSupervisorRestartsACrashAndAHangup(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "handlers:\n  hello:\n    exec: [\"true\"]\n")
+	ctl := superviseTaskd(t, b)
+	running := func(not string) string {
+		var pid string
+		require.Eventually(t, func() bool {
+			pid = strings.TrimSpace(ctl("pid", "taskd"))
+			return strings.Contains(ctl("status", "taskd"), "RUNNING") && pid != "0" && pid != not
+		}, 40*time.Second, 200*time.Millisecond, "supervisor runs the node: %s", ctl("status"))
+		return pid
+	}
+	for _, sig := range []struct{ name, exit string }{{"HUP", "exit status 75; not expected"}, {"QUIT", "exit status 2; not expected"}} {
+		pid := running("")
+		// Past startsecs, so that the exit is read against exitcodes.
+		time.Sleep(5500 * time.Millisecond)
+		out := ctl("signal", sig.name, "taskd")
+		require.Contains(t, out, "signalled", out)
+		running(pid)
+		log, err := os.ReadFile(filepath.Join(b.dir, "supervisord.log"))
+		require.NoError(t, err)
+		require.Contains(t, string(log), "exited: taskd ("+sig.exit+")", "%s", log)
+	}
+}
+
 // The shipped program gives up on a node that exits with EX_CONFIG (here:
 // no schema) after a few starts, instead of restarting it in a loop.
 func TestSupervisorGivesUpOnExConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "handlers:\n  hello:\n    exec: [\"true\"]\n")
 	b.env.Exec(t, `DROP TABLE taskd_schema`)
-	ctl := supervise(t, b, "taskd.conf", map[string]string{
-		"/usr/bin/taskd":           taskdBin,
-		"/etc/taskd/taskd.yaml":    b.config,
-		"/var/log/taskd/taskd.log": filepath.Join(b.dir, "taskd.log"),
-	})
+	ctl := superviseTaskd(t, b)
 	require.Eventually(t, func() bool { return strings.Contains(ctl("status", "taskd"), "FATAL") },
 		40*time.Second, 200*time.Millisecond, "supervisor gives up: %s", ctl("status"))
 	log, err := os.ReadFile(filepath.Join(b.dir, "supervisord.log"))
@@ -204,8 +236,8 @@ func TestSupervisorGivesUpOnExConfig(t *testing.T) {
 	require.Contains(t, string(out), "taskd: the task center has no schema: run `taskd migrate`")
 }
 
-// The shipped unit restarts a crashed or unhealthy node, but not one that
-// exits on bad configuration (2) or an error only a person fixes (78).
+// The shipped unit restarts a crashed (2) or unhealthy (75) node, but not
+// one that exits on an error only a person fixes (78).
 func TestSystemdUnitDoesNotRestartOnExConfig(t *testing.T) {
 	t.Parallel()
 	unit, err := os.ReadFile("../scripts/systemd/taskd.service")
@@ -217,5 +249,5 @@ func TestSystemdUnitDoesNotRestartOnExConfig(t *testing.T) {
 		}
 	}
 	require.Equal(t, "on-failure", settings["Restart"])
-	require.ElementsMatch(t, []string{"2", "78"}, strings.Fields(settings["RestartPreventExitStatus"]))
+	require.Equal(t, []string{"78"}, strings.Fields(settings["RestartPreventExitStatus"]))
 }

@@ -77,11 +77,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "tasktop: %s\n", strings.ReplaceAll(strings.TrimSpace(node.ErrorText(err)), "\n", " "))
+	if errors.As(err, new(configError)) {
+		return cli.ExitConfig
+	}
 	if task.ErrorCode(err) == task.CodeInvalid || !errors.As(err, new(runError)) {
 		return 2
 	}
 	return 1
 }
+
+// configError is tasktop serve refusing its configuration (exit 78,
+// EX_CONFIG): its units restart on 2, which a Go crash exits with.
+type configError struct{ error }
+
+func (e configError) Unwrap() error { return e.error }
 
 // runError marks failures after the command line was read.
 type runError struct{ error }

@@ -3,6 +3,8 @@ package tui
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,6 +32,23 @@ func TestMistypedFlag(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		require.Equal(t, 2, Main(context.Background(), args, &stdout, &stderr), args)
 		require.Equal(t, want, stderr.String(), args)
+	}
+}
+
+// tasktop serve refusing its configuration exits 78, which its units do
+// not restart on; tasktop itself says 2. Both shipped units restart on 2,
+// which is also a Go crash's exit.
+func TestServeRefusesItsConfigurationWith78(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "taskd.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("tasktop:\n  refrsh: 5s\n"), 0o644))
+	for args, code := range map[string]int{"serve": 78, "": 2} {
+		var stdout, stderr bytes.Buffer
+		argv := []string{"--config", cfg}
+		if args != "" {
+			argv = append([]string{args}, argv...)
+		}
+		require.Equal(t, code, Main(context.Background(), argv, &stdout, &stderr), "%v: %s", argv, stderr.String())
+		require.Contains(t, stderr.String(), `unknown key "tasktop.refrsh"`)
 	}
 }
 

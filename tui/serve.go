@@ -25,14 +25,15 @@ func serveCommand(v *viper.Viper, configPath *string, stderr io.Writer) *cobra.C
 		Long: "tasktop serve is an SSH server that runs one tasktop per session, sized to the client's\n" +
 			"terminal. Logins are by public key only, from an OpenSSH authorized keys file (reread when\n" +
 			"it changes); a key is a viewer (read-only) or an operator. Commands, forwarding and SFTP\n" +
-			"are refused. SIGTERM closes every session with a message and exits 0.",
+			"are refused. SIGTERM closes every session with a message and exits 0; a configuration to fix\n" +
+			"exits 78.",
 		Example: "  tasktop serve --listen :2222 --host-key /var/lib/taskd/ssh_host_ed25519 --authorized-keys /etc/taskd/tasktop_keys\n" +
 			"  ssh -p 2222 ops@taskd-host",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(v, *configPath)
 			if err != nil {
-				return err
+				return configError{err}
 			}
 			return serve(cmd.Context(), cfg, stderr)
 		},
@@ -79,7 +80,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	})
 	if err != nil {
 		if task.ErrorCode(err) == task.CodeInvalid {
-			return err
+			return configError{err}
 		}
 		return runError{err}
 	}

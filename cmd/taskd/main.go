@@ -31,10 +31,31 @@ const gcPercent = 200
 
 func main() {
 	setGCPercent()
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
+	ctx, stop := stopContext()
 	code := cli.Execute(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Stdin)
 	stop()
 	os.Exit(code)
+}
+
+// stopContext is cancelled by the first of stopSignals, with a
+// cli.Signalled cause naming it: `taskd run` exits for a restart on SIGHUP.
+func stopContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, stopSignals()...)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(cli.Signalled{Signal: s})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(context.Canceled)
+	}
 }
 
 // setGCPercent applies gcPercent, unless GOGC says otherwise.
@@ -48,7 +69,8 @@ func setGCPercent() {
 // SIGHUP is one of them (Go's default would kill the process at once:
 // `taskd run` in a terminal whose SSH session dropped, or a HUP sent for a
 // reload, would leave its running tasks to recovery) unless it is ignored,
-// as under nohup, which must keep ignoring it.
+// as under nohup, which must keep ignoring it. After a HUP `taskd run`
+// exits 75, which the shipped units restart: a reload.
 func stopSignals() []os.Signal {
 	sigs := []os.Signal{syscall.SIGTERM, syscall.SIGINT}
 	if !signal.Ignored(syscall.SIGHUP) {

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -41,6 +42,10 @@ const (
 	// database, a schema to migrate, Redis refusing the password or
 	// evicting keys. Supervisor and systemd are told not to restart on it.
 	ExitConfig = 78
+	// ExitRestart (EX_TEMPFAIL) is `taskd run` exiting to be started
+	// again: the watchdog gave up on the process, or SIGHUP asked for a
+	// reload. The shipped units restart on it.
+	ExitRestart = 75
 	// ExitInterrupted (128 + SIGINT, as shells report it) is a command
 	// stopped by ctrl+c or SIGTERM before it was done.
 	ExitInterrupted = 130
@@ -72,6 +77,21 @@ type App struct {
 	// warning is what an action goes on without (Redis down), said with
 	// its outcome (flushWarning).
 	warning string
+}
+
+// Signalled is the cause of a context cancelled by a signal.
+type Signalled struct{ Signal os.Signal }
+
+func (s Signalled) Error() string { return s.Signal.String() + " signal received" }
+
+// Is makes a signal's cause a cancellation, as signal.NotifyContext's is.
+func (s Signalled) Is(target error) bool { return target == context.Canceled }
+
+// reloading says that ctx was cancelled by SIGHUP, which asks a daemon
+// under a supervisor for a restart with its configuration read anew.
+func reloading(ctx context.Context) bool {
+	var s Signalled
+	return errors.As(context.Cause(ctx), &s) && s.Signal == syscall.SIGHUP
 }
 
 // usageError marks errors of the command line itself (exit 2).

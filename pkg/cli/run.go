@@ -20,6 +20,16 @@ import (
 // abortCloseWait bounds closing a node that exits for a restart.
 const abortCloseWait = 3 * time.Second
 
+// restartOn is how a drained `taskd run` exits: 0, or on SIGHUP 75 for the
+// supervisor to start it again (Supervisor and systemd do not restart a
+// process that exits 0, and taskd has no reload of its own).
+func restartOn(ctx context.Context) error {
+	if !reloading(ctx) {
+		return nil
+	}
+	return exitError{code: ExitRestart, msg: "stopped on SIGHUP: exit 75, for the supervisor to start taskd again with its configuration read anew"}
+}
+
 func (a *App) runCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -28,7 +38,9 @@ func (a *App) runCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.config()
 			if err != nil {
-				return err
+				// 78, not 2: the shipped units do not restart on it, and
+				// do restart on a Go crash, which exits 2.
+				return exitError{code: ExitConfig, msg: node.ErrorText(err)}
 			}
 			log := a.logger(c)
 			if c.File == "" && !config.EnvSetsAny() {
@@ -68,7 +80,7 @@ func (a *App) runCmd() *cobra.Command {
 			if err != nil {
 				if ctx.Err() != nil {
 					log.Info("stopped while waiting for dependencies", "err", err)
-					return nil
+					return restartOn(ctx)
 				}
 				if task.ErrorCode(err) == task.CodeConfig {
 					// Waiting cannot heal it: exit for a person to fix it,
@@ -118,7 +130,7 @@ func (a *App) runCmd() *cobra.Command {
 			log.Info("shutting down: draining running tasks", "grace", c.Worker.ShutdownGrace, "cause", context.Cause(ctx).Error())
 			n.Stop()
 			log.Info("stopped")
-			return nil
+			return restartOn(ctx)
 		},
 	}
 	cmd.Flags().StringSlice("roles", nil, "roles to run, some of "+strings.Join(config.Roles, ", ")+" (default all)")
