@@ -116,6 +116,10 @@ final class TaskProducer
         $row['task_type'] = 1;
         $row['cron_expr'] = trim($cronExpr);
         $row['timezone'] = $tz;
+        // The upsert below would take over, and rewrite, a periodic task of
+        // a code that differs only in case (the unique index folds it):
+        // refused, as submit() and `taskd cron add` refuse it.
+        $this->holder($taskCode, (string) $row['unique_key']);
         [$columns, $values] = self::split($row);
         $sql = sprintf(
             'INSERT INTO task_center (%s, plan_next_run_at) VALUES (%s, FROM_UNIXTIME(?))'

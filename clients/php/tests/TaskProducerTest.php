@@ -156,6 +156,38 @@ final class TaskProducerTest extends TestCase
         self::assertSame('k1', Env::task($this->pdo, $id)['unique_key'], 'the ended task keeps its key');
     }
 
+    /**
+     * The same for a periodic task: cron() of a code that differs from a
+     * periodic task's only in case, under that task's name, is refused, and
+     * the task keeps its code, definition and next run (the upsert took it
+     * over: rewrote it and returned its id).
+     */
+    public function testCronCodesOnlyCaseApartAreRefused(): void
+    {
+        $code = $this->code('php_lib_cron_case');
+        // Once a year: a running daemon does not run them meanwhile.
+        $byCode = $this->producer->cron($code, '0 3 1 1 *', ['v' => 1], 5, 300, 3, ['timezone' => 'UTC']);
+        $named = $this->producer->cron($code, '0 3 1 1 *', ['v' => 1], 5, 300, 3, ['timezone' => 'UTC', 'name' => 'nightly']);
+        $before = [$byCode => Env::task($this->pdo, $byCode), $named => Env::task($this->pdo, $named)];
+        foreach ([[strtoupper($code), $code, $byCode], [ucfirst($code), $code, $byCode], [strtoupper($code), 'nightly', $named]] as [$other, $name, $id]) {
+            try {
+                $this->producer->cron($other, '*/5 * * * *', ['v' => 2], 1, 60, 0,
+                    ['name' => $name, 'timezone' => 'Europe/Berlin', 'queue' => 'php_lib_cron_case_q']);
+                self::fail("$other: a code that differs only in case took periodic task $name of $code");
+            } catch (InvalidArgumentException $e) {
+                self::assertStringContainsString(sprintf('unique key "cron:%s" is held by task %d of code "%s", which the task center does not tell apart from "%s"',
+                    $name, $id, $code, $other), $e->getMessage());
+            }
+            foreach ($before as $i => $row) {
+                self::assertSame($row, Env::task($this->pdo, $i), "$other, $name: task $i of $code is left as it was");
+            }
+        }
+        // Its own spelling still updates it.
+        self::assertSame($named, $this->producer->cron($code, '0 4 1 1 *', ['v' => 3], 5, 300, 3, ['timezone' => 'UTC', 'name' => 'nightly']));
+        self::assertTrue($this->producer->lastExisted());
+        self::assertSame('0 4 1 1 *', Env::task($this->pdo, $named)['cron_expr']);
+    }
+
     public function testOnConflict(): void
     {
         $code = $this->code('php_lib_conflict');
