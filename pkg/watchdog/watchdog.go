@@ -62,8 +62,8 @@ const (
 type Config struct {
 	// Interval between checks.
 	Interval time.Duration
-	// IdleWindow: a queue with a backlog and a free slot of which no result
-	// was written for this long is idle.
+	// IdleWindow: a queue whose backlog has waited with a free slot, and
+	// of which no result was written, for this long is idle.
 	IdleWindow time.Duration
 	// Grace: a slot held this long past its task's timeout is abandoned;
 	// an abandoned handler that has not returned this long after, or an
@@ -130,6 +130,9 @@ type Watchdog struct {
 	// waitedAt the last check that found the worker's results turned down.
 	waiting  map[string]bool
 	waitedAt time.Time
+	// settled is, per queue, the last check that found no backlog waiting
+	// for a free slot (slots all busy, none waiting, or paused).
+	settled  map[string]time.Time
 	exitOnce sync.Once
 }
 
@@ -152,6 +155,7 @@ func New(cfg Config, w Slots, s *store.Store, b *broker.Broker) *Watchdog {
 		cfg: cfg, w: w, store: s, broker: b, clock: store.NewClock(s, nil),
 		log:       cfg.Logger.With("component", "watchdog", "worker_id", w.ID()),
 		abandoned: map[fence]time.Time{}, idle: map[string]bool{}, waiting: map[string]bool{},
+		settled: map[string]time.Time{},
 	}
 }
 
@@ -225,9 +229,13 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 	}
 	for _, qs := range d.w.QueueSlots() {
 		q := qs.Name
-		quiet := now.Sub(qs.Progress)
 		// A paused queue keeps its backlog on purpose.
-		if quiet <= d.cfg.IdleWindow || busy[q] >= qs.Capacity || d.broker.Layout().Paused(q) {
+		if busy[q] >= qs.Capacity || d.broker.Layout().Paused(q) {
+			d.settle(q, now)
+			continue
+		}
+		quiet := now.Sub(qs.Progress)
+		if quiet <= d.cfg.IdleWindow {
 			d.forget(q)
 			continue
 		}
@@ -236,16 +244,19 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("watchdog: %w", err)
 		}
 		if backlog == 0 {
-			d.forget(q)
+			d.settle(q, now)
 			continue
 		}
-		// A queue whose limit holds its backlog back (a rate, a
-		// max_running taken on other nodes) waits on purpose too.
+		// A queue whose own limit holds its backlog back at take (a rate,
+		// a max_running taken on other nodes) waits on purpose too. Group
+		// limits hold tasks back at claim, not messages at take: groups at
+		// their limit (a serial queue's are whenever a task of theirs
+		// waits in Redis) are no reason for a backlog not taken.
 		held, err := d.broker.LimitedQueues(ctx, []string{q})
 		if err != nil {
 			return res, fmt.Errorf("watchdog: %w", err)
 		}
-		if _, ok := held[q]; ok {
+		if l, ok := held[q]; ok && l.By != "group" {
 			d.forget(q)
 			continue
 		}
@@ -263,9 +274,12 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 			}
 			continue
 		}
-		// Idle since the later of its last result and the task center's
-		// last refusal.
-		idleFor := min(quiet, now.Sub(d.waitedAt))
+		// Idle since the latest of its last result, the last check that
+		// found no backlog waiting for a free slot, and the task center's
+		// last refusal. A result comes only as a task ends: tasks running
+		// longer than the window leave the queue quiet, and the slot one
+		// of them frees is free for a moment before the next is taken.
+		idleFor := min(quiet, now.Sub(d.settled[q]), now.Sub(d.waitedAt))
 		if idleFor <= d.cfg.IdleWindow {
 			delete(d.idle, q)
 			continue
@@ -284,6 +298,13 @@ func (d *Watchdog) RunOnce(ctx context.Context) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// settle records that queue q has no backlog waiting for a free slot at
+// now, and forgets what was reported of it.
+func (d *Watchdog) settle(q string, now time.Time) {
+	d.settled[q] = now
+	d.forget(q)
 }
 
 // forget drops what was reported of queue q: it is busy or drained.

@@ -535,3 +535,146 @@ func (w *waitingSlots) QueueSlots() []worker.QueueSlots {
 }
 func (*waitingSlots) ResultsWaiting() time.Duration { return time.Second }
 func (w *waitingSlots) ResultsRefused() error       { return *w.refused.Load() }
+
+// Group limits hold tasks back at claim, not messages at take: a serial
+// queue's groups are at their limit while their dispatched tasks wait in
+// Redis, and a worker that takes none of them (its fetcher stalled, every
+// slot free) is idle as on any other queue.
+func TestStalledSerialQueueIsIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	env.Broker.SetLayout(serialLedger{})
+	var subs []producer.Submission
+	for _, g := range []string{"acct-1", "acct-1", "acct-2", "acct-2"} {
+		subs = append(subs, producer.Submission{Code: "ledger", Group: g})
+	}
+	_, err := producer.New(env.Store, env.Broker, producer.Options{}).SubmitBatch(ctx, subs)
+	require.NoError(t, err)
+	sched := scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker)
+	for range 3 {
+		_, err := sched.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+	n, err := env.Broker.QueueLen(ctx, "ledger")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n, "one task of each group waits in Redis")
+	held, err := env.Broker.LimitedQueues(ctx, []string{"ledger"})
+	require.NoError(t, err)
+	require.Equal(t, "group", held["ledger"].By, "both groups are at their limit")
+
+	clk := clock.NewManual(time.Now())
+	w := &stubSlots{queue: "ledger", capacity: 2, progress: clk.Now()}
+	exits := make(chan string, 1)
+	const window, grace = time.Minute, 30 * time.Second
+	wd := watchdog.New(watchdog.Config{IdleWindow: window, Grace: grace, Node: "n1", Clock: clk, Logger: quiet,
+		Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
+	check := func() watchdog.Result {
+		t.Helper()
+		res, err := wd.RunOnce(ctx)
+		require.NoError(t, err)
+		return res
+	}
+	require.Equal(t, watchdog.Result{}, check())
+	clk.Advance(window + time.Second)
+	require.Equal(t, watchdog.Result{Idle: 1}, check(), "groups at their limit hold back no message")
+	clk.Advance(grace)
+	require.True(t, check().Exit)
+	require.Contains(t, <-exits, "queue ledger idle with a backlog")
+}
+
+// A result comes only as a task ends: a worker whose tasks run far longer
+// than the idle window writes none meanwhile, and when one ends its slot
+// is free a moment, with a backlog waiting, before the worker takes the
+// next. A check in that moment finds no idleness (it would exit the
+// process and its other running tasks); a slot left free for an idle
+// window is idle.
+func TestLongTasksAreNotIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t)
+	prod := producer.New(env.Store, env.Broker, producer.Options{})
+	for range 6 {
+		_, err := prod.Submit(ctx, producer.Submission{Code: "long"})
+		require.NoError(t, err)
+	}
+	_, err := scheduler.New(scheduler.Config{Logger: quiet}, env.Store, env.Broker).RunOnce(ctx)
+	require.NoError(t, err)
+	n, err := env.Broker.QueueLen(ctx, "long")
+	require.NoError(t, err)
+	require.EqualValues(t, 6, n)
+
+	clk := clock.NewManual(time.Now())
+	start := clk.Now()
+	w := &stubSlots{queue: "long", capacity: 4, progress: start}
+	for i := range 4 {
+		w.running = append(w.running, worker.Running{Timeout: time.Hour,
+			Slot: broker.Slot{Queue: "long", TaskID: int64(i + 1), Code: "long", Attempt: 1, Since: start}})
+	}
+	exits := make(chan string, 1)
+	const interval, window, grace = 5 * time.Second, 2 * time.Minute, 30 * time.Second
+	wd := watchdog.New(watchdog.Config{Interval: interval, IdleWindow: window, Grace: grace, Node: "n1", Clock: clk,
+		Logger: quiet, Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
+	check := func() watchdog.Result {
+		t.Helper()
+		res, err := wd.RunOnce(ctx)
+		require.NoError(t, err)
+		return res
+	}
+	// Five minutes of every slot busy, no result written.
+	for clk.Now().Sub(start) < 5*time.Minute {
+		clk.Advance(interval)
+		require.Equal(t, watchdog.Result{}, check())
+	}
+	// One ends: its slot is free before its result is written.
+	w.running = w.running[1:]
+	clk.Advance(interval)
+	require.Equal(t, watchdog.Result{}, check(), "a slot freed a moment ago")
+	require.Empty(t, exits)
+
+	// Its result is written, and the slot stays free: the worker takes
+	// no more.
+	w.progress = clk.Now()
+	clk.Advance(window + time.Second)
+	require.Equal(t, watchdog.Result{Idle: 1}, check())
+	clk.Advance(grace)
+	require.True(t, check().Exit)
+	require.Contains(t, <-exits, "queue long idle with a backlog")
+}
+
+// serialLedger makes queue ledger serial per group.
+type serialLedger struct{}
+
+func (serialLedger) Shards(string) (int, int) { return 1, 1 }
+func (serialLedger) Paused(string) bool       { return false }
+func (serialLedger) Changed() <-chan struct{} { return nil }
+func (serialLedger) Limit(q string) limit.Limit {
+	if q == "ledger" {
+		return limit.Limit{Serial: limit.SerialOn}
+	}
+	return limit.Limit{}
+}
+func (l serialLedger) Grouped() map[string]limit.Limit {
+	return map[string]limit.Limit{"ledger": l.Limit("ledger")}
+}
+
+// stubSlots is a worker of one queue whose slots run running and which
+// wrote its last result at progress; its results are all written.
+type stubSlots struct {
+	queue    string
+	capacity int
+	progress time.Time
+	running  []worker.Running
+}
+
+func (*stubSlots) ID() string                  { return "w1" }
+func (w *stubSlots) Running() []worker.Running { return w.running }
+func (*stubSlots) Abandon(worker.Running) bool { return false }
+func (*stubSlots) AckAbandoned(context.Context, worker.Running) error {
+	return nil
+}
+func (w *stubSlots) QueueSlots() []worker.QueueSlots {
+	return []worker.QueueSlots{{Name: w.queue, Capacity: w.capacity, Progress: w.progress}}
+}
+func (*stubSlots) ResultsWaiting() time.Duration { return 0 }
+func (*stubSlots) ResultsRefused() error         { return nil }
