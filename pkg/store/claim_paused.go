@@ -17,8 +17,9 @@ type ClaimCursor struct {
 	ID  int64
 }
 
-// claimCursorStart is before every due time.
-const claimCursorStart = "1000-01-01 00:00:00.000"
+// claimCursorStart is before every due time, the zero date of a
+// seed-style INSERT among them (due now).
+const claimCursorStart = "0000-00-00 00:00:00.000"
 
 // ClaimFilter leaves the tasks of paused queues out of a claim, and those
 // of queues whose Redis lists are full.

@@ -149,6 +149,21 @@ func TestZeroDatesFromASeedInsert(t *testing.T) {
 	require.Len(t, ts, 2)
 }
 
+// So is it for the claim that leaves a paused queue out: its windows
+// started after 1000-01-01, which a zero date sorts before, and the row
+// waited for as long as any queue was paused, full or grouped.
+func TestZeroDateIsClaimedWithAQueuePaused(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	b.env.Exec(t, `SET STATEMENT sql_mode = '' FOR INSERT INTO task_center
+		(task_code, task_type, payload, plan_next_run_at, created_at, updated_at)
+		VALUES ('hello', 0, '{}', '0000-00-00 00:00:00', NOW(), NOW())`)
+	f := &store.ClaimFilter{Paused: func(q string) bool { return q == "other" }}
+	msgs, _, err := st.TaskClaimDueFiltered(b.ctx, 10, f)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "the zero-dated task is due")
+}
+
 func TestClaimOrderAndDueness(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
