@@ -204,9 +204,11 @@ func (b *Broker) OldestDispatch(ctx context.Context, q string) (time.Time, bool,
 	_, span := b.currentLayout().Shards(q)
 	pipe := b.rdb.Pipeline()
 	var cmds []*redis.StringCmd
+	var keys []string
 	for s := range max(span, 1) {
 		for p := 0; p <= task.MaxPriority; p++ {
-			cmds = append(cmds, pipe.LIndex(ctx, b.Keys.Lane(q, s, p), -1))
+			keys = append(keys, b.Keys.Lane(q, s, p))
+			cmds = append(cmds, pipe.LIndex(ctx, keys[len(keys)-1], -1))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -214,22 +216,54 @@ func (b *Broker) OldestDispatch(ctx context.Context, q string) (time.Time, bool,
 	}
 	var oldest time.Time
 	found := false
-	for _, c := range cmds {
+	for i, c := range cmds {
 		raw, err := c.Result()
 		if err != nil {
 			continue // redis.Nil: an empty list
 		}
-		m, err := task.DecodeMessage([]byte(raw))
+		t, err := dispatchOf(raw)
 		if err != nil {
-			// A poison message at the head: the worker quarantines it
-			// soon; it holds nothing older.
-			continue
+			// A poison message at the oldest end, which a worker
+			// quarantines when it takes it: the messages behind it are
+			// still waiting, and the list's age is theirs.
+			if t, err = b.oldestDecodable(ctx, keys[i]); err != nil {
+				return time.Time{}, false, fmt.Errorf("oldest message of %s: %w", q, err)
+			}
 		}
-		if t := time.UnixMilli(m.DispatchedUnixMS); !found || t.Before(oldest) {
+		if !found || t.Before(oldest) {
 			oldest, found = t, true
 		}
 	}
 	return oldest, found, nil
+}
+
+// dispatchOf is the dispatch time of raw message.
+func dispatchOf(raw string) (time.Time, error) {
+	m, err := task.DecodeMessage([]byte(raw))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(m.DispatchedUnixMS), nil
+}
+
+// oldestScan bounds the messages read past poison ones at a list's oldest
+// end.
+const oldestScan = 64
+
+// oldestDecodable is the dispatch time of the oldest message of list key
+// that decodes, among its oldestScan oldest; the zero time (older than
+// every task: none is taken for lost) when none does.
+func (b *Broker) oldestDecodable(ctx context.Context, key string) (time.Time, error) {
+	raws, err := b.rdb.LRange(ctx, key, -oldestScan, -1).Result()
+	if err != nil {
+		return time.Time{}, err
+	}
+	for i := len(raws) - 1; i >= 0; i-- {
+		if t, err := dispatchOf(raws[i]); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, nil
 }
 
 // Attempt names one attempt of a task.

@@ -147,6 +147,28 @@ func TestDispatchWaitingBehindBacklogIsLeftAlone(t *testing.T) {
 	require.Equal(t, task.Dispatched, b.status(t, ids[0]).Status)
 }
 
+// A poison message at the oldest end of the list hides nothing: the
+// messages behind it are still waiting, not lost. Its list was skipped,
+// the queue read as empty, and every waiting task handed back, to run
+// twice once its first message was taken.
+func TestDispatchWaitingBehindAPoisonMessageIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, recovery.Config{})
+	b.oldEpoch(t)
+	ids := b.submit(t, 2, producer.Submission{})
+	msgs := b.claim(t)
+	ctx := context.Background()
+	_, err := b.env.Broker.Push(ctx, msgs)
+	require.NoError(t, err)
+	lane := b.env.Broker.Keys.Lane(msgs[0].Queue, 0, msgs[0].Priority)
+	require.NoError(t, b.env.Broker.Client().RPush(ctx, lane, "{not json").Err())
+	time.Sleep(5 * time.Millisecond) // the database clock (NOW(3), not drivable) moves past the dispatch
+	res, err := b.rec.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Redispatched)
+	require.Equal(t, task.Dispatched, b.status(t, ids[0]).Status)
+}
+
 // A slow queue's backlog, waiting in its list longer than the dispatch
 // window, fills whole batches of the scan: a lost message dispatched after
 // them is still found in the same pass, not once the backlog has drained.
