@@ -77,6 +77,11 @@ type snapshotCollector struct {
 
 	mu   sync.Mutex
 	last *monitor.Snapshot
+	// submitted is the highest task id served: the counter never goes
+	// down when the newest task is deleted (or a failover loses the last
+	// rows), which Prometheus would read as a reset, rate() as a spike of
+	// every task ever submitted.
+	submitted int64
 }
 
 // CollectSnapshots registers the system gauges, read through take.
@@ -107,6 +112,10 @@ func (c *snapshotCollector) snapshot() (*monitor.Snapshot, error) {
 	s, err := c.take(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if s.MySQLErr == nil {
+		c.submitted = max(c.submitted, s.MaxTaskID)
+		s.MaxTaskID = c.submitted
 	}
 	c.last = s
 	return s, nil

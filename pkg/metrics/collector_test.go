@@ -58,6 +58,32 @@ func TestSnapshotWithoutMySQL(t *testing.T) {
 	require.Equal(t, 9.0, up["taskd_tasks_submitted_total"])
 }
 
+// taskd_tasks_submitted_total, the highest task id, does not go down when
+// the newest task is deleted: Prometheus reads a counter that drops as a
+// reset, and rate() as every task ever submitted.
+func TestSubmittedNeverGoesDown(t *testing.T) {
+	t.Parallel()
+	ids := []int64{9, 5, 12}
+	m := metrics.New("test", "n1")
+	m.CollectSnapshots(func(context.Context) (*monitor.Snapshot, error) {
+		id := ids[0]
+		ids = ids[1:]
+		// Old at once: each scrape takes a snapshot of its own.
+		return &monitor.Snapshot{At: time.Now().Add(-time.Hour), MaxTaskID: id}, nil
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var got []float64
+	for range 3 {
+		fams, err := m.Registry.Gather()
+		require.NoError(t, err)
+		for _, f := range fams {
+			if f.GetName() == "taskd_tasks_submitted_total" {
+				got = append(got, f.GetMetric()[0].GetCounter().GetValue())
+			}
+		}
+	}
+	require.Equal(t, []float64{9, 9, 12}, got)
+}
+
 // Scrapes through an outage log it once a minute, not once a scrape
 // (Prometheus scrapes every 15 s, some setups every second), and the
 // first complete one says so.
