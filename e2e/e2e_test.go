@@ -419,6 +419,37 @@ worker:
 		"its next run keeps the time the interrupted one was scheduled for (submitted due now)")
 }
 
+// A drain stops an exec handler's group without waiting out its kill
+// grace for an orphan that died after its shell: the orphan is reparented
+// to taskd, and its zombie kept the group looking alive until taskd's
+// reaper, which stopped at SIGTERM, reaped it: each such task held the
+// drain for the whole kill_grace.
+func TestDrainReapsOrphansOfAHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t, `handlers:
+  wrapped:
+    exec: ["sh", "-c", "(trap 'sleep 0.5; exit 0' TERM; sleep 60 & wait); echo never"]
+scheduler:
+  poll_interval: 200ms
+worker:
+  shutdown_grace: 1s
+  kill_grace: 20s
+  hand_back_wait: 25s
+`)
+	d := b.startDaemon(t, "node-1")
+	sub := b.created(t, "submit", "wrapped")
+	b.waitCount(t, 1, 15*time.Second, `SELECT COUNT(*) FROM task_center WHERE id = ? AND status = 2`, sub.ID)
+	time.Sleep(300 * time.Millisecond) // the subshell's trap is set
+	code, took := d.stop(t, 40*time.Second)
+	require.Zero(t, code)
+	// 1 s of shutdown_grace, 0.5 s of the orphan's trap, a reaper's sweep:
+	// far from the 20 s of kill_grace it waited.
+	require.Less(t, took, 10*time.Second, "the drain waited out kill_grace")
+	tk, err := b.env.Store.TaskGet(b.ctx, sub.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.Pending, tk.Status, "handed back")
+}
+
 // TestSighupDrains: SIGHUP (an SSH session that dropped under a `taskd
 // run` started by hand, a HUP sent for a reload) stops the daemon as
 // SIGTERM does, draining what runs: Go's default would kill it at once

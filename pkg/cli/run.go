@@ -54,7 +54,12 @@ func (a *App) runCmd() *cobra.Command {
 					"fix", "add worker to --roles, or leave watchdog out")
 			}
 			ctx := cmd.Context()
-			if err := handler.StartReaper(ctx); err != nil {
+			// The reaper outlives the signal, to the command's end: the
+			// drain still stops exec handlers, whose orphans, reparented
+			// here, keep a stopped group looking alive as zombies.
+			reapCtx, stopReaping := context.WithCancel(context.WithoutCancel(ctx))
+			defer stopReaping()
+			if err := handler.StartReaper(reapCtx); err != nil {
 				log.Warn("cannot reap orphans of exec handlers; run under an init that does", "err", err)
 			}
 			// Deferred first, so stopped last: after the node's Close has
