@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -252,20 +253,35 @@ func (b *Broker) EndProcess(ctx context.Context, id string) error {
 	return nil
 }
 
+// ProcessesKeep is how long a process that vanished stays in the registry:
+// the longest window Processes is read with (the monitor behind metrics
+// and alerts, tasktop), so a dead process stays listed, and its stale
+// heartbeat alert firing, for that long.
+const ProcessesKeep = time.Hour
+
 // Processes returns the registered processes whose last heartbeat is more
-// recent than within, with the time of that beat; the heartbeat document
-// of an expired process is gone, so it carries only its id. Older entries
-// are removed.
+// recent than within (at most ProcessesKeep), with the time of that beat;
+// the heartbeat document of an expired process is gone, so it carries only
+// its id. A short window filters: it does not remove what a longer one
+// still reads. Only entries older than ProcessesKeep are removed.
+// Both cuts are on Redis's clock, one for every reader, so a reader whose
+// clock runs ahead neither drops nor removes live processes.
 func (b *Broker) Processes(ctx context.Context, within time.Duration) ([]Process, error) {
-	cut := time.Now().Add(-within).UnixMilli()
-	if err := b.rdb.ZRemRangeByScore(ctx, b.Keys.Processes(), "-inf", "("+strconv.FormatInt(cut, 10)).Err(); err != nil {
-		return nil, fmt.Errorf("prune processes: %w", err)
-	}
-	zs, err := b.rdb.ZRangeWithScores(ctx, b.Keys.Processes(), 0, -1).Result()
-	if err != nil {
+	read := b.rdb.Pipeline()
+	clock := read.Time(ctx)
+	all := read.ZRangeWithScores(ctx, b.Keys.Processes(), 0, -1)
+	if _, err := read.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
+	now := clock.Val()
+	from := now.Add(-min(within, ProcessesKeep)).UnixMilli()
+	keep := now.Add(-ProcessesKeep).UnixMilli()
+	zs := all.Val() // ascending by score: the oldest first
 	pipe := b.rdb.Pipeline()
+	if len(zs) > 0 && int64(zs[0].Score) < keep {
+		pipe.ZRemRangeByScore(ctx, b.Keys.Processes(), "-inf", "("+strconv.FormatInt(keep, 10))
+	}
+	zs = slices.DeleteFunc(zs, func(z redis.Z) bool { return int64(z.Score) < from })
 	cmds := make([]*redis.StringCmd, len(zs))
 	for i, z := range zs {
 		cmds[i] = pipe.Get(ctx, b.Keys.Process(z.Member.(string)))

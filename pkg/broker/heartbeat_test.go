@@ -73,7 +73,8 @@ func TestProcesses(t *testing.T) {
 	require.NoError(t, b.Client().ZAdd(ctx, b.Keys.Processes(), redisZ("p3", time.Now().Add(-2*time.Hour))).Err())
 	ps, err = b.Processes(ctx, time.Hour)
 	require.NoError(t, err)
-	require.Len(t, ps, 1, "entries older than asked for are pruned")
+	require.Len(t, ps, 1, "entries older than ProcessesKeep are pruned")
+	require.ErrorIs(t, b.Client().ZScore(ctx, b.Keys.Processes(), "p3").Err(), redis.Nil)
 }
 
 func TestEvents(t *testing.T) {
