@@ -173,8 +173,12 @@ func (b *Broker) ReleaseLeases(ctx context.Context, leases map[string][]string) 
 }
 
 // RenewLeases extends the leases of attempts still running, per queue, to
-// ttl from now (Redis's clock). A lease that expired meanwhile is not
-// renewed: its capacity went to another attempt.
+// ttl from now (Redis's clock). A lease it does not find (Redis restarted
+// empty, or the lease expired while this worker could not reach Redis) is
+// added back: the attempt still runs, and max_running counts what runs.
+// Left out, the limit let as many more run as were already running. The
+// caller keeps a release from landing between its read of the running
+// attempts and this write, which would bring the released lease back.
 func (b *Broker) RenewLeases(ctx context.Context, leases map[string][]string, ttl time.Duration) error {
 	if len(leases) == 0 {
 		return nil
@@ -198,15 +202,15 @@ func (b *Broker) RenewLeases(ctx context.Context, leases map[string][]string, tt
 	return nil
 }
 
-// renewLeasesScript moves the expiry of existing leases to ttl from now.
-// It only overwrites scores, so it may run at maxmemory.
+// renewLeasesScript sets the expiry of leases to ttl from now, adding
+// those that are missing.
 //
 //	KEYS[1] the queue's leases
 //	ARGV[1] ttl (ms), then the leases
 var renewLeasesScript = newScript(`
 local t = redis.call('TIME')
 local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
-for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', at, ARGV[i]) end
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], at, ARGV[i]) end
 return 0
 `)
 

@@ -156,8 +156,10 @@ func TestTakeMaxRunningLeases(t *testing.T) {
 	require.EqualValues(t, 2, st["reports"].Running)
 }
 
-// A running attempt's lease is renewed, on Redis's clock; a lease that
-// expired is not brought back.
+// A running attempt's lease is renewed, on Redis's clock; a lease that is
+// gone (Redis restarted empty, or it expired while the worker could not
+// reach Redis) is brought back: the attempt still runs. Left out, a
+// max_running of 2 let 2 more run beside the 2 still running.
 func TestRenewLeases(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
@@ -173,7 +175,10 @@ func TestRenewLeases(t *testing.T) {
 	require.NoError(t, b.RenewLeases(ctx, map[string][]string{"q": got[0].Leases}, time.Minute))
 	after := b.Client().ZScore(ctx, key, got[0].Leases[0]).Val()
 	require.Greater(t, after-before, float64(50*time.Second/time.Millisecond))
-	require.EqualValues(t, 1, b.Client().ZCard(ctx, key).Val(), "an expired lease stays gone")
+	require.EqualValues(t, 2, b.Client().ZCard(ctx, key).Val(), "the lease that was gone is back")
+	require.NoError(t, b.Client().Del(ctx, key).Err()) // Redis restarted empty
+	require.NoError(t, b.RenewLeases(ctx, map[string][]string{"q": got[0].Leases}, time.Minute))
+	require.EqualValues(t, 2, b.Client().ZCard(ctx, key).Val(), "the running attempts hold their capacity again")
 }
 
 // Unlimited queues of the same take are served as before, beside a

@@ -101,10 +101,8 @@ func (h *heartbeater) runOnce(ctx context.Context) error {
 	}
 	// The leases of running attempts live as long as the heartbeat: a
 	// worker that dies gives its capacity back within the TTL.
-	if ls := w.leases(); ls != nil {
-		if lerr := w.broker.RenewLeases(bctx, ls, w.cfg.HeartbeatTTL); lerr != nil && err == nil {
-			err = lerr
-		}
+	if lerr := w.leaseLock.renew(bctx, w.leases, w.cfg.HeartbeatTTL); lerr != nil && err == nil {
+		err = lerr
 	}
 	return err
 }

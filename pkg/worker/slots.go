@@ -351,3 +351,30 @@ func (w *Worker) leases() map[string][]string {
 	}
 	return out
 }
+
+// leaseLock serializes the renewal of the running attempts' leases with
+// the release of ended ones. A renewal adds back a lease it does not find
+// (Redis restarted, or the lease expired while Redis was out of reach): a
+// release landing between its read of the running attempts and its write
+// would be undone, and hold the capacity until the lease's TTL.
+type leaseLock struct {
+	Broker
+	mu sync.Mutex
+}
+
+func (l *leaseLock) ReleaseLeases(ctx context.Context, leases map[string][]string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.Broker.ReleaseLeases(ctx, leases)
+}
+
+// renew renews the leases of running(), read under the lock.
+func (l *leaseLock) renew(ctx context.Context, running func() map[string][]string, ttl time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls := running()
+	if ls == nil {
+		return nil
+	}
+	return l.Broker.RenewLeases(ctx, ls, ttl)
+}

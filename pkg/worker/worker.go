@@ -182,12 +182,14 @@ type Worker struct {
 	cfg    Config
 	store  Store
 	broker Broker
-	clock  clock.Clock // local: start times, durations, progress
-	db     dbClock     // the database clock: starts, next cron times, per-minute counters
-	log    *slog.Logger
-	count  counters
-	slots  *slotTable
-	held   *held
+	// leaseLock is broker's lease releases, kept apart from renewals.
+	leaseLock *leaseLock
+	clock     clock.Clock // local: start times, durations, progress
+	db        dbClock     // the database clock: starts, next cron times, per-minute counters
+	log       *slog.Logger
+	count     counters
+	slots     *slotTable
+	held      *held
 
 	beat  *heartbeater
 	kills *killListener
@@ -205,7 +207,9 @@ type Worker struct {
 // *store.Store and a *broker.Broker, or wrappers of them).
 func New(cfg Config, s Store, b Broker) *Worker {
 	cfg = cfg.withDefaults()
-	w := &Worker{cfg: cfg, store: s, broker: b, clock: clock.Or(cfg.Clock)}
+	lb := &leaseLock{Broker: b}
+	b = lb
+	w := &Worker{cfg: cfg, store: s, broker: b, leaseLock: lb, clock: clock.Or(cfg.Clock)}
 	w.db = store.NewClock(s, w.clock)
 	if cfg.Clock != nil {
 		w.db = fixedClock{cfg.Clock}
