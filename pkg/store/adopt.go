@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
 
 // A team moving from the seed design already has a task_center table,
@@ -110,6 +111,59 @@ func adoptSeedTable(ctx context.Context, c *sql.Conn, cols map[string]bool) (cha
 		}
 	}
 	return changed, nil
+}
+
+// taskChecks are the CHECK constraints of migration 1, which the seed's
+// table has none of: each, the rows it would refuse, and what migrate
+// does with them first.
+var taskChecks = []struct{ name, check, outside, fix, said string }{
+	// A priority outside 0-9 is a lane of idx_lane that no claim and no
+	// recovery reads: never run, never dead. The nearest is meant.
+	{"ck_task_priority", "priority BETWEEN 0 AND 9", "priority NOT BETWEEN 0 AND 9",
+		"priority = LEAST(GREATEST(priority, 0), 9)", "%d tasks of a priority outside 0-9 given the nearest, 0 or 9"},
+	{"ck_task_type", "task_type BETWEEN 0 AND 2", "task_type NOT BETWEEN 0 AND 2",
+		"status = 5, finished_at = NOW(3), last_result = CONCAT('not run: task_type ', task_type, " +
+			"' is none of 0 (one-off), 1 (periodic) and 2 (scheduled); submit it again with one of them'), task_type = 0",
+		"%d tasks of a task_type outside 0-2 ended dead, saying so"},
+	{"ck_task_status", "status BETWEEN 0 AND 6", "status NOT BETWEEN 0 AND 6",
+		"finished_at = NOW(3), last_result = CONCAT('not run: status ', status, " +
+			"' is none of taskd''s states (0-6); submit it again'), status = 5",
+		"%d tasks of a status outside 0-6 ended dead, saying so"},
+}
+
+// addTaskChecks adds the CHECK constraints of migration 1 that task_center
+// lacks: a seed table adopted now or by an earlier taskd. The rows they
+// would refuse are mended first, and said; then the PHP side's next such
+// INSERT fails where it is made. It runs at every migrate: on a table
+// that has them, one read.
+func addTaskChecks(ctx context.Context, c *sql.Conn, say func(string)) error {
+	have, err := names(ctx, c, "constraints", `SELECT CONSTRAINT_NAME FROM information_schema.TABLE_CONSTRAINTS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center' AND CONSTRAINT_TYPE = 'CHECK'`)
+	if err != nil {
+		return err
+	}
+	var add []string
+	for _, ck := range taskChecks {
+		if have[ck.name] {
+			continue
+		}
+		res, err := c.ExecContext(ctx, "UPDATE task_center SET "+ck.fix+" WHERE "+ck.outside)
+		if err != nil {
+			return fmt.Errorf("migrate: mend task_center for %s: %w", ck.name, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			say(fmt.Sprintf(ck.said, n))
+		}
+		add = append(add, "ADD CONSTRAINT "+ck.name+" CHECK ("+ck.check+")")
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	say("adding the CHECK constraints of task_center (a copy of the table, as its other changes)")
+	if _, err := c.ExecContext(ctx, "ALTER TABLE task_center "+strings.Join(add, ", ")); err != nil {
+		return fmt.Errorf("migrate: add the CHECK constraints of task_center: %w", err)
+	}
+	return nil
 }
 
 // names reads the one-column result of q as a set; what names it in

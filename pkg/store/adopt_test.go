@@ -96,6 +96,59 @@ func TestMigrateAdoptsSeedTable(t *testing.T) {
 	require.Equal(t, "0 2 * * *", tk.CronExpr)
 }
 
+// The seed's table has no CHECK constraints: its rows may hold a priority
+// outside 0-9, which put them in a lane of idx_lane no claim and no
+// recovery reads (never run, never dead), and a task_type or status taskd
+// has no meaning for. Migrate brings such rows within range, ends those
+// it cannot read as dead with why, and adds the constraints, so that the
+// PHP side's next such INSERT fails where it is made. A table adopted by
+// an older taskd, without them, gets them at its next migrate.
+func TestMigrateAddsTheChecksToAnAdoptedTable(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	dsn, raw := sideDatabase(t, env, "_checks")
+	_, err := raw.ExecContext(ctx, seedTable)
+	require.NoError(t, err)
+	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
+		VALUES ('high', 0, '{}', 10, NOW(), 0), ('low', 0, '{}', -1, NOW(), 0), ('odd', 3, '{}', 5, NOW(), 0),
+		('lost', 0, '{}', 5, NOW(), 9), ('fine', 0, '{}', 5, NOW(), 0)`)
+	require.NoError(t, err)
+	st, err := store.Open(ctx, dsn, store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	var said []string
+	_, err = st.Migrate(ctx, store.MigrateParams{Progress: func(l string) { said = append(said, l) }})
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(said, "\n"), "2 tasks of a priority outside 0-9")
+
+	msgs, err := st.TaskClaimDue(ctx, 10)
+	require.NoError(t, err)
+	var codes []string
+	for _, m := range msgs {
+		codes = append(codes, m.Code)
+	}
+	require.ElementsMatch(t, []string{"high", "low", "fine"}, codes, "the priorities within range run")
+	for id, why := range map[int64]string{3: "task_type 3", 4: "status 9"} {
+		tk, err := st.TaskGet(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, task.Dead, tk.Status)
+		require.Contains(t, tk.LastResult, why)
+	}
+	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
+		VALUES ('again', 0, '{}', 10, NOW(), 0)`)
+	require.ErrorContains(t, err, "ck_task_priority", "refused where it is made")
+
+	// Adopted by an older taskd: the constraints come at the next migrate.
+	_, err = raw.ExecContext(ctx, `ALTER TABLE task_center DROP CONSTRAINT ck_task_priority`)
+	require.NoError(t, err)
+	_, err = st.Migrate(ctx, store.MigrateParams{})
+	require.NoError(t, err)
+	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
+		VALUES ('again', 0, '{}', 10, NOW(), 0)`)
+	require.ErrorContains(t, err, "ck_task_priority")
+}
+
 // A seed table made under a lenient sql_mode, with zero dates for
 // defaults and in its rows, is adopted on a server whose mode refuses
 // them (MySQL 8's default: NO_ZERO_DATE, strict), where any ALTER of it
