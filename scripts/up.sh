@@ -16,15 +16,15 @@ NODES=(node-a node-b)
 taskd() { bin/taskd --config "$CONFIG" "$@"; }
 
 need_go
+# The task center database: the DSN taskd will use (TASKD_MYSQL_DSN, else
+# mysql.dsn of the config file).
+dsn="${TASKD_MYSQL_DSN:-$(sed -n 's/^[[:space:]]*dsn:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}.*/\1/p' "$CONFIG" | head -n1)}"
 say "checking services"
-bash scripts/services.sh
+bash scripts/services.sh --mysql-dsn "$dsn" --redis-addr "${TASKD_REDIS_ADDR:-127.0.0.1:6379}"
 
 say "building bin/taskd and bin/tasktop"
 go build -o bin/ ./cmd/taskd ./cmd/tasktop
 
-# The task center database: the DSN taskd will use (TASKD_MYSQL_DSN, else
-# mysql.dsn of the config file).
-dsn="${TASKD_MYSQL_DSN:-$(sed -n 's/^[[:space:]]*dsn:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}.*/\1/p' "$CONFIG" | head -n1)}"
 if parse_dsn "$dsn" && [ -n "$DSN_DB" ]; then
 	say "creating database $DSN_DB on $DSN_HOST:$DSN_PORT if missing"
 	mysql_tcp -e "CREATE DATABASE IF NOT EXISTS \`$DSN_DB\` CHARACTER SET utf8mb4"
