@@ -209,34 +209,26 @@ func (b *Broker) QueueNudges(ctx context.Context) (<-chan struct{}, func() error
 	return out, sub.Close
 }
 
-// retireScript moves every message of retired lists into their successor
-// lists, keeping their order (the oldest is taken first).
-//
-//	KEYS pairs of (retired list, successor list)
-//	returns the number of messages moved
-var retireScript = newScript(`
-local n = 0
-for i = 1, #KEYS, 2 do
-  while redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'LEFT', 'RIGHT') do n = n + 1 end
-end
-return n
-`)
-
-// RetireShards moves the messages of q's shards from shards to span-1 into
-// shard s % shards, lane by lane. It returns how many it moved.
-func (b *Broker) RetireShards(ctx context.Context, q string, shards, span int) (int64, error) {
-	var keys []string
+// RetiredLeft is how many messages q's shards from shards to span-1 still
+// hold: the shards a reshard to fewer retired, which workers keep taking
+// from until they are empty.
+func (b *Broker) RetiredLeft(ctx context.Context, q string, shards, span int) (int64, error) {
+	pipe := b.rdb.Pipeline()
+	var cmds []*redis.IntCmd
 	for s := shards; s < span; s++ {
 		for p := 0; p <= task.MaxPriority; p++ {
-			keys = append(keys, b.Keys.Lane(q, s, p), b.Keys.Lane(q, s%shards, p))
+			cmds = append(cmds, pipe.LLen(ctx, b.Keys.Lane(q, s, p)))
 		}
 	}
-	if len(keys) == 0 {
+	if len(cmds) == 0 {
 		return 0, nil
 	}
-	n, err := b.run(ctx, b.rdb, retireScript, keys).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("retire shards %d-%d of %s: %w", shards, span-1, q, err)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("retired shards %d-%d of %s: %w", shards, span-1, q, err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
 	}
 	return n, nil
 }

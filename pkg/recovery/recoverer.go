@@ -203,9 +203,7 @@ func (r *Recoverer) RunOnce(ctx context.Context) (res Result, err error) {
 	if err := r.redispatchUndated(ctx, &res); err != nil {
 		return res, err
 	}
-	if _, err := r.retireShards(ctx); err != nil {
-		return res, err
-	}
+	r.retireShards(ctx)
 	if err := r.recoverRunning(ctx, trustHeartbeats, &res); err != nil {
 		return res, err
 	}

@@ -11,8 +11,11 @@ import (
 	"github.com/taskd/taskd/pkg/recovery"
 )
 
-// After a reshard to fewer shards, recovery moves what is left in the
-// retired shards into the live ones and stops workers polling them.
+// After a reshard to fewer shards, recovery stops workers polling the
+// retired shards once they took all the shards hold. Nothing is moved: a
+// retired shard's messages put at the taking end of a live one went ahead
+// of older messages there, and recovery, which reads a list's age at that
+// end, took those for lost and had them run twice.
 func TestRetireShards(t *testing.T) {
 	t.Parallel()
 	b := setup(t, recovery.Config{})
@@ -36,12 +39,25 @@ func TestRetireShards(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 8, cache.Get("sq").Span)
 
+	// Past the grace, the retired shards still hold messages: polled on,
+	// each list as it was.
 	b.env.Exec(t, `UPDATE task_queue SET updated_at = NOW(3) - INTERVAL 1 MINUTE`)
 	_, err = b.rec.RunOnce(ctx)
 	require.NoError(t, err)
 	require.NoError(t, cache.Refresh(ctx))
-	require.Equal(t, queues.State{Shards: 2, Span: 2}, cache.Get("sq"))
+	require.Equal(t, queues.State{Shards: 2, Span: 8}, cache.Get("sq"))
 	per, err := b.env.Broker.QueueBacklog(ctx, "sq", 8)
 	require.NoError(t, err)
-	require.Equal(t, []int64{12, 12, 0, 0, 0, 0, 0, 0}, per, "nothing lost, nothing left behind")
+	require.Equal(t, []int64{3, 3, 3, 3, 3, 3, 3, 3}, per, "nothing moved")
+
+	// The workers took them: the span comes down to the shards.
+	for s := 2; s < 8; s++ {
+		for _, p := range []int{0, 5} {
+			require.NoError(t, b.rdb.Del(ctx, b.keys.Lane("sq", s, p)).Err())
+		}
+	}
+	_, err = b.rec.RunOnce(ctx)
+	require.NoError(t, err)
+	require.NoError(t, cache.Refresh(ctx))
+	require.Equal(t, queues.State{Shards: 2, Span: 2}, cache.Get("sq"))
 }
