@@ -41,12 +41,15 @@ func openQueues(ctx context.Context, cfg *config.Config, st *store.Store, br *br
 // (the Go API, taskd submit, taskd bench): it follows the task center's
 // queue state, and makes br follow it (br is the caller's own, or nil),
 // so that a task due now is dispatched by its submit within the window a
-// scheduler keeps (producer's dispatch.go).
+// scheduler keeps (producer's dispatch.go). The shards are the recorded
+// ones only, one where none are: a submitter's configuration does not
+// record them as a node's does, and pushing by it put messages in shards
+// that the daemons, configured otherwise, did not take from.
 func NewProducer(cfg *config.Config, st *store.Store, br *broker.Broker, log *slog.Logger) *producer.Client {
 	o := producer.Options{MaxPayload: int(cfg.Submit.MaxPayload), QueueFor: cfg.QueueFor, Timezone: cfg.Cron.Timezone,
 		Logger: log, Window: cmp.Or(cfg.Scheduler.Window, 2*cfg.Scheduler.BatchSize), WindowBytes: offIfZero(int64(cfg.Scheduler.WindowBytes))}
 	if br != nil {
-		o.Queues = queues.New(queues.Config{Configured: cfg.QueueShards(), Limits: cfg.QueueLimits(), Logger: log}, st, br)
+		o.Queues = queues.New(queues.Config{Limits: cfg.QueueLimits(), Logger: log}, st, br)
 		br.SetLayout(o.Queues)
 	}
 	return producer.New(st, br, o)
