@@ -10,10 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -261,8 +263,13 @@ func (b *Broker) EvictionPolicy(ctx context.Context) (string, error) {
 }
 
 // Push appends messages to their queues in one pipeline. It returns the
-// messages that could not be pushed (the caller hands them back) and the
-// first error.
+// messages it could not push (the caller hands them back) and the first
+// error. Among them, those whose command was sent but whose reply never
+// came (a timeout, a connection reset or closed after the write) may or
+// may not be in Redis: the error is then, or wraps, an *UnsettledError
+// naming them (see Unsettled). Handed back, such a message that did land
+// would run beside the next attempt: a caller that knows leaves them
+// dispatched, for recovery to settle from the queue itself.
 func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Message, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -302,23 +309,107 @@ func (b *Broker) Push(ctx context.Context, msgs []*task.Message) ([]*task.Messag
 		ln.raws, ln.msgs, ln.bytes = append(ln.raws, raw), append(ln.msgs, m), ln.bytes+len(raw)
 		perQueue[m.Queue]++
 	}
-	cmds := make([]*redis.IntCmd, len(order))
+	cmds := make([]*sendOnce, len(order))
 	for i, ln := range order {
-		cmds[i] = pipe.LPush(ctx, ln.key, ln.raws...)
+		cmds[i] = &sendOnce{IntCmd: redis.NewIntCmd(ctx, append([]any{"lpush", ln.key}, ln.raws...)...)}
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	for q, n := range perQueue {
 		b.notify(ctx, pipe, q, n)
 	}
 	_, err := pipe.Exec(ctx)
+	var unsettled []*task.Message
+	var refused, lost error
 	for i, c := range cmds {
-		if c.Err() != nil {
+		switch cerr := c.Err(); {
+		case cerr == nil:
+		case c.notApplied(cerr):
 			failed = append(failed, order[i].msgs...)
+			refused = orErr(refused, cerr)
+		default:
+			failed = append(failed, order[i].msgs...)
+			unsettled = append(unsettled, order[i].msgs...)
+			lost = orErr(lost, cerr)
 		}
 	}
-	if err != nil {
-		firstErr = orErr(firstErr, fmt.Errorf("push %d messages: %w", len(msgs), err))
+	if len(unsettled) == 0 {
+		// Exec's error is a refusal's, or a wake token's when every
+		// message went in.
+		if err != nil {
+			firstErr = orErr(firstErr, fmt.Errorf("push %d messages: %w", len(msgs), err))
+		}
+		return failed, firstErr
 	}
-	return failed, firstErr
+	if refused != nil {
+		firstErr = orErr(firstErr, fmt.Errorf("push %d messages: %w", len(msgs), refused))
+	}
+	u := &UnsettledError{Msgs: unsettled, Err: lost}
+	if firstErr == nil {
+		return failed, u
+	}
+	return failed, fmt.Errorf("%w; %w", firstErr, u)
+}
+
+// UnsettledError is Push's error for failed messages that may or may not
+// be in Redis: their command was sent and no reply came back.
+type UnsettledError struct {
+	Msgs []*task.Message
+	Err  error
+}
+
+func (e *UnsettledError) Error() string {
+	return fmt.Sprintf("%d messages sent with no reply may or may not be in redis: %v", len(e.Msgs), e.Err)
+}
+
+func (e *UnsettledError) Unwrap() error { return e.Err }
+
+// Unsettled returns the failed messages that Push's error err says may
+// or may not be in Redis (none when err says no such thing).
+func Unsettled(err error) []*task.Message {
+	var u *UnsettledError
+	if errors.As(err, &u) {
+		return u.Msgs
+	}
+	return nil
+}
+
+// sendOnce is an LPUSH that go-redis sends at most once, and that says
+// whether it was written. Retried after a lost reply, an LPUSH pushes its
+// messages again, and the retry's own error (a refused dial, say) hides
+// that the first try may have landed.
+type sendOnce struct {
+	*redis.IntCmd
+	read atomic.Bool // Args was read
+}
+
+func (*sendOnce) NoRetry() bool { return true }
+
+// Args is what go-redis writes a command from (a Cluster client also
+// routes it by them): a command whose Args were never read was not sent,
+// such as one whose new connection failed its handshake.
+func (c *sendOnce) Args() []any {
+	c.read.Store(true)
+	return c.IntCmd.Args()
+}
+
+// notApplied reports whether c's error err says Redis did not apply it:
+// c was never written, Redis refused it (an error reply: OOM,
+// WRONGTYPE...), or its last try found no connection (a failed dial, a
+// full or closed pool). Any other failure (a timeout, a reset, a
+// connection closed) may have come after Redis ran it.
+func (c *sendOnce) notApplied(err error) bool {
+	if !c.read.Load() {
+		return true
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed)
 }
 
 // pushChunk bounds the bytes of messages one LPUSH carries.

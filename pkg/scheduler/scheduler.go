@@ -8,6 +8,7 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -422,14 +423,27 @@ func (s *Scheduler) holdLater(msgs []*task.Message) []*task.Message {
 	return due
 }
 
-// push pushes claimed messages and hands back those it could not push; the
-// error says that none was pushed.
+// push pushes claimed messages and hands back those it certainly could
+// not push; the error says that none is known to be pushed.
 func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
 	msgs = s.dropUnrunnable(ctx, msgs)
 	if len(msgs) == 0 {
 		return nil
 	}
 	failed, perr := s.broker.Push(ctx, msgs)
+	unsure := 0 // messages that may or may not be in Redis
+	var unsettled *broker.UnsettledError
+	if errors.As(perr, &unsettled) {
+		// Sent with no reply: handed back, a message that did land would
+		// run beside the next attempt. Left dispatched, recovery finds
+		// each waiting in its queue, or lost and past the dispatch
+		// window, and hands back only those.
+		unsure = len(unsettled.Msgs)
+		failed = without(failed, unsettled.Msgs)
+		s.log.Warn("push got no reply: tasks may or may not be in redis; left dispatched for recovery to settle",
+			"tasks", unsure, "err", unsettled.Err)
+	}
+	// Messages that may be in Redis fill their window as pushed ones do.
 	s.win.pushedTo(perQueue(msgs, failed))
 	if len(failed) > 0 {
 		var fresh []string
@@ -439,10 +453,25 @@ func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
 		s.handBack(ctx, failed, perr, fresh)
 	}
 	s.dispatched.Add(int64(len(msgs) - len(failed)))
-	if perr != nil && len(failed) == len(msgs) {
+	if perr != nil && len(failed)+unsure == len(msgs) {
 		return fmt.Errorf("push: %w", perr)
 	}
 	return nil
+}
+
+// without returns the messages of msgs that are not in drop.
+func without(msgs, drop []*task.Message) []*task.Message {
+	skip := make(map[*task.Message]bool, len(drop))
+	for _, m := range drop {
+		skip[m] = true
+	}
+	out := make([]*task.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if !skip[m] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // dropUnrunnable ends dead, with why, the tasks of msgs whose task code
@@ -626,10 +655,11 @@ func perQueue(msgs, failed []*task.Message) map[string]pushes {
 	return out
 }
 
-// handBack returns tasks whose push failed to pending, at their due time. The
-// attempt stays incremented: if a push did reach Redis after all, its
-// message carries a stale attempt and is rejected by the fence. full
-// names the queues whose windows Redis at maxmemory just capped.
+// handBack returns tasks whose push certainly failed to pending, at their
+// due time (a push sent without a reply is not handed back: its message,
+// if it landed, would start its handler before the fence turned it
+// down). full names the queues whose windows Redis at maxmemory just
+// capped.
 func (s *Scheduler) handBack(ctx context.Context, msgs []*task.Message, cause error, full []string) {
 	ts := make([]store.Transition, len(msgs))
 	for i, m := range msgs {
