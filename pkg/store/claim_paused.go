@@ -17,9 +17,11 @@ type ClaimCursor struct {
 	ID  int64
 }
 
-// claimCursorStart is before every due time, the zero date of a
-// seed-style INSERT among them (due now).
-const claimCursorStart = "0000-00-00 00:00:00.000"
+// claimCursorStart is before every due time but the zero date of a
+// seed-style INSERT (due now), which a window from the start reads
+// apart: MySQL 8 under NO_ZERO_DATE refuses a zero date as a literal
+// ("Incorrect DATETIME value") and failed every claim.
+const claimCursorStart = "1000-01-01 00:00:00.000"
 
 // ClaimFilter leaves the tasks of paused queues out of a claim, and those
 // of queues whose Redis lists are full.
@@ -162,10 +164,11 @@ func (s *Store) TaskClaimDueFiltered(ctx context.Context, limit int, f *ClaimFil
 		if head {
 			c, span[p] = ClaimCursor{}, limit
 		}
-		if c.Key == "" {
+		fromStart := c.Key == ""
+		if fromStart {
 			c.Key = claimCursorStart
 		}
-		args = append(args, c.Key, c.Key, c.ID, span[p])
+		args = append(args, c.Key, c.Key, c.ID, fromStart, span[p])
 	}
 	rows, err := s.db.QueryContext(ctx, qClaimWindow, args...)
 	if err != nil {

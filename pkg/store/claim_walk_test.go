@@ -112,7 +112,7 @@ func TestFilteredClaimWindowsGrowPastABacklog(t *testing.T) {
 
 	var window []any
 	for range 10 {
-		window = append(window, "1000-01-01 00:00:00.000", "1000-01-01 00:00:00.000", 0, 100)
+		window = append(window, "1000-01-01 00:00:00.000", "1000-01-01 00:00:00.000", 0, true, 100)
 	}
 	rows, err := st.DB().Query("EXPLAIN "+store.ClaimWindowSQL, window...)
 	require.NoError(t, err)

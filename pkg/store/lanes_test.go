@@ -71,7 +71,7 @@ func requireLanePlans(t *testing.T, db *sql.DB) {
 	}
 	var window []any
 	for range 10 {
-		window = append(window, "1000-01-01 00:00:00.000", "1000-01-01 00:00:00.000", 0, 100)
+		window = append(window, "1000-01-01 00:00:00.000", "1000-01-01 00:00:00.000", 0, true, 100)
 	}
 	old := float64(time.Now().Add(-time.Minute).UnixMilli()) / 1000
 	for _, c := range []struct {

@@ -754,7 +754,7 @@ var qClaimWindow = func() string {
 		fmt.Fprintf(&b, "(SELECT id, lane, CAST(lane_at AS CHAR), "+
 			"IF(wait_queue = '', COALESCE("+routeOf("task_center.wait_code")+", wait_code), wait_queue), "+
 			"wait_code, wait_queue FROM task_center FORCE INDEX (idx_lane)"+
-			" WHERE lane = %d AND lane_at <= NOW(3) AND (lane_at > ? OR (lane_at = ? AND id >= ?))"+
+			" WHERE lane = %d AND lane_at <= NOW(3) AND (lane_at > ? OR (lane_at = ? AND id >= ?) OR (? AND lane_at < '1000-01-01'))"+
 			" ORDER BY lane_at, id LIMIT ?)", p)
 	}
 	return b.String()
