@@ -133,37 +133,38 @@ var taskChecks = []struct{ name, check, outside, fix, said string }{
 
 // addTaskChecks adds the CHECK constraints of migration 1 that task_center
 // lacks: a seed table adopted now or by an earlier taskd. The rows they
-// would refuse are mended first, and said; then the PHP side's next such
-// INSERT fails where it is made. It runs at every migrate: on a table
-// that has them, one read.
-func addTaskChecks(ctx context.Context, c *sql.Conn, say func(string)) error {
+// would refuse are counted and said, then mended and the constraints
+// added as a migration step is applied (a lock wait retried, Ctrl-C
+// stopping the statement on the server); then the PHP side's next such
+// INSERT fails where it is made. On a table that has them, one read.
+func (s *Store) addTaskChecks(ctx context.Context, c *sql.Conn, say func(string)) error {
 	have, err := names(ctx, c, "constraints", `SELECT CONSTRAINT_NAME FROM information_schema.TABLE_CONSTRAINTS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_center' AND CONSTRAINT_TYPE = 'CHECK'`)
 	if err != nil {
 		return err
 	}
+	var step strings.Builder
 	var add []string
 	for _, ck := range taskChecks {
 		if have[ck.name] {
 			continue
 		}
-		res, err := c.ExecContext(ctx, "UPDATE task_center SET "+ck.fix+" WHERE "+ck.outside)
-		if err != nil {
-			return fmt.Errorf("migrate: mend task_center for %s: %w", ck.name, err)
+		var n int64
+		if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM task_center WHERE "+ck.outside).Scan(&n); err != nil {
+			return fmt.Errorf("migrate: read task_center for %s: %w", ck.name, err)
 		}
-		if n, _ := res.RowsAffected(); n > 0 {
+		if n > 0 {
 			say(fmt.Sprintf(ck.said, n))
+			step.WriteString("UPDATE task_center SET " + ck.fix + " WHERE " + ck.outside + ";\n")
 		}
 		add = append(add, "ADD CONSTRAINT "+ck.name+" CHECK ("+ck.check+")")
 	}
 	if len(add) == 0 {
 		return nil
 	}
+	step.WriteString("ALTER TABLE task_center " + strings.Join(add, ", ") + ";\n")
 	say("adding the CHECK constraints of task_center (a copy of the table, as its other changes)")
-	if _, err := c.ExecContext(ctx, "ALTER TABLE task_center "+strings.Join(add, ", ")); err != nil {
-		return fmt.Errorf("migrate: add the CHECK constraints of task_center: %w", err)
-	}
-	return nil
+	return s.applyStep(ctx, c, Migration{Name: "task_center's CHECK constraints", SQL: step.String()}, say)
 }
 
 // names reads the one-column result of q as a set; what names it in

@@ -210,7 +210,7 @@ func (s *Store) Migrate(ctx context.Context, p MigrateParams) (MigrateResult, er
 		}
 		res.Applied = append(res.Applied, m.Version)
 	}
-	if err := addTaskChecks(ctx, conn, say); err != nil {
+	if err := s.addTaskChecks(ctx, conn, say); err != nil {
 		return res, err
 	}
 	return res, nil
