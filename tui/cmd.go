@@ -80,6 +80,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, new(configError)) {
 		return cli.ExitConfig
 	}
+	if c, _, ferr := cmd.Find(args); ferr == nil && c.Name() == "serve" && !errors.As(err, new(runError)) {
+		return cli.ExitConfig // a unit's mistyped flag: its units restart on 2, a crash
+	}
 	if task.ErrorCode(err) == task.CodeInvalid || !errors.As(err, new(runError)) {
 		return 2
 	}

@@ -139,23 +139,32 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 		return ExitInterrupted
 	}
 	fmt.Fprintf(a.Stderr, "taskd: %s\n", msg)
+	// Bad usage of the daemon is EX_CONFIG: its units restart on 2, which
+	// a Go crash exits with, and a unit's mistyped flag looped.
+	usage := ExitUsage
+	if c, _, ferr := root.Find(args); ferr == nil && c.Annotations[daemon] != "" {
+		usage = ExitConfig
+	}
 	var re runError
 	if !errors.As(err, &re) {
 		// Not from a command's body: cobra rejected the command line.
-		return ExitUsage
+		return usage
 	}
 	if errors.As(re.error, new(partialError)) {
 		return ExitPartial
 	}
 	if task.ErrorCode(re.error) == task.CodeInvalid {
-		return ExitUsage
+		return usage
 	}
 	var ue usageError
 	if errors.As(re.error, &ue) {
-		return ExitUsage
+		return usage
 	}
 	return ExitFailure
 }
+
+// daemon annotates the command that runs the daemon (`run`).
+const daemon = "daemon"
 
 // partialError is the error of an action that changed part of what it
 // was asked to before it failed (ExitPartial).

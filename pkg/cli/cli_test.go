@@ -192,6 +192,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"unknown flag", []string{"submit", "hello", "--bogus"}, "taskd: unknown flag: --bogus\n"},
 		{"mistyped flag", []string{"submit", "hello", "--paylod", "{}"}, "taskd: unknown flag: --paylod (did you mean --payload?)\n"},
 		{"flag cut short", []string{"run", "--node", "a"}, "taskd: unknown flag: --node (did you mean --node-id?)\n"},
+		{"daemon with an argument", []string{"run", "worker"}, "taskd: run: unexpected argument \"worker\""},
 		{"mistyped global flag", []string{"list", "--confg", "x.yaml"}, "(did you mean --config?)"},
 		{"another tool's --json", []string{"list", "--json"}, "taskd: unknown flag: --json (did you mean -o json?)\n"},
 		{"another tool's --timezone", []string{"cron", "add", "hello", "@daily", "--timezone", "UTC"}, "taskd: unknown flag: --timezone (did you mean --tz?)\n"},
@@ -246,7 +247,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := b.run(t, tc.args...)
-			requireOneLineError(t, r, cli.ExitUsage)
+			code := cli.ExitUsage
+			if tc.args[0] == "run" {
+				code = cli.ExitConfig // the daemon's units restart on 2, a crash
+			}
+			requireOneLineError(t, r, code)
 			require.Contains(t, r.stderr, tc.want)
 			require.Zero(t, b.rows(t), "nothing written")
 		})

@@ -32,15 +32,14 @@ func restartOn(ctx context.Context) error {
 
 func (a *App) runCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Run the daemon: scheduler and workers (stop with SIGTERM; it drains)",
-		Args:  cobra.NoArgs,
+		Use:         "run",
+		Short:       "Run the daemon: scheduler and workers (stop with SIGTERM; it drains)",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{daemon: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.config()
 			if err != nil {
-				// 78, not 2: the shipped units do not restart on it, and
-				// do restart on a Go crash, which exits 2.
-				return exitError{code: ExitConfig, msg: node.ErrorText(err)}
+				return usageError{err} // exit 78 for the daemon (Execute)
 			}
 			log := a.logger(c)
 			if c.File == "" && !config.EnvSetsAny() {
