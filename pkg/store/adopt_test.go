@@ -149,6 +149,41 @@ func TestMigrateAddsTheChecksToAnAdoptedTable(t *testing.T) {
 	require.ErrorContains(t, err, "ck_task_priority")
 }
 
+// Adding the constraints waits for a table in use as every step does: a
+// transaction of the PHP application open on it for longer than one lock
+// wait (3 s) held the ALTER back, and migrate failed at its first wait.
+func TestAddingTheChecksWaitsForTheTable(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := context.Background()
+	dsn, raw := sideDatabase(t, env, "_checkwait")
+	_, err := raw.ExecContext(ctx, seedTable)
+	require.NoError(t, err)
+	st, err := store.Open(ctx, dsn, store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.Migrate(ctx, store.MigrateParams{})
+	require.NoError(t, err)
+	_, err = raw.ExecContext(ctx, `ALTER TABLE task_center DROP CONSTRAINT ck_task_priority`) // adopted by an earlier taskd
+	require.NoError(t, err)
+
+	app, err := raw.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, app.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_center`).Scan(&n))
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Migrate(ctx, store.MigrateParams{})
+		done <- err
+	}()
+	time.Sleep(4 * time.Second) // past one lock wait
+	require.NoError(t, app.Commit())
+	require.NoError(t, <-done)
+	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
+		VALUES ('again', 0, '{}', 10, NOW(), 0)`)
+	require.ErrorContains(t, err, "ck_task_priority")
+}
+
 // A seed table made under a lenient sql_mode, with zero dates for
 // defaults and in its rows, is adopted on a server whose mode refuses
 // them (MySQL 8's default: NO_ZERO_DATE, strict), where any ALTER of it
