@@ -445,6 +445,10 @@ func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
 	}
 	// Messages that may be in Redis fill their window as pushed ones do.
 	s.win.pushedTo(perQueue(msgs, failed))
+	notPushed := len(failed)
+	if len(failed) > 0 {
+		failed = s.dropUnencodable(ctx, failed)
+	}
 	if len(failed) > 0 {
 		var fresh []string
 		if broker.IsOOM(perr) {
@@ -452,8 +456,10 @@ func (s *Scheduler) push(ctx context.Context, msgs []*task.Message) error {
 		}
 		s.handBack(ctx, failed, perr, fresh)
 	}
-	s.dispatched.Add(int64(len(msgs) - len(failed)))
-	if perr != nil && len(failed)+unsure == len(msgs) {
+	s.dispatched.Add(int64(len(msgs) - notPushed))
+	// Nothing is known to be pushed, and some of it failed for Redis (not
+	// a payload no push could carry, now dead).
+	if perr != nil && notPushed+unsure == len(msgs) && len(failed)+unsure > 0 {
 		return fmt.Errorf("push: %w", perr)
 	}
 	return nil
@@ -485,24 +491,52 @@ func (s *Scheduler) dropUnrunnable(ctx context.Context, msgs []*task.Message) []
 	if !slices.ContainsFunc(msgs, unrunnable) {
 		return msgs
 	}
+	return s.endDead(ctx, msgs, func(m *task.Message) string {
+		if !unrunnable(m) {
+			return ""
+		}
+		return unrunnableWhy(m)
+	}, "tasks with an invalid task code or queue")
+}
+
+// dropUnencodable ends dead, with why, the tasks of failed (messages whose
+// push failed) that no push can carry: a payload that is not JSON, which
+// an adopted seed table whose payload column is TEXT takes. Handed back,
+// such a task was claimed and handed back again for ever. Only a failed
+// push pays for the check.
+func (s *Scheduler) dropUnencodable(ctx context.Context, failed []*task.Message) []*task.Message {
+	return s.endDead(ctx, failed, func(m *task.Message) string {
+		if _, err := m.Encode(); err != nil {
+			return fmt.Sprintf("not run: its payload is not JSON (%v); submit it again with a JSON payload", err)
+		}
+		return ""
+	}, "tasks whose payload is not JSON")
+}
+
+// endDead ends dead the dispatched tasks of msgs for which why says why,
+// and returns the others. what names them in the log.
+func (s *Scheduler) endDead(ctx context.Context, msgs []*task.Message, why func(*task.Message) string, what string) []*task.Message {
 	var ts []store.Transition
 	kept := make([]*task.Message, 0, len(msgs))
 	for _, m := range msgs {
-		if !unrunnable(m) {
+		w := why(m)
+		if w == "" {
 			kept = append(kept, m)
 			continue
 		}
-		why := unrunnableWhy(m)
-		ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Dead, SetResult: true, Result: why,
-			Run: &store.RunRecord{Queue: m.Queue, Outcome: task.OutcomeDead, Result: why}})
+		ts = append(ts, store.Transition{ID: m.ID, Attempt: m.Attempt, From: task.Dispatched, To: task.Dead, SetResult: true, Result: w,
+			Run: &store.RunRecord{Queue: m.Queue, Outcome: task.OutcomeDead, Result: w}})
+	}
+	if len(ts) == 0 {
+		return msgs
 	}
 	if _, err := s.store.TaskTransition(ctx, ts); err != nil {
 		// Still dispatched: recovery hands them back, and the next claim
 		// comes here again.
-		s.log.Error("end tasks with an invalid task code or queue", "tasks", len(ts), "err", err)
+		s.log.Error("end "+what, "tasks", len(ts), "err", err)
 		return kept
 	}
-	s.log.Warn("tasks with an invalid task code or queue are dead", "tasks", len(ts))
+	s.log.Warn(what+" are dead", "tasks", len(ts))
 	return kept
 }
 

@@ -526,6 +526,36 @@ func TestUnrunnableTaskIsDead(t *testing.T) {
 	require.Equal(t, map[string]int64{"": 0, "发送短信": 0, "短信 队列": 0, "hello": 1}, lens, "nothing pushed for them")
 }
 
+// A payload that is not JSON (an adopted seed table whose payload column
+// is TEXT takes one) cannot be put in a message: its task is dead at its
+// claim, with why. It was handed back at every claim, never run and never
+// dead, and the others of its push went on.
+func TestPayloadNotJSONIsDead(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, scheduler.Config{})
+	b.env.Exec(t, `ALTER TABLE task_center MODIFY payload LONGTEXT NOT NULL`)
+	b.env.Exec(t, `INSERT INTO task_center (task_code, queue, payload) VALUES ('hello', '', 'not json'), ('hello', '', '{}')`)
+	n, err := s.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, int64(1), s.Dispatched())
+	var status int
+	var result string
+	require.NoError(t, b.env.Store.DB().QueryRow(`SELECT status, last_result FROM task_center WHERE id = 1`).Scan(&status, &result))
+	require.Equal(t, int(task.Dead), status, result)
+	require.Contains(t, result, "payload is not JSON")
+	_, err = s.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), s.Dispatched(), "not claimed again")
+
+	// Alone in its claim, it is no failure of the scheduler's.
+	b.env.Exec(t, `INSERT INTO task_center (task_code, queue, payload) VALUES ('hello', '', '{oops')`)
+	n, err = s.RunOnce(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 2, b.env.Count(t, `SELECT COUNT(*) FROM task_center WHERE status = 5`))
+}
+
 // pausedLayout is a layout whose named queues are paused.
 type pausedLayout map[string]bool
 
