@@ -215,46 +215,38 @@ func (p *cutOnce) accept() {
 		}
 		var sent atomic.Bool // an LPUSH went up
 		p.wg.Add(2)
-		go func() { // client to Redis
-			defer p.wg.Done()
-			defer up.Close()
-			defer c.Close()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := c.Read(buf)
-				if n > 0 {
-					if bytes.Contains(bytes.ToLower(buf[:n]), []byte("lpush")) {
-						sent.Store(true)
-					}
-					if _, err := up.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
+		go p.pipe(c, up, func(b []byte) bool { // client to Redis
+			if bytes.Contains(bytes.ToLower(b), []byte("lpush")) {
+				sent.Store(true)
 			}
-		}()
-		go func() { // Redis to client
-			defer p.wg.Done()
-			defer up.Close()
-			defer c.Close()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := up.Read(buf)
-				if n > 0 {
-					if sent.Load() && p.done.CompareAndSwap(false, true) {
-						return
-					}
-					if _, err := c.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
+			return true
+		})
+		go p.pipe(up, c, func([]byte) bool { // Redis to client: the first reply after an LPUSH is cut
+			return !(sent.Load() && p.done.CompareAndSwap(false, true))
+		})
+	}
+}
+
+// pipe copies from to to until either fails or pass turns a read down,
+// then closes both.
+func (p *cutOnce) pipe(from, to net.Conn, pass func([]byte) bool) {
+	defer p.wg.Done()
+	defer from.Close()
+	defer to.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			if !pass(buf[:n]) {
+				return
 			}
-		}()
+			if _, err := to.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/taskd/taskd/pkg/startstop"
 	"github.com/taskd/taskd/pkg/store"
 	"github.com/taskd/taskd/pkg/task"
+	"github.com/taskd/taskd/pkg/watchdog"
 )
 
 // Exit codes.
@@ -43,9 +44,9 @@ const (
 	// evicting keys. Supervisor and systemd are told not to restart on it.
 	ExitConfig = 78
 	// ExitRestart (EX_TEMPFAIL) is `taskd run` exiting to be started
-	// again: the watchdog gave up on the process, or SIGHUP asked for a
-	// reload. The shipped units restart on it.
-	ExitRestart = 75
+	// again: the watchdog gave up on the process (its own exit), or SIGHUP
+	// asked for a reload. The shipped units restart on it.
+	ExitRestart = watchdog.ExitCode
 	// ExitInterrupted (128 + SIGINT, as shells report it) is a command
 	// stopped by ctrl+c or SIGTERM before it was done.
 	ExitInterrupted = 130

@@ -27,7 +27,7 @@ func restartOn(ctx context.Context) error {
 	if !reloading(ctx) {
 		return nil
 	}
-	return exitError{code: ExitRestart, msg: "stopped on SIGHUP: exit 75, for the supervisor to start taskd again with its configuration read anew"}
+	return exitError{code: ExitRestart, msg: fmt.Sprintf("stopped on SIGHUP: exit %d, for the supervisor to start taskd again with its configuration read anew", ExitRestart)}
 }
 
 func (a *App) runCmd() *cobra.Command {

@@ -16,14 +16,13 @@ const retireGrace = 15 * time.Second
 // ahead of older ones there, and a list whose oldest end is not its oldest
 // message makes recovery take the older ones for lost and run them twice.
 // A queue that fails is logged and left for the next pass: the other
-// queues, and the rest of the pass, go on. It returns the queues retired.
-func (r *Recoverer) retireShards(ctx context.Context) int {
+// queues, and the rest of the pass, go on.
+func (r *Recoverer) retireShards(ctx context.Context) {
 	qs, err := r.store.QueueList(ctx)
 	if err != nil {
 		r.log.Warn("retire shards: read the queues", "err", err)
-		return 0
+		return
 	}
-	retired := 0
 	for _, q := range qs {
 		// The grace has certainly passed by the database clock's lower
 		// bound (updated_at is the database's).
@@ -44,10 +43,8 @@ func (r *Recoverer) retireShards(ctx context.Context) int {
 			continue
 		}
 		if ok {
-			retired++
 			r.broker.NudgeQueues(ctx) // best effort: nodes re-read within a second
 			r.log.Info("retired shards", "queue", q.Name, "shards", q.Shards, "was", q.Span)
 		}
 	}
-	return retired
 }

@@ -107,16 +107,11 @@ func TestMigrateAddsTheChecksToAnAdoptedTable(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx := context.Background()
-	dsn, raw := sideDatabase(t, env, "_checks")
-	_, err := raw.ExecContext(ctx, seedTable)
-	require.NoError(t, err)
-	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
+	st, raw := seedBeside(t, env, "_checks")
+	_, err := raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
 		VALUES ('high', 0, '{}', 10, NOW(), 0), ('low', 0, '{}', -1, NOW(), 0), ('odd', 3, '{}', 5, NOW(), 0),
 		('lost', 0, '{}', 5, NOW(), 9), ('fine', 0, '{}', 5, NOW(), 0)`)
 	require.NoError(t, err)
-	st, err := store.Open(ctx, dsn, store.Options{})
-	require.NoError(t, err)
-	defer st.Close()
 	var said []string
 	_, err = st.Migrate(ctx, store.MigrateParams{Progress: func(l string) { said = append(said, l) }})
 	require.NoError(t, err)
@@ -135,18 +130,14 @@ func TestMigrateAddsTheChecksToAnAdoptedTable(t *testing.T) {
 		require.Equal(t, task.Dead, tk.Status)
 		require.Contains(t, tk.LastResult, why)
 	}
-	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
-		VALUES ('again', 0, '{}', 10, NOW(), 0)`)
-	require.ErrorContains(t, err, "ck_task_priority", "refused where it is made")
+	require.ErrorContains(t, insertPriority10(raw), "ck_task_priority", "refused where it is made")
 
 	// Adopted by an older taskd: the constraints come at the next migrate.
 	_, err = raw.ExecContext(ctx, `ALTER TABLE task_center DROP CONSTRAINT ck_task_priority`)
 	require.NoError(t, err)
 	_, err = st.Migrate(ctx, store.MigrateParams{})
 	require.NoError(t, err)
-	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
-		VALUES ('again', 0, '{}', 10, NOW(), 0)`)
-	require.ErrorContains(t, err, "ck_task_priority")
+	require.ErrorContains(t, insertPriority10(raw), "ck_task_priority")
 }
 
 // Adding the constraints waits for a table in use as every step does: a
@@ -156,13 +147,8 @@ func TestAddingTheChecksWaitsForTheTable(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx := context.Background()
-	dsn, raw := sideDatabase(t, env, "_checkwait")
-	_, err := raw.ExecContext(ctx, seedTable)
-	require.NoError(t, err)
-	st, err := store.Open(ctx, dsn, store.Options{})
-	require.NoError(t, err)
-	defer st.Close()
-	_, err = st.Migrate(ctx, store.MigrateParams{})
+	st, raw := seedBeside(t, env, "_checkwait")
+	_, err := st.Migrate(ctx, store.MigrateParams{})
 	require.NoError(t, err)
 	_, err = raw.ExecContext(ctx, `ALTER TABLE task_center DROP CONSTRAINT ck_task_priority`) // adopted by an earlier taskd
 	require.NoError(t, err)
@@ -179,9 +165,27 @@ func TestAddingTheChecksWaitsForTheTable(t *testing.T) {
 	time.Sleep(4 * time.Second) // past one lock wait
 	require.NoError(t, app.Commit())
 	require.NoError(t, <-done)
-	_, err = raw.ExecContext(ctx, `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
+	require.ErrorContains(t, insertPriority10(raw), "ck_task_priority")
+}
+
+// seedBeside creates the seed's table in a database beside env's and
+// returns a store on it (not migrated) and a raw handle on it.
+func seedBeside(t *testing.T, env *testenv.Env, suffix string) (*store.Store, *sql.DB) {
+	t.Helper()
+	dsn, raw := sideDatabase(t, env, suffix)
+	_, err := raw.ExecContext(context.Background(), seedTable)
+	require.NoError(t, err)
+	st, err := store.Open(context.Background(), dsn, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st, raw
+}
+
+// insertPriority10 is a PHP INSERT of a task of priority 10.
+func insertPriority10(raw *sql.DB) error {
+	_, err := raw.ExecContext(context.Background(), `INSERT INTO task_center (task_code, task_type, payload, priority, plan_next_run_at, status)
 		VALUES ('again', 0, '{}', 10, NOW(), 0)`)
-	require.ErrorContains(t, err, "ck_task_priority")
+	return err
 }
 
 // A seed table made under a lenient sql_mode, with zero dates for

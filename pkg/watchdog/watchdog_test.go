@@ -492,16 +492,8 @@ func TestIdleWindowStartsOverAfterTheTaskCenterWait(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	w := &waitingSlots{progress: clk.Now()}
 	w.setRefused(errors.New("unreachable: dial tcp 127.0.0.1:3306: connect: connection refused"))
-	exits := make(chan string, 1)
 	const window, grace = time.Minute, 30 * time.Second
-	wd := watchdog.New(watchdog.Config{IdleWindow: window, Grace: grace, Node: "n1", Clock: clk, Logger: quiet,
-		Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
-	check := func() watchdog.Result {
-		t.Helper()
-		res, err := wd.RunOnce(ctx)
-		require.NoError(t, err)
-		return res
-	}
+	check, exits := checker(t, env, w, watchdog.Config{IdleWindow: window, Grace: grace, Clock: clk})
 
 	clk.Advance(10 * time.Minute) // a long outage
 	require.Equal(t, watchdog.Result{}, check(), "waiting on the task center")
@@ -565,16 +557,8 @@ func TestStalledSerialQueueIsIdle(t *testing.T) {
 
 	clk := clock.NewManual(time.Now())
 	w := &stubSlots{queue: "ledger", capacity: 2, progress: clk.Now()}
-	exits := make(chan string, 1)
 	const window, grace = time.Minute, 30 * time.Second
-	wd := watchdog.New(watchdog.Config{IdleWindow: window, Grace: grace, Node: "n1", Clock: clk, Logger: quiet,
-		Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
-	check := func() watchdog.Result {
-		t.Helper()
-		res, err := wd.RunOnce(ctx)
-		require.NoError(t, err)
-		return res
-	}
+	check, exits := checker(t, env, w, watchdog.Config{IdleWindow: window, Grace: grace, Clock: clk})
 	require.Equal(t, watchdog.Result{}, check())
 	clk.Advance(window + time.Second)
 	require.Equal(t, watchdog.Result{Idle: 1}, check(), "groups at their limit hold back no message")
@@ -611,16 +595,8 @@ func TestLongTasksAreNotIdle(t *testing.T) {
 		w.running = append(w.running, worker.Running{Timeout: time.Hour,
 			Slot: broker.Slot{Queue: "long", TaskID: int64(i + 1), Code: "long", Attempt: 1, Since: start}})
 	}
-	exits := make(chan string, 1)
 	const interval, window, grace = 5 * time.Second, 2 * time.Minute, 30 * time.Second
-	wd := watchdog.New(watchdog.Config{Interval: interval, IdleWindow: window, Grace: grace, Node: "n1", Clock: clk,
-		Logger: quiet, Exit: func(_ int, reason string) { exits <- reason }}, w, env.Store, env.Broker)
-	check := func() watchdog.Result {
-		t.Helper()
-		res, err := wd.RunOnce(ctx)
-		require.NoError(t, err)
-		return res
-	}
+	check, exits := checker(t, env, w, watchdog.Config{Interval: interval, IdleWindow: window, Grace: grace, Clock: clk})
 	// Five minutes of every slot busy, no result written.
 	for clk.Now().Sub(start) < 5*time.Minute {
 		clk.Advance(interval)
@@ -678,3 +654,19 @@ func (w *stubSlots) QueueSlots() []worker.QueueSlots {
 }
 func (*stubSlots) ResultsWaiting() time.Duration { return 0 }
 func (*stubSlots) ResultsRefused() error         { return nil }
+
+// checker returns one check of a watchdog over w, configured by cfg (on
+// node n1, quiet), that fails the test on an error, and the exits it asks
+// for.
+func checker(t *testing.T, env *testenv.Env, w watchdog.Slots, cfg watchdog.Config) (func() watchdog.Result, chan string) {
+	exits := make(chan string, 1)
+	cfg.Node, cfg.Logger = "n1", quiet
+	cfg.Exit = func(_ int, reason string) { exits <- reason }
+	wd := watchdog.New(cfg, w, env.Store, env.Broker)
+	return func() watchdog.Result {
+		t.Helper()
+		res, err := wd.RunOnce(context.Background())
+		require.NoError(t, err)
+		return res
+	}, exits
+}
